@@ -1,0 +1,187 @@
+"""Sessions, context injections and their candidates, use events, update batches and weight changes.
+
+WeightChange is the feedback history (append-only, enforced by a database trigger): charts,
+audits and rollbacks all read it. Every table carries ``graph_id`` itself.
+"""
+
+from __future__ import annotations
+
+from django.conf import settings
+from django.db import models
+from django.db.models import Q
+
+from graphadmin.models import Edge, Graph, Node, PolicyRevision
+from graphadmin.models.tenancy import TenantQuerySet
+
+OUTCOMES = ("accepted", "rework", "rejected")
+SIGNALS = ("explicit", "implicit", "negative")
+BATCH_KINDS = ("reinforce", "outcome", "decay", "normalize", "manual", "import", "rollback")
+BATCH_STATUSES = ("applied", "rolled_back")
+
+
+class GraphScopedQuerySet(TenantQuerySet):
+    org_path = "graph__organization"
+
+
+class AgentSession(models.Model):
+    """One agent session: the unit that retrieves context, reports uses and ends with an outcome."""
+
+    graph = models.ForeignKey(Graph, on_delete=models.CASCADE, related_name="sessions")
+    external_id = models.CharField(max_length=200)
+    started_at = models.DateTimeField(auto_now_add=True)
+    outcome = models.CharField(max_length=20, null=True, blank=True, choices=[(o, o) for o in OUTCOMES])
+    outcome_at = models.DateTimeField(null=True, blank=True)
+
+    objects = GraphScopedQuerySet.as_manager()
+
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(fields=["graph", "external_id"], name="session_external_id_per_graph"),
+            models.CheckConstraint(condition=Q(outcome__isnull=True) | Q(outcome__in=OUTCOMES), name="session_outcome_valid"),
+        ]
+
+    def __str__(self):
+        return self.external_id
+
+
+class ContextInjection(models.Model):
+    """What one retrieval surfaced to a session: the frozen candidate set explanations replay."""
+
+    graph = models.ForeignKey(Graph, on_delete=models.CASCADE, related_name="injections")
+    session = models.ForeignKey(AgentSession, on_delete=models.CASCADE, related_name="injections")
+    policy_revision = models.ForeignKey(PolicyRevision, on_delete=models.PROTECT, related_name="injections")
+    query = models.TextField(blank=True)
+    mode = models.CharField(max_length=20, default="traversal", help_text="traversal or hybrid")
+    budget_unit = models.CharField(max_length=10, default="items", help_text="items or tokens")
+    budget = models.PositiveIntegerField(default=0)
+    spent = models.PositiveIntegerField(default=0)
+    params = models.JSONField(default=dict, blank=True, help_text="The request as received: start nodes, k, hops, anchors.")
+    created_at = models.DateTimeField(auto_now_add=True, db_index=True)
+
+    objects = GraphScopedQuerySet.as_manager()
+
+    class Meta:
+        indexes = [models.Index(fields=["graph", "-created_at"], name="injection_graph_recent")]
+
+    def __str__(self):
+        return f"injection {self.pk} ({self.session})"
+
+
+class InjectionCandidate(models.Model):
+    """One candidate considered by an injection: its raw features, components, total and rank.
+
+    ``features`` holds the raw inputs (weight, feedback_weight, similarity, priority, hops, ...) so a
+    what-if replay can rescore it under a draft policy; ``components`` holds each component's raw
+    value, coefficient and contribution as computed at the time.
+    """
+
+    injection = models.ForeignKey(ContextInjection, on_delete=models.CASCADE, related_name="candidates")
+    graph = models.ForeignKey(Graph, on_delete=models.CASCADE, related_name="+")
+    rank = models.PositiveIntegerField()
+    selected = models.BooleanField()
+    node = models.ForeignKey(Node, on_delete=models.PROTECT, related_name="+")
+    edge = models.ForeignKey(Edge, on_delete=models.PROTECT, null=True, blank=True, related_name="+")
+    hops = models.PositiveSmallIntegerField(default=1)
+    tokens = models.PositiveIntegerField(default=0)
+    total = models.FloatField()
+    features = models.JSONField(default=dict)
+    components = models.JSONField(default=dict)
+
+    objects = GraphScopedQuerySet.as_manager()
+
+    class Meta:
+        constraints = [models.UniqueConstraint(fields=["injection", "rank"], name="candidate_rank_per_injection")]
+        indexes = [models.Index(fields=["graph", "node"], name="candidate_graph_node")]
+        ordering = ["injection", "rank"]
+
+
+class UseEvent(models.Model):
+    """A surfaced node or edge that was used (explicit or implicit) or flagged wrong (negative)."""
+
+    graph = models.ForeignKey(Graph, on_delete=models.CASCADE, related_name="+")
+    session = models.ForeignKey(AgentSession, on_delete=models.CASCADE, related_name="use_events")
+    injection = models.ForeignKey(ContextInjection, on_delete=models.SET_NULL, null=True, blank=True, related_name="use_events")
+    node = models.ForeignKey(Node, on_delete=models.PROTECT, null=True, blank=True, related_name="+")
+    edge = models.ForeignKey(Edge, on_delete=models.PROTECT, null=True, blank=True, related_name="+")
+    signal = models.CharField(max_length=20, choices=[(s, s) for s in SIGNALS])
+    source = models.CharField(max_length=50, default="api", help_text="api, response, mcp, dashboard")
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    objects = GraphScopedQuerySet.as_manager()
+
+    class Meta:
+        constraints = [
+            models.CheckConstraint(condition=Q(signal__in=SIGNALS), name="use_signal_valid"),
+            models.CheckConstraint(
+                condition=(Q(node__isnull=False) & Q(edge__isnull=True)) | (Q(node__isnull=True) & Q(edge__isnull=False)),
+                name="use_one_target",
+            ),
+        ]
+
+
+class UpdateBatch(models.Model):
+    """One set of weight changes with one cause; the unit of audit and rollback."""
+
+    graph = models.ForeignKey(Graph, on_delete=models.CASCADE, related_name="batches")
+    kind = models.CharField(max_length=20, choices=[(k, k) for k in BATCH_KINDS])
+    status = models.CharField(max_length=20, default="applied", choices=[(s, s) for s in BATCH_STATUSES])
+    trigger_session = models.ForeignKey(AgentSession, on_delete=models.SET_NULL, null=True, blank=True, related_name="batches")
+    trigger_user = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.SET_NULL, null=True, blank=True, related_name="+")
+    trigger_task = models.CharField(max_length=200, blank=True)
+    idempotency_key = models.CharField(max_length=200, null=True, blank=True, unique=True)
+    node_updates = models.PositiveIntegerField(default=0)
+    edge_updates = models.PositiveIntegerField(default=0)
+    conflicts = models.PositiveIntegerField(default=0)
+    details = models.JSONField(default=dict, blank=True)
+    started_at = models.DateTimeField()
+    finished_at = models.DateTimeField(null=True, blank=True)
+    duration_ms = models.FloatField(default=0.0)
+    rollback_of = models.OneToOneField("self", on_delete=models.PROTECT, null=True, blank=True, related_name="rolled_back_by")
+
+    objects = GraphScopedQuerySet.as_manager()
+
+    class Meta:
+        verbose_name_plural = "update batches"
+        constraints = [
+            models.CheckConstraint(condition=Q(kind__in=BATCH_KINDS), name="batch_kind_valid"),
+            models.CheckConstraint(condition=Q(status__in=BATCH_STATUSES), name="batch_status_valid"),
+        ]
+        indexes = [models.Index(fields=["graph", "-started_at"], name="batch_graph_recent")]
+
+    def __str__(self):
+        return f"batch {self.pk} ({self.kind}, {self.status})"
+
+
+class WeightChange(models.Model):
+    """One change of one weight: append-only history read by charts, audits and rollbacks."""
+
+    TARGETS = ("node", "edge")
+    FIELDS = ("weight", "feedback_weight")
+
+    batch = models.ForeignKey(UpdateBatch, on_delete=models.PROTECT, related_name="changes")
+    graph = models.ForeignKey(Graph, on_delete=models.PROTECT, related_name="+")
+    node = models.ForeignKey(Node, on_delete=models.PROTECT, null=True, blank=True, related_name="+")
+    edge = models.ForeignKey(Edge, on_delete=models.PROTECT, null=True, blank=True, related_name="+")
+    field = models.CharField(max_length=20, choices=[(f, f) for f in FIELDS])
+    before = models.FloatField()
+    after = models.FloatField()
+    event = models.CharField(max_length=50, blank=True, help_text="What caused it: explicit, implicit, negative, accepted, decay, ...")
+    use_event = models.ForeignKey(UseEvent, on_delete=models.PROTECT, null=True, blank=True, related_name="+")
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    objects = GraphScopedQuerySet.as_manager()
+
+    class Meta:
+        constraints = [
+            models.CheckConstraint(
+                condition=(Q(node__isnull=False) & Q(edge__isnull=True)) | (Q(node__isnull=True) & Q(edge__isnull=False)),
+                name="weightchange_one_target",
+            ),
+            models.CheckConstraint(condition=Q(field__in=("weight", "feedback_weight")), name="weightchange_field_valid"),
+        ]
+        indexes = [
+            models.Index(fields=["batch"], name="weightchange_batch"),
+            models.Index(fields=["graph", "edge", "created_at"], name="weightchange_edge_history"),
+            models.Index(fields=["graph", "node", "created_at"], name="weightchange_node_history"),
+            models.Index(fields=["graph", "created_at"], name="weightchange_graph_time"),
+        ]

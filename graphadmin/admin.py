@@ -1,0 +1,68 @@
+"""Admin registrations of the graph core: raw records, scoped to the staff user's organizations."""
+
+from django.contrib import admin
+
+from graphadmin.admin_tenancy import ReadOnlyAdmin, TenantAdmin
+from graphadmin.models import AuditEvent, Edge, EdgeStats, EdgeType, Graph, Membership, Node, NodeStats, Organization, PolicyRevision
+
+
+@admin.register(Organization)
+class OrganizationAdmin(TenantAdmin):
+    list_display = ["slug", "name", "created_at"]
+    search_fields = ["slug", "name"]
+
+
+@admin.register(Membership)
+class MembershipAdmin(TenantAdmin):
+    list_display = ["user", "organization", "role"]
+    list_filter = ["role"]
+
+
+@admin.register(Graph)
+class GraphAdmin(TenantAdmin):
+    list_display = ["slug", "name", "organization", "feedback_enabled", "created_at"]
+
+
+@admin.register(EdgeType)
+class EdgeTypeAdmin(TenantAdmin):
+    list_display = ["name", "graph", "priority"]
+    list_filter = ["graph"]
+
+
+@admin.register(Node)
+class NodeAdmin(TenantAdmin):
+    list_display = ["key", "title", "kind", "graph", "feedback_weight", "archived"]
+    list_filter = ["kind", "archived"]
+    search_fields = ["key", "title"]
+    exclude = ["embedding"]
+    readonly_fields = ["feedback_weight"]
+
+
+@admin.register(Edge)
+class EdgeAdmin(TenantAdmin):
+    list_display = ["id", "source", "edge_type", "target", "weight", "feedback_weight", "archived"]
+    list_filter = ["archived"]
+    raw_id_fields = ["source", "target"]
+    exclude = ["triplet_embedding"]
+    readonly_fields = ["weight", "feedback_weight"]
+
+
+@admin.register(NodeStats)
+class NodeStatsAdmin(ReadOnlyAdmin):
+    list_display = ["node", "surfaced_count", "traversed_count", "used_count"]
+
+
+@admin.register(EdgeStats)
+class EdgeStatsAdmin(ReadOnlyAdmin):
+    list_display = ["edge", "surfaced_count", "traversed_count", "used_count", "last_traversed_at"]
+
+
+@admin.register(PolicyRevision)
+class PolicyRevisionAdmin(ReadOnlyAdmin):
+    list_display = ["graph", "revision", "created_at", "created_by", "note"]
+
+
+@admin.register(AuditEvent)
+class AuditEventAdmin(ReadOnlyAdmin):
+    list_display = ["organization", "seq", "created_at", "actor", "action"]
+    list_filter = ["action"]

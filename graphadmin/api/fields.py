@@ -1,0 +1,43 @@
+"""Serializer fields that refuse non-finite numbers and wrong embedding dimensions by name."""
+
+import math
+
+from django.conf import settings
+from rest_framework import serializers
+
+
+class FiniteFloatField(serializers.FloatField):
+    """A float that must be finite (no NaN, no Infinity)."""
+
+    default_error_messages = {"not_finite": "NaN and Infinity are not allowed."}
+
+    def to_internal_value(self, data):
+        value = super().to_internal_value(data)
+        if not math.isfinite(value):
+            self.fail("not_finite")
+        return value
+
+
+class EmbeddingField(serializers.ListField):
+    """A vector of exactly EMBEDDING_DIM finite floats."""
+
+    default_error_messages = {
+        "dimension": "Expected {expected} numbers, got {got}.",
+        "not_finite": "NaN and Infinity are not allowed (position {index}).",
+    }
+
+    def __init__(self, **kwargs):
+        kwargs.setdefault("child", serializers.FloatField())
+        super().__init__(**kwargs)
+
+    def to_internal_value(self, data):
+        values = super().to_internal_value(data)
+        if len(values) != settings.EMBEDDING_DIM:
+            self.fail("dimension", expected=settings.EMBEDDING_DIM, got=len(values))
+        for index, value in enumerate(values):
+            if not math.isfinite(value):
+                self.fail("not_finite", index=index)
+        return values
+
+    def to_representation(self, value):
+        return None if value is None else [float(v) for v in value]

@@ -1,0 +1,172 @@
+"""Serializers for the graph core. Every number is validated; bad input names its field."""
+
+from __future__ import annotations
+
+from rest_framework import serializers
+
+from graphadmin.models import Edge, EdgeType, Graph, Node, Organization, PolicyRevision
+from graphadmin.models.policy import CEILING_MODES, POLICY_NUMBERS
+
+from .fields import EmbeddingField, FiniteFloatField
+
+
+class StringListField(serializers.ListField):
+    child = serializers.CharField(max_length=500)
+
+
+class GraphSerializer(serializers.ModelSerializer):
+    organization = serializers.SlugRelatedField(slug_field="slug", queryset=Organization.objects.none())
+
+    class Meta:
+        model = Graph
+        fields = ["id", "organization", "slug", "name", "description", "feedback_enabled", "created_at", "updated_at"]
+        read_only_fields = ["created_at", "updated_at"]
+
+    def __init__(self, *args, **kwargs):
+        super().__init__(*args, **kwargs)
+        request = self.context.get("request")
+        user = request.user if request else None
+        # Only organizations the caller belongs to can be named; others read as unknown.
+        self.fields["organization"].queryset = Organization.objects.for_user(user)
+        if self.instance is not None and not isinstance(self.instance, (list, tuple)) and hasattr(self.instance, "pk"):
+            self.fields["organization"].read_only = True
+
+    def validate(self, attrs):
+        org = attrs.get("organization") or getattr(self.instance, "organization", None)
+        slug = attrs.get("slug")
+        if slug and org and Graph.objects.filter(organization=org, slug=slug).exclude(pk=getattr(self.instance, "pk", None)).exists():
+            raise serializers.ValidationError({"slug": f"A graph with slug '{slug}' already exists in this organization."})
+        return attrs
+
+
+class EdgeTypeSerializer(serializers.ModelSerializer):
+    priority = FiniteFloatField(min_value=-1.0, max_value=1.0, required=False)
+
+    class Meta:
+        model = EdgeType
+        fields = ["id", "name", "priority", "description", "created_at", "updated_at"]
+        read_only_fields = ["created_at", "updated_at"]
+
+    def validate_name(self, value):
+        graph = self.context["graph"]
+        clash = EdgeType.objects.filter(graph=graph, name=value).exclude(pk=getattr(self.instance, "pk", None))
+        if clash.exists():
+            raise serializers.ValidationError(f"Edge type '{value}' already exists in this graph.")
+        return value
+
+
+class NodeSerializer(serializers.ModelSerializer):
+    feedback_weight = FiniteFloatField(min_value=0.0, max_value=1.0, required=False)
+    embedding = EmbeddingField(required=False, allow_null=True, write_only=True)
+    aliases = StringListField(required=False)
+    tags = StringListField(required=False)
+
+    class Meta:
+        model = Node
+        fields = [
+            "id", "key", "kind", "title", "text", "source", "aliases", "tags", "embedding",
+            "feedback_weight", "archived", "created_at", "updated_at",
+        ]
+        read_only_fields = ["archived", "created_at", "updated_at"]
+
+    def __init__(self, *args, **kwargs):
+        super().__init__(*args, **kwargs)
+        # Weights change only through the feedback actions (one write path); a new node may set its start value.
+        if self.instance is not None:
+            self.fields["feedback_weight"].read_only = True
+
+    def validate_key(self, value):
+        graph = self.context["graph"]
+        if Node.objects.filter(graph=graph, key=value).exclude(pk=getattr(self.instance, "pk", None)).exists():
+            raise serializers.ValidationError(f"A node with key '{value}' already exists in this graph.")
+        return value
+
+
+class NodeRefField(serializers.PrimaryKeyRelatedField):
+    """A node of the request's graph, by id; another graph's node reads as unknown."""
+
+    def get_queryset(self):
+        return Node.objects.filter(graph=self.context["graph"], archived=False)
+
+
+class EdgeTypeNameField(serializers.SlugRelatedField):
+    """An edge type of the request's graph, by name."""
+
+    default_error_messages = {"does_not_exist": "Unknown edge type '{value}' in this graph."}
+
+    def __init__(self, **kwargs):
+        super().__init__(slug_field="name", **kwargs)
+
+    def get_queryset(self):
+        return EdgeType.objects.filter(graph=self.context["graph"])
+
+
+class EdgeSerializer(serializers.ModelSerializer):
+    source = NodeRefField()
+    target = NodeRefField()
+    edge_type = EdgeTypeNameField()
+    weight = FiniteFloatField(min_value=0.0, max_value=1.0, required=False)
+    feedback_weight = FiniteFloatField(min_value=0.0, max_value=1.0, required=False)
+    triplet_embedding = EmbeddingField(required=False, allow_null=True, write_only=True)
+
+    class Meta:
+        model = Edge
+        fields = [
+            "id", "source", "target", "edge_type", "weight", "feedback_weight", "triplet_embedding",
+            "archived", "created_at", "updated_at",
+        ]
+        read_only_fields = ["archived", "created_at", "updated_at"]
+
+    def __init__(self, *args, **kwargs):
+        super().__init__(*args, **kwargs)
+        if self.instance is not None:
+            # Endpoints and weights of an existing edge are not edited here: weights move through
+            # the feedback actions, and a different triplet is a different edge.
+            for name in ("source", "target", "edge_type", "weight", "feedback_weight"):
+                self.fields[name].read_only = True
+
+    def validate(self, attrs):
+        if self.instance is None:
+            source, target, edge_type = attrs["source"], attrs["target"], attrs["edge_type"]
+            if Edge.objects.filter(source=source, target=target, edge_type=edge_type).exists():
+                raise serializers.ValidationError(
+                    {"non_field_errors": [f"An edge {source.key} -[{edge_type.name}]-> {target.key} already exists."]}
+                )
+        return attrs
+
+
+def _policy_field(default, lo, hi, integer, help_text):
+    if integer:
+        return serializers.IntegerField(min_value=lo, max_value=hi, required=False, help_text=help_text)
+    return FiniteFloatField(min_value=lo, max_value=hi, required=False, help_text=help_text)
+
+
+class PolicySerializer(serializers.ModelSerializer):
+    """A policy revision. Writing it creates a new revision from the current one plus the given values."""
+
+    ceiling_mode = serializers.ChoiceField(choices=CEILING_MODES, required=False)
+    note = serializers.CharField(max_length=500, required=False, allow_blank=True)
+    locals().update({name: _policy_field(*spec) for name, spec in POLICY_NUMBERS.items()})
+
+    class Meta:
+        model = PolicyRevision
+        fields = ["revision", "created_at", "created_by", "note", "ceiling_mode", *POLICY_NUMBERS]
+        read_only_fields = ["revision", "created_at", "created_by"]
+
+
+class AuditEventSerializer(serializers.ModelSerializer):
+    organization = serializers.SlugRelatedField(slug_field="slug", read_only=True)
+
+    class Meta:
+        from graphadmin.models import AuditEvent
+
+        model = AuditEvent
+        fields = ["id", "organization", "seq", "created_at", "actor", "action", "scope", "payload", "prev_hash", "hash"]
+
+
+class AuditVerificationSerializer(serializers.Serializer):
+    organization = serializers.CharField()
+    ok = serializers.BooleanField()
+    count = serializers.IntegerField()
+    broken_at = serializers.IntegerField(allow_null=True)
+    reason = serializers.CharField(allow_blank=True)

@@ -1,0 +1,6 @@
+from django.apps import AppConfig
+
+
+class GraphadminConfig(AppConfig):
+    name = "graphadmin"
+    verbose_name = "Graph memory"

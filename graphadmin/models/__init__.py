@@ -1,0 +1,20 @@
+"""The graph core: tenancy, graphs, nodes, edges, edge types, policy and the audit chain."""
+
+from .audit import AuditEvent
+from .graph import Edge, EdgeStats, EdgeType, Graph, Node, NodeStats
+from .policy import PolicyRevision
+from .tenancy import ROLES, Membership, Organization
+
+__all__ = [
+    "AuditEvent",
+    "Edge",
+    "EdgeStats",
+    "EdgeType",
+    "Graph",
+    "Membership",
+    "Node",
+    "NodeStats",
+    "Organization",
+    "PolicyRevision",
+    "ROLES",
+]

@@ -1,0 +1,38 @@
+"""The append-only, hash-chained audit log, one chain per organization.
+
+Database triggers refuse UPDATE and DELETE on this table; appends and verification live in
+``graphadmin.audit``.
+"""
+
+from __future__ import annotations
+
+from django.db import models
+
+from .tenancy import Organization, TenantQuerySet
+
+
+class AuditEvent(models.Model):
+    """One administrative act: seq, time, actor, action, scope, payload, prev_hash and hash."""
+
+    organization = models.ForeignKey(Organization, on_delete=models.PROTECT, related_name="audit_events")
+    seq = models.BigIntegerField()
+    created_at = models.DateTimeField()
+    actor = models.CharField(max_length=200, help_text="'user:<username>', 'task:<name>' or 'command:<name>'.")
+    action = models.CharField(max_length=100)
+    scope = models.JSONField(default=dict, blank=True)
+    payload = models.JSONField(default=dict, blank=True)
+    prev_hash = models.CharField(max_length=64)
+    hash = models.CharField(max_length=64)
+
+    class AuditQuerySet(TenantQuerySet):
+        org_path = "organization"
+
+    objects = AuditQuerySet.as_manager()
+
+    class Meta:
+        constraints = [models.UniqueConstraint(fields=["organization", "seq"], name="audit_seq_per_org")]
+        ordering = ["organization", "seq"]
+        indexes = [models.Index(fields=["organization", "action"], name="audit_org_action")]
+
+    def __str__(self):
+        return f"#{self.seq} {self.action} by {self.actor}"

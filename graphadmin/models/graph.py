@@ -1,0 +1,191 @@
+"""Graphs, nodes, edge types and edges, with their narrow counter tables.
+
+Every table on a hot path carries ``graph_id`` itself, so a distributed PostgreSQL can shard by
+graph without a rewrite. Counters that change on every retrieval live in NodeStats/EdgeStats:
+updating a column beside an HNSW-indexed vector costs far more than updating a narrow row.
+"""
+
+from __future__ import annotations
+
+from django.conf import settings
+from django.db import models
+from django.db.models import Q
+from pgvector.django import HnswIndex, VectorField
+
+from .tenancy import Organization, TenantQuerySet
+
+WEIGHT_DEFAULT = 0.5
+
+
+def unit_interval(field: str, name: str) -> models.CheckConstraint:
+    """A database check that ``field`` lies in [0, 1]."""
+    return models.CheckConstraint(condition=Q(**{f"{field}__gte": 0.0, f"{field}__lte": 1.0}), name=name)
+
+
+class GraphQuerySet(TenantQuerySet):
+    org_path = "organization"
+
+
+class Graph(models.Model):
+    """One agent memory graph, owned by an organization."""
+
+    organization = models.ForeignKey(Organization, on_delete=models.PROTECT, related_name="graphs")
+    slug = models.SlugField(max_length=100)
+    name = models.CharField(max_length=200)
+    description = models.TextField(blank=True)
+    feedback_enabled = models.BooleanField(default=True, help_text="When off, feedback reports are recorded as no-ops.")
+    created_at = models.DateTimeField(auto_now_add=True)
+    updated_at = models.DateTimeField(auto_now=True)
+
+    objects = GraphQuerySet.as_manager()
+
+    class Meta:
+        constraints = [models.UniqueConstraint(fields=["organization", "slug"], name="graph_slug_per_org")]
+
+    def __str__(self):
+        return f"{self.organization.slug}/{self.slug}" if self.organization_id else self.slug
+
+    def current_policy(self):
+        """The newest PolicyRevision of this graph."""
+        return self.policy_revisions.order_by("-revision").first()
+
+
+class GraphChildQuerySet(TenantQuerySet):
+    org_path = "graph__organization"
+
+    def active(self):
+        return self.filter(archived=False)
+
+
+class EdgeType(models.Model):
+    """A kind of edge in one graph, with the static priority bonus operators tune."""
+
+    graph = models.ForeignKey(Graph, on_delete=models.CASCADE, related_name="edge_types")
+    name = models.CharField(max_length=100)
+    priority = models.FloatField(default=0.0, help_text="Static bonus in [-1, 1] added through the priority coefficient.")
+    description = models.TextField(blank=True)
+    created_at = models.DateTimeField(auto_now_add=True)
+    updated_at = models.DateTimeField(auto_now=True)
+
+    class EdgeTypeQuerySet(TenantQuerySet):
+        org_path = "graph__organization"
+
+    objects = EdgeTypeQuerySet.as_manager()
+
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(fields=["graph", "name"], name="edgetype_name_per_graph"),
+            models.UniqueConstraint(fields=["id", "graph"], name="edgetype_id_graph"),
+            models.CheckConstraint(condition=Q(priority__gte=-1.0, priority__lte=1.0), name="edgetype_priority_range"),
+        ]
+
+    def __str__(self):
+        return self.name
+
+
+class Node(models.Model):
+    """A note, decision or observation: the unit of memory an agent retrieves."""
+
+    graph = models.ForeignKey(Graph, on_delete=models.CASCADE, related_name="nodes")
+    key = models.CharField(max_length=500, help_text="Stable external key, unique per graph.")
+    kind = models.CharField(max_length=50, default="note")
+    title = models.CharField(max_length=500)
+    text = models.TextField(blank=True)
+    source = models.CharField(max_length=1000, blank=True, help_text="Where it came from: a vault path, a URL, an agent.")
+    aliases = models.JSONField(default=list, blank=True)
+    tags = models.JSONField(default=list, blank=True)
+    content_hash = models.CharField(max_length=64, blank=True)
+    embedding = VectorField(dimensions=settings.EMBEDDING_DIM, null=True, blank=True)
+    feedback_weight = models.FloatField(default=WEIGHT_DEFAULT)
+    archived = models.BooleanField(default=False)
+    created_at = models.DateTimeField(auto_now_add=True)
+    updated_at = models.DateTimeField(auto_now=True)
+
+    objects = GraphChildQuerySet.as_manager()
+
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(fields=["graph", "key"], name="node_key_per_graph"),
+            models.UniqueConstraint(fields=["id", "graph"], name="node_id_graph"),
+            unit_interval("feedback_weight", "node_feedback_weight_unit"),
+        ]
+        indexes = [
+            HnswIndex(
+                name="node_embedding_hnsw",
+                fields=["embedding"],
+                m=16,
+                ef_construction=64,
+                opclasses=["vector_cosine_ops"],
+            ),
+        ]
+
+    def __str__(self):
+        return self.title or self.key
+
+
+class NodeStats(models.Model):
+    """Retrieval counters of a node, kept out of the wide, vector-indexed node row."""
+
+    node = models.OneToOneField(Node, on_delete=models.CASCADE, primary_key=True, related_name="stats")
+    graph = models.ForeignKey(Graph, on_delete=models.CASCADE, related_name="+")
+    surfaced_count = models.BigIntegerField(default=0)
+    traversed_count = models.BigIntegerField(default=0)
+    used_count = models.BigIntegerField(default=0)
+    last_surfaced_at = models.DateTimeField(null=True, blank=True)
+    last_used_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        verbose_name_plural = "node stats"
+
+
+class Edge(models.Model):
+    """A directed, typed link between two nodes of the same graph, with its learned weights."""
+
+    graph = models.ForeignKey(Graph, on_delete=models.CASCADE, related_name="edges")
+    source = models.ForeignKey(Node, on_delete=models.CASCADE, related_name="out_edges")
+    target = models.ForeignKey(Node, on_delete=models.CASCADE, related_name="in_edges")
+    edge_type = models.ForeignKey(EdgeType, on_delete=models.PROTECT, related_name="edges")
+    weight = models.FloatField(default=WEIGHT_DEFAULT, help_text="Reinforcement weight in [0, 1].")
+    feedback_weight = models.FloatField(default=WEIGHT_DEFAULT, help_text="Outcome EMA in [0, 1].")
+    triplet_embedding = VectorField(dimensions=settings.EMBEDDING_DIM, null=True, blank=True)
+    archived = models.BooleanField(default=False)
+    created_at = models.DateTimeField(auto_now_add=True)
+    updated_at = models.DateTimeField(auto_now=True)
+
+    objects = GraphChildQuerySet.as_manager()
+
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(fields=["source", "target", "edge_type"], name="edge_one_per_triplet"),
+            unit_interval("weight", "edge_weight_unit"),
+            unit_interval("feedback_weight", "edge_feedback_weight_unit"),
+        ]
+        indexes = [
+            models.Index(fields=["graph", "source"], name="edge_graph_source"),
+            models.Index(fields=["graph", "target"], name="edge_graph_target"),
+            HnswIndex(
+                name="edge_triplet_hnsw",
+                fields=["triplet_embedding"],
+                m=16,
+                ef_construction=64,
+                opclasses=["vector_cosine_ops"],
+            ),
+        ]
+
+    def __str__(self):
+        return f"{self.source_id} -[{self.edge_type_id}]-> {self.target_id}"
+
+
+class EdgeStats(models.Model):
+    """Retrieval counters and last traversal time of an edge, kept out of the wide edge row."""
+
+    edge = models.OneToOneField(Edge, on_delete=models.CASCADE, primary_key=True, related_name="stats")
+    graph = models.ForeignKey(Graph, on_delete=models.CASCADE, related_name="+")
+    surfaced_count = models.BigIntegerField(default=0)
+    traversed_count = models.BigIntegerField(default=0)
+    used_count = models.BigIntegerField(default=0)
+    last_traversed_at = models.DateTimeField(null=True, blank=True)
+    last_used_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        verbose_name_plural = "edge stats"

@@ -1,0 +1,99 @@
+"""The per-graph learning and ranking policy, versioned: every change is a new revision.
+
+POLICY_NUMBERS is the single table of every number with its default and valid range; the
+model's fields, its database check constraints and the API's validation are all built from it.
+"""
+
+from __future__ import annotations
+
+from django.conf import settings
+from django.db import models
+from django.db.models import Q
+
+from .graph import Graph
+from .tenancy import TenantQuerySet
+
+# name: (default, minimum, maximum, integer?, help)
+POLICY_NUMBERS: dict[str, tuple[float, float, float, bool, str]] = {
+    # Traversal score: weighted sum of stored weight, semantic proximity and type priority.
+    "coef_weight": (0.5, 0.0, 5.0, False, "Coefficient of the edge's stored weight in the traversal score."),
+    "coef_semantic": (0.35, 0.0, 5.0, False, "Coefficient of the target's cosine similarity to the query."),
+    "coef_priority": (0.15, 0.0, 5.0, False, "Coefficient of the edge type's priority."),
+    "feedback_influence": (0.3, 0.0, 1.0, False, "Share of the weight term taken by the edge's feedback_weight (EMA)."),
+    # Hybrid retrieval factors.
+    "coef_vector": (0.6, 0.0, 5.0, False, "Coefficient of the raw vector score in hybrid search."),
+    "coef_hop": (0.2, 0.0, 5.0, False, "Coefficient of the hop (proximity) factor in hybrid search."),
+    "coef_persona": (0.1, 0.0, 5.0, False, "Coefficient of caller-provided persona affinity in hybrid search."),
+    "coef_recency": (0.1, 0.0, 5.0, False, "Coefficient of recency in hybrid search."),
+    "recency_half_life_days": (30.0, 1.0, 3650.0, False, "Days after which the recency factor halves."),
+    "hop_decay": (0.6, 0.01, 1.0, False, "Hop factor base: max(hop_floor, hop_decay ** hops)."),
+    "hop_floor": (0.25, 0.0, 1.0, False, "Hop factor for far or unreachable nodes."),
+    "max_hops": (2, 1, 3, True, "Bound of graph expansion and of the reachability view."),
+    "fanout_cap": (50, 1, 1000, True, "Per-node cap of expanded edges (top N by stored weight)."),
+    # Learning.
+    "learning_rate": (0.1, 0.01, 0.5, False, "Reinforcement step: w += lr * (1 - w). Typical 0.05..0.20."),
+    "negative_rate": (0.1, 0.01, 0.5, False, "Negative step: w -= rate * w."),
+    "ema_alpha": (0.1, 0.01, 0.5, False, "Outcome EMA: w = alpha * score + (1 - alpha) * w."),
+    "outcome_accepted": (1.0, 0.0, 1.0, False, "Outcome score of an accepted session."),
+    "outcome_rework": (0.5, 0.0, 1.0, False, "Outcome score of a session that needed rework."),
+    "outcome_rejected": (0.0, 0.0, 1.0, False, "Outcome score of a rejected session."),
+    "implicit_threshold": (0.35, 0.05, 1.0, False, "Share of an item's distinctive n-grams found in a response to count as implicit use."),
+    # Decay and ceiling.
+    "decay_rate": (0.95, 0.5, 1.0, False, "Multiplier applied once per period to edges not traversed."),
+    "decay_period_days": (7, 1, 365, True, "Length of a decay period in days."),
+    "weight_floor": (0.1, 0.0, 0.5, False, "Decay never takes a weight below this floor."),
+    # Context assembly.
+    "default_budget_items": (10, 1, 200, True, "Default context budget in items."),
+    "default_budget_tokens": (2000, 16, 100000, True, "Default context budget in tokens."),
+}
+CEILING_MODES = ("soft", "normalize")
+
+
+def _field(default, lo, hi, integer, help_text):
+    if integer:
+        return models.IntegerField(default=default, help_text=f"{help_text} [{lo}..{hi}]")
+    return models.FloatField(default=default, help_text=f"{help_text} [{lo}..{hi}]")
+
+
+def _constraints():
+    checks = [
+        models.CheckConstraint(condition=Q(**{f"{n}__gte": lo, f"{n}__lte": hi}), name=f"policy_{n}_range")
+        for n, (_d, lo, hi, _i, _h) in POLICY_NUMBERS.items()
+    ]
+    checks.append(models.CheckConstraint(condition=Q(ceiling_mode__in=CEILING_MODES), name="policy_ceiling_mode_valid"))
+    checks.append(models.UniqueConstraint(fields=["graph", "revision"], name="policy_revision_per_graph"))
+    return checks
+
+
+class PolicyRevision(models.Model):
+    """One revision of a graph's policy. Revisions are never edited; a change writes a new one."""
+
+    graph = models.ForeignKey(Graph, on_delete=models.CASCADE, related_name="policy_revisions")
+    revision = models.PositiveIntegerField()
+    created_at = models.DateTimeField(auto_now_add=True)
+    created_by = models.ForeignKey(settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL, related_name="+")
+    note = models.CharField(max_length=500, blank=True)
+    ceiling_mode = models.CharField(max_length=20, default="soft", choices=[(m, m) for m in CEILING_MODES])
+    locals().update({name: _field(*spec) for name, spec in POLICY_NUMBERS.items()})
+
+    class PolicyQuerySet(TenantQuerySet):
+        org_path = "graph__organization"
+
+    objects = PolicyQuerySet.as_manager()
+
+    class Meta:
+        constraints = _constraints()
+        ordering = ["graph", "-revision"]
+
+    def __str__(self):
+        return f"{self.graph} policy r{self.revision}"
+
+    def numbers(self) -> dict:
+        """Every policy value (numbers and ceiling mode) as a plain dict."""
+        values = {name: getattr(self, name) for name in POLICY_NUMBERS}
+        values["ceiling_mode"] = self.ceiling_mode
+        return values
+
+    def outcome_score(self, outcome: str) -> float:
+        """The score an outcome word maps to (accepted, rework, rejected)."""
+        return getattr(self, f"outcome_{outcome}")

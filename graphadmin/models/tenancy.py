@@ -1,0 +1,90 @@
+"""Organizations (the tenants), memberships and roles, and the queryset that carries tenancy."""
+
+from __future__ import annotations
+
+from django.conf import settings
+from django.db import models
+
+# Ordered from least to most privileged: each role can do everything the previous one can.
+ROLES = ("reviewer", "analyst", "operator", "admin")
+
+
+def role_at_least(role: str | None, needed: str) -> bool:
+    """True when ``role`` ranks at or above ``needed`` in ROLES."""
+    return role in ROLES and ROLES.index(role) >= ROLES.index(needed)
+
+
+class TenantQuerySet(models.QuerySet):
+    """A queryset that knows the path from its model to the organization.
+
+    ``for_user`` keeps only rows in organizations the user is a member of, optionally only where
+    the user's role is at least ``role``. Every view starts from it, so none can forget the tenant.
+    """
+
+    org_path = "organization"
+
+    def for_user(self, user, role: str | None = None):
+        if user is None or not user.is_authenticated:
+            return self.none()
+        roles = ROLES[ROLES.index(role):] if role else ROLES
+        membership = {
+            f"{self.org_path}__memberships__user": user,
+            f"{self.org_path}__memberships__role__in": roles,
+        }
+        return self.filter(**membership)
+
+
+class Organization(models.Model):
+    """A tenant. Users see and touch only the data of organizations they are members of."""
+
+    name = models.CharField(max_length=200)
+    slug = models.SlugField(max_length=100, unique=True)
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class OrgQuerySet(TenantQuerySet):
+        def for_user(self, user, role=None):
+            if user is None or not user.is_authenticated:
+                return self.none()
+            roles = ROLES[ROLES.index(role):] if role else ROLES
+            return self.filter(memberships__user=user, memberships__role__in=roles)
+
+    objects = OrgQuerySet.as_manager()
+
+    def __str__(self):
+        return self.slug
+
+
+class Membership(models.Model):
+    """A user's role in one organization: reviewer, analyst, operator or admin."""
+
+    ROLE_CHOICES = [(r, r) for r in ROLES]
+
+    user = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="memberships")
+    organization = models.ForeignKey(Organization, on_delete=models.CASCADE, related_name="memberships")
+    role = models.CharField(max_length=20, choices=ROLE_CHOICES)
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class MembershipQuerySet(TenantQuerySet):
+        org_path = "organization"
+
+    objects = MembershipQuerySet.as_manager()
+
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(fields=["user", "organization"], name="membership_one_per_org"),
+            models.CheckConstraint(condition=models.Q(role__in=ROLES), name="membership_role_valid"),
+        ]
+
+    def __str__(self):
+        return f"{self.user} @ {self.organization} ({self.role})"
+
+
+def role_for(user, organization_id: int) -> str | None:
+    """The user's role in the organization, or None when not a member."""
+    if user is None or not user.is_authenticated:
+        return None
+    return (
+        Membership.objects.filter(user=user, organization_id=organization_id)
+        .values_list("role", flat=True)
+        .first()
+    )
