@@ -99,6 +99,10 @@ USE_TZ = True
 STATIC_URL = "static/"
 STATICFILES_DIRS = [BASE_DIR / "static"]
 STATIC_ROOT = env.path("STATIC_ROOT", default=str(LOCAL_DIR / "staticfiles"))
+Path(STATIC_ROOT).mkdir(parents=True, exist_ok=True)
+# WhiteNoise serves static/ directly (no collectstatic step needed for one machine); a deployment
+# behind a CDN or with many web processes may run collectstatic and set WHITENOISE_USE_FINDERS=false.
+WHITENOISE_USE_FINDERS = env.bool("WHITENOISE_USE_FINDERS", default=True)
 LOGIN_URL = "/accounts/login/"
 LOGIN_REDIRECT_URL = "/"
 

@@ -116,6 +116,7 @@ class EdgeSerializer(serializers.ModelSerializer):
             "archived", "created_at", "updated_at",
         ]
         read_only_fields = ["archived", "created_at", "updated_at"]
+        validators = []  # the triplet's uniqueness is checked in validate() with a message that names the edge
 
     def __init__(self, *args, **kwargs):
         super().__init__(*args, **kwargs)

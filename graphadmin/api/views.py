@@ -8,6 +8,7 @@ from drf_spectacular.utils import OpenApiParameter, extend_schema, extend_schema
 from rest_framework import mixins, status, viewsets
 from rest_framework.decorators import action
 from rest_framework.exceptions import PermissionDenied, ValidationError
+from rest_framework.permissions import IsAuthenticated
 from rest_framework.response import Response
 
 from graphadmin import audit, services
@@ -32,7 +33,7 @@ class GraphViewSet(viewsets.ModelViewSet):
     """Graphs of the caller's organizations. Admins create, edit and delete them; every member reads."""
 
     serializer_class = GraphSerializer
-    permission_classes = [RoleForWrites]
+    permission_classes = [IsAuthenticated, RoleForWrites]
     write_role = "admin"
     lookup_value_converter = "int"
 
@@ -61,7 +62,7 @@ class GraphViewSet(viewsets.ModelViewSet):
 class GraphScopedMixin:
     """For resources under /api/graphs/{graph_pk}/: the graph is looked up through the caller's tenancy."""
 
-    permission_classes = [RoleForWrites]
+    permission_classes = [IsAuthenticated, RoleForWrites]
     write_role = "operator"
     lookup_value_converter = "int"
 

@@ -20,11 +20,11 @@ $$ LANGUAGE plpgsql;
 SAME_GRAPH_FKS = """
 ALTER TABLE graphadmin_edge
     ADD CONSTRAINT edge_source_same_graph FOREIGN KEY (source_id, graph_id)
-        REFERENCES graphadmin_node (id, graph_id) DEFERRABLE INITIALLY DEFERRED,
+        REFERENCES graphadmin_node (id, graph_id),
     ADD CONSTRAINT edge_target_same_graph FOREIGN KEY (target_id, graph_id)
-        REFERENCES graphadmin_node (id, graph_id) DEFERRABLE INITIALLY DEFERRED,
+        REFERENCES graphadmin_node (id, graph_id),
     ADD CONSTRAINT edge_type_same_graph FOREIGN KEY (edge_type_id, graph_id)
-        REFERENCES graphadmin_edgetype (id, graph_id) DEFERRABLE INITIALLY DEFERRED;
+        REFERENCES graphadmin_edgetype (id, graph_id);
 ALTER TABLE graphadmin_edge SET (fillfactor = 50);
 """
 
