@@ -125,6 +125,8 @@ else:
     _default_results = CELERY_BROKER_URL if CELERY_BROKER_URL.startswith("redis") else ""
 CELERY_RESULT_BACKEND = env.str("CELERY_RESULT_BACKEND", default=_default_results) or None
 CELERY_RESULT_EXPIRES = 3600
+# Named queues, so workers can scale out per kind of work; `make run` and the tests consume all of them.
+WORKER_QUEUES = ["celery", "feedback", "decay", "embeddings", "metrics"]
 CELERY_TASK_ACKS_LATE = True
 CELERY_TASK_REJECT_ON_WORKER_LOST = True
 CELERY_WORKER_PREFETCH_MULTIPLIER = 1

@@ -104,6 +104,7 @@ def celery_worker_process(django_db_setup, django_db_blocker, tmp_path_factory):
     Redis when CELERY_BROKER_URL is set (CI), otherwise kombu's filesystem transport in a
     private folder. Tests using it must use ``transactional_db`` so the worker sees their rows.
     """
+    from django.conf import settings
     from django.db import connection
 
     env = dict(os.environ)
@@ -114,7 +115,7 @@ def celery_worker_process(django_db_setup, django_db_blocker, tmp_path_factory):
     proc = subprocess.Popen(
         [sys.executable, "-m", "celery", "-A", "graphadmin", "worker", "--loglevel=INFO", "--concurrency=2",
          "--without-heartbeat", "--without-gossip", "--without-mingle",
-         "-Q", "celery,feedback,decay,embeddings,metrics"],
+         "-Q", ",".join(settings.WORKER_QUEUES)],
         cwd=ROOT, env=env, stdout=log, stderr=subprocess.STDOUT,
     )
     deadline = time.monotonic() + 60

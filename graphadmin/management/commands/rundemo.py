@@ -18,6 +18,10 @@ from django.core.management.base import BaseCommand
 from graphadmin.demo import ensure_demo
 
 
+def _interrupt(signum, frame):
+    raise KeyboardInterrupt
+
+
 class Command(BaseCommand):
     help = "Migrate, load the demo graph, and run the web server with a Celery worker and beat."
 
@@ -30,10 +34,14 @@ class Command(BaseCommand):
         python = sys.executable
         children = {
             "web": [python, "manage.py", "runserver", addr, "--noreload"],
-            "worker": [python, "-m", "celery", "-A", "graphadmin", "worker", "--loglevel=INFO", "--concurrency=2"],
+            "worker": [python, "-m", "celery", "-A", "graphadmin", "worker", "--loglevel=INFO", "--concurrency=2",
+                       "-Q", ",".join(settings.WORKER_QUEUES)],
             "beat": [python, "-m", "celery", "-A", "graphadmin", "beat", "--loglevel=INFO",
                      f"--schedule={settings.CELERY_BEAT_SCHEDULE_FILENAME}"],
         }
+        # Ctrl-C (SIGINT) and SIGTERM both stop everything, even when started from a script that ignores SIGINT.
+        signal.signal(signal.SIGINT, _interrupt)
+        signal.signal(signal.SIGTERM, _interrupt)
         procs = {name: subprocess.Popen(cmd, cwd=settings.BASE_DIR) for name, cmd in children.items()}
         self.stdout.write(self.style.SUCCESS(
             f"\ngraphadmin is running at http://{addr}/  (graph '{graph.organization.slug}/{graph.slug}')\n"
