@@ -5,7 +5,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: run test install
+.PHONY: run test install browser
 
 install: $(STAMP)
 
@@ -17,7 +17,13 @@ $(STAMP): pyproject.toml
 run: $(STAMP)
 	DEBUG=$${DEBUG:-1} $(BIN)/python manage.py rundemo
 
+# Dashboard tests drive Debian's Chromium (browser downloads do not work offline); install it once.
+browser:
+	@command -v chromium >/dev/null 2>&1 || { \
+		echo "Installing Debian's chromium for the browser tests..."; \
+		apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium >/dev/null; }
+
 # The suite's filesystem queue is its own, so a running `make run` worker never takes its tasks.
-test: $(STAMP)
+test: $(STAMP) browser
 	SECRET_KEY=$${SECRET_KEY:-test-only-insecure-key} CELERY_QUEUE_DIR=$${CELERY_QUEUE_DIR:-.local/test-celery-queue} \
 		$(BIN)/python -m pytest $(PYTEST_ARGS)

@@ -97,7 +97,8 @@ USE_I18N = True
 USE_TZ = True
 
 STATIC_URL = "static/"
-STATICFILES_DIRS = [BASE_DIR / "static"]
+# plotly.min.js is served from the installed plotly package (same version as the Python side), no CDN.
+STATICFILES_DIRS = [BASE_DIR / "static", ("plotly", Path(__import__("plotly").__file__).parent / "package_data")]
 STATIC_ROOT = env.path("STATIC_ROOT", default=str(LOCAL_DIR / "staticfiles"))
 Path(STATIC_ROOT).mkdir(parents=True, exist_ok=True)
 # WhiteNoise serves static/ directly (no collectstatic step needed for one machine); a deployment

@@ -8,6 +8,7 @@ from graphadmin import views
 
 urlpatterns = [
     path("", views.home, name="home"),
+    path("", include("graphadmin.dashboard.urls")),
     path("accounts/", include("django.contrib.auth.urls")),
     path("admin/", admin.site.urls),
     path("api/schema/", SpectacularAPIView.as_view(), name="schema"),

@@ -1,0 +1,1 @@
+"""The dashboard: server-rendered pages where people audit and tune the graph's weights."""

@@ -1,0 +1,51 @@
+"""Update batches: list with filters, detail with paginated changes and a before/after chart."""
+
+from django.contrib.auth.decorators import login_required
+from django.core.paginator import Paginator
+from django.shortcuts import get_object_or_404, render
+
+from feedback.models import BATCH_KINDS, BATCH_STATUSES, UpdateBatch, WeightChange
+
+from . import charts
+from .access import graph_access
+
+
+@login_required
+def batch_list(request, graph_id):
+    access = graph_access(request, graph_id)
+    batches = UpdateBatch.objects.filter(graph=access.graph).order_by("-started_at", "-id")
+    filters = {k: request.GET.get(k, "") for k in ("kind", "status", "since", "until")}
+    if filters["kind"]:
+        batches = batches.filter(kind=filters["kind"])
+    if filters["status"]:
+        batches = batches.filter(status=filters["status"])
+    if filters["since"]:
+        batches = batches.filter(started_at__date__gte=filters["since"])
+    if filters["until"]:
+        batches = batches.filter(started_at__date__lte=filters["until"])
+    page = Paginator(batches, 50).get_page(request.GET.get("page"))
+    return render(
+        request,
+        "dashboard/batches.html",
+        {"access": access, "page": page, "filters": filters, "kinds": BATCH_KINDS, "statuses": BATCH_STATUSES},
+    )
+
+
+@login_required
+def batch_detail(request, graph_id, batch_id):
+    access = graph_access(request, graph_id)
+    batch = get_object_or_404(UpdateBatch.objects.filter(graph=access.graph), pk=batch_id)
+    changes = WeightChange.objects.filter(batch=batch).select_related("node", "edge").order_by("id")
+    page = Paginator(changes, 100).get_page(request.GET.get("page"))
+    # The distribution chart samples at most 5,000 changes so a million-row batch stays fast.
+    sample = list(WeightChange.objects.filter(batch=batch).values_list("before", "after")[:5000])
+    figure = charts.figure(
+        "Before and after",
+        [
+            charts.histogram_series("before", [b for b, _ in sample], 0),
+            charts.histogram_series("after", [a for _, a in sample], 1),
+        ],
+        barmode="overlay",
+        xaxis={"title": {"text": "value"}},
+    ) if sample else None
+    return render(request, "dashboard/batch.html", {"access": access, "batch": batch, "page": page, "figure": figure})

@@ -1,0 +1,29 @@
+"""Overview of one graph: counts, latest batches, the audit-chain badge."""
+
+from django.contrib.auth.decorators import login_required
+from django.shortcuts import render
+
+from feedback.models import AgentSession, ContextInjection, UpdateBatch
+from graphadmin import audit
+from graphadmin.models import Edge, Node
+
+from .access import graph_access
+
+
+@login_required
+def overview(request, graph_id):
+    access = graph_access(request, graph_id)
+    graph = access.graph
+    counts = {
+        "nodes": Node.objects.filter(graph=graph, archived=False).count(),
+        "edges": Edge.objects.filter(graph=graph, archived=False).count(),
+        "sessions": AgentSession.objects.filter(graph=graph).count(),
+        "injections": ContextInjection.objects.filter(graph=graph).count(),
+        "batches": UpdateBatch.objects.filter(graph=graph).count(),
+    }
+    batches = UpdateBatch.objects.filter(graph=graph).order_by("-started_at")[:10]
+    return render(
+        request,
+        "dashboard/overview.html",
+        {"access": access, "counts": counts, "batches": batches, "chain": audit.verify(graph.organization_id)},
+    )

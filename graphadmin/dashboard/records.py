@@ -1,0 +1,76 @@
+"""Node and edge pages: text and source, neighbours with types and weights, weight history charts."""
+
+from django.contrib.auth.decorators import login_required
+from django.shortcuts import get_object_or_404, render
+
+from feedback.models import WeightChange
+from graphadmin.models import Edge, Node
+
+from . import charts
+from .access import graph_access
+
+HISTORY_LIMIT = 500
+
+
+def _history_figure(title: str, changes) -> dict:
+    """One line per weight field; each point annotated with its batch and event."""
+    series = []
+    for index, field in enumerate(("weight", "feedback_weight")):
+        rows = [c for c in changes if c.field == field]
+        if not rows:
+            continue
+        series.append(
+            charts.line_series(
+                field,
+                [c.created_at.isoformat() for c in rows],
+                [c.after for c in rows],
+                index,
+                text=[f"batch {c.batch_id} ({c.batch.kind}): {c.event or c.batch.kind}, {c.before:.3f} → {c.after:.3f}" for c in rows],
+                hovertemplate="%{text}<extra>%{fullData.name}</extra>",
+            )
+        )
+    return charts.figure(title, series, yaxis={"range": [0, 1], "title": {"text": "value"}})
+
+
+def _recent_changes(**target):
+    """The latest changes of one node or edge, oldest first (indexed by graph, target, time)."""
+    rows = WeightChange.objects.filter(**target).select_related("batch").order_by("-created_at", "-id")[:HISTORY_LIMIT]
+    return list(reversed(rows))
+
+
+@login_required
+def node_detail(request, graph_id, node_id):
+    access = graph_access(request, graph_id)
+    node = get_object_or_404(Node.objects.filter(graph=access.graph), pk=node_id)
+    outgoing = Edge.objects.filter(graph=access.graph, source=node).select_related("target", "edge_type").order_by("-weight")[:100]
+    incoming = Edge.objects.filter(graph=access.graph, target=node).select_related("source", "edge_type").order_by("-weight")[:100]
+    changes = _recent_changes(graph=access.graph, node=node)
+    return render(
+        request,
+        "dashboard/node.html",
+        {
+            "access": access,
+            "node": node,
+            "outgoing": outgoing,
+            "incoming": incoming,
+            "changes": changes[-20:][::-1],
+            "history": _history_figure(f"History of {node.title}", changes) if changes else None,
+        },
+    )
+
+
+@login_required
+def edge_detail(request, graph_id, edge_id):
+    access = graph_access(request, graph_id)
+    edge = get_object_or_404(Edge.objects.filter(graph=access.graph).select_related("source", "target", "edge_type"), pk=edge_id)
+    changes = _recent_changes(graph=access.graph, edge=edge)
+    return render(
+        request,
+        "dashboard/edge.html",
+        {
+            "access": access,
+            "edge": edge,
+            "changes": changes[-20:][::-1],
+            "history": _history_figure("Weight history", changes) if changes else None,
+        },
+    )

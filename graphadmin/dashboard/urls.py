@@ -1,0 +1,14 @@
+"""Dashboard routes, all under /g/<graph_id>/."""
+
+from django.urls import path
+
+from . import audit_trail, batches, overview, records
+
+urlpatterns = [
+    path("g/<int:graph_id>/", overview.overview, name="overview"),
+    path("g/<int:graph_id>/nodes/<int:node_id>/", records.node_detail, name="node"),
+    path("g/<int:graph_id>/edges/<int:edge_id>/", records.edge_detail, name="edge"),
+    path("g/<int:graph_id>/batches/", batches.batch_list, name="batches"),
+    path("g/<int:graph_id>/batches/<int:batch_id>/", batches.batch_detail, name="batch"),
+    path("g/<int:graph_id>/audit/", audit_trail.audit_trail, name="audit"),
+]
