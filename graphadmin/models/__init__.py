@@ -1,11 +1,12 @@
 """The graph core: tenancy, graphs, nodes, edges, edge types, policy and the audit chain."""
 
-from .audit import AuditEvent
+from .audit import AuditCheckpoint, AuditEvent
 from .graph import Edge, EdgeStats, EdgeType, Graph, Node, NodeStats
 from .policy import PolicyRevision
 from .tenancy import ROLES, Membership, Organization
 
 __all__ = [
+    "AuditCheckpoint",
     "AuditEvent",
     "Edge",
     "EdgeStats",

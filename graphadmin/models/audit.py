@@ -36,3 +36,16 @@ class AuditEvent(models.Model):
 
     def __str__(self):
         return f"#{self.seq} {self.action} by {self.actor}"
+
+
+class AuditCheckpoint(models.Model):
+    """The last link verified by a full walk of an organization's chain.
+
+    Pages verify incrementally from here (cheap at any chain length); the periodic task and the
+    command walk the whole chain again and move the checkpoint, so an edit behind it is still caught.
+    """
+
+    organization = models.OneToOneField(Organization, on_delete=models.CASCADE, primary_key=True, related_name="audit_checkpoint")
+    seq = models.BigIntegerField()
+    hash = models.CharField(max_length=64)
+    verified_at = models.DateTimeField()
