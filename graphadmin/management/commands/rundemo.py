@@ -30,7 +30,8 @@ class Command(BaseCommand):
         python = sys.executable
         children = {
             "web": [python, "manage.py", "runserver", addr, "--noreload"],
-            "worker": [python, "-m", "celery", "-A", "graphadmin", "worker", "--loglevel=INFO", "--concurrency=2"],
+            "worker": [python, "-m", "celery", "-A", "graphadmin", "worker", "--loglevel=INFO", "--concurrency=2",
+                       "-Q", "celery,feedback,decay,embeddings,metrics"],
             "beat": [python, "-m", "celery", "-A", "graphadmin", "beat", "--loglevel=INFO",
                      f"--schedule={settings.CELERY_BEAT_SCHEDULE_FILENAME}"],
         }
