@@ -202,6 +202,14 @@ def test_command_reports_counts_and_unresolved(acme_graph, vault, capsys):
     assert "Dry run" in capsys.readouterr().out and UpdateBatch.objects.count() == 1
 
 
+def test_command_dry_run_on_a_new_graph_keeps_nothing(acme, vault, capsys):
+    from graphadmin.models import Graph
+
+    call_command("import_vault", str(vault), "--graph", "fresh", "--org", "acme", "--dry-run")
+    assert "nodes: 9 created" in capsys.readouterr().out
+    assert not Graph.objects.filter(slug="fresh").exists() and not AuditEvent.objects.exists()
+
+
 def test_command_creates_the_graph_and_refuses_bad_paths(acme, tmp_path, vault):
     call_command("import_vault", str(vault), "--graph", "fresh", "--org", "acme")
     assert Node.objects.filter(graph__slug="fresh", graph__organization=acme).count() == 9

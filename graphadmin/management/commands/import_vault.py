@@ -9,6 +9,7 @@ import argparse
 import sys
 
 from django.core.management.base import BaseCommand, CommandError
+from django.db import transaction
 from tqdm import tqdm
 
 from graphadmin import services
@@ -16,6 +17,7 @@ from graphadmin.models import Graph, Organization
 from graphadmin.vault.load import import_vault
 from graphadmin.vault.parse import VaultError, parse_vault
 
+ACTOR = "command:import_vault"
 PHASES = {"read": "notes read", "link": "notes linked", "embed": "texts embedded"}
 
 
@@ -60,23 +62,22 @@ class Command(BaseCommand):
                             help="Show progress bars (default: when stderr is a terminal).")
 
     def handle(self, *args, path, graph, org, dry_run, create_missing, embed, progress, **options):
-        target = self._graph(graph, org, dry_run)
         bars = Progress(progress)
         try:
             parsed = parse_vault(path, progress=bars, create_missing=create_missing)
-            if target is None:  # dry run against a graph that does not exist yet
-                self.stdout.write(f"Graph '{org}/{graph}' does not exist; it would be created.")
-                target = Graph(organization=Organization.objects.get(slug=org), slug=graph, name=graph)
-                result = _dry_counts(parsed)
-            else:
-                result = import_vault(target, parsed, "command:import_vault", dry_run=dry_run, embed=embed, progress=bars)
+            # A dry run against a graph that does not exist yet creates it inside the rolled-back transaction.
+            with transaction.atomic():
+                target = self._graph(graph, org)
+                result = import_vault(target, parsed, ACTOR, dry_run=dry_run, embed=embed, progress=bars)
+                if dry_run:
+                    transaction.set_rollback(True)
         except VaultError as exc:
             raise CommandError(str(exc)) from exc
         finally:
             bars.close()
-        self._report(target, result, dry_run)
+        self._report(target, result)
 
-    def _graph(self, slug, org_slug, dry_run):
+    def _graph(self, slug, org_slug):
         graphs = Graph.objects.filter(slug=slug).select_related("organization")
         if org_slug:
             if not Organization.objects.filter(slug=org_slug).exists():
@@ -89,17 +90,12 @@ class Command(BaseCommand):
             return found[0]
         if not org_slug:
             raise CommandError(f"No graph '{slug}'. Give --org to create it.")
-        if dry_run:
-            return None
-        graph = services.create_graph("command:import_vault", Organization.objects.get(slug=org_slug), slug, slug)
-        self.stdout.write(f"Created graph '{org_slug}/{slug}'.")
-        return graph
+        self.stdout.write(f"No graph '{org_slug}/{slug}' yet: creating it (a dry run keeps nothing).")
+        return services.create_graph(ACTOR, Organization.objects.get(slug=org_slug), slug, slug)
 
-    def _report(self, graph, result, dry_run):
-        c = result["counts"] if isinstance(result, dict) else result.counts
-        unresolved = result["unresolved"] if isinstance(result, dict) else result.unresolved
-        warnings = result["warnings"] if isinstance(result, dict) else result.warnings
-        head = "Dry run, nothing written" if dry_run else f"Imported into {graph.organization.slug}/{graph.slug}"
+    def _report(self, graph, result):
+        c, unresolved, warnings = result.counts, result.unresolved, result.warnings
+        head = "Dry run, nothing written" if result.dry_run else f"Imported into {graph.organization.slug}/{graph.slug}"
         self.stdout.write(self.style.SUCCESS(head) + f": {c['notes']} notes.")
         self.stdout.write(
             f"  nodes: {c['nodes_created']} created, {c['nodes_updated']} updated, {c['nodes_renamed']} renamed, "
@@ -110,7 +106,7 @@ class Command(BaseCommand):
             f"{c['edges_unchanged']} unchanged; edge types created: {c['edge_types_created']}"
         )
         self.stdout.write(f"  attachment links: {c['attachment_links']}; files skipped: {c['files_skipped']}")
-        if not isinstance(result, dict) and not dry_run:
+        if not result.dry_run:
             how = "in this import" if result.embedding == "sync" else "by the Celery task on queue 'embeddings'"
             self.stdout.write(f"  embeddings: {how}; batch {result.batch_id}, audit seq {result.audit_seq}")
         self.stdout.write(f"  unresolved links: {len(unresolved)}")
@@ -118,15 +114,4 @@ class Command(BaseCommand):
             self.stdout.write(f"    {u['source']}: [[{u['target']}]] ({u['edge_type']}): {u['reason']}")
         for w in warnings:
             self.stderr.write(f"  warning: {w}")
-
-
-def _dry_counts(parsed) -> dict:
-    counts = {
-        "notes": len(parsed.notes), "nodes_created": len(parsed.notes) + len(parsed.missing), "nodes_updated": 0,
-        "nodes_renamed": 0, "nodes_archived": 0, "nodes_unchanged": 0, "edges_created": len(parsed.links),
-        "edges_restored": 0, "edges_archived": 0, "edges_unchanged": 0,
-        "edge_types_created": len({l.edge_type for l in parsed.links} - set(services.DEFAULT_EDGE_TYPES)),
-        "attachment_links": parsed.attachment_links, "files_skipped": len(parsed.skipped),
-    }
-    return {"counts": counts, "unresolved": [u.as_dict() for u in parsed.unresolved], "warnings": parsed.warnings}
 
