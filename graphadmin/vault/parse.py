@@ -57,6 +57,7 @@ class SourceFile:
 
     path: str
     data: bytes | None
+    skip_reason: str = ""
 
 
 @dataclass
@@ -148,8 +149,8 @@ def read_directory(root: Path) -> list[SourceFile]:
                 target = full.resolve()
                 if not target.is_relative_to(root):
                     raise VaultError(f"{rel} is a symlink out of the vault (to {target}); refusing to import.")
-                if name in filenames:
-                    files.append(SourceFile(rel, None))  # a second name for a file already in the vault
+                if name in filenames and name.lower().endswith(NOTE_SUFFIX):
+                    files.append(SourceFile(rel, None, "a symlink (not followed)"))
                 continue
             if name not in filenames or name.startswith("."):
                 continue
@@ -157,10 +158,13 @@ def read_directory(root: Path) -> list[SourceFile]:
                 raise VaultError(f"The vault has more than {MAX_FILES} files.")
             size = full.stat().st_size
             if rel.lower().endswith(NOTE_SUFFIX):
-                files.append(SourceFile(rel, full.read_bytes() if size <= MAX_NOTE_BYTES else None))
+                files.append(SourceFile(rel, full.read_bytes()) if size <= MAX_NOTE_BYTES else SourceFile(rel, None, _TOO_BIG))
             else:
                 files.append(SourceFile(rel, b""))  # attachments: only their names matter
     return files
+
+
+_TOO_BIG = "too large"
 
 
 def _safe_member_name(name: str) -> str:
@@ -210,11 +214,11 @@ def read_zip(fileobj: BinaryIO) -> list[SourceFile]:
                 files.append(SourceFile(rel, b""))
                 continue
             if info.file_size > MAX_NOTE_BYTES:
-                files.append(SourceFile(rel, None))
+                files.append(SourceFile(rel, None, _TOO_BIG))
                 continue
             with archive.open(info) as member:
                 data = member.read(MAX_NOTE_BYTES + 1)  # never trust the header's size
-            files.append(SourceFile(rel, data if len(data) <= MAX_NOTE_BYTES else None))
+            files.append(SourceFile(rel, data) if len(data) <= MAX_NOTE_BYTES else SourceFile(rel, None, _TOO_BIG))
         return files
 
 
@@ -482,7 +486,8 @@ def parse_vault(source: str | Path | BinaryIO, progress: ProgressFn | None = Non
         key = f.path[: -len(NOTE_SUFFIX)]
         if f.data is None:
             skipped.append(key)
-            warnings.append(f"{f.path}: skipped (larger than {MAX_NOTE_BYTES // 1024} KiB, or a symlink).")
+            reason = f"larger than the note limit of {MAX_NOTE_BYTES:,} bytes" if f.skip_reason == _TOO_BIG else f.skip_reason
+            warnings.append(f"{f.path}: skipped, {reason}.")
         else:
             note = parse_note(f.path, f.data, warnings)
             if note is None:

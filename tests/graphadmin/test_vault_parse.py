@@ -180,3 +180,14 @@ def test_symlink_out_of_the_vault_refused(tmp_path):
     os.symlink(tmp_path / "secret.md", vault / "leak.md")
     with pytest.raises(VaultError, match="symlink out of the vault"):
         parse_vault(vault)
+
+
+def test_symlink_inside_the_vault_is_skipped_with_a_warning(tmp_path):
+    vault = tmp_path / "vault"
+    vault.mkdir()
+    (vault / "A.md").write_text("[[B]]")
+    os.symlink(vault / "A.md", vault / "B.md")
+    p = parse_vault(vault)
+    assert list(p.notes) == ["A"] and p.skipped == ["B"]
+    assert p.warnings == ["B.md: skipped, a symlink (not followed)."]
+    assert [u.reason for u in p.unresolved] == ["no such note"]
