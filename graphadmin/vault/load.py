@@ -19,7 +19,7 @@ All writes are set-based (bulk_create, bulk_update, UPDATE ... WHERE id IN), nev
 from __future__ import annotations
 
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from datetime import datetime, timezone
 
 from django.conf import settings
@@ -63,7 +63,6 @@ class ImportResult:
     audit_seq: int | None = None
     embedding: str = "sync"  # "sync", "task" (enqueued on commit) or "none" (dry run)
     duration_ms: float = 0.0
-    created_keys: list[str] = field(default_factory=list)
 
     def as_dict(self) -> dict:
         return {
@@ -352,7 +351,7 @@ def _import(graph, parsed, actor, dry_run, embed, progress, started, clock) -> I
         transaction.on_commit(lambda: embed_graph.apply_async(args=[graph_id], queue="embeddings"))
     return ImportResult(
         counts, unresolved, list(parsed.warnings), batch_id=batch.pk, audit_seq=event.seq, embedding=mode,
-        duration_ms=duration_ms, created_keys=new_keys,
+        duration_ms=duration_ms,
     )
 
 

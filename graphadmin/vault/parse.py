@@ -36,6 +36,11 @@ NOTE_SUFFIX = ".md"
 # Properties with a meaning of their own; any other frontmatter property whose value holds links
 # becomes a typed edge named after the property.
 RESERVED_PROPERTIES = frozenset({"title", "aliases", "alias", "tags", "tag", "type", "kind", "cssclasses", "cssclass", "publish"})
+# Obsidian's attachment formats, and other files a vault commonly links to.
+ATTACHMENT_SUFFIXES = frozenset(
+    ".png .jpg .jpeg .gif .bmp .svg .webp .avif .tif .tiff .ico .heic .mp3 .wav .m4a .ogg .flac .3gp .webm .mp4 .ogv .mov "
+    ".mkv .avi .pdf .canvas .base .excalidraw .zip .csv .tsv .json .txt .xlsx .xls .docx .doc .pptx .ppt .odt .ods .html .htm".split()
+)
 EDGE_TYPE_NAME = re.compile(r"^[a-z][a-z0-9_]{0,99}$")
 
 _FENCE = re.compile(r"^ {0,3}(`{3,}|~{3,})")
@@ -406,15 +411,15 @@ class Resolver:
         self.other_names = {PurePosixPath(f).name.lower() for f in other_files}
 
     def is_attachment(self, target: str) -> bool:
-        """A link to a file that is not a note: an image, a PDF, audio, a canvas..."""
+        """A link to a file that is not a note: a file of the vault, or a known attachment format."""
         suffix = PurePosixPath(target).suffix.lower()
         if not suffix or suffix == NOTE_SUFFIX:
             return False
         low = target.lower()
         if low in self.other_files or PurePosixPath(low).name in self.other_names:
             return True
-        # An extension of letters only (png, pdf, mp3, canvas) and no note by that exact name.
-        return re.fullmatch(r"\.[a-z0-9]{1,5}", suffix) is not None and self._exact(target) is None
+        # 'Release 1.2' is a note name with a dot, not an attachment: only known formats count.
+        return suffix in ATTACHMENT_SUFFIXES and self._exact(target) is None
 
     def _exact(self, path: str) -> str | None:
         if path in self.keys:

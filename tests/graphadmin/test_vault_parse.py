@@ -97,6 +97,14 @@ def test_attachments_code_comments_urls_and_same_note_links_are_not_edges(parsed
     assert not links_of(parsed, "Research/Caching Study")  # its only link is in a ~~~ fence
 
 
+def test_a_dotted_note_name_is_not_an_attachment(tmp_path):
+    (tmp_path / "Release 1.2.md").write_text("notes")
+    (tmp_path / "A.md").write_text("[[Release 1.2]] [[Release 1.3]] ![[photo.jpg]] [[data.csv]]")
+    p = parse_vault(tmp_path)
+    assert [(l.source, l.target) for l in p.links] == [("A", "Release 1.2")]
+    assert [u.target for u in p.unresolved] == ["Release 1.3"] and p.attachment_links == 2
+
+
 def test_strip_code_keeps_lines_and_blanks_code():
     body = "a [[X]]\n```\n[[Y]]\n```\n`[[Z]]` and [[W]]"
     assert strip_code(body).split("\n")[2] == ""
