@@ -202,6 +202,12 @@ def test_command_reports_counts_and_unresolved(acme_graph, vault, capsys):
     assert "Dry run" in capsys.readouterr().out and UpdateBatch.objects.count() == 1
 
 
+def test_command_shows_progress_bars(acme_graph, vault, capsys):
+    call_command("import_vault", str(vault), "--graph", "memory", "--org", "acme", "--progress", "--embed", "sync")
+    err = capsys.readouterr().err
+    assert "notes read: 100%" in err and "notes linked: 100%" in err and "texts embedded: 100%" in err
+
+
 def test_command_dry_run_on_a_new_graph_keeps_nothing(acme, vault, capsys):
     from graphadmin.models import Graph
 

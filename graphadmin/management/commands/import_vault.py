@@ -37,8 +37,7 @@ class Progress:
                                           disable=self.enabled is False or (self.enabled is None and not sys.stderr.isatty()),
                                           leave=True, dynamic_ncols=True)
         bar.total = total
-        bar.n = done
-        bar.refresh()
+        bar.update(done - bar.n)  # tqdm redraws at most every mininterval
 
     def close(self):
         for bar in self.bars.values():
