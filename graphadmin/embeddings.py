@@ -1,7 +1,7 @@
 """Embedders: text -> unit vector of EMBEDDING_DIM floats. The one in use is named by settings.EMBEDDER.
 
 The default, HashingEmbedder, needs no model download and is deterministic: it hashes word
-unigrams (crudely stemmed), word bigrams and character 4-grams (signed feature hashing, blake2b so the result does
+unigrams, word bigrams and character 4-grams (signed feature hashing, blake2b so the result does
 not depend on PYTHONHASHSEED) into the vector and L2-normalises it. Texts sharing vocabulary are
 close; it knows no synonyms (docs/embeddings.md). Production deployments plug in a sentence-embedding
 model instead: SentenceTransformerEmbedder.
@@ -33,18 +33,6 @@ class Embedder(Protocol):
     def embed(self, texts: Sequence[str]) -> list[list[float]]: ...
 
 
-_SUFFIXES = ("ations", "ation", "ings", "ing", "ies", "ed", "es", "s")
-
-
-def _stem(word: str) -> str:
-    """A crude suffix stripper so 'caching', 'cached' and 'caches' share the feature 'cach'."""
-    for suffix in _SUFFIXES:
-        if word.endswith(suffix) and len(word) - len(suffix) >= 3:
-            stem = word[: -len(suffix)]
-            return stem + "y" if suffix == "ies" else stem
-    return word
-
-
 @lru_cache(maxsize=200_000)
 def _slot(feature: str, dim: int) -> tuple[int, float]:
     # Cached: a vault repeats its vocabulary, and hashing each feature again was most of the time.
@@ -60,7 +48,7 @@ class HashingEmbedder:
 
     def _features(self, text: str):
         words = [w.lower() for w in _WORD.findall(text)]
-        content = [_stem(w) for w in words if w not in _STOPWORDS]
+        content = [w for w in words if w not in _STOPWORDS]
         for w in content:
             yield "w:" + w, 1.0
             padded = f"<{w}>"
