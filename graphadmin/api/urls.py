@@ -3,7 +3,7 @@
 from django.urls import include, path
 from rest_framework.routers import DefaultRouter
 
-from . import views
+from . import imports, views
 
 router = DefaultRouter(use_regex_path=False)
 router.register("graphs", views.GraphViewSet, basename="graph")
@@ -21,4 +21,5 @@ urlpatterns = [
     path("graphs/<int:graph_pk>/", include(graph_router.urls)),
     path("graphs/<int:graph_pk>/policy/", policy.as_view({"get": "current", "put": "change", "patch": "change"}), name="policy"),
     path("graphs/<int:graph_pk>/policy/revisions/", policy.as_view({"get": "list"}), name="policy-revisions"),
+    path("graphs/<int:graph_pk>/import/", imports.VaultImportView.as_view(), name="graph-import"),
 ]

@@ -1,0 +1,116 @@
+"""manage.py import_vault PATH --graph SLUG [--org SLUG] [--dry-run] [--create-missing]
+
+Imports an Obsidian vault (a folder or a zip) into a graph; see docs/import.md for the rules.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+
+from django.core.management.base import BaseCommand, CommandError
+from django.db import transaction
+from tqdm import tqdm
+
+from graphadmin import services
+from graphadmin.models import Graph, Organization
+from graphadmin.vault.load import import_vault
+from graphadmin.vault.parse import VaultError, parse_vault
+
+ACTOR = "command:import_vault"
+PHASES = {"read": "notes read", "link": "notes linked", "embed": "texts embedded"}
+
+
+class Progress:
+    """One tqdm bar per phase (notes read, linked, embedded), on stderr; silent when not a terminal."""
+
+    def __init__(self, enabled: bool | None):
+        self.enabled = enabled
+        self.bars: dict[str, tqdm] = {}
+
+    def __call__(self, phase: str, done: int, total: int):
+        bar = self.bars.get(phase)
+        if bar is None:
+            for other in self.bars.values():
+                other.close()
+            bar = self.bars[phase] = tqdm(total=total, desc=PHASES.get(phase, phase), unit="", file=sys.stderr,
+                                          disable=self.enabled is False or (self.enabled is None and not sys.stderr.isatty()),
+                                          leave=True, dynamic_ncols=True)
+        bar.total = total
+        bar.update(done - bar.n)  # tqdm redraws at most every mininterval
+
+    def close(self):
+        for bar in self.bars.values():
+            bar.close()
+
+
+class Command(BaseCommand):
+    help = "Import an Obsidian vault (folder or .zip) into a graph: notes become nodes, links become edges."
+
+    def add_arguments(self, parser):
+        parser.add_argument("path", help="The vault folder, or a zip of it.")
+        parser.add_argument("--graph", required=True, help="Slug of the target graph.")
+        parser.add_argument("--org", help="Slug of the graph's organization (required when the slug is not unique, "
+                                          "or to create the graph when it does not exist).")
+        parser.add_argument("--dry-run", action="store_true", help="Report what would change; write nothing.")
+        parser.add_argument("--create-missing", action="store_true",
+                            help="Create placeholder nodes (kind 'missing') for links to notes that do not exist.")
+        parser.add_argument("--embed", choices=["auto", "sync", "task"], default="auto",
+                            help="Embed in this process, in the Celery 'embeddings' task, or auto (task for large imports).")
+        parser.add_argument("--progress", action=argparse.BooleanOptionalAction, default=None,
+                            help="Show progress bars (default: when stderr is a terminal).")
+
+    def handle(self, *args, path, graph, org, dry_run, create_missing, embed, progress, **options):
+        bars = Progress(progress)
+        try:
+            parsed = parse_vault(path, progress=bars, create_missing=create_missing)
+            # A dry run against a graph that does not exist yet creates it inside the rolled-back transaction.
+            with transaction.atomic():
+                target = self._graph(graph, org)
+                result = import_vault(target, parsed, ACTOR, dry_run=dry_run, embed=embed, progress=bars)
+                if dry_run:
+                    transaction.set_rollback(True)
+        except VaultError as exc:
+            raise CommandError(str(exc)) from exc
+        finally:
+            bars.close()
+        self._report(target, result)
+
+    def _graph(self, slug, org_slug):
+        graphs = Graph.objects.filter(slug=slug).select_related("organization")
+        if org_slug:
+            if not Organization.objects.filter(slug=org_slug).exists():
+                raise CommandError(f"No organization '{org_slug}'.")
+            graphs = graphs.filter(organization__slug=org_slug)
+        found = list(graphs[:2])
+        if len(found) > 1:
+            raise CommandError(f"Several graphs are called '{slug}'; name the organization with --org.")
+        if found:
+            return found[0]
+        if not org_slug:
+            raise CommandError(f"No graph '{slug}'. Give --org to create it.")
+        self.stdout.write(f"No graph '{org_slug}/{slug}' yet: creating it (a dry run keeps nothing).")
+        return services.create_graph(ACTOR, Organization.objects.get(slug=org_slug), slug, slug)
+
+    def _report(self, graph, result):
+        c, unresolved, warnings = result.counts, result.unresolved, result.warnings
+        head = "Dry run, nothing written" if result.dry_run else f"Imported into {graph.organization.slug}/{graph.slug}"
+        self.stdout.write(self.style.SUCCESS(head) + f": {c['notes']} notes.")
+        self.stdout.write(
+            f"  nodes: {c['nodes_created']} created, {c['nodes_updated']} updated, {c['nodes_renamed']} renamed, "
+            f"{c['nodes_archived']} archived, {c['nodes_unchanged']} unchanged"
+        )
+        self.stdout.write(
+            f"  edges: {c['edges_created']} created, {c['edges_restored']} restored, {c['edges_archived']} archived, "
+            f"{c['edges_unchanged']} unchanged; edge types created: {c['edge_types_created']}"
+        )
+        self.stdout.write(f"  attachment links: {c['attachment_links']}; files skipped: {c['files_skipped']}")
+        if not result.dry_run:
+            how = "in this import" if result.embedding == "sync" else "by the Celery task on queue 'embeddings'"
+            self.stdout.write(f"  embeddings: {how}; batch {result.batch_id}, audit seq {result.audit_seq}")
+        self.stdout.write(f"  unresolved links: {len(unresolved)}")
+        for u in unresolved:
+            self.stdout.write(f"    {u['source']}: [[{u['target']}]] ({u['edge_type']}): {u['reason']}")
+        for w in warnings:
+            self.stderr.write(f"  warning: {w}")
+

@@ -1,0 +1,542 @@
+"""Read an Obsidian vault (a folder or a zip) and resolve its links. Pure Python: no Django here.
+
+The entry point is ``parse_vault(path_or_file)``, which returns a ``ParsedVault``: one ``Note`` per
+markdown file, the resolved ``Link``s between them, the unresolved links with a reason, and
+per-file warnings. Nothing here touches the database, so every rule is unit-testable.
+
+Resolution follows Obsidian: the exact vault path first (with or without ``.md``, then
+case-insensitively, then relative to the linking note's folder for markdown links), then a unique
+file name (or unique path suffix) anywhere in the vault, case-insensitively, then a unique alias.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import io
+import os
+import posixpath
+import re
+import stat
+import zipfile
+from dataclasses import dataclass, field
+from pathlib import Path, PurePosixPath
+from typing import BinaryIO, Callable, Iterable
+from urllib.parse import unquote
+
+import yaml
+
+# Limits (documented in docs/import.md). A single note over MAX_NOTE_BYTES is skipped with a
+# warning; an archive over the others is refused whole.
+MAX_NOTE_BYTES = 2 * 1024 * 1024
+MAX_ARCHIVE_BYTES = 50 * 1024 * 1024
+MAX_UNCOMPRESSED_BYTES = 500 * 1024 * 1024
+MAX_FILES = 50_000
+
+NOTE_SUFFIX = ".md"
+# Properties with a meaning of their own; any other frontmatter property whose value holds links
+# becomes a typed edge named after the property.
+RESERVED_PROPERTIES = frozenset({"title", "aliases", "alias", "tags", "tag", "type", "kind", "cssclasses", "cssclass", "publish"})
+# Obsidian's attachment formats, and other files a vault commonly links to.
+ATTACHMENT_SUFFIXES = frozenset(
+    ".png .jpg .jpeg .gif .bmp .svg .webp .avif .tif .tiff .ico .heic .mp3 .wav .m4a .ogg .flac .3gp .webm .mp4 .ogv .mov "
+    ".mkv .avi .pdf .canvas .base .excalidraw .zip .csv .tsv .json .txt .xlsx .xls .docx .doc .pptx .ppt .odt .ods .html .htm".split()
+)
+EDGE_TYPE_NAME = re.compile(r"^[a-z][a-z0-9_]{0,99}$")
+
+_FENCE = re.compile(r"^ {0,3}(`{3,}|~{3,})")
+_CODE_SPAN = re.compile(r"(`+)(?:(?!\1).)+?\1", re.DOTALL)
+_COMMENT = re.compile(r"%%.*?%%", re.DOTALL)
+_WIKILINK = re.compile(r"(!?)\[\[([^\[\]\n]+?)\]\]")
+_MDLINK = re.compile(r"(!?)\[((?:[^\[\]\n]|\[[^\[\]\n]*\])*)\]\(\s*(<[^>\n]+>|[^)\s]+)(?:\s+(?:\"[^\"\n]*\"|'[^'\n]*'))?\s*\)")
+_INLINE_FIELD = re.compile(r"^\s*(?:[-*+]\s+)?([A-Za-z_][A-Za-z0-9_\- ]{0,98})::\s*(.*)$")
+_SCHEME = re.compile(r"^[a-zA-Z][a-zA-Z0-9+.\-]*:")
+
+
+class VaultError(Exception):
+    """The whole input is refused (not a vault, unsafe archive, empty vault): nothing is imported."""
+
+
+@dataclass(frozen=True)
+class SourceFile:
+    """One file of the vault: its vault-relative POSIX path and its bytes (None: skipped, see warnings)."""
+
+    path: str
+    data: bytes | None
+    skip_reason: str = ""
+
+
+@dataclass
+class Note:
+    """One markdown file as a node: key (path without .md), title, kind, text, aliases, tags, hash."""
+
+    key: str
+    path: str
+    title: str
+    kind: str
+    text: str
+    aliases: list[str]
+    tags: list[str]
+    content_hash: str
+    raw_links: list[tuple[str, str, str]] = field(default_factory=list)  # (target text, edge type, style)
+
+
+@dataclass(frozen=True)
+class Link:
+    """A resolved link: source key -> target key with an edge type."""
+
+    source: str
+    target: str
+    edge_type: str
+
+
+@dataclass(frozen=True)
+class Unresolved:
+    """A link that names no note of the vault (or names several): reported, never dropped silently."""
+
+    source: str
+    target: str
+    edge_type: str
+    reason: str
+
+    def as_dict(self) -> dict:
+        return {"source": self.source, "target": self.target, "edge_type": self.edge_type, "reason": self.reason}
+
+
+@dataclass
+class ParsedVault:
+    """The notes, resolved links, unresolved links, skipped files and warnings of one vault."""
+
+    notes: dict[str, Note]
+    links: list[Link]
+    unresolved: list[Unresolved]
+    skipped: list[str]  # keys of notes present but unreadable: their stored nodes are left alone
+    warnings: list[str]
+    attachments: int = 0
+    attachment_links: int = 0
+    missing: dict[str, str] = field(default_factory=dict)  # --create-missing: key -> title of placeholder notes
+
+
+# ---------------------------------------------------------------------------------------------
+# Reading: a folder or a zip, with every safety check before anything is parsed.
+
+
+def read_source(source: str | Path | BinaryIO) -> list[SourceFile]:
+    """Every non-hidden file of a vault folder or zip (path or file object), safety-checked."""
+    if not isinstance(source, (str, Path)):
+        return read_zip(source)
+    path = Path(source)
+    if path.is_dir():
+        return read_directory(path)
+    if path.is_file() and zipfile.is_zipfile(path):
+        with open(path, "rb") as fh:
+            return read_zip(fh)
+    if not path.exists():
+        raise VaultError(f"{path} does not exist.")
+    raise VaultError(f"{path} is neither a directory nor a zip archive.")
+
+
+def _hidden(parts: Iterable[str]) -> bool:
+    # .obsidian (settings), .trash (Obsidian's bin), .git and the like are not notes.
+    return any(p.startswith(".") for p in parts)
+
+
+def read_directory(root: Path) -> list[SourceFile]:
+    """Walk a vault folder. A symlink leading out of the vault refuses the import; one inside is skipped."""
+    root = root.resolve()
+    files: list[SourceFile] = []
+    for dirpath, dirnames, filenames in os.walk(root, followlinks=False):
+        rel_dir = Path(dirpath).relative_to(root)
+        dirnames[:] = sorted(d for d in dirnames if not d.startswith("."))
+        for name in sorted(dirnames) + sorted(filenames):
+            full = Path(dirpath) / name
+            rel = (rel_dir / name).as_posix()
+            if full.is_symlink():
+                target = full.resolve()
+                if not target.is_relative_to(root):
+                    raise VaultError(f"{rel} is a symlink out of the vault (to {target}); refusing to import.")
+                if name in filenames and name.lower().endswith(NOTE_SUFFIX):
+                    files.append(SourceFile(rel, None, "a symlink (not followed)"))
+                continue
+            if name not in filenames or name.startswith("."):
+                continue
+            if len(files) >= MAX_FILES:
+                raise VaultError(f"The vault has more than {MAX_FILES} files.")
+            size = full.stat().st_size
+            if rel.lower().endswith(NOTE_SUFFIX):
+                files.append(SourceFile(rel, full.read_bytes()) if size <= MAX_NOTE_BYTES else SourceFile(rel, None, _TOO_BIG))
+            else:
+                files.append(SourceFile(rel, b""))  # attachments: only their names matter
+    return files
+
+
+_TOO_BIG = "too large"
+
+
+def _safe_member_name(name: str) -> str:
+    name = name.replace("\\", "/")
+    if name.startswith("/") or re.match(r"^[A-Za-z]:", name):
+        raise VaultError(f"Archive entry '{name}' has an absolute path; refusing to import.")
+    parts = [p for p in name.split("/") if p not in ("", ".")]
+    if any(p == ".." for p in parts):
+        raise VaultError(f"Archive entry '{name}' escapes the vault root; refusing to import.")
+    return "/".join(parts)
+
+
+def read_zip(fileobj: BinaryIO) -> list[SourceFile]:
+    """Read a zipped vault. Entries escaping the root, symlinks and oversize archives refuse it whole."""
+    fileobj.seek(0, io.SEEK_END)
+    if fileobj.tell() > MAX_ARCHIVE_BYTES:
+        raise VaultError(f"The archive is larger than {MAX_ARCHIVE_BYTES // (1024 * 1024)} MiB.")
+    fileobj.seek(0)
+    try:
+        archive = zipfile.ZipFile(fileobj)
+    except zipfile.BadZipFile as exc:
+        raise VaultError(f"Not a zip archive: {exc}") from exc
+    with archive:
+        infos = archive.infolist()
+        if len(infos) > MAX_FILES:
+            raise VaultError(f"The archive has more than {MAX_FILES} entries.")
+        entries, total = [], 0
+        for info in infos:
+            name = _safe_member_name(info.filename)
+            mode = info.external_attr >> 16
+            if stat.S_ISLNK(mode):
+                raise VaultError(f"Archive entry '{info.filename}' is a symlink; refusing to import.")
+            if info.is_dir() or not name:
+                continue
+            total += info.file_size
+            if total > MAX_UNCOMPRESSED_BYTES:
+                raise VaultError(f"The archive unpacks to more than {MAX_UNCOMPRESSED_BYTES // (1024 * 1024)} MiB.")
+            entries.append((name, info))
+        names = [n for n, _ in entries if not _hidden(n.split("/"))]
+        prefix = _common_root(names)
+        files = []
+        for name, info in entries:
+            if _hidden(name.split("/")):
+                continue
+            rel = name[len(prefix):] if prefix else name
+            if not rel.lower().endswith(NOTE_SUFFIX):
+                files.append(SourceFile(rel, b""))
+                continue
+            if info.file_size > MAX_NOTE_BYTES:
+                files.append(SourceFile(rel, None, _TOO_BIG))
+                continue
+            with archive.open(info) as member:
+                data = member.read(MAX_NOTE_BYTES + 1)  # never trust the header's size
+            files.append(SourceFile(rel, data) if len(data) <= MAX_NOTE_BYTES else SourceFile(rel, None, _TOO_BIG))
+        return files
+
+
+def _common_root(names: list[str]) -> str:
+    """'Vault/' when every entry lies in one top folder (a zipped vault folder), else ''."""
+    tops = {n.split("/", 1)[0] for n in names}
+    if len(tops) == 1 and all("/" in n for n in names):
+        return tops.pop() + "/"
+    return ""
+
+
+# ---------------------------------------------------------------------------------------------
+# Parsing one note.
+
+
+def split_frontmatter(text: str) -> tuple[str | None, str]:
+    """(frontmatter YAML or None, body). Frontmatter is a leading block between '---' lines."""
+    if not text.startswith("---"):
+        return None, text
+    lines = text.split("\n")
+    if lines[0].rstrip() != "---":
+        return None, text
+    for i in range(1, len(lines)):
+        if lines[i].rstrip() in ("---", "..."):
+            return "\n".join(lines[1:i]), "\n".join(lines[i + 1 :]).lstrip("\n")
+    return None, text
+
+
+def strip_code(body: str) -> str:
+    """The body with fenced code blocks, code spans and %% comments %% blanked: links there are not links."""
+    out, fence = [], None
+    for line in body.split("\n"):
+        match = _FENCE.match(line)
+        if fence is None and match:
+            fence = match.group(1)
+            out.append("")
+            continue
+        if fence is not None:
+            if match and match.group(1)[0] == fence[0] and len(match.group(1)) >= len(fence) and not line.strip()[len(match.group(1)):].strip():
+                fence = None
+            out.append("")
+            continue
+        out.append(line)
+    text = "\n".join(out)
+    text = _CODE_SPAN.sub(lambda m: " " * len(m.group(0)), text)
+    return _COMMENT.sub(lambda m: re.sub(r"[^\n]", " ", m.group(0)), text)
+
+
+def edge_type_name(prop: str) -> str:
+    """'Derived From', 'derived-from' and 'derived_from' are all the edge type 'derived_from'."""
+    return re.sub(r"[\s\-]+", "_", prop.strip()).lower()
+
+
+def _wikilink_target(inner: str) -> str:
+    # [[Target|shown]] (in tables the pipe is escaped as \|)
+    return inner.replace("\\|", "|").split("|", 1)[0].strip()
+
+
+def extract_links(body: str) -> list[tuple[str, str, str]]:
+    """(target, edge type, style) for every link of a body: 'wiki' or 'md' style; inline fields typed."""
+    links: list[tuple[str, str, str]] = []
+    for line in strip_code(body).split("\n"):
+        edge_type = "related"
+        match = _INLINE_FIELD.match(line)
+        if match:
+            name = edge_type_name(match.group(1))
+            if EDGE_TYPE_NAME.match(name):
+                edge_type = name
+        for m in _WIKILINK.finditer(line):
+            links.append((_wikilink_target(m.group(2)), edge_type, "wiki"))
+        for m in _MDLINK.finditer(line):
+            target = m.group(3)
+            if target.startswith("<") and target.endswith(">"):
+                target = target[1:-1]
+            links.append((target, edge_type, "md"))
+    return links
+
+
+def _strings(value) -> list[str]:
+    if value is None:
+        return []
+    if isinstance(value, str):
+        return [value]
+    if isinstance(value, (list, tuple)):
+        out = []
+        for item in value:
+            # Unquoted YAML `[[Note]]` parses as a nested list: read it as the link it was meant to be.
+            if isinstance(item, list) and len(item) == 1 and isinstance(item[0], str):
+                out.append(f"[[{item[0]}]]")
+            elif isinstance(item, (str, int, float)):
+                out.append(str(item))
+        return out
+    return [str(value)]
+
+
+def frontmatter_links(meta: dict) -> list[tuple[str, str, str]]:
+    """Typed links from frontmatter properties whose values are wikilinks (or lists of them)."""
+    links = []
+    for prop, value in meta.items():
+        if not isinstance(prop, str) or prop.lower() in RESERVED_PROPERTIES:
+            continue
+        name = edge_type_name(prop)
+        if not EDGE_TYPE_NAME.match(name):
+            continue
+        for text in _strings(value):
+            for m in _WIKILINK.finditer(text):
+                links.append((_wikilink_target(m.group(2)), name, "wiki"))
+    return links
+
+
+def _clean_list(value, strip_hash: bool = False) -> list[str]:
+    items = []
+    for item in _strings(value):
+        for part in (item.split(",") if strip_hash else [item]):
+            part = part.strip()
+            if strip_hash:
+                part = part.lstrip("#")
+            if part and part not in items:
+                items.append(part)
+    return items
+
+
+def parse_note(path: str, data: bytes, warnings: list[str]) -> Note | None:
+    """One note from its vault path and bytes, or None (with a warning) when it cannot be read."""
+    try:
+        text = data.decode("utf-8-sig")
+    except UnicodeDecodeError as exc:
+        warnings.append(f"{path}: not UTF-8 ({exc.reason} at byte {exc.start}); skipped.")
+        return None
+    text = text.replace("\r\n", "\n").replace("\r", "\n")
+    raw_meta, body = split_frontmatter(text)
+    meta: dict = {}
+    if raw_meta is not None:
+        try:
+            loaded = yaml.safe_load(raw_meta)
+        except yaml.YAMLError as exc:
+            warnings.append(f"{path}: frontmatter is not valid YAML ({str(exc).splitlines()[0]}); imported without it.")
+            loaded = None
+        if isinstance(loaded, dict):
+            meta = loaded
+        elif loaded is not None:
+            warnings.append(f"{path}: frontmatter is not a mapping; imported without it.")
+    key = path[: -len(NOTE_SUFFIX)]
+    stem = PurePosixPath(key).name
+    parts = key.split("/")
+    title = meta.get("title")
+    kind = meta.get("type") or meta.get("kind")
+    if not kind:
+        kind = parts[0] if len(parts) > 1 else "note"
+    note = Note(
+        key=key,
+        path=path,
+        title=str(title).strip()[:500] if title else stem[:500],
+        kind=re.sub(r"[^a-z0-9_\-]+", "-", str(kind).strip().lower()).strip("-")[:50] or "note",
+        text=body,
+        aliases=_clean_list(meta.get("aliases", meta.get("alias"))),
+        tags=_clean_list(meta.get("tags", meta.get("tag")), strip_hash=True),
+        content_hash=hashlib.sha256(data).hexdigest(),
+    )
+    note.raw_links = frontmatter_links(meta) + extract_links(body)
+    return note
+
+
+# ---------------------------------------------------------------------------------------------
+# Resolution.
+
+
+class Resolver:
+    """Resolves link text to a note key the way Obsidian does (see the module docstring)."""
+
+    def __init__(self, keys: Iterable[str], aliases: dict[str, list[str]], other_files: Iterable[str]):
+        self.keys = set(keys)
+        self.by_lower: dict[str, list[str]] = {}
+        self.by_name: dict[str, list[str]] = {}
+        self.by_alias: dict[str, list[str]] = {}
+        for key in sorted(self.keys):
+            self.by_lower.setdefault(key.lower(), []).append(key)
+            self.by_name.setdefault(PurePosixPath(key).name.lower(), []).append(key)
+        for key, names in aliases.items():
+            for alias in names:
+                bucket = self.by_alias.setdefault(alias.strip().lower(), [])
+                if key not in bucket:
+                    bucket.append(key)
+        self.other_files = {f.lower() for f in other_files}
+        self.other_names = {PurePosixPath(f).name.lower() for f in other_files}
+
+    def is_attachment(self, target: str) -> bool:
+        """A link to a file that is not a note: a file of the vault, or a known attachment format."""
+        suffix = PurePosixPath(target).suffix.lower()
+        if not suffix or suffix == NOTE_SUFFIX:
+            return False
+        low = target.lower()
+        if low in self.other_files or PurePosixPath(low).name in self.other_names:
+            return True
+        # 'Release 1.2' is a note name with a dot, not an attachment: only known formats count.
+        return suffix in ATTACHMENT_SUFFIXES and self._exact(target) is None
+
+    def _exact(self, path: str) -> str | None:
+        if path in self.keys:
+            return path
+        hits = self.by_lower.get(path.lower(), [])
+        return hits[0] if len(hits) == 1 else None
+
+    def resolve(self, target: str, source_key: str, style: str) -> tuple[str | None, str]:
+        """(key, '') when resolved, else (None, reason)."""
+        path = target.strip().lstrip("/")
+        if path.lower().endswith(NOTE_SUFFIX):
+            path = path[: -len(NOTE_SUFFIX)]
+        if not path:
+            return None, "empty link"
+        # 1. The exact vault path (then, for markdown links, relative to the linking note's folder).
+        hit = self._exact(path)
+        if hit:
+            return hit, ""
+        if style == "md" or path.startswith("."):
+            relative = posixpath.normpath(posixpath.join(posixpath.dirname(source_key), path))
+            if not relative.startswith(".."):
+                hit = self._exact(relative)
+                if hit:
+                    return hit, ""
+        # 2. A unique file name anywhere (or a unique path suffix for 'Folder/Note'), case-insensitively.
+        low = path.lower()
+        if "/" in low:
+            candidates = [k for k in self.keys if k.lower().endswith("/" + low)]
+        else:
+            candidates = self.by_name.get(low, [])
+        if len(candidates) == 1:
+            return candidates[0], ""
+        # 3. A unique alias.
+        by_alias = self.by_alias.get(target.strip().lower(), [])
+        if len(by_alias) == 1:
+            return by_alias[0], ""
+        if len(candidates) > 1:
+            return None, "ambiguous: " + ", ".join(sorted(candidates))
+        if len(by_alias) > 1:
+            return None, "ambiguous alias: " + ", ".join(sorted(by_alias))
+        return None, "no such note"
+
+
+def normalize_target(raw: str, style: str) -> str | None:
+    """The link path without heading, block reference or URL encoding; None for a same-note link or a URL."""
+    target = raw.strip()
+    if style == "md":
+        if _SCHEME.match(target):
+            return None  # http:, mailto:, obsidian: ... are not vault notes
+        target = unquote(target)
+    target = target.split("#", 1)[0].strip()
+    return target or None
+
+
+ProgressFn = Callable[[str, int, int], None]
+
+
+def parse_vault(source: str | Path | BinaryIO, progress: ProgressFn | None = None, create_missing: bool = False) -> ParsedVault:
+    """Read and parse a vault, resolve every link; raises VaultError when the whole input is refused."""
+    files = read_source(source)
+    note_files = [f for f in files if f.path.lower().endswith(NOTE_SUFFIX)]
+    if not note_files:
+        raise VaultError("The vault holds no markdown notes (.md files).")
+    other_files = [f.path for f in files if not f.path.lower().endswith(NOTE_SUFFIX)]
+    warnings: list[str] = []
+    notes: dict[str, Note] = {}
+    skipped: list[str] = []
+    for i, f in enumerate(note_files, 1):
+        key = f.path[: -len(NOTE_SUFFIX)]
+        if f.data is None:
+            skipped.append(key)
+            reason = f"larger than the note limit of {MAX_NOTE_BYTES:,} bytes" if f.skip_reason == _TOO_BIG else f.skip_reason
+            warnings.append(f"{f.path}: skipped, {reason}.")
+        else:
+            note = parse_note(f.path, f.data, warnings)
+            if note is None:
+                skipped.append(key)
+            else:
+                notes[note.key] = note
+        if progress:
+            progress("read", i, len(note_files))
+    if not notes:
+        raise VaultError("No note of the vault could be read: " + "; ".join(warnings[:5]))
+    resolver = Resolver(notes, {k: n.aliases for k, n in notes.items()}, other_files)
+    links: dict[tuple[str, str, str], Link] = {}
+    unresolved: list[Unresolved] = []
+    missing: dict[str, str] = {}
+    attachment_links = 0
+    for i, note in enumerate(notes.values(), 1):
+        if progress:
+            progress("link", i, len(notes))
+        for raw, edge_type, style in note.raw_links:
+            target = normalize_target(raw, style)
+            if target is None:
+                continue
+            if resolver.is_attachment(target):
+                attachment_links += 1
+                continue
+            key, reason = resolver.resolve(target, note.key, style)
+            if key is None:
+                if create_missing and reason == "no such note":
+                    key = target[: -len(NOTE_SUFFIX)] if target.lower().endswith(NOTE_SUFFIX) else target
+                    key = key.strip().lstrip("/")
+                    missing.setdefault(key, PurePosixPath(key).name)
+                else:
+                    unresolved.append(Unresolved(note.key, raw, edge_type, reason))
+                    continue
+            if key == note.key:
+                continue  # a note linking to itself is no edge
+            links.setdefault((note.key, key, edge_type), Link(note.key, key, edge_type))
+    return ParsedVault(
+        notes=notes,
+        links=list(links.values()),
+        unresolved=unresolved,
+        skipped=skipped,
+        warnings=warnings,
+        attachments=len(other_files),
+        attachment_links=attachment_links,
+        missing=missing,
+    )
