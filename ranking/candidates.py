@@ -19,6 +19,7 @@ it reaches is joined on ``NOT archived``.
 
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass
 from datetime import datetime
 
@@ -155,6 +156,13 @@ ORDER BY top.distance, t.id
 """
 
 
+def _json(value):
+    # Django's psycopg 3 backend hands jsonb over as text (JSONField parses it); raw cursors get that text.
+    if isinstance(value, str):
+        value = json.loads(value)
+    return value or []
+
+
 def vector_candidates(graph_id: int, query_vector, k: int) -> list[NodeRow]:
     """The k nearest active nodes by cosine distance, through the HNSW index (approximate)."""
     with transaction.atomic(), connection.cursor() as cur:
@@ -166,7 +174,7 @@ def vector_candidates(graph_id: int, query_vector, k: int) -> list[NodeRow]:
         cur.execute(VECTOR_SQL, {"graph": graph_id, "query": vector_literal(query_vector), "k": k})
         rows = cur.fetchall()
     return [
-        NodeRow(node_id=r[0], key=r[1], title=r[2], kind=r[3], tags=r[4] or [], vector=float(r[5]), touched_at=r[6], tokens=r[7])
+        NodeRow(node_id=r[0], key=r[1], title=r[2], kind=r[3], tags=_json(r[4]), vector=float(r[5]), touched_at=r[6], tokens=r[7])
         for r in rows
     ]
 
