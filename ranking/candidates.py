@@ -79,7 +79,7 @@ _TOKENS = "GREATEST(1, CEIL((char_length(t.title) + 1 + char_length(t.text)) / 4
 def _level(n: int, source: str) -> str:
     """SQL for hop ``n``: the top-capped out-edges of every node in ``source`` to active, non-start nodes."""
     return f"""
-    l{n} AS (
+    l{n} AS MATERIALIZED (
         SELECT x.*, {n} AS hops
         FROM {source} f
         CROSS JOIN LATERAL (
@@ -95,7 +95,11 @@ def _level(n: int, source: str) -> str:
 
 
 def edge_candidates_sql(hops: int) -> str:
-    """The one statement that expands ``hops`` levels from the start nodes (see the module docstring)."""
+    """The one statement that expands ``hops`` levels from the start nodes (see the module docstring).
+
+    The levels are MATERIALIZED: inlined, the planner may drive the tiny edge-type table as the outer
+    loop and run the whole expansion once per edge type.
+    """
     parts = ["f0 AS (SELECT DISTINCT unnest(%(starts)s::bigint[]) AS id)", _level(1, "f0")]
     for n in range(2, hops + 1):
         # Nodes first reached at depth n-1 are expanded at depth n; earlier ones already were.
@@ -105,7 +109,7 @@ def edge_candidates_sql(hops: int) -> str:
     union = " UNION ALL ".join(f"SELECT * FROM l{n}" for n in range(1, hops + 1))
     return f"""
     WITH {", ".join(parts)},
-    expanded AS ({union})
+    expanded AS MATERIALIZED ({union})
     SELECT a.id, a.source_id, a.target_id, a.hops, a.weight, a.feedback_weight, et.name, et.priority,
            CASE WHEN %(query)s::vector IS NULL OR t.embedding IS NULL THEN NULL
                 ELSE 1 - (t.embedding <=> %(query)s::vector) END AS similarity,

@@ -117,7 +117,7 @@ def test_other_org_is_404_and_writes_nothing(rg, api, mallory):
 def test_context_query_count_does_not_grow_with_candidates(rg, api, rita, django_assert_max_num_queries):
     client = api(rita)
     # savepoints of the request, the service and get_or_create (6); graph, role, policy, node check, candidates,
-    # session get + insert, injection, candidates (one bulk insert), node stats, edge stats, texts (12)
+    # session get + insert, injection, node stats, edge stats, texts (11); the candidates go in one COPY.
     with django_assert_max_num_queries(18):
         small = post(client, rg, session="q1", start_nodes=[rg["nodes"]["a"].pk], hops=1)
     with django_assert_max_num_queries(18):
