@@ -5,8 +5,11 @@
     .venv/bin/python -m bench.generate --full         # 200k nodes, ~1M edges
 
 Shape:
-- 384-dimension embeddings in clusters: 1 + nodes/200 centroids on the unit sphere, each node its
-  centroid plus Gaussian noise (sigma 0.04 per dimension, about 0.8 in norm), L2-normalised.
+- 384-dimension embeddings in clusters: 1 + nodes/200 cluster centroids, grouped in topics (one per
+  ten clusters) around a direction all embeddings share (real sentence embeddings are anisotropic):
+  centroid = normalise(0.5 shared + 0.6 topic + 0.6 own); each node its centroid plus Gaussian noise
+  (sigma 0.04 per dimension, about 0.8 in norm), L2-normalised. Cosine similarity is about 0.6
+  within a cluster, 0.4 within a topic and 0.2 across topics.
 - Power-law degrees: edge sources are drawn as floor(N * u**3) (degree of the i-th node ~ i^(-2/3),
   a heavy tail with hubs of thousands of edges); targets are in the source's cluster 70% of the
   time, else drawn with a milder power law (floor(N * u**2)).
@@ -60,6 +63,7 @@ def generate(scale: float, seed: float = 0.42) -> dict:
     nodes = max(1000, int(FULL_NODES * scale))
     edges_target = max(5000, int(FULL_EDGES * scale))
     clusters = 1 + nodes // 200
+    topics = 1 + clusters // 10
     timings = {}
     with transaction.atomic():
         org = Organization.objects.create(slug="bench", name="Bench")
@@ -80,12 +84,26 @@ def generate(scale: float, seed: float = 0.42) -> dict:
         t = time.perf_counter()
         cur.execute(
             """
+            CREATE TEMP TABLE bench_topic AS
+            SELECT t AS id, ARRAY(SELECT random_normal() / sqrt(384) FROM generate_series(1, 384 + 0 * t)) AS v
+            FROM generate_series(0, %(topics)s) t
+            """,
+            {"topics": topics},
+        )
+        # Topic 0 is the direction every embedding shares (real sentence embeddings are anisotropic).
+        cur.execute(
+            """
             CREATE TEMP TABLE bench_centroid AS
             SELECT c AS id,
-                   l2_normalize(ARRAY(SELECT random_normal() FROM generate_series(1, 384 + 0 * c))::vector(384)) AS v
+                   l2_normalize(ARRAY(
+                       SELECT 0.5 * m.v[i] + 0.6 * t.v[i] + 0.6 * random_normal() / sqrt(384)
+                       FROM generate_series(1, 384 + 0 * c) i
+                   )::vector(384)) AS v
             FROM generate_series(0, %(clusters)s - 1) c
+            JOIN bench_topic t ON t.id = 1 + c %% %(topics)s
+            CROSS JOIN (SELECT v FROM bench_topic WHERE id = 0) m
             """,
-            {"clusters": clusters},
+            {"clusters": clusters, "topics": topics},
         )
         cur.execute(
             """
@@ -154,7 +172,7 @@ def generate(scale: float, seed: float = 0.42) -> dict:
         _sources, max_out = cur.fetchone()
         cur.execute("SELECT count(*) FROM graphadmin_edge WHERE graph_id = %s", [graph.pk])
         n_edges = cur.fetchone()[0]
-    return {"graph": graph.pk, "nodes": n_nodes, "edges": n_edges, "clusters": clusters, "max_out_degree": max_out, **timings}
+    return {"graph": graph.pk, "nodes": n_nodes, "edges": n_edges, "clusters": clusters, "topics": topics, "max_out_degree": max_out, **timings}
 
 
 def main(argv=None):

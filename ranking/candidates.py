@@ -140,8 +140,8 @@ def edge_candidates(graph_id: int, start_nodes, query_vector, hops: int, fanout_
 
 
 def ef_search_for(k: int) -> int:
-    """The HNSW candidate-list size for a top-k query: max(2k, 100)."""
-    return max(2 * k, 100)
+    """The HNSW candidate-list size for a top-k query: max(2k, 100), at most pgvector's limit of 1000."""
+    return min(1000, max(2 * k, 100))
 
 
 VECTOR_SQL = f"""
