@@ -407,9 +407,9 @@ def whatif(graph: Graph, *, changes: dict | None = None, priorities: dict | None
     cands_by_inj: dict[int, list[InjectionCandidate]] = {}
     for c in InjectionCandidate.objects.filter(graph=graph, injection__in=[i.pk for i in injections]).order_by("injection_id", "rank"):
         cands_by_inj.setdefault(c.injection_id, []).append(c)
-    uses = UseEvent.objects.filter(
+    uses = list(UseEvent.objects.filter(
         graph=graph, session_id__in={i.session_id for i in injections}, signal__in=USED_SIGNALS
-    ).values_list("session_id", "injection_id", "node_id", "edge_id")
+    ).values_list("session_id", "injection_id", "node_id", "edge_id"))
 
     per_injection, results = [], []
     for inj in injections:
