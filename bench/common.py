@@ -15,13 +15,19 @@ ROOT = Path(__file__).resolve().parent.parent
 BENCH_DATABASE = os.environ.get("BENCH_DATABASE", "graphadmin_bench")
 
 
-def setup_django() -> None:
-    """Configure Django on the bench database (created and migrated on first use)."""
-    sys.path.insert(0, str(ROOT))
+def configure_environment() -> None:
+    """Point the settings at the bench database (call before anything reads the settings)."""
+    if str(ROOT) not in sys.path:
+        sys.path.insert(0, str(ROOT))
     os.environ.setdefault("DJANGO_SETTINGS_MODULE", "graphadmin.settings")
     os.environ.setdefault("SECRET_KEY", "bench-only-insecure-key")
     os.environ["DATABASE_NAME"] = BENCH_DATABASE
     os.environ.setdefault("LOG_LEVEL", "WARNING")
+
+
+def setup_django() -> None:
+    """Configure Django on the bench database (created and migrated on first use)."""
+    configure_environment()
     import django
     from django.conf import settings
 

@@ -47,6 +47,9 @@ def _drop_database():
     from django.conf import settings
 
     db = settings.DATABASES["default"]
+    # Never drop anything that is not obviously a bench database (BENCH_DATABASE is configurable).
+    if "bench" not in BENCH_DATABASE or db["NAME"] != BENCH_DATABASE:
+        raise SystemExit(f"Refusing to drop {db['NAME']!r}: not the bench database.")
     kwargs = {"host": db.get("HOST") or None, "user": db.get("USER") or None, "password": db.get("PASSWORD") or None,
               "port": db.get("PORT") or None, "dbname": "postgres", "autocommit": True}
     with psycopg.connect(**{k: v for k, v in kwargs.items() if v is not None}) as conn:
@@ -182,18 +185,12 @@ def main(argv=None):
     args = parser.parse_args(argv)
     scale = 1.0 if args.full else args.scale
 
-    from bench.common import setup_django
+    from bench.common import configure_environment, setup_django
 
-    import os
-    import sys
-
-    sys.path.insert(0, str(__import__("bench.common", fromlist=["ROOT"]).ROOT))
-    os.environ["DATABASE_NAME"] = BENCH_DATABASE
-    os.environ.setdefault("DJANGO_SETTINGS_MODULE", "graphadmin.settings")
-    os.environ.setdefault("SECRET_KEY", "bench-only-insecure-key")
+    configure_environment()
     from django.conf import settings
 
-    settings.DATABASES  # start the embedded server if needed
+    settings.DATABASES  # noqa: B018 - starts the embedded server if needed, before the bench database is dropped
     _drop_database()
     setup_django()
     t = time.perf_counter()
