@@ -94,6 +94,7 @@ class Component:
     contribution: float
 
     def as_dict(self) -> dict:
+        """{raw, coefficient, contribution}: the shape stored in InjectionCandidate.components."""
         return {"raw": self.raw, "coefficient": self.coefficient, "contribution": self.contribution}
 
 
@@ -245,10 +246,12 @@ def rank(scored: Iterable[Scored]) -> list[Scored]:
 
 
 def rank_edges(candidates: Iterable[EdgeCandidate], policy: Policy) -> list[Scored]:
+    """Traversal scores of the edges, in rank order."""
     return rank(score_edge(c, policy) for c in candidates)
 
 
 def rank_nodes(candidates: Iterable[NodeCandidate], policy: Policy) -> list[Scored]:
+    """Hybrid scores of the nodes, in rank order."""
     return rank(score_node(c, policy) for c in candidates)
 
 

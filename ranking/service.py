@@ -92,6 +92,7 @@ class RankedEdge:
         return self.row.target_id
 
     def features(self) -> dict:
+        """The raw inputs of the score, frozen in the injection log so what-if can rescore them."""
         r = self.row
         return {
             "edge_id": r.edge_id, "source_id": r.source_id, "target_id": r.target_id, "hops": r.hops,
@@ -102,6 +103,8 @@ class RankedEdge:
 
 @dataclass
 class RankResult:
+    """The ranked edges (top k), the policy revision used and how many candidates were considered."""
+
     policy_revision: PolicyRevision
     items: list[RankedEdge]
     considered: int
@@ -138,6 +141,8 @@ def rank(graph: Graph, start_nodes, *, query: str = "", vector=None, k: int = 50
 
 @dataclass
 class SearchHit:
+    """A scored vector-search hit with its node row."""
+
     scored: scoring.Scored
     row: sql.NodeRow
     rank: int = 0
@@ -156,6 +161,8 @@ class SearchHit:
 
 @dataclass
 class SearchResult:
+    """Hybrid hits in rank order and the policy revision used."""
+
     policy_revision: PolicyRevision
     items: list[SearchHit]
 
@@ -194,6 +201,8 @@ def search(
 
 @dataclass
 class ContextResult:
+    """The logged injection, whether the session was new, and the selected items with their text."""
+
     injection: ContextInjection
     session_created: bool
     selected: list[dict] = field(default_factory=list)
@@ -328,6 +337,7 @@ def _bump_counters(graph: Graph, mode: str, node_ids: list[int], edge_ids: list[
 
 
 def candidate_dict(c: InjectionCandidate) -> dict:
+    """A logged candidate as the explain endpoint shows it."""
     return {
         "rank": c.rank, "selected": c.selected, "node": c.node_id, "edge": c.edge_id, "hops": c.features.get("hops", c.hops),
         "tokens": c.tokens, "total": c.total, "features": c.features, "components": c.components,
