@@ -94,3 +94,20 @@ def test_whatif_tenancy_and_query_count(rg, injections, api, rita, mallory, djan
     # savepoint/release, graph, role, policy, edge types, injections, candidates, uses
     with django_assert_max_num_queries(9):
         assert client.post(url(rg["graph"]), {"n": 50}, format="json").status_code == 200
+
+
+def test_hybrid_injections_replay_with_their_frozen_factors(rg, api, rita):
+    client = api(rita)
+    r = client.post(
+        f"/api/graphs/{rg['graph'].pk}/context/",
+        {"session": "h", "query": "ranking weights", "anchors": [rg["nodes"]["g"].pk], "budget": 2, "k": 8},
+        format="json",
+    )
+    assert r.status_code == 201 and r.json()["mode"] == "hybrid"
+    same = client.post(url(rg["graph"]), {"n": 1}, format="json").json()["injections"][0]
+    assert same["mode"] == "hybrid" and not same["top1_flip"] and same["kendall_tau"] == 1.0
+    # Proximity only: the anchor itself (hop 0) must come first.
+    body = client.post(
+        url(rg["graph"]), {"n": 1, "policy": {"coef_vector": 0, "coef_persona": 0, "coef_recency": 0, "coef_hop": 1}}, format="json"
+    ).json()
+    assert body["injections"][0]["top1_draft"] == f"node:{rg['nodes']['g'].pk}"
