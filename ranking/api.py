@@ -1,0 +1,150 @@
+"""REST views of the ranking engine: thin (parse, check tenancy, call ranking.service, render).
+
+Every member of the graph's organization may call them, reviewers included: rank, search,
+explain and what-if only read; context writes the injection log an agent's retrieval needs.
+Another organization's graph or injection is a 404. Errors are 400s naming the field; the
+request's transaction (ATOMIC_REQUESTS) rolls back, so nothing is written on error.
+"""
+
+from __future__ import annotations
+
+from django.shortcuts import get_object_or_404
+from drf_spectacular.utils import OpenApiParameter, extend_schema
+from rest_framework import generics, status
+from rest_framework.exceptions import ValidationError
+from rest_framework.permissions import IsAuthenticated
+from rest_framework.response import Response
+
+from feedback.models import ContextInjection
+from graphadmin.api.permissions import RoleForWrites
+from graphadmin.api.views import GRAPH_ID, GraphScopedMixin
+
+from . import serializers as s
+from . import service
+
+
+def _call(fn, *args, **kwargs):
+    try:
+        return fn(*args, **kwargs)
+    except service.RankingInputError as exc:
+        raise ValidationError(exc.errors)
+
+
+class _RankingView(GraphScopedMixin, generics.GenericAPIView):
+    permission_classes = [IsAuthenticated, RoleForWrites]
+    write_role = "reviewer"  # any member: these are reads, or the agent's own retrieval log
+
+    def parse(self):
+        serializer = self.get_serializer(data=self.request.data)
+        serializer.is_valid(raise_exception=True)
+        self.graph()  # 404 for another organization's graph before anything else
+        return serializer.validated_data
+
+
+class RankView(_RankingView):
+    """Rank the edges around the start nodes by traversal score, with every component."""
+
+    serializer_class = s.RankRequestSerializer
+
+    @extend_schema(parameters=[GRAPH_ID], request=s.RankRequestSerializer, responses=s.RankResponseSerializer)
+    def post(self, request, graph_pk=None):
+        data = self.parse()
+        result = _call(
+            service.rank, self.graph(), data["start_nodes"], query=data["query"], vector=data["vector"], k=data["k"], hops=data["hops"]
+        )
+        return Response({
+            "policy_revision": result.policy_revision.revision,
+            "considered": result.considered,
+            "results": [
+                {
+                    "rank": item.rank, "edge": item.row.edge_id, "stable_id": item.scored.stable_id, "source": item.row.source_id,
+                    "edge_type": item.row.edge_type, "hops": item.row.hops,
+                    "target": {"id": item.row.target_id, "key": item.row.target_key, "title": item.row.target_title,
+                               "kind": item.row.target_kind, "tokens": item.row.tokens},
+                    "total": item.scored.total, "components": item.scored.components_dict(),
+                }
+                for item in result.items
+            ],
+        })
+
+
+class SearchView(_RankingView):
+    """Hybrid search: vector candidates, then hop proximity to anchors, persona affinity and recency."""
+
+    serializer_class = s.SearchRequestSerializer
+
+    @extend_schema(parameters=[GRAPH_ID], request=s.SearchRequestSerializer, responses=s.SearchResponseSerializer)
+    def post(self, request, graph_pk=None):
+        data = self.parse()
+        result = _call(
+            service.search, self.graph(), query=data["query"], vector=data["vector"], k=data["k"], anchors=data["anchors"],
+            persona=data["persona"],
+        )
+        return Response({
+            "policy_revision": result.policy_revision.revision,
+            "results": [
+                {
+                    "rank": hit.rank, "node": hit.row.node_id, "stable_id": hit.scored.stable_id, "key": hit.row.key,
+                    "title": hit.row.title, "kind": hit.row.kind, "vector_score": hit.row.vector,
+                    "hops": hit.scored.candidate.hops, "total": hit.scored.total, "components": hit.scored.components_dict(),
+                }
+                for hit in result.items
+            ],
+        })
+
+
+class ContextView(_RankingView):
+    """Budgeted best-first context assembly, logged as a ContextInjection with every candidate considered."""
+
+    serializer_class = s.ContextRequestSerializer
+
+    @extend_schema(parameters=[GRAPH_ID], request=s.ContextRequestSerializer, responses={201: s.ContextResponseSerializer})
+    def post(self, request, graph_pk=None):
+        data = self.parse()
+        result = _call(
+            service.assemble_context, self.graph(), session_id=data["session"], query=data["query"], vector=data["vector"],
+            start_nodes=data["start_nodes"], anchors=data["anchors"], persona=data["persona"],
+            budget_unit=data["budget_unit"], budget=data["budget"], k=data["k"], hops=data["hops"],
+        )
+        inj = result.injection
+        return Response({
+            "injection": inj.pk, "session": data["session"], "session_created": result.session_created, "mode": inj.mode,
+            "policy_revision": inj.policy_revision.revision, "budget_unit": inj.budget_unit, "budget": inj.budget,
+            "spent": inj.spent, "considered": result.considered, "items": result.selected,
+        }, status=status.HTTP_201_CREATED)
+
+
+class WhatIfView(_RankingView):
+    """Replay the last N injections' frozen candidates under a draft policy and the current one. Writes nothing."""
+
+    serializer_class = s.WhatIfRequestSerializer
+
+    @extend_schema(parameters=[GRAPH_ID], request=s.WhatIfRequestSerializer, responses=s.WhatIfResponseSerializer)
+    def post(self, request, graph_pk=None):
+        data = self.parse()
+        result = _call(
+            service.whatif, self.graph(), changes=dict(data["policy"]), priorities=data["edge_type_priorities"], n=data["n"], k=data["k"]
+        )
+        return Response(result)
+
+
+class ExplainView(generics.GenericAPIView):
+    """Every candidate of an injection with its components; with ?i=&j=, which components made rank i beat rank j."""
+
+    serializer_class = s.ExplainResponseSerializer
+
+    @extend_schema(
+        parameters=[
+            OpenApiParameter("id", int, OpenApiParameter.PATH, description="The injection's id."),
+            OpenApiParameter("i", int, description="A rank to compare (1-based)."),
+            OpenApiParameter("j", int, description="The rank it is compared with."),
+        ],
+        responses=s.ExplainResponseSerializer,
+    )
+    def get(self, request, pk=None):
+        injection = get_object_or_404(
+            ContextInjection.objects.for_user(request.user).select_related("session", "policy_revision"), pk=pk
+        )
+        params = s.ExplainQuerySerializer(data=request.query_params)
+        params.is_valid(raise_exception=True)
+        return Response(_call(service.explain, injection, params.validated_data.get("i"), params.validated_data.get("j")))

@@ -1,0 +1,477 @@
+"""Pure scoring: plain dataclasses in, totals with named components out. No Django, no database.
+
+Two modes (docs/ranking.md has the full formulas):
+
+* **Traversal score** of an edge for a query::
+
+      blended  = (1 - feedback_influence) * weight + feedback_influence * feedback_weight
+      total    = coef_weight * blended + coef_semantic * similarity + coef_priority * priority
+
+  ``similarity`` is the cosine similarity of the edge's target embedding to the query (0 when
+  either is missing), ``priority`` the edge type's priority in [-1, 1].
+
+* **Hybrid score** of a node found by vector search::
+
+      hop      = max(hop_floor, hop_decay ** hops)   (hops unknown or > max_hops: hop_floor)
+      recency  = 0.5 ** (age_days / recency_half_life_days)   (age unknown: 0)
+      total    = coef_vector * vector + coef_hop * hop + coef_persona * persona + coef_recency * recency
+
+  The hop factor measures *proximity* to the caller's anchors in an undirected, bounded view of
+  the graph. It says nothing about causation.
+
+Every result carries each component's raw value, coefficient and contribution (= raw *
+coefficient), so the total is exactly the sum of the contributions. Ties are broken by a stable
+rule (``sort_key``): total (rounded to 1e-12, so float noise never reorders), then fewer hops,
+then the candidate's stable id, so the same input always gives the same order.
+
+Also here, because they are pure functions of scored candidates: the component-wise explanation of
+why one candidate beat another, the best-first visit order used by budgeted context assembly, and
+the metrics of a what-if replay (rank changes, top-1 flips, Kendall tau, MRR, hit@k).
+"""
+
+from __future__ import annotations
+
+import heapq
+import math
+from dataclasses import asdict, dataclass, field, fields, replace
+from typing import Iterable, Mapping, Sequence
+
+TIE_DIGITS = 12
+
+# Names of the policy numbers this module reads (a subset of graphadmin.models.policy.POLICY_NUMBERS).
+RANKING_POLICY_NUMBERS = (
+    "coef_weight",
+    "coef_semantic",
+    "coef_priority",
+    "feedback_influence",
+    "coef_vector",
+    "coef_hop",
+    "coef_persona",
+    "coef_recency",
+    "recency_half_life_days",
+    "hop_decay",
+    "hop_floor",
+    "max_hops",
+)
+
+
+@dataclass(frozen=True)
+class Policy:
+    """The ranking numbers of a policy revision (defaults equal the model's defaults)."""
+
+    coef_weight: float = 0.5
+    coef_semantic: float = 0.35
+    coef_priority: float = 0.15
+    feedback_influence: float = 0.3
+    coef_vector: float = 0.6
+    coef_hop: float = 0.2
+    coef_persona: float = 0.1
+    coef_recency: float = 0.1
+    recency_half_life_days: float = 30.0
+    hop_decay: float = 0.6
+    hop_floor: float = 0.25
+    max_hops: int = 2
+
+    @classmethod
+    def from_mapping(cls, values: Mapping[str, object]) -> "Policy":
+        """A Policy from any mapping (e.g. PolicyRevision.numbers()); keys it does not know are ignored."""
+        names = {f.name for f in fields(cls)}
+        return cls(**{k: v for k, v in values.items() if k in names})
+
+    def with_changes(self, changes: Mapping[str, object]) -> "Policy":
+        """A copy with some numbers replaced (a draft policy for what-if)."""
+        names = {f.name for f in fields(self)}
+        return replace(self, **{k: v for k, v in changes.items() if k in names})
+
+
+@dataclass(frozen=True)
+class Component:
+    """One named part of a score: raw value, coefficient, and contribution = raw * coefficient."""
+
+    name: str
+    raw: float
+    coefficient: float
+    contribution: float
+
+    def as_dict(self) -> dict:
+        """{raw, coefficient, contribution}: the shape stored in InjectionCandidate.components."""
+        return {"raw": self.raw, "coefficient": self.coefficient, "contribution": self.contribution}
+
+
+def _component(name: str, raw: float, coefficient: float) -> Component:
+    return Component(name, float(raw), float(coefficient), float(raw) * float(coefficient))
+
+
+@dataclass(frozen=True)
+class EdgeCandidate:
+    """An edge reached from the start nodes, with the raw features the traversal score reads.
+
+    ``similarity`` is None when the target has no embedding or the request has no query; it then
+    counts as 0 (and is shown as such), so a node without an embedding is never favoured.
+    """
+
+    edge_id: int
+    source_id: int
+    target_id: int
+    hops: int
+    weight: float
+    feedback_weight: float
+    priority: float
+    similarity: float | None = None
+    edge_type: str = ""
+
+    @property
+    def stable_id(self) -> str:
+        return f"edge:{self.edge_id}"
+
+
+@dataclass(frozen=True)
+class NodeCandidate:
+    """A node found by vector search, with the raw features the hybrid score reads.
+
+    ``hops``: shortest undirected distance from the anchors, None when unreachable within the
+    bound (or no anchors were given). ``age_days``: days since the node's last activity, None when
+    unknown. ``persona``: the caller's affinity for this node, already resolved (see
+    ``persona_affinity``).
+    """
+
+    node_id: int
+    vector: float
+    hops: int | None = None
+    age_days: float | None = None
+    persona: float = 0.0
+
+    @property
+    def stable_id(self) -> str:
+        return f"node:{self.node_id}"
+
+
+@dataclass(frozen=True)
+class Scored:
+    """A candidate with its total and its components, in the order they are summed."""
+
+    candidate: EdgeCandidate | NodeCandidate
+    total: float
+    components: tuple[Component, ...]
+
+    @property
+    def stable_id(self) -> str:
+        return self.candidate.stable_id
+
+    def components_dict(self) -> dict:
+        return {c.name: c.as_dict() for c in self.components}
+
+    def component(self, name: str) -> Component:
+        for c in self.components:
+            if c.name == name:
+                return c
+        raise KeyError(name)
+
+
+# ---------------------------------------------------------------------------------------------
+# Factors
+
+
+def blended_weight(weight: float, feedback_weight: float, feedback_influence: float) -> float:
+    """(1 - fi) * weight + fi * feedback_weight: the stored weight with the outcome EMA mixed in."""
+    return (1.0 - feedback_influence) * weight + feedback_influence * feedback_weight
+
+
+def hop_factor(hops: int | None, policy: Policy) -> float:
+    """max(hop_floor, hop_decay ** hops); unreachable (None) or beyond max_hops gives the floor."""
+    if hops is None or hops < 0 or hops > policy.max_hops:
+        return policy.hop_floor
+    return max(policy.hop_floor, policy.hop_decay**hops)
+
+
+def recency_factor(age_days: float | None, half_life_days: float) -> float:
+    """0.5 ** (age / half_life): 1 for a node touched now, 0.5 after one half-life; unknown age gives 0.
+
+    A timestamp in the future (clock skew) counts as age 0.
+    """
+    if age_days is None:
+        return 0.0
+    return 0.5 ** (max(0.0, age_days) / half_life_days)
+
+
+def persona_affinity(kind: str, tags: Iterable[str], affinities: Mapping[str, float]) -> float:
+    """The caller's affinity for a node: the largest affinity among the node's kind and tags.
+
+    Keys are matched case-insensitively; a node matching none gets 0 (neutral), so a persona
+    never penalises nodes it does not mention.
+    """
+    if not affinities:
+        return 0.0
+    lowered = {str(k).lower(): float(v) for k, v in affinities.items()}
+    keys = [kind or "", *(tags or [])]
+    matched = [lowered[k.lower()] for k in keys if isinstance(k, str) and k.lower() in lowered]
+    return max(matched) if matched else 0.0
+
+
+# ---------------------------------------------------------------------------------------------
+# Scores
+
+
+def score_edge(c: EdgeCandidate, policy: Policy) -> Scored:
+    """The traversal score of one edge, with components weight, semantic and priority."""
+    components = (
+        _component("weight", blended_weight(c.weight, c.feedback_weight, policy.feedback_influence), policy.coef_weight),
+        _component("semantic", c.similarity if c.similarity is not None else 0.0, policy.coef_semantic),
+        _component("priority", c.priority, policy.coef_priority),
+    )
+    return Scored(c, math.fsum(x.contribution for x in components), components)
+
+
+def score_node(c: NodeCandidate, policy: Policy) -> Scored:
+    """The hybrid score of one node, with components vector, hop, persona and recency."""
+    components = (
+        _component("vector", c.vector, policy.coef_vector),
+        _component("hop", hop_factor(c.hops, policy), policy.coef_hop),
+        _component("persona", c.persona, policy.coef_persona),
+        _component("recency", recency_factor(c.age_days, policy.recency_half_life_days), policy.coef_recency),
+    )
+    return Scored(c, math.fsum(x.contribution for x in components), components)
+
+
+def sort_key(s: Scored) -> tuple:
+    """Higher total first; then fewer hops (unknown last); then the stable id (numeric part, then text)."""
+    hops = getattr(s.candidate, "hops", None)
+    kind, _, number = s.stable_id.partition(":")
+    return (-round(s.total, TIE_DIGITS), hops if hops is not None else 1 << 30, kind, int(number) if number.isdigit() else 0, s.stable_id)
+
+
+def rank(scored: Iterable[Scored]) -> list[Scored]:
+    """Scored candidates in rank order (best first), with the stable tie-break."""
+    return sorted(scored, key=sort_key)
+
+
+def rank_edges(candidates: Iterable[EdgeCandidate], policy: Policy) -> list[Scored]:
+    """Traversal scores of the edges, in rank order."""
+    return rank(score_edge(c, policy) for c in candidates)
+
+
+def rank_nodes(candidates: Iterable[NodeCandidate], policy: Policy) -> list[Scored]:
+    """Hybrid scores of the nodes, in rank order."""
+    return rank(score_node(c, policy) for c in candidates)
+
+
+# ---------------------------------------------------------------------------------------------
+# Best-first traversal and budget
+
+
+def best_first_order(scored: Sequence[Scored], start_nodes: Iterable[int]) -> list[Scored]:
+    """The order a best-first traversal from ``start_nodes`` visits the scored edges.
+
+    The frontier starts with the edges leaving the start nodes; the best edge (by ``sort_key``) is
+    taken next and the edges leaving its target join the frontier. Edges never reachable that way
+    (their source is not reached) follow at the end in rank order, so every candidate has a rank.
+    """
+    by_source: dict[int, list[Scored]] = {}
+    for s in scored:
+        by_source.setdefault(s.candidate.source_id, []).append(s)
+    frontier: list[tuple] = []
+    expanded: set[int] = set()
+    order: list[Scored] = []
+    seen: set[str] = set()
+
+    def expand(node_id: int) -> None:
+        if node_id in expanded:
+            return
+        expanded.add(node_id)
+        for s in by_source.get(node_id, ()):
+            heapq.heappush(frontier, (sort_key(s), id(s), s))
+
+    for node_id in sorted(set(start_nodes)):
+        expand(node_id)
+    while frontier:
+        _key, _i, s = heapq.heappop(frontier)
+        if s.stable_id in seen:
+            continue
+        seen.add(s.stable_id)
+        order.append(s)
+        expand(s.candidate.target_id)
+    order.extend(rank(s for s in scored if s.stable_id not in seen))
+    return order
+
+
+@dataclass
+class Selection:
+    """Which items of an ordered candidate list fit the budget, and why the others were cut."""
+
+    selected: list[bool]
+    reasons: list[str]
+    spent: int
+
+
+def select_within_budget(node_ids: Sequence[int], costs: Sequence[int], budget: int) -> Selection:
+    """Walk the ordered candidates and select each new node while the budget allows.
+
+    ``costs`` are the items' costs in the budget's unit (1 per item, or estimated tokens). A
+    candidate whose node is already selected is cut as a duplicate and costs nothing. The walk
+    stops at the first new node that does not fit: everything after it is cut, so a lower-ranked
+    small item never jumps ahead of a higher-ranked one.
+    """
+    selected, reasons, taken = [], [], set()
+    spent, stopped = 0, False
+    for node_id, cost in zip(node_ids, costs):
+        if stopped:
+            selected.append(False)
+            reasons.append("budget")
+        elif node_id in taken:
+            selected.append(False)
+            reasons.append("duplicate")
+        elif spent + cost <= budget:
+            taken.add(node_id)
+            spent += cost
+            selected.append(True)
+            reasons.append("")
+        else:
+            stopped = True
+            selected.append(False)
+            reasons.append("budget")
+    return Selection(selected, reasons, spent)
+
+
+def estimate_tokens(text: str) -> int:
+    """A model-independent token estimate: ceil(characters / 4), at least 1.
+
+    About four characters per token is the usual rule of thumb for English with BPE tokenizers;
+    it errs on the generous side for code and non-Latin text. Good enough to budget context.
+    """
+    return max(1, math.ceil(len(text) / 4))
+
+
+# ---------------------------------------------------------------------------------------------
+# Explanation
+
+
+def explain_pair(i: Mapping[str, Mapping[str, float]], j: Mapping[str, Mapping[str, float]]) -> list[dict]:
+    """Which components made candidate i beat candidate j.
+
+    ``i`` and ``j`` are components dicts (name -> {raw, coefficient, contribution}). Returns one
+    row per component name, with both contributions and difference = i - j, largest difference
+    first (ties by name). The differences sum to total(i) - total(j).
+    """
+    names = sorted(set(i) | set(j))
+    rows = []
+    for name in names:
+        ci = float(i.get(name, {}).get("contribution", 0.0))
+        cj = float(j.get(name, {}).get("contribution", 0.0))
+        rows.append({"component": name, "i": ci, "j": cj, "difference": ci - cj})
+    rows.sort(key=lambda r: (-round(r["difference"], TIE_DIGITS), r["component"]))
+    return rows
+
+
+# ---------------------------------------------------------------------------------------------
+# What-if metrics
+
+
+def kendall_tau(order_a: Sequence[str], order_b: Sequence[str]) -> float:
+    """Kendall's tau-a between two orders of the same items (items in only one are ignored).
+
+    1.0: same order, -1.0: reversed. Fewer than two common items: 1.0 (nothing can disagree).
+    """
+    common = [x for x in order_a if x in set(order_b)]
+    n = len(common)
+    if n < 2:
+        return 1.0
+    pos_b = {x: p for p, x in enumerate(order_b)}
+    b = [pos_b[x] for x in common]
+    concordant = discordant = 0
+    for p in range(n):
+        for q in range(p + 1, n):
+            if b[p] < b[q]:
+                concordant += 1
+            else:
+                discordant += 1
+    return (concordant - discordant) / (n * (n - 1) / 2)
+
+
+def rank_changes(order_a: Sequence[str], order_b: Sequence[str]) -> list[dict]:
+    """Items whose 1-based rank differs between two orders: {id, before, after, delta = before - after}.
+
+    A positive delta means the item moved up under ``order_b``. Sorted by |delta| desc, then id.
+    """
+    pos_b = {x: p + 1 for p, x in enumerate(order_b)}
+    changes = []
+    for p, x in enumerate(order_a, start=1):
+        if x in pos_b and pos_b[x] != p:
+            changes.append({"id": x, "before": p, "after": pos_b[x], "delta": p - pos_b[x]})
+    changes.sort(key=lambda c: (-abs(c["delta"]), c["id"]))
+    return changes
+
+
+def reciprocal_rank(order: Sequence[str], used: Iterable[str]) -> float:
+    """1 / rank of the first used item in ``order``; 0 when none of the used items is there."""
+    used = set(used)
+    for p, x in enumerate(order, start=1):
+        if x in used:
+            return 1.0 / p
+    return 0.0
+
+
+def hit_at_k(order: Sequence[str], used: Iterable[str], k: int) -> float:
+    """1.0 when a used item is among the first k of ``order``, else 0.0."""
+    used = set(used)
+    return 1.0 if any(x in used for x in order[:k]) else 0.0
+
+
+@dataclass
+class ReplayResult:
+    """The comparison of one frozen candidate set under two policies (current and draft)."""
+
+    current: list[str]
+    draft: list[str]
+    changes: list[dict] = field(default_factory=list)
+    top1_flip: bool = False
+    kendall_tau: float = 1.0
+    used: list[str] = field(default_factory=list)
+    mrr_current: float | None = None
+    mrr_draft: float | None = None
+    hit_current: float | None = None
+    hit_draft: float | None = None
+
+    def as_dict(self) -> dict:
+        return asdict(self)
+
+
+def compare_orders(current: Sequence[str], draft: Sequence[str], used: Iterable[str], k: int) -> ReplayResult:
+    """Rank changes, top-1 flip, Kendall tau and (when items were used) MRR and hit@k under each order."""
+    used = sorted(set(used))
+    result = ReplayResult(
+        current=list(current),
+        draft=list(draft),
+        changes=rank_changes(current, draft),
+        top1_flip=bool(current) and bool(draft) and current[0] != draft[0],
+        kendall_tau=kendall_tau(current, draft),
+        used=used,
+    )
+    if used:
+        result.mrr_current = reciprocal_rank(current, used)
+        result.mrr_draft = reciprocal_rank(draft, used)
+        result.hit_current = hit_at_k(current, used, k)
+        result.hit_draft = hit_at_k(draft, used, k)
+    return result
+
+
+def aggregate(results: Sequence[ReplayResult]) -> dict:
+    """Aggregate replay metrics: counts, top-1 flip rate, mean tau, and MRR / hit@k over injections with uses."""
+    n = len(results)
+    with_uses = [r for r in results if r.used]
+
+    def mean(values):
+        values = list(values)
+        return sum(values) / len(values) if values else None
+
+    return {
+        "injections": n,
+        "injections_with_uses": len(with_uses),
+        "top1_flips": sum(1 for r in results if r.top1_flip),
+        "top1_flip_rate": (sum(1 for r in results if r.top1_flip) / n) if n else None,
+        "candidates_moved": sum(len(r.changes) for r in results),
+        "mean_kendall_tau": mean(r.kendall_tau for r in results),
+        "mrr_current": mean(r.mrr_current for r in with_uses),
+        "mrr_draft": mean(r.mrr_draft for r in with_uses),
+        "hit_at_k_current": mean(r.hit_current for r in with_uses),
+        "hit_at_k_draft": mean(r.hit_draft for r in with_uses),
+    }

@@ -1,0 +1,245 @@
+"""Request and response serializers of the ranking API. Every bound is documented in docs/ranking.md."""
+
+from __future__ import annotations
+
+from rest_framework import serializers
+
+from graphadmin.api.fields import EmbeddingField, FiniteFloatField
+from graphadmin.models.policy import POLICY_NUMBERS
+
+from . import service
+from .scoring import RANKING_POLICY_NUMBERS
+
+
+class NodeIdListField(serializers.ListField):
+    def __init__(self, **kwargs):
+        kwargs.setdefault("child", serializers.IntegerField(min_value=1))
+        kwargs.setdefault("max_length", service.MAX_START_NODES)
+        super().__init__(**kwargs)
+
+
+class QueryMixin(serializers.Serializer):
+    query = serializers.CharField(required=False, allow_blank=True, max_length=service.MAX_QUERY_CHARS, default="")
+    vector = EmbeddingField(required=False, allow_null=True, default=None, help_text="Query embedding; replaces `query` for similarity.")
+
+    def validate_vector(self, value):
+        if value is not None and not any(value):
+            raise serializers.ValidationError("An all-zero vector has no direction.")
+        return value
+
+
+class RankRequestSerializer(QueryMixin):
+    start_nodes = NodeIdListField(min_length=1)
+    k = serializers.IntegerField(min_value=1, max_value=service.MAX_RANK_K, default=50)
+    hops = serializers.IntegerField(min_value=1, max_value=service.MAX_HOPS, required=False, allow_null=True, default=None,
+                                    help_text="Expansion depth; default and upper bound: the policy's max_hops.")
+
+
+class PersonaField(serializers.DictField):
+    child = FiniteFloatField(min_value=-1.0, max_value=1.0)
+
+    def to_internal_value(self, data):
+        value = super().to_internal_value(data)
+        if len(value) > 50:
+            raise serializers.ValidationError("At most 50 persona affinities.")
+        return value
+
+
+class SearchRequestSerializer(QueryMixin):
+    k = serializers.IntegerField(min_value=1, max_value=service.MAX_SEARCH_K, default=20)
+    anchors = NodeIdListField(required=False, default=list)
+    persona = PersonaField(required=False, default=dict, help_text="Affinity in [-1, 1] by node kind or tag.")
+
+
+class ContextRequestSerializer(QueryMixin):
+    session = serializers.CharField(max_length=200, help_text="The agent session's external id; created if new.")
+    start_nodes = NodeIdListField(required=False, default=list, help_text="Traversal mode; without them: hybrid mode.")
+    anchors = NodeIdListField(required=False, default=list)
+    persona = PersonaField(required=False, default=dict)
+    budget_unit = serializers.ChoiceField(choices=["items", "tokens"], default="items")
+    budget = serializers.IntegerField(min_value=1, required=False, allow_null=True, default=None,
+                                      help_text="Items (max 200) or estimated tokens (max 100000); default from the policy.")
+    k = serializers.IntegerField(min_value=1, max_value=service.MAX_SEARCH_K, default=50, help_text="Hybrid mode: vector candidates.")
+    hops = serializers.IntegerField(min_value=1, max_value=service.MAX_HOPS, required=False, allow_null=True, default=None)
+
+    def validate(self, attrs):
+        limit = service.MAX_BUDGET_ITEMS if attrs["budget_unit"] == "items" else service.MAX_BUDGET_TOKENS
+        if attrs.get("budget") is not None and attrs["budget"] > limit:
+            raise serializers.ValidationError({"budget": [f"At most {limit} {attrs['budget_unit']}."]})
+        if not attrs["start_nodes"] and not attrs.get("query", "").strip() and attrs.get("vector") is None:
+            raise serializers.ValidationError({"start_nodes": ["Give start nodes (traversal) or a query or vector (hybrid)."]})
+        return attrs
+
+
+def _draft_field(name):
+    _default, lo, hi, integer, help_text = POLICY_NUMBERS[name]
+    if integer:
+        return serializers.IntegerField(min_value=lo, max_value=hi, required=False, help_text=help_text)
+    return FiniteFloatField(min_value=lo, max_value=hi, required=False, help_text=help_text)
+
+
+class DraftPolicySerializer(serializers.Serializer):
+    locals().update({name: _draft_field(name) for name in RANKING_POLICY_NUMBERS})
+
+
+class WhatIfRequestSerializer(serializers.Serializer):
+    policy = DraftPolicySerializer(required=False, default=dict)
+    edge_type_priorities = serializers.DictField(child=FiniteFloatField(min_value=-1.0, max_value=1.0), required=False, default=dict)
+    n = serializers.IntegerField(min_value=1, max_value=service.MAX_WHATIF_INJECTIONS, default=20, help_text="Last N injections.")
+    k = serializers.IntegerField(min_value=1, max_value=100, default=5, help_text="k of hit@k.")
+
+    def validate(self, attrs):
+        unknown = sorted(set(self.initial_data.get("policy") or {}) - set(RANKING_POLICY_NUMBERS)) if isinstance(self.initial_data.get("policy"), dict) else []
+        if unknown:
+            raise serializers.ValidationError({"policy": [f"Not a ranking number: {unknown}"]})
+        return attrs
+
+
+class ExplainQuerySerializer(serializers.Serializer):
+    i = serializers.IntegerField(min_value=1, required=False)
+    j = serializers.IntegerField(min_value=1, required=False)
+
+
+# --- responses (documentation of the shapes; views build plain dicts) --------------------------
+
+
+class ComponentSerializer(serializers.Serializer):
+    raw = serializers.FloatField()
+    coefficient = serializers.FloatField()
+    contribution = serializers.FloatField()
+
+
+class ComponentsField(serializers.DictField):
+    child = ComponentSerializer()
+
+
+class RankedEdgeSerializer(serializers.Serializer):
+    rank = serializers.IntegerField()
+    edge = serializers.IntegerField()
+    stable_id = serializers.CharField()
+    source = serializers.IntegerField()
+    edge_type = serializers.CharField()
+    hops = serializers.IntegerField()
+    target = serializers.DictField(help_text="id, key, title, kind, tokens")
+    total = serializers.FloatField()
+    components = ComponentsField()
+
+
+class RankResponseSerializer(serializers.Serializer):
+    policy_revision = serializers.IntegerField()
+    considered = serializers.IntegerField()
+    results = RankedEdgeSerializer(many=True)
+
+
+class SearchHitSerializer(serializers.Serializer):
+    rank = serializers.IntegerField()
+    node = serializers.IntegerField()
+    stable_id = serializers.CharField()
+    key = serializers.CharField()
+    title = serializers.CharField()
+    kind = serializers.CharField()
+    vector_score = serializers.FloatField(help_text="Raw cosine similarity to the query.")
+    hops = serializers.IntegerField(allow_null=True, help_text="Undirected distance from the anchors (proximity, not causation).")
+    total = serializers.FloatField()
+    components = ComponentsField()
+
+
+class SearchResponseSerializer(serializers.Serializer):
+    policy_revision = serializers.IntegerField()
+    results = SearchHitSerializer(many=True)
+
+
+class SelectedItemSerializer(serializers.Serializer):
+    rank = serializers.IntegerField()
+    node = serializers.IntegerField()
+    key = serializers.CharField()
+    title = serializers.CharField()
+    kind = serializers.CharField()
+    text = serializers.CharField()
+    tokens = serializers.IntegerField()
+    total = serializers.FloatField()
+    hops = serializers.IntegerField(allow_null=True)
+    edge = serializers.IntegerField(allow_null=True)
+    edge_type = serializers.CharField(allow_null=True)
+
+
+class ContextResponseSerializer(serializers.Serializer):
+    injection = serializers.IntegerField()
+    session = serializers.CharField()
+    session_created = serializers.BooleanField()
+    mode = serializers.CharField()
+    policy_revision = serializers.IntegerField()
+    budget_unit = serializers.CharField()
+    budget = serializers.IntegerField()
+    spent = serializers.IntegerField()
+    considered = serializers.IntegerField()
+    items = SelectedItemSerializer(many=True)
+
+
+class CandidateSerializer(serializers.Serializer):
+    rank = serializers.IntegerField()
+    selected = serializers.BooleanField()
+    node = serializers.IntegerField()
+    edge = serializers.IntegerField(allow_null=True)
+    hops = serializers.IntegerField(allow_null=True)
+    tokens = serializers.IntegerField()
+    total = serializers.FloatField()
+    features = serializers.DictField()
+    components = ComponentsField()
+
+
+class DiffRowSerializer(serializers.Serializer):
+    component = serializers.CharField()
+    i = serializers.FloatField()
+    j = serializers.FloatField()
+    difference = serializers.FloatField()
+
+
+class ComparisonSerializer(serializers.Serializer):
+    i = serializers.IntegerField()
+    j = serializers.IntegerField()
+    total_i = serializers.FloatField()
+    total_j = serializers.FloatField()
+    difference = serializers.FloatField()
+    components = DiffRowSerializer(many=True)
+
+
+class ExplainResponseSerializer(serializers.Serializer):
+    injection = serializers.IntegerField()
+    session = serializers.CharField()
+    query = serializers.CharField()
+    mode = serializers.CharField()
+    policy_revision = serializers.IntegerField()
+    budget_unit = serializers.CharField()
+    budget = serializers.IntegerField()
+    spent = serializers.IntegerField()
+    created_at = serializers.DateTimeField()
+    candidates = CandidateSerializer(many=True)
+    comparison = ComparisonSerializer(allow_null=True)
+
+
+class WhatIfInjectionSerializer(serializers.Serializer):
+    injection = serializers.IntegerField()
+    session = serializers.CharField()
+    created_at = serializers.DateTimeField()
+    mode = serializers.CharField()
+    candidates = serializers.IntegerField()
+    top1_current = serializers.CharField(allow_null=True)
+    top1_draft = serializers.CharField(allow_null=True)
+    top1_flip = serializers.BooleanField()
+    kendall_tau = serializers.FloatField()
+    moved = serializers.IntegerField()
+    changes = serializers.ListField(child=serializers.DictField())
+    used = serializers.ListField(child=serializers.CharField())
+    mrr_current = serializers.FloatField(allow_null=True)
+    mrr_draft = serializers.FloatField(allow_null=True)
+    hit_current = serializers.FloatField(allow_null=True)
+    hit_draft = serializers.FloatField(allow_null=True)
+
+
+class WhatIfResponseSerializer(serializers.Serializer):
+    policy_revision = serializers.IntegerField()
+    draft = serializers.DictField()
+    hit_k = serializers.IntegerField()
+    aggregate = serializers.DictField()
+    injections = WhatIfInjectionSerializer(many=True)

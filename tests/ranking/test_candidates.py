@@ -1,0 +1,158 @@
+"""Candidate retrieval in SQL: expansion, fan-out cap, cosine, archived rows, query counts, HNSW top-k, anchor distances."""
+
+import math
+import random
+from collections import deque
+
+import pytest
+from django.db import connection
+
+from graphadmin import services
+from graphadmin.embeddings import embed_texts
+from graphadmin.models import Edge, EdgeType, Node
+from ranking import candidates as sql
+from ranking import scoring
+
+pytestmark = pytest.mark.django_db
+
+
+def _cosine(a, b):
+    dot = sum(x * y for x, y in zip(a, b))
+    return dot / (math.sqrt(sum(x * x for x in a)) * math.sqrt(sum(y * y for y in b)))
+
+
+def _pairs(rows, rg):
+    names = {n.pk: k for k, n in rg["nodes"].items()}
+    return {(names[r.source_id], names[r.target_id], r.hops) for r in rows}
+
+
+def test_one_hop_skips_archived_nodes_and_edges(rg, django_assert_num_queries):
+    a = rg["nodes"]["a"]
+    with django_assert_num_queries(1):
+        rows = sql.edge_candidates(rg["graph"].pk, [a.pk], None, hops=1, fanout_cap=50)
+    assert _pairs(rows, rg) == {("a", "b", 1), ("a", "c", 1), ("a", "d", 1)}
+
+
+def test_two_hops_expand_each_node_once_at_its_shortest_depth(rg, django_assert_num_queries):
+    a = rg["nodes"]["a"]
+    with django_assert_num_queries(1):
+        rows = sql.edge_candidates(rg["graph"].pk, [a.pk], None, hops=2, fanout_cap=50)
+    assert _pairs(rows, rg) == {("a", "b", 1), ("a", "c", 1), ("a", "d", 1), ("b", "e", 2), ("c", "e", 2)}
+    rows3 = sql.edge_candidates(rg["graph"].pk, [a.pk], None, hops=3, fanout_cap=50)
+    assert _pairs(rows3, rg) - _pairs(rows, rg) == {("e", "g", 3)}
+    assert len({r.edge_id for r in rows3}) == len(rows3)
+
+
+def test_fanout_cap_keeps_the_heaviest_edges_per_node(rg):
+    a = rg["nodes"]["a"]
+    rows = sql.edge_candidates(rg["graph"].pk, [a.pk], None, hops=2, fanout_cap=1)
+    # a keeps only a>b (0.9; a>x 0.8 is archived-target and a>f's edge archived), b keeps b>e.
+    assert _pairs(rows, rg) == {("a", "b", 1), ("b", "e", 2)}
+
+
+def test_similarity_is_pgvector_cosine_and_tokens_match_the_estimate(rg):
+    a = rg["nodes"]["a"]
+    q = embed_texts(["ranking by weight"])[0]
+    rows = sql.edge_candidates(rg["graph"].pk, [a.pk], q, hops=2, fanout_cap=50)
+    for r in rows:
+        node = Node.objects.get(pk=r.target_id)
+        assert r.similarity == pytest.approx(_cosine(list(node.embedding), q), abs=1e-6)
+        assert r.tokens == scoring.estimate_tokens(node.title + "\n" + node.text)
+    # No query: no similarity (scored as 0).
+    assert all(r.similarity is None for r in sql.edge_candidates(rg["graph"].pk, [a.pk], None, 1, 50))
+
+
+def test_target_without_embedding_has_no_similarity(rg):
+    rg["nodes"]["b"].embedding = None
+    rg["nodes"]["b"].save()
+    rows = sql.edge_candidates(rg["graph"].pk, [rg["nodes"]["a"].pk], embed_texts(["ranking"])[0], 1, 50)
+    by_target = {r.target_id: r for r in rows}
+    assert by_target[rg["nodes"]["b"].pk].similarity is None
+
+
+def test_another_graphs_nodes_are_unknown(rg, globex_graph):
+    other = Node.objects.create(graph=globex_graph, key="z", title="Z")
+    a = rg["nodes"]["a"]
+    assert sql.unknown_nodes(rg["graph"].pk, [a.pk, other.pk, 999999]) == [other.pk, 999999]
+    assert sql.unknown_nodes(rg["graph"].pk, [rg["nodes"]["x"].pk]) == [rg["nodes"]["x"].pk]  # archived
+    assert sql.edge_candidates(rg["graph"].pk, [other.pk], None, 2, 50) == []
+
+
+def test_hnsw_returns_k_rows_beyond_pgvectors_default_ef_search(acme_graph, django_assert_max_num_queries):
+    rnd = random.Random(7)
+    dim = len(embed_texts(["x"])[0])
+    vectors = [[rnd.gauss(0, 1) for _ in range(dim)] for _ in range(300)]
+    Node.objects.bulk_create(
+        Node(graph=acme_graph, key=f"n{i}", title=f"n{i}", embedding=v, archived=i % 10 == 0) for i, v in enumerate(vectors)
+    )
+    q = [rnd.gauss(0, 1) for _ in range(dim)]
+    with connection.cursor() as cur:
+        # Force the HNSW index even on this small table, as on a large one.
+        cur.execute("SET LOCAL enable_seqscan = off")
+        cur.execute("SET LOCAL enable_sort = off")
+        cur.execute("EXPLAIN " + sql.VECTOR_SQL, {"graph": acme_graph.pk, "query": sql.vector_literal(q), "k": 60})
+        assert "node_embedding_hnsw" in " ".join(r[0] for r in cur.fetchall())
+        # pgvector's default ef_search (40) gives fewer rows than asked for: the reason for the setting.
+        cur.execute(sql.VECTOR_SQL, {"graph": acme_graph.pk, "query": sql.vector_literal(q), "k": 60})
+        assert len(cur.fetchall()) < 60
+    with django_assert_max_num_queries(4):  # savepoint, settings, the search, release
+        rows = sql.vector_candidates(acme_graph.pk, q, 60)
+    assert len(rows) == 60
+    active = [(i, v) for i, v in enumerate(vectors) if i % 10]
+    exact = sorted(active, key=lambda iv: -_cosine(iv[1], q))[:60]
+    exact_keys = {f"n{i}" for i, _ in exact}
+    assert len(exact_keys & {r.key for r in rows}) / 60 >= 0.95
+    assert all(int(r.key[1:]) % 10 for r in rows)  # archived never appear
+    assert rows[0].vector == pytest.approx(_cosine(exact[0][1], q), abs=1e-5)
+
+
+def _bfs(adj, anchors, max_hops):
+    dist = {a: 0 for a in anchors}
+    queue = deque(anchors)
+    while queue:
+        u = queue.popleft()
+        if dist[u] == max_hops:
+            continue
+        for v in adj.get(u, ()):
+            if v not in dist:
+                dist[v] = dist[u] + 1
+                queue.append(v)
+    return dist
+
+
+@pytest.mark.parametrize("max_hops", [1, 2, 3])
+def test_anchor_distances_match_an_undirected_bfs(acme_graph, max_hops):
+    rnd = random.Random(max_hops)
+    nodes = Node.objects.bulk_create(Node(graph=acme_graph, key=f"n{i}", title=f"n{i}") for i in range(40))
+    related = EdgeType.objects.get(graph=acme_graph, name="related")
+    pairs = {(rnd.randrange(40), rnd.randrange(40)) for _ in range(45)}
+    pairs = {(s, t) for s, t in pairs if s != t}
+    edges = Edge.objects.bulk_create(
+        Edge(graph=acme_graph, source=nodes[s], target=nodes[t], edge_type=related, archived=(s + t) % 9 == 0) for s, t in pairs
+    )
+    adj = {}
+    for e in edges:
+        if not e.archived:
+            adj.setdefault(e.source_id, set()).add(e.target_id)
+            adj.setdefault(e.target_id, set()).add(e.source_id)
+    anchors = [nodes[0].pk, nodes[1].pk]
+    cands = [n.pk for n in nodes]
+    got = sql.anchor_distances(acme_graph.pk, anchors, cands, max_hops)
+    expected = _bfs(adj, anchors, max_hops)
+    assert got == {c: expected.get(c) for c in cands}
+
+
+def test_anchor_distances_do_not_pass_through_archived_nodes(rg):
+    n = rg["nodes"]
+    # Only path a - x - (new) y goes through the archived x.
+    y = Node.objects.create(graph=rg["graph"], key="y", title="Y")
+    Edge.objects.create(graph=rg["graph"], source=n["x"], target=y, edge_type=rg["types"]["related"])
+    got = sql.anchor_distances(rg["graph"].pk, [n["a"].pk], [y.pk, n["e"].pk, n["f"].pk], 2)
+    assert got == {y.pk: None, n["e"].pk: 2, n["f"].pk: None}
+
+
+def test_fanout_cap_comes_from_the_policy(rg, alice, api, rita):
+    services.set_policy(alice, rg["graph"], {"fanout_cap": 1})
+    r = api(rita).post(f"/api/graphs/{rg['graph'].pk}/rank/", {"start_nodes": [rg["nodes"]["a"].pk]}, format="json")
+    assert r.status_code == 200
+    assert [x["target"]["key"] for x in r.json()["results"]] == ["b", "e"]

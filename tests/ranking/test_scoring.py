@@ -1,0 +1,273 @@
+"""Pure scoring, with numbers computed by hand. No database: these tests do not use the db fixture."""
+
+import ast
+import itertools
+import math
+
+import pytest
+
+from ranking import scoring
+from ranking.scoring import EdgeCandidate, NodeCandidate, Policy
+
+P = Policy()  # the model's defaults: 0.5 / 0.35 / 0.15, fi 0.3; hybrid 0.6 / 0.2 / 0.1 / 0.1, 30 days, 0.6, 0.25, 2 hops
+
+
+def approx(x):
+    return pytest.approx(x, abs=1e-12)
+
+
+def test_module_imports_nothing_from_django():
+    tree = ast.parse(open(scoring.__file__).read())
+    imported = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            imported |= {a.name.split(".")[0] for a in node.names}
+        elif isinstance(node, ast.ImportFrom):
+            imported.add((node.module or "").split(".")[0])
+    assert imported <= {"__future__", "heapq", "math", "dataclasses", "typing"}
+
+
+def test_policy_from_mapping_ignores_other_numbers():
+    p = Policy.from_mapping({"coef_weight": 1.0, "learning_rate": 0.2, "ceiling_mode": "soft"})
+    assert p.coef_weight == 1.0 and p.coef_semantic == 0.35
+
+
+# --- traversal score -------------------------------------------------------------------------
+
+
+def test_traversal_score_by_hand():
+    c = EdgeCandidate(edge_id=1, source_id=10, target_id=11, hops=1, weight=0.8, feedback_weight=0.4, priority=0.2, similarity=0.5)
+    s = scoring.score_edge(c, P)
+    # blended = 0.7 * 0.8 + 0.3 * 0.4 = 0.68
+    assert s.component("weight").raw == approx(0.68)
+    assert s.component("weight").coefficient == 0.5
+    assert s.component("weight").contribution == approx(0.34)
+    assert s.component("semantic").contribution == approx(0.175)
+    assert s.component("priority").contribution == approx(0.03)
+    assert s.total == approx(0.545)
+    assert [x.name for x in s.components] == ["weight", "semantic", "priority"]
+
+
+def test_feedback_influence_zero_and_one():
+    c = EdgeCandidate(1, 10, 11, 1, weight=0.9, feedback_weight=0.1, priority=0.0, similarity=0.0)
+    assert scoring.score_edge(c, P.with_changes({"feedback_influence": 0.0})).component("weight").raw == approx(0.9)
+    assert scoring.score_edge(c, P.with_changes({"feedback_influence": 1.0})).component("weight").raw == approx(0.1)
+
+
+def test_negative_priority_lowers_the_total():
+    c = EdgeCandidate(1, 10, 11, 1, weight=0.5, feedback_weight=0.5, priority=-1.0, similarity=0.0)
+    s = scoring.score_edge(c, P)
+    assert s.component("priority").contribution == approx(-0.15)
+    assert s.total == approx(0.25 - 0.15)
+
+
+def test_missing_similarity_counts_as_zero():
+    c = EdgeCandidate(1, 10, 11, 1, weight=0.5, feedback_weight=0.5, priority=0.0, similarity=None)
+    s = scoring.score_edge(c, P)
+    assert s.component("semantic").raw == 0.0 and s.component("semantic").contribution == 0.0
+    assert s.total == approx(0.25)
+
+
+def test_equal_edges_tie_break_by_hops_then_id_whatever_the_input_order():
+    base = dict(source_id=10, weight=0.5, feedback_weight=0.5, priority=0.0, similarity=0.3)
+    cands = [
+        EdgeCandidate(edge_id=7, target_id=1, hops=2, **base),
+        EdgeCandidate(edge_id=9, target_id=2, hops=1, **base),
+        EdgeCandidate(edge_id=3, target_id=3, hops=1, **base),
+        EdgeCandidate(edge_id=12, target_id=4, hops=1, **base),
+    ]
+    orders = {tuple(s.stable_id for s in scoring.rank_edges(p, P)) for p in itertools.permutations(cands)}
+    assert orders == {("edge:3", "edge:9", "edge:12", "edge:7")}
+
+
+def test_float_noise_does_not_break_a_tie():
+    # 0.1 + 0.2 != 0.3 in binary floating point; rounding in the sort key keeps them tied, so the id decides.
+    p = P.with_changes({"feedback_influence": 0.0})
+    a = EdgeCandidate(2, 10, 11, 1, weight=0.1 + 0.2, feedback_weight=0.0, priority=0.0, similarity=0.0)
+    b = EdgeCandidate(1, 10, 12, 1, weight=0.3, feedback_weight=0.0, priority=0.0, similarity=0.0)
+    ranked = scoring.rank_edges([a, b], p)
+    assert scoring.score_edge(a, p).total > scoring.score_edge(b, p).total  # the noise is there
+    assert [s.stable_id for s in ranked] == ["edge:1", "edge:2"]
+
+
+# --- hybrid factors --------------------------------------------------------------------------
+
+
+def test_hybrid_score_by_hand():
+    c = NodeCandidate(node_id=5, vector=0.9, hops=1, age_days=30.0, persona=0.5)
+    s = scoring.score_node(c, P)
+    assert s.component("vector").contribution == approx(0.54)
+    assert s.component("hop").raw == approx(0.6) and s.component("hop").contribution == approx(0.12)
+    assert s.component("persona").contribution == approx(0.05)
+    assert s.component("recency").raw == approx(0.5) and s.component("recency").contribution == approx(0.05)
+    assert s.total == approx(0.76)
+    assert [x.name for x in s.components] == ["vector", "hop", "persona", "recency"]
+
+
+@pytest.mark.parametrize(
+    "hops,expected",
+    [(0, 1.0), (1, 0.6), (2, 0.36), (3, 0.25), (None, 0.25)],
+)
+def test_hop_factor(hops, expected):
+    # 3 hops is beyond max_hops (2): unreachable within the bound gives the floor.
+    assert scoring.hop_factor(hops, P) == approx(expected)
+
+
+def test_hop_factor_floor_wins_when_decay_goes_below_it():
+    p = P.with_changes({"max_hops": 3})
+    assert scoring.hop_factor(3, p) == approx(0.25)  # 0.6 ** 3 = 0.216 < 0.25
+    assert scoring.hop_factor(2, p.with_changes({"hop_floor": 0.4})) == approx(0.4)  # 0.36 < 0.4
+
+
+def test_recency_factor():
+    assert scoring.recency_factor(0.0, 30.0) == 1.0
+    assert scoring.recency_factor(60.0, 30.0) == approx(0.25)
+    assert scoring.recency_factor(-5.0, 30.0) == 1.0  # future timestamp: age 0
+    assert scoring.recency_factor(None, 30.0) == 0.0  # unknown age
+
+
+def test_equal_semantics_differing_only_in_timestamp():
+    fresh = NodeCandidate(node_id=2, vector=0.7, hops=1, age_days=0.0, persona=0.0)
+    old = NodeCandidate(node_id=1, vector=0.7, hops=1, age_days=60.0, persona=0.0)
+    ranked = scoring.rank_nodes([old, fresh], P)
+    assert [s.stable_id for s in ranked] == ["node:2", "node:1"]
+    diff = scoring.explain_pair(ranked[0].components_dict(), ranked[1].components_dict())
+    assert diff[0]["component"] == "recency" and diff[0]["difference"] == approx(0.1 * (1.0 - 0.25))
+    assert all(row["difference"] == 0.0 for row in diff[1:])
+
+
+def test_equal_semantics_differing_only_in_reachability():
+    near = NodeCandidate(node_id=2, vector=0.7, hops=1, age_days=10.0)
+    unreachable = NodeCandidate(node_id=1, vector=0.7, hops=None, age_days=10.0)
+    ranked = scoring.rank_nodes([unreachable, near], P)
+    assert [s.stable_id for s in ranked] == ["node:2", "node:1"]
+    assert ranked[0].total - ranked[1].total == approx(0.2 * (0.6 - 0.25))
+    diff = scoring.explain_pair(ranked[0].components_dict(), ranked[1].components_dict())
+    assert [r["component"] for r in diff if r["difference"] != 0.0] == ["hop"]
+
+
+def test_equal_semantics_differing_only_in_persona():
+    liked = NodeCandidate(node_id=2, vector=0.7, hops=2, age_days=10.0, persona=0.8)
+    neutral = NodeCandidate(node_id=1, vector=0.7, hops=2, age_days=10.0, persona=0.0)
+    ranked = scoring.rank_nodes([neutral, liked], P)
+    assert [s.stable_id for s in ranked] == ["node:2", "node:1"]
+    diff = scoring.explain_pair(ranked[0].components_dict(), ranked[1].components_dict())
+    assert diff[0] == {"component": "persona", "i": approx(0.08), "j": 0.0, "difference": approx(0.08)}
+    assert [r["component"] for r in diff if r["difference"] != 0.0] == ["persona"]
+
+
+def test_zero_persona_affinity_is_shown_with_its_coefficient():
+    s = scoring.score_node(NodeCandidate(node_id=1, vector=0.5, hops=0, age_days=0.0, persona=0.0), P)
+    assert s.component("persona").as_dict() == {"raw": 0.0, "coefficient": 0.1, "contribution": 0.0}
+    assert s.total == approx(0.3 + 0.2 + 0.0 + 0.1)
+
+
+def test_stale_and_unknown_records_get_almost_no_recency():
+    stale = scoring.score_node(NodeCandidate(node_id=1, vector=0.5, age_days=3650.0), P)
+    unknown = scoring.score_node(NodeCandidate(node_id=2, vector=0.5, age_days=None), P)
+    assert stale.component("recency").raw == approx(0.5 ** (3650 / 30)) and stale.component("recency").raw < 1e-30
+    assert unknown.component("recency").raw == 0.0
+    # Stale and unreachable both fall back: vector + hop floor only.
+    assert unknown.total == approx(0.6 * 0.5 + 0.2 * 0.25)
+
+
+def test_identical_hybrid_candidates_keep_a_stable_order():
+    cands = [NodeCandidate(node_id=n, vector=0.4, hops=None) for n in (30, 4, 17)]
+    for perm in itertools.permutations(cands):
+        assert [s.stable_id for s in scoring.rank_nodes(perm, P)] == ["node:4", "node:17", "node:30"]
+
+
+def test_persona_affinity_matches_kind_and_tags_case_insensitively():
+    aff = {"Decision": 0.9, "security": 0.4}
+    assert scoring.persona_affinity("decision", ["x"], aff) == 0.9
+    assert scoring.persona_affinity("note", ["SECURITY", "x"], aff) == 0.4
+    assert scoring.persona_affinity("note", ["x"], aff) == 0.0
+    assert scoring.persona_affinity("decision", [], {}) == 0.0
+
+
+# --- best-first and budget -------------------------------------------------------------------
+
+
+def _edge(eid, src, tgt, hops, sim):
+    return EdgeCandidate(eid, src, tgt, hops, weight=0.5, feedback_weight=0.5, priority=0.0, similarity=sim)
+
+
+def test_best_first_follows_the_frontier_not_the_global_order():
+    # start 1 -> 2 (0.2), 1 -> 3 (0.1), 2 -> 4 (0.9), 9 -> 5 (0.95: source never reached)
+    scored = [scoring.score_edge(c, P) for c in [_edge(1, 1, 2, 1, 0.2), _edge(2, 1, 3, 1, 0.1), _edge(3, 2, 4, 2, 0.9), _edge(4, 9, 5, 2, 0.95)]]
+    order = [s.stable_id for s in scoring.best_first_order(scored, [1])]
+    # edge 3 is the best overall, but it is only reachable once edge 1 took us to node 2.
+    assert order == ["edge:1", "edge:3", "edge:2", "edge:4"]
+
+
+def test_budget_stops_at_the_first_item_that_does_not_fit_and_skips_duplicates():
+    sel = scoring.select_within_budget([10, 11, 10, 12, 13], [3, 4, 3, 5, 1], budget=8)
+    assert sel.selected == [True, True, False, False, False]
+    assert sel.reasons == ["", "", "duplicate", "budget", "budget"]
+    assert sel.spent == 7
+
+
+def test_items_budget():
+    sel = scoring.select_within_budget([1, 2, 3], [1, 1, 1], budget=2)
+    assert sel.selected == [True, True, False] and sel.spent == 2
+
+
+def test_estimate_tokens():
+    assert scoring.estimate_tokens("") == 1
+    assert scoring.estimate_tokens("abcd") == 1
+    assert scoring.estimate_tokens("abcde") == 2
+    assert scoring.estimate_tokens("x" * 400) == 100
+
+
+# --- explanation ----------------------------------------------------------------------------
+
+
+def test_explain_pair_sums_to_the_total_difference_largest_first():
+    a = scoring.score_edge(EdgeCandidate(1, 10, 11, 1, weight=0.9, feedback_weight=0.5, priority=0.0, similarity=0.2), P)
+    b = scoring.score_edge(EdgeCandidate(2, 10, 12, 1, weight=0.5, feedback_weight=0.5, priority=1.0, similarity=0.3), P)
+    rows = scoring.explain_pair(a.components_dict(), b.components_dict())
+    assert [r["component"] for r in rows] == ["weight", "semantic", "priority"]
+    # weight: 0.5 * (0.78 - 0.5) = 0.14; semantic: 0.35 * -0.1 = -0.035; priority: -0.15
+    assert [r["difference"] for r in rows] == [approx(0.14), approx(-0.035), approx(-0.15)]
+    assert math.fsum(r["difference"] for r in rows) == approx(a.total - b.total)
+
+
+# --- what-if metrics ------------------------------------------------------------------------
+
+
+def test_kendall_tau():
+    assert scoring.kendall_tau(["a", "b", "c"], ["a", "b", "c"]) == 1.0
+    assert scoring.kendall_tau(["a", "b", "c"], ["c", "b", "a"]) == -1.0
+    # one swapped pair of three: (2 - 1) / 3
+    assert scoring.kendall_tau(["a", "b", "c"], ["b", "a", "c"]) == approx(1 / 3)
+    assert scoring.kendall_tau(["a"], ["a"]) == 1.0
+
+
+def test_rank_changes_and_top1_flip():
+    result = scoring.compare_orders(["a", "b", "c", "d"], ["c", "a", "b", "d"], used=["b"], k=2)
+    assert result.top1_flip
+    assert result.changes == [
+        {"id": "c", "before": 3, "after": 1, "delta": 2},
+        {"id": "a", "before": 1, "after": 2, "delta": -1},
+        {"id": "b", "before": 2, "after": 3, "delta": -1},
+    ]
+    assert result.mrr_current == 0.5 and result.mrr_draft == approx(1 / 3)
+    assert result.hit_current == 1.0 and result.hit_draft == 0.0
+    assert result.kendall_tau == approx((4 - 2) / 6)
+
+
+def test_no_uses_means_no_mrr():
+    result = scoring.compare_orders(["a", "b"], ["a", "b"], used=[], k=1)
+    assert not result.top1_flip and result.changes == [] and result.mrr_current is None
+
+
+def test_aggregate():
+    r1 = scoring.compare_orders(["a", "b"], ["b", "a"], used=["a"], k=1)
+    r2 = scoring.compare_orders(["x", "y"], ["x", "y"], used=[], k=1)
+    agg = scoring.aggregate([r1, r2])
+    assert agg["injections"] == 2 and agg["injections_with_uses"] == 1
+    assert agg["top1_flips"] == 1 and agg["top1_flip_rate"] == 0.5
+    assert agg["mean_kendall_tau"] == approx(0.0)  # (-1 + 1) / 2
+    assert agg["mrr_current"] == 1.0 and agg["mrr_draft"] == 0.5
+    assert agg["hit_at_k_current"] == 1.0 and agg["hit_at_k_draft"] == 0.0
+    assert scoring.aggregate([])["mean_kendall_tau"] is None
