@@ -70,3 +70,31 @@ def test_pages_have_bounded_queries(client, acme_graph, small_graph, history, ri
     for url in _pages(acme_graph, small_graph, *history):
         with django_assert_max_num_queries(15):
             client.get(url)
+
+
+@pytest.fixture
+def injection(rg, alice):
+    from ranking import service
+
+    nodes = rg["nodes"]
+    return service.assemble_context(
+        rg["graph"], session_id="s-1", query="vector search in postgres", start_nodes=[nodes["a"].pk], budget=2
+    ).injection
+
+
+def test_explain_pages(client, rg, injection, rita, mallory):
+    g = rg["graph"].pk
+    client.force_login(rita)
+    listing = client.get(f"/g/{g}/explain/?session=s-1").content.decode()
+    assert f"/g/{g}/injections/{injection.pk}/" in listing
+    assert f"/g/{g}/injections/{injection.pk}/" in client.get(f"/g/{g}/explain/?node=b").content.decode()
+    assert "No injections match" in client.get(f"/g/{g}/explain/?session=nope").content.decode()
+    page = client.get(f"/g/{g}/injections/{injection.pk}/?i=1&j=2").content.decode()
+    assert "components-figure" in page and "Why rank 1 beat rank 2" in page
+    assert f"/g/{g}/nodes/{rg['nodes']['b'].pk}/" in page  # every candidate links to its source text
+    assert "Cut (" in page
+    partial = client.get(f"/g/{g}/injections/{injection.pk}/?i=1&j=99", HTTP_HX_REQUEST="true").content.decode()
+    assert "No candidate at rank 99" in partial and "<html" not in partial
+    client.force_login(mallory)
+    assert client.get(f"/g/{g}/injections/{injection.pk}/").status_code == 404
+    assert client.get(f"/g/{g}/explain/").status_code == 404

@@ -1,0 +1,94 @@
+"""Explain: recent sessions and injections, one injection's candidates and why one beat another."""
+
+from __future__ import annotations
+
+from django.contrib.auth.decorators import login_required
+from django.core.paginator import Paginator
+from django.db.models import Count, Q
+from django.shortcuts import get_object_or_404, render
+
+from feedback.models import ContextInjection, InjectionCandidate
+from graphadmin.models import Node
+from ranking import service
+from ranking.service import RankingInputError
+
+from . import charts
+from .access import graph_access
+
+
+@login_required
+def injection_list(request, graph_id):
+    """Recent injections, filterable by session id, node (id or key) and date."""
+    access = graph_access(request, graph_id)
+    filters = {k: request.GET.get(k, "").strip() for k in ("session", "node", "since", "until")}
+    injections = ContextInjection.objects.filter(graph=access.graph).select_related("session", "policy_revision")
+    if filters["session"]:
+        injections = injections.filter(session__external_id__icontains=filters["session"])
+    if filters["node"]:
+        node_q = Q(key=filters["node"]) | (Q(pk=int(filters["node"])) if filters["node"].isdigit() else Q())
+        node_ids = list(Node.objects.filter(node_q, graph=access.graph).values_list("pk", flat=True))
+        injections = injections.filter(
+            pk__in=InjectionCandidate.objects.filter(graph=access.graph, node_id__in=node_ids).values("injection_id")
+        )
+    if filters["since"]:
+        injections = injections.filter(created_at__date__gte=filters["since"])
+    if filters["until"]:
+        injections = injections.filter(created_at__date__lte=filters["until"])
+    injections = injections.annotate(
+        n_candidates=Count("candidates"), n_selected=Count("candidates", filter=Q(candidates__selected=True))
+    ).order_by("-created_at", "-id")
+    page = Paginator(injections, 50).get_page(request.GET.get("page"))
+    return render(request, "dashboard/explain_list.html", {"access": access, "page": page, "filters": filters})
+
+
+def _components_figure(candidates: list[dict], titles: dict) -> dict:
+    """A stacked bar per candidate: one segment per score component's contribution."""
+    names = []
+    for c in candidates:
+        names.extend(n for n in c["components"] if n not in names)
+    labels = [f"#{c['rank']} {titles.get(c['node'], c['node'])}"[:40] for c in candidates]
+    series = [
+        charts.bar_series(name, labels, [c["components"].get(name, {}).get("contribution", 0.0) for c in candidates], index)
+        for index, name in enumerate(names)
+    ]
+    return charts.figure("Score components (contribution to the total)", series, barmode="relative", xaxis={"tickangle": -30})
+
+
+@login_required
+def injection_detail(request, graph_id, injection_id):
+    """One injection: its candidates (selected and cut), a component chart, and a pairwise comparison."""
+    access = graph_access(request, graph_id)
+    injection = get_object_or_404(
+        ContextInjection.objects.filter(graph=access.graph).select_related("session", "policy_revision"), pk=injection_id
+    )
+    i, j = request.GET.get("i"), request.GET.get("j")
+    comparison_error = None
+    try:
+        explained = service.explain(
+            injection, int(i) if i and i.isdigit() else None, int(j) if j and j.isdigit() else None
+        )
+    except RankingInputError as exc:
+        comparison_error = "; ".join(f"{k}: {' '.join(v)}" for k, v in exc.errors.items())
+        explained = service.explain(injection)
+    candidates = explained["candidates"]
+    titles = dict(Node.objects.filter(graph=access.graph, pk__in=[c["node"] for c in candidates]).values_list("pk", "title"))
+    for c in candidates:
+        c["title"] = titles.get(c["node"], "")
+    selected = [c for c in candidates if c["selected"]]
+    cut = [c for c in candidates if not c["selected"]]
+    shown = candidates[:40]
+    context = {
+        "access": access,
+        "injection": injection,
+        "explained": explained,
+        "selected": selected,
+        "cut": cut,
+        "component_names": sorted({n for c in candidates for n in c["components"]}),
+        "figure": _components_figure(shown, titles) if shown else None,
+        "comparison": explained["comparison"],
+        "comparison_error": comparison_error,
+        "i": i or "",
+        "j": j or "",
+    }
+    template = "dashboard/_comparison.html" if request.headers.get("HX-Request") else "dashboard/injection.html"
+    return render(request, template, context)
