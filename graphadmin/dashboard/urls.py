@@ -2,7 +2,7 @@
 
 from django.urls import path
 
-from . import audit_trail, batches, explain, overview, records
+from . import audit_trail, batches, explain, overview, records, tune
 
 urlpatterns = [
     path("g/<int:graph_id>/", overview.overview, name="overview"),
@@ -11,6 +11,8 @@ urlpatterns = [
     path("g/<int:graph_id>/batches/", batches.batch_list, name="batches"),
     path("g/<int:graph_id>/batches/<int:batch_id>/", batches.batch_detail, name="batch"),
     path("g/<int:graph_id>/audit/", audit_trail.audit_trail, name="audit"),
+    path("g/<int:graph_id>/tune/", tune.tune, name="tune"),
+    path("g/<int:graph_id>/tune/preview/", tune.preview, name="tune-preview"),
     path("g/<int:graph_id>/explain/", explain.injection_list, name="explain"),
     path("g/<int:graph_id>/injections/<int:injection_id>/", explain.injection_detail, name="injection"),
 ]
