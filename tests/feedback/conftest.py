@@ -43,3 +43,18 @@ def surfaced(acme_graph, small_graph, edges):
 def reload(obj):
     obj.refresh_from_db()
     return obj
+
+
+@pytest.fixture
+def eager_tasks():
+    """Run tasks in-process when their on-commit callback fires (API tests without a worker)."""
+    from graphadmin.celery import app
+
+    previous = app.conf.task_always_eager
+    app.conf.task_always_eager = True
+    yield
+    app.conf.task_always_eager = previous
+
+
+def url(graph, external_id, what):
+    return f"/api/graphs/{graph.pk}/sessions/{external_id}/{what}/"
