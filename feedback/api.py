@@ -26,6 +26,7 @@ from django.shortcuts import get_object_or_404
 from drf_spectacular.utils import OpenApiParameter, extend_schema
 from rest_framework import generics, status
 from rest_framework.exceptions import ValidationError
+from rest_framework.permissions import IsAuthenticated
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
@@ -55,6 +56,10 @@ IDEMPOTENCY = OpenApiParameter("Idempotency-Key", str, OpenApiParameter.HEADER, 
 BATCH_ID = OpenApiParameter("id", int, OpenApiParameter.PATH, description="The batch's id.")
 
 
+# Authenticated first (an anonymous caller gets 401/403, not a tenancy 404), then the role for writes.
+PERMISSIONS = [IsAuthenticated, RoleForWrites]
+
+
 def _enqueue(task, **kwargs) -> str:
     """Send ``task`` once the request's transaction commits; return the task id chosen now."""
     task_id = str(uuid.uuid4())
@@ -70,6 +75,7 @@ def _key(request, prefix: str, session: AgentSession) -> str:
 class SessionReportView(GraphScopedMixin, APIView):
     """Base of the three session reports: graph through tenancy, analyst role, fall-through statuses."""
 
+    permission_classes = PERMISSIONS
     write_role = "analyst"
 
     def session_or_status(self, external_id: str):
@@ -183,6 +189,7 @@ class OutcomeView(SessionReportView):
 
 
 class GraphOperationView(GraphScopedMixin, APIView):
+    permission_classes = PERMISSIONS
     write_role = "operator"
 
 
@@ -226,6 +233,7 @@ class MetricsView(GraphScopedMixin, generics.ListAPIView):
     """A graph's daily metrics rollup between ``from`` and ``to`` (UTC dates, inclusive; default: last 30 days)."""
 
     serializer_class = DailyMetricSerializer
+    permission_classes = PERMISSIONS
     pagination_class = None
 
     def get_queryset(self):
@@ -256,7 +264,7 @@ class MetricsView(GraphScopedMixin, generics.ListAPIView):
 class BatchScopedMixin:
     """Batches of the caller's organizations; another organization's batch is a 404."""
 
-    permission_classes = [RoleForWrites]
+    permission_classes = PERMISSIONS
     write_role = "operator"
 
     def batch(self) -> UpdateBatch:
