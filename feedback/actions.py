@@ -29,6 +29,7 @@ from dataclasses import asdict, dataclass, field
 from datetime import datetime, timedelta, timezone
 
 from django.db import IntegrityError, connection, transaction
+from django.db.models import Q
 
 from graphadmin import audit
 from graphadmin.models import Edge, Graph, Node
@@ -149,18 +150,23 @@ def _apply(
     return written, conflicts, list(sample)
 
 
-def _start_batch(graph: Graph, kind: str, actor, *, session=None, key=None, details=None, **extra) -> UpdateBatch | None:
-    """Insert the batch row; None when ``key`` is already taken (a concurrent or earlier run)."""
+def _start_batch(graph: Graph, kind: str, actor, *, session=None, key=None, details=None, serialized=False, **extra) -> UpdateBatch | None:
+    """Insert the batch row; None when ``key`` is already taken (a concurrent or earlier run).
+
+    ``serialized``: the caller holds a lock that already serialises every writer of this key (the
+    session row for outcomes), so the savepoint guarding the unique key is not needed.
+    """
     user = actor if getattr(actor, "is_authenticated", False) else None
     task = actor if isinstance(actor, str) else ""
+    fields = dict(graph=graph, kind=kind, trigger_session=session, trigger_user=user, trigger_task=task,
+                  idempotency_key=key, details=details or {}, started_at=datetime.now(timezone.utc), **extra)
+    if serialized or not key:
+        return UpdateBatch.objects.create(**fields)
     try:
         with transaction.atomic():
-            return UpdateBatch.objects.create(
-                graph=graph, kind=kind, trigger_session=session, trigger_user=user, trigger_task=task,
-                idempotency_key=key, details=details or {}, started_at=datetime.now(timezone.utc), **extra,
-            )
+            return UpdateBatch.objects.create(**fields)
     except IntegrityError:
-        if key and UpdateBatch.objects.filter(idempotency_key=key).exists():
+        if UpdateBatch.objects.filter(idempotency_key=key).exists():
             return None
         raise
 
@@ -408,27 +414,35 @@ def apply_outcome(actor, graph: Graph, external_id: str, outcome: str, *, alpha:
         session = AgentSession.objects.select_for_update().filter(graph=graph, external_id=external_id).first()
         if session is None:
             return _fall_through("unknown_session", "outcome for an unknown session", **context)
-        if idempotency_key:
-            done = UpdateBatch.objects.filter(idempotency_key=idempotency_key).first()
-            if done:
-                return _existing(done)
-        previous = UpdateBatch.objects.filter(trigger_session=session, kind="outcome").order_by("-id").first()
+        # One query for both: the batch of this very report (a retry), and the session's last outcome batch.
+        earlier = list(
+            UpdateBatch.objects.filter(Q(trigger_session=session, kind="outcome") | Q(idempotency_key=idempotency_key or "-"))
+            .order_by("-id")
+        )
+        done = next((b for b in earlier if idempotency_key and b.idempotency_key == idempotency_key), None)
+        if done:
+            return _existing(done)
+        previous = next((b for b in earlier if b.kind == "outcome" and b.trigger_session_id == session.pk), None)
         if previous is not None and session.outcome == outcome:
             return _existing(previous)
-        if not session.injections.exists():
+        with connection.cursor() as cur:
+            cur.execute(
+                """SELECT EXISTS (SELECT 1 FROM feedback_contextinjection WHERE session_id = %(s)s),
+                          EXISTS (SELECT 1 FROM feedback_injectioncandidate c JOIN feedback_contextinjection j ON j.id = c.injection_id
+                                  WHERE j.session_id = %(s)s AND c.graph_id = %(g)s AND c.selected)""",
+                {"s": session.pk, "g": graph.pk},
+            )
+            has_injection, has_selected = cur.fetchone()
+        if not has_injection:
             return _fall_through("no_injection", "the session has no context injection", **context)
-        surfaced = InjectionCandidate.objects.filter(graph=graph, injection__session=session, selected=True)
-        if not surfaced.exists():
+        if not has_selected:
             return _fall_through("nothing_surfaced", "the session's injections surfaced nothing", **context)
         score = policy.outcome_score(outcome)
         batch = _start_batch(
-            graph, "outcome", actor, session=session, key=idempotency_key, correction_of=previous,
+            graph, "outcome", actor, session=session, key=idempotency_key, correction_of=previous, serialized=True,
             details={"outcome": outcome, "score": score, "alpha": alpha, "policy_revision": policy.revision,
                      **({"correction_of": previous.pk, "previous_outcome": session.outcome} if previous else {})},
         )
-        if batch is None:
-            transaction.set_rollback(True)
-            return _existing(UpdateBatch.objects.get(idempotency_key=idempotency_key))
         now = batch.started_at
         counts = {}
         for kind, table in (("edge", EDGE_TABLE), ("node", NODE_TABLE)):
