@@ -185,8 +185,9 @@ class WeightChange(models.Model):
         ]
         indexes = [
             models.Index(fields=["batch"], name="weightchange_batch"),
-            models.Index(fields=["graph", "edge", "created_at"], name="weightchange_edge_history"),
-            models.Index(fields=["graph", "node", "created_at"], name="weightchange_node_history"),
+            # Partial: a change has one target, so each row enters one of the two history indexes only.
+            models.Index(fields=["graph", "edge", "created_at"], name="weightchange_edge_history", condition=Q(edge__isnull=False)),
+            models.Index(fields=["graph", "node", "created_at"], name="weightchange_node_history", condition=Q(node__isnull=False)),
             models.Index(fields=["graph", "created_at"], name="weightchange_graph_time"),
         ]
 
