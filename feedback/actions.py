@@ -25,6 +25,7 @@ from __future__ import annotations
 import logging
 import re
 import time
+import uuid
 from dataclasses import asdict, dataclass, field
 from datetime import datetime, timedelta, timezone
 
@@ -577,32 +578,48 @@ def decay_preview(graph: Graph, *, now: datetime | None = None, limit: int = 20)
 # 4. Ceiling: normalize
 
 
-def normalize(actor, graph: Graph, *, idempotency_key: str | None = None) -> Result:
+def normalize(actor, graph: Graph, *, chunk_size: int = DECAY_CHUNK, idempotency_key: str | None = None) -> Result:
     """Rescale the weights of the graph's live edges so the largest is 1.0 (the ``normalize`` ceiling mode).
 
-    One batch, one transaction. A no-op (status ``nothing_to_change``) when the maximum is already
+    The factor ``1 / max(weight)`` is read once; it is then applied chunk by chunk, exactly like
+    decay (fixed id ranges, one short transaction and one batch of kind ``normalize`` per range that
+    changes, so row locks are never held long), as ``least(1.0, weight * factor)``: an edge
+    reinforced between chunks is capped at 1.0. ``idempotency_key`` names the run, so a retried task
+    skips the chunks already applied. A no-op (``nothing_to_change``) when the maximum is already
     1.0 or every weight is 0.
     """
     started = time.perf_counter()
-    with transaction.atomic():
-        if idempotency_key:
-            done = UpdateBatch.objects.filter(idempotency_key=idempotency_key).first()
-            if done:
-                return _existing(done)
-        with connection.cursor() as cur:
-            cur.execute(f"SELECT max(weight) FROM {EDGE_TABLE} WHERE graph_id = %s AND NOT archived", [graph.pk])
-            top = cur.fetchone()[0]
-        if not top or top >= 1.0:
-            return Result("nothing_to_change", details={"max_weight": top})
-        batch = _start_batch(graph, "normalize", actor, key=idempotency_key, details={"max_weight": top})
-        if batch is None:
-            return _existing(UpdateBatch.objects.get(idempotency_key=idempotency_key))
-        rows = f"SELECT id FROM {EDGE_TABLE} WHERE graph_id = %(graph)s AND NOT archived"
-        # The max is re-read under the locks, so a weight reinforced meanwhile is scaled consistently.
-        new_expr = f"least(1.0, i.before / (SELECT max(m.before) FROM l AS m))"
-        written, _c, _s = _apply(table=EDGE_TABLE, field_name="weight", graph_id=graph.pk, batch_id=batch.pk,
-                                 rows_sql=rows, rows_params=[], new_expr=new_expr, event_expr="'normalize'", now=batch.started_at)
-        return _finish(batch, actor, started, edge_updates=written, audit_extra={"max_weight": top})
+    with connection.cursor() as cur:
+        cur.execute(f"SELECT max(weight), min(id), max(id) FROM {EDGE_TABLE} WHERE graph_id = %s AND NOT archived", [graph.pk])
+        top, first, last = cur.fetchone()
+    if not top or top >= 1.0:
+        return Result("nothing_to_change", details={"max_weight": top})
+    factor = 1.0 / top
+    run = idempotency_key or uuid.uuid4().hex
+    summary = {"max_weight": top, "factor": factor, "run": run, "batches": [], "skipped_chunks": 0}
+    edges = 0
+    for k in range(first // chunk_size, last // chunk_size + 1):
+        lo, hi = k * chunk_size, (k + 1) * chunk_size
+        key = f"normalize:{graph.pk}:{run}:{k}"[:200]
+        chunk_started = time.perf_counter()
+        with transaction.atomic():
+            batch = _start_batch(graph, "normalize", actor, key=key, details={"max_weight": top, "factor": factor, "run": run, "id_range": [lo, hi]})
+            if batch is None:
+                summary["skipped_chunks"] += 1
+                continue
+            rows = f"SELECT id FROM {EDGE_TABLE} WHERE graph_id = %(graph)s AND NOT archived AND id >= %(p0)s AND id < %(p1)s"
+            written, _c, _s = _apply(table=EDGE_TABLE, field_name="weight", graph_id=graph.pk, batch_id=batch.pk,
+                                     rows_sql=rows, rows_params=[lo, hi], new_expr=f"least(1.0, i.before * {factor!r})",
+                                     event_expr="'normalize'", now=batch.started_at)
+            if written == 0:
+                transaction.set_rollback(True)
+                continue
+            _finish(batch, actor, chunk_started, edge_updates=written, audit_extra={"max_weight": top, "id_range": [lo, hi]})
+        edges += written
+        summary["batches"].append(batch.pk)
+    duration = round((time.perf_counter() - started) * 1000, 3)
+    status = "applied" if summary["batches"] else ("duplicate" if summary["skipped_chunks"] else "nothing_to_change")
+    return Result(status, summary["batches"][0] if len(summary["batches"]) == 1 else None, 0, edges, 0, duration, details=summary)
 
 
 # --------------------------------------------------------------------------------------------------

@@ -207,7 +207,9 @@ class NormalizeView(GraphOperationView):
 
     @extend_schema(parameters=[GRAPH_ID], request=None, responses={202: AcceptedSerializer})
     def post(self, request, graph_pk: int):
-        task_id = _enqueue(tasks.normalize_graph_task, graph_id=self.graph().pk, user_id=request.user.pk)
+        # The run's key: a redelivered task skips the chunks its first run applied.
+        task_id = _enqueue(tasks.normalize_graph_task, graph_id=self.graph().pk, user_id=request.user.pk,
+                           idempotency_key=f"api-{uuid.uuid4().hex}")
         return Response({"status": "queued", "task_id": task_id}, status=status.HTTP_202_ACCEPTED)
 
 

@@ -79,7 +79,7 @@ def test_every_kind_is_rollbackable(kind, oscar, acme_graph, surfaced, edges, sm
     elif kind == "decay":
         done = actions.decay(oscar, acme_graph, now=datetime.now(timezone.utc) + timedelta(days=15), chunk_size=10**9)
     elif kind == "normalize":
-        done = actions.normalize(oscar, acme_graph)
+        done = actions.normalize(oscar, acme_graph, chunk_size=10**9)
     else:
         done = actions.set_weights(oscar, acme_graph, [ManualValue("edge", edges["ab"].pk, "weight", 0.9),
                                                         ManualValue("node", small_graph["a"].pk, "feedback_weight", 0.2)])
