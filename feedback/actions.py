@@ -267,8 +267,10 @@ def apply_uses(actor, session: AgentSession, items: list[UseItem], *, source: st
                              details={"learning_rate": lr, "negative_rate": neg, "source": source,
                                       "signals": {s: sum(1 for i in unique if i.signal == s) for s in SIGNALS}})
         if batch is None:
+            # A concurrent run with the same key committed first: drop our use events, answer with its batch.
+            existing = UpdateBatch.objects.get(idempotency_key=idempotency_key)
             transaction.set_rollback(True)
-            return _existing(UpdateBatch.objects.get(idempotency_key=idempotency_key))
+            return _existing(existing)
         now = batch.started_at
         new_expr = "CASE WHEN i.event = 'negative' THEN i.before - %(neg)s * i.before ELSE i.before + %(lr)s * (1 - i.before) END"
         counts = {}
