@@ -12,7 +12,7 @@ from django.db import connection
 
 from feedback import actions
 from feedback.actions import UseItem
-from feedback.models import UpdateBatch, WeightChange
+from feedback.models import UpdateBatch, UseEvent, WeightChange
 
 from .conftest import make_session
 
@@ -74,3 +74,31 @@ def test_eight_concurrent_reporters_lose_no_update(oscar, acme_graph, small_grap
             assert change.before == pytest.approx(value)
             value = RULES[change.event](value)
         assert node.feedback_weight == pytest.approx(value)
+
+
+@pytest.mark.django_db(transaction=True)
+def test_the_same_report_delivered_twice_at_once_applies_once(oscar, acme_graph, small_graph, edges):
+    session = make_session(acme_graph, "dup", [(small_graph["b"], edges["ab"], True)])
+    barrier = threading.Barrier(4)
+    results, errors = [], []
+
+    def report():
+        try:
+            barrier.wait(timeout=30)
+            results.append(actions.apply_uses(oscar, session, [UseItem("edge", edges["ab"].pk, "explicit")], idempotency_key="same-report"))
+        except Exception as exc:
+            errors.append(exc)
+        finally:
+            connection.close()
+
+    threads = [threading.Thread(target=report) for _ in range(4)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(timeout=60)
+    assert not errors
+    assert sorted(r.status for r in results) == ["applied", "duplicate", "duplicate", "duplicate"]
+    assert len({r.batch_id for r in results}) == 1
+    edges["ab"].refresh_from_db()
+    assert edges["ab"].weight == pytest.approx(0.55)
+    assert UpdateBatch.objects.count() == 1 and WeightChange.objects.count() == 1 and UseEvent.objects.count() == 1
