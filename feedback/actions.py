@@ -193,7 +193,7 @@ def _existing(batch: UpdateBatch, status: str = "duplicate") -> Result:
     return Result(status, batch.pk, batch.node_updates, batch.edge_updates, 0, batch.duration_ms, batch.conflicts, batch.details)
 
 
-def _fall_through(status: str, message: str, **context) -> Result:
+def fall_through(status: str, message: str, **context) -> Result:
     """A clean no-op: a structured warning in the log, a clear status for the caller, never an exception."""
     log.warning(message, extra={"feedback_status": status, **context})
     return Result(status, details={"reason": message, **context})
@@ -236,9 +236,9 @@ def apply_uses(actor, session: AgentSession, items: list[UseItem], *, source: st
     started = time.perf_counter()
     graph = session.graph
     if not graph.feedback_enabled:
-        return _fall_through("feedback_disabled", "feedback is disabled for this graph", graph=graph.pk, session=session.external_id)
+        return fall_through("feedback_disabled", "feedback is disabled for this graph", graph=graph.pk, session=session.external_id)
     if not items:
-        return _fall_through("nothing_reported", "no items were reported", graph=graph.pk, session=session.external_id)
+        return fall_through("nothing_reported", "no items were reported", graph=graph.pk, session=session.external_id)
     for index, item in enumerate(items):
         if item.signal not in SIGNALS:
             raise FeedbackError(f"items[{index}].signal", f"must be one of {', '.join(SIGNALS)}.")
@@ -367,7 +367,7 @@ def apply_response(actor, session: AgentSession, response: str, *, idempotency_k
     """
     graph = session.graph
     if not graph.feedback_enabled:
-        return _fall_through("feedback_disabled", "feedback is disabled for this graph", graph=graph.pk, session=session.external_id)
+        return fall_through("feedback_disabled", "feedback is disabled for this graph", graph=graph.pk, session=session.external_id)
     rows = list(
         InjectionCandidate.objects.filter(graph=graph, injection__session=session, selected=True)
         .order_by("node_id", "-injection_id")
@@ -375,12 +375,12 @@ def apply_response(actor, session: AgentSession, response: str, *, idempotency_k
         .values("node_id", "edge_id", "injection_id", "node__title", "node__text")
     )
     if not rows:
-        return _fall_through("nothing_surfaced", "the session has no selected candidates", graph=graph.pk, session=session.external_id)
+        return fall_through("nothing_surfaced", "the session has no selected candidates", graph=graph.pk, session=session.external_id)
     candidates = [{"node_id": r["node_id"], "edge_id": r["edge_id"], "injection_id": r["injection_id"],
                    "title": r["node__title"], "text": r["node__text"]} for r in rows]
     used = detect_implicit(candidates, response, graph.current_policy().implicit_threshold)
     if not used:
-        return _fall_through("nothing_detected", "the response used no surfaced item", graph=graph.pk, session=session.external_id)
+        return fall_through("nothing_detected", "the response used no surfaced item", graph=graph.pk, session=session.external_id)
     items = []
     for c in used:
         items.append(UseItem("node", c["node_id"], "implicit", c["injection_id"]))
@@ -412,11 +412,11 @@ def apply_outcome(actor, graph: Graph, external_id: str, outcome: str, *, alpha:
     alpha = _bounded("ema_alpha", alpha, policy.ema_alpha)
     context = {"graph": graph.pk, "session": external_id, "outcome": outcome}
     if not graph.feedback_enabled:
-        return _fall_through("feedback_disabled", "feedback is disabled for this graph", **context)
+        return fall_through("feedback_disabled", "feedback is disabled for this graph", **context)
     with transaction.atomic():
         session = AgentSession.objects.select_for_update().filter(graph=graph, external_id=external_id).first()
         if session is None:
-            return _fall_through("unknown_session", "outcome for an unknown session", **context)
+            return fall_through("unknown_session", "outcome for an unknown session", **context)
         # One query for both: the batch of this very report (a retry), and the session's last outcome batch.
         earlier = list(
             UpdateBatch.objects.filter(Q(trigger_session=session, kind="outcome") | Q(idempotency_key=idempotency_key or "-"))
@@ -437,9 +437,9 @@ def apply_outcome(actor, graph: Graph, external_id: str, outcome: str, *, alpha:
             )
             has_injection, has_selected = cur.fetchone()
         if not has_injection:
-            return _fall_through("no_injection", "the session has no context injection", **context)
+            return fall_through("no_injection", "the session has no context injection", **context)
         if not has_selected:
-            return _fall_through("nothing_surfaced", "the session's injections surfaced nothing", **context)
+            return fall_through("nothing_surfaced", "the session's injections surfaced nothing", **context)
         score = policy.outcome_score(outcome)
         batch = _start_batch(
             graph, "outcome", actor, session=session, key=idempotency_key, correction_of=previous, serialized=True,

@@ -82,10 +82,10 @@ class SessionReportView(GraphScopedMixin, APIView):
         graph = self.graph()
         context = {"graph": graph.pk, "session": external_id}
         if not graph.feedback_enabled:
-            return None, actions._fall_through("feedback_disabled", "feedback is disabled for this graph", **context)
+            return None, actions.fall_through("feedback_disabled", "feedback is disabled for this graph", **context)
         session = AgentSession.objects.filter(graph=graph, external_id=external_id).first()
         if session is None:
-            return None, actions._fall_through("unknown_session", "report for an unknown session", **context)
+            return None, actions.fall_through("unknown_session", "report for an unknown session", **context)
         return session, None
 
     @staticmethod
@@ -179,9 +179,9 @@ class OutcomeView(SessionReportView):
         if previous is not None and session.outcome == outcome:
             return Response({"status": "duplicate", "batch": previous.pk}, status=status.HTTP_200_OK)
         if not session.injections.exists():
-            return self.no_op(actions._fall_through("no_injection", "the session has no context injection", **context))
+            return self.no_op(actions.fall_through("no_injection", "the session has no context injection", **context))
         if not InjectionCandidate.objects.filter(graph_id=session.graph_id, injection__session=session, selected=True).exists():
-            return self.no_op(actions._fall_through("nothing_surfaced", "the session's injections surfaced nothing", **context))
+            return self.no_op(actions.fall_through("nothing_surfaced", "the session's injections surfaced nothing", **context))
         key = _key(request, "outcome", session)
         task_id = _enqueue(tasks.apply_outcome_task, graph_id=session.graph_id, external_id=external_id, outcome=outcome,
                            alpha=serializer.validated_data.get("alpha"), idempotency_key=key, user_id=request.user.pk)

@@ -15,7 +15,7 @@ from datetime import date, datetime, timedelta, timezone
 from celery import shared_task
 from django.contrib.auth import get_user_model
 
-from graphadmin.models import Graph
+from graphadmin.models import Graph, PolicyRevision
 
 from . import actions, metrics
 from .models import AgentSession
@@ -32,6 +32,13 @@ def _actor(user_id, label):
     return label
 
 
+def _refused(exc: actions.FeedbackError, **context) -> dict:
+    """Input that became invalid between the request and the task (an edge archived meanwhile):
+    logged and answered, not raised, so the task is not retried forever."""
+    log.warning("feedback task refused its input", extra={"feedback_status": "refused", "field": exc.field, **context})
+    return {"status": "refused", "field": exc.field, "reason": exc.message, **context}
+
+
 def _session(graph_id, external_id):
     return AgentSession.objects.select_related("graph", "graph__organization").filter(graph_id=graph_id, external_id=external_id).first()
 
@@ -42,10 +49,13 @@ def apply_uses_task(graph_id: int, external_id: str, items: list[dict], source: 
     """Record use events of a session and reinforce (``actions.apply_uses``)."""
     session = _session(graph_id, external_id)
     if session is None:
-        return actions._fall_through("unknown_session", "uses for an unknown session", graph=graph_id, session=external_id).as_dict()
+        return actions.fall_through("unknown_session", "uses for an unknown session", graph=graph_id, session=external_id).as_dict()
     parsed = [actions.UseItem(i["kind"], i["id"], i["signal"], i.get("injection_id")) for i in items]
-    return actions.apply_uses(_actor(user_id, "task:feedback.apply_uses"), session, parsed, source=source,
-                              learning_rate=learning_rate, idempotency_key=idempotency_key).as_dict()
+    try:
+        return actions.apply_uses(_actor(user_id, "task:feedback.apply_uses"), session, parsed, source=source,
+                                  learning_rate=learning_rate, idempotency_key=idempotency_key).as_dict()
+    except actions.FeedbackError as exc:
+        return _refused(exc, graph=graph_id, session=external_id)
 
 
 @shared_task(name="feedback.apply_response")
@@ -54,7 +64,7 @@ def apply_response_task(graph_id: int, external_id: str, response: str, idempote
     """Detect implicit uses in a response text and reinforce them (``actions.apply_response``)."""
     session = _session(graph_id, external_id)
     if session is None:
-        return actions._fall_through("unknown_session", "response for an unknown session", graph=graph_id, session=external_id).as_dict()
+        return actions.fall_through("unknown_session", "response for an unknown session", graph=graph_id, session=external_id).as_dict()
     return actions.apply_response(_actor(user_id, "task:feedback.apply_response"), session, response,
                                   idempotency_key=idempotency_key).as_dict()
 
@@ -65,9 +75,12 @@ def apply_outcome_task(graph_id: int, external_id: str, outcome: str, alpha=None
     """Apply a session's outcome EMA (``actions.apply_outcome``)."""
     graph = Graph.objects.select_related("organization").filter(pk=graph_id).first()
     if graph is None:
-        return actions._fall_through("unknown_graph", "outcome for an unknown graph", graph=graph_id, session=external_id).as_dict()
-    return actions.apply_outcome(_actor(user_id, "task:feedback.apply_outcome"), graph, external_id, outcome, alpha=alpha,
-                                 idempotency_key=idempotency_key).as_dict()
+        return actions.fall_through("unknown_graph", "outcome for an unknown graph", graph=graph_id, session=external_id).as_dict()
+    try:
+        return actions.apply_outcome(_actor(user_id, "task:feedback.apply_outcome"), graph, external_id, outcome, alpha=alpha,
+                                     idempotency_key=idempotency_key).as_dict()
+    except actions.FeedbackError as exc:
+        return _refused(exc, graph=graph_id, session=external_id)
 
 
 @shared_task(name="feedback.decay_graph")
@@ -95,6 +108,20 @@ def normalize_graph_task(graph_id: int, idempotency_key: str | None = None, user
     if graph is None:
         return {"status": "unknown_graph", "graph": graph_id}
     return actions.normalize(_actor(user_id, "task:feedback.normalize"), graph, idempotency_key=idempotency_key).as_dict()
+
+
+@shared_task(name="feedback.normalize_all")
+def normalize_all_task() -> list[int]:
+    """Beat entry: normalize every graph whose current policy uses the ``normalize`` ceiling mode."""
+    latest = {}
+    for graph_id, mode in PolicyRevision.objects.order_by("graph_id", "-revision").values_list("graph_id", "ceiling_mode"):
+        latest.setdefault(graph_id, mode)
+    ids = sorted(g for g, mode in latest.items() if mode == "normalize")
+    today = datetime.now(timezone.utc).date().isoformat()
+    for graph_id in ids:
+        # One run per graph and day: a duplicate beat tick skips the chunks already applied.
+        normalize_graph_task.delay(graph_id, idempotency_key=f"beat-{today}")
+    return ids
 
 
 @shared_task(name="feedback.rollup_metrics")

@@ -171,6 +171,8 @@ CELERY_BEAT_SCHEDULE = {
     # Fans out one decay task per graph; each is idempotent per period, so running daily is safe
     # whatever the graph's decay_period_days.
     "decay-graphs-daily": {"task": "feedback.decay_all", "schedule": crontab(hour=3, minute=15)},
+    # Graphs whose policy's ceiling mode is "normalize" get their weights rescaled (max 1.0) daily.
+    "normalize-graphs-daily": {"task": "feedback.normalize_all", "schedule": crontab(hour=3, minute=45)},
     # Rolls up yesterday (complete) and today (so far) per graph; hourly keeps today's charts fresh.
     "metrics-rollup-hourly": {"task": "feedback.rollup_metrics_all", "schedule": crontab(minute=5)},
 }
@@ -180,6 +182,7 @@ CELERY_TASK_ROUTES = {
     "feedback.apply_response": {"queue": "feedback"},
     "feedback.apply_outcome": {"queue": "feedback"},
     "feedback.normalize_graph": {"queue": "feedback"},
+    "feedback.normalize_all": {"queue": "feedback"},
     "feedback.decay_graph": {"queue": "decay"},
     "feedback.decay_all": {"queue": "decay"},
     "feedback.rollup_metrics": {"queue": "metrics"},
