@@ -116,6 +116,8 @@ if CELERY_BROKER_URL.startswith("filesystem://"):
     CELERY_BROKER_TRANSPORT_OPTIONS = {
         "data_folder_in": str(CELERY_QUEUE_DIR),
         "data_folder_out": str(CELERY_QUEUE_DIR),
+        # The exchange tables too (kombu's default is ./control, inside the source tree).
+        "control_folder": str(CELERY_QUEUE_DIR / "control"),
     }
     _default_results = f"file://{CELERY_QUEUE_DIR / 'results'}"
 else:
