@@ -2,7 +2,7 @@
 
 from django.contrib import admin
 
-from feedback.models import AgentSession, ContextInjection, InjectionCandidate, UpdateBatch, UseEvent, WeightChange
+from feedback.models import AgentSession, ContextInjection, DailyMetric, InjectionCandidate, UpdateBatch, UseEvent, WeightChange
 from graphadmin.admin_tenancy import ReadOnlyAdmin, TenantAdmin
 
 
@@ -38,3 +38,9 @@ class WeightChangeAdmin(ReadOnlyAdmin):
     list_display = ["batch", "node", "edge", "field", "before", "after", "event", "created_at"]
     list_filter = ["field"]
     raw_id_fields = ["batch", "node", "edge", "use_event"]
+
+
+@admin.register(DailyMetric)
+class DailyMetricAdmin(ReadOnlyAdmin):
+    list_display = ["graph", "day", "computed_at"]
+    date_hierarchy = "day"

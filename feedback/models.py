@@ -137,6 +137,10 @@ class UpdateBatch(models.Model):
     finished_at = models.DateTimeField(null=True, blank=True)
     duration_ms = models.FloatField(default=0.0)
     rollback_of = models.OneToOneField("self", on_delete=models.PROTECT, null=True, blank=True, related_name="rolled_back_by")
+    correction_of = models.ForeignKey(
+        "self", on_delete=models.PROTECT, null=True, blank=True, related_name="corrections",
+        help_text="For an outcome batch: the earlier outcome batch of the same session it corrects.",
+    )
 
     objects = GraphScopedQuerySet.as_manager()
 
@@ -181,7 +185,32 @@ class WeightChange(models.Model):
         ]
         indexes = [
             models.Index(fields=["batch"], name="weightchange_batch"),
-            models.Index(fields=["graph", "edge", "created_at"], name="weightchange_edge_history"),
-            models.Index(fields=["graph", "node", "created_at"], name="weightchange_node_history"),
+            # Partial: a change has one target, so each row enters one of the two history indexes only.
+            models.Index(fields=["graph", "edge", "created_at"], name="weightchange_edge_history", condition=Q(edge__isnull=False)),
+            models.Index(fields=["graph", "node", "created_at"], name="weightchange_node_history", condition=Q(node__isnull=False)),
             models.Index(fields=["graph", "created_at"], name="weightchange_graph_time"),
         ]
+
+
+class DailyMetric(models.Model):
+    """One graph's metrics for one UTC day, rolled up by a Celery task so charts never scan raw history.
+
+    ``data`` holds: ``scores`` (traversal-score histogram and spread of that day's candidates),
+    ``updates`` (weight changes by batch kind and edge type), ``weights`` (weight and feedback_weight
+    distribution by edge type, as of the rollup), ``top_used`` (sessions whose top-ranked candidates
+    were used) and ``outcomes`` (sessions ended that day, by outcome).
+    """
+
+    graph = models.ForeignKey(Graph, on_delete=models.CASCADE, related_name="daily_metrics")
+    day = models.DateField()
+    data = models.JSONField(default=dict)
+    computed_at = models.DateTimeField()
+
+    objects = GraphScopedQuerySet.as_manager()
+
+    class Meta:
+        constraints = [models.UniqueConstraint(fields=["graph", "day"], name="dailymetric_one_per_graph_day")]
+        ordering = ["graph", "day"]
+
+    def __str__(self):
+        return f"{self.graph_id} {self.day}"

@@ -9,6 +9,7 @@ import os
 from pathlib import Path
 
 import environ
+from celery.schedules import crontab
 from django.core.exceptions import ImproperlyConfigured
 
 BASE_DIR = Path(__file__).resolve().parent.parent
@@ -182,4 +183,23 @@ LOGGING = {
 
 CELERY_BEAT_SCHEDULE = {
     "verify-audit-chains-hourly": {"task": "graphadmin.verify_audit_chains", "schedule": 3600.0},
+    # Fans out one decay task per graph; each is idempotent per period, so running daily is safe
+    # whatever the graph's decay_period_days.
+    "decay-graphs-daily": {"task": "feedback.decay_all", "schedule": crontab(hour=3, minute=15)},
+    # Graphs whose policy's ceiling mode is "normalize" get their weights rescaled (max 1.0) daily.
+    "normalize-graphs-daily": {"task": "feedback.normalize_all", "schedule": crontab(hour=3, minute=45)},
+    # Rolls up yesterday (complete) and today (so far) per graph; hourly keeps today's charts fresh.
+    "metrics-rollup-hourly": {"task": "feedback.rollup_metrics_all", "schedule": crontab(minute=5)},
+}
+# Named queues, so workers scale out per family (DESIGN.md "Scale").
+CELERY_TASK_ROUTES = {
+    "feedback.apply_uses": {"queue": "feedback"},
+    "feedback.apply_response": {"queue": "feedback"},
+    "feedback.apply_outcome": {"queue": "feedback"},
+    "feedback.normalize_graph": {"queue": "feedback"},
+    "feedback.normalize_all": {"queue": "feedback"},
+    "feedback.decay_graph": {"queue": "decay"},
+    "feedback.decay_all": {"queue": "decay"},
+    "feedback.rollup_metrics": {"queue": "metrics"},
+    "feedback.rollup_metrics_all": {"queue": "metrics"},
 }

@@ -19,6 +19,7 @@ policy = views.PolicyViewSet
 urlpatterns = [
     path("", include(router.urls)),
     path("", include("ranking.urls")),
+    path("", include("feedback.urls")),
     path("graphs/<int:graph_pk>/", include(graph_router.urls)),
     path("graphs/<int:graph_pk>/policy/", policy.as_view({"get": "current", "put": "change", "patch": "change"}), name="policy"),
     path("graphs/<int:graph_pk>/policy/revisions/", policy.as_view({"get": "list"}), name="policy-revisions"),

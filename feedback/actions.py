@@ -1,0 +1,720 @@
+"""The one write path for weights: reinforcement, outcome EMA, decay, normalisation, manual set, rollback.
+
+Every function here is the only way its change reaches the database (DESIGN.md: one write path).
+Each one:
+
+- runs in one transaction (decay: one transaction per id-range chunk, see ``decay``);
+- takes the acting user, or a task label such as ``"task:decay"``;
+- writes one ``UpdateBatch``, its ``WeightChange`` rows (before, after, event) and one ``AuditEvent``;
+- changes weights with set-based SQL: one statement per (table, field) that locks the target rows
+  in id order, updates them from a VALUES/unnest/ledger relation and inserts the history rows from
+  the UPDATE's RETURNING (no Python loop issuing per-row queries);
+- returns a ``Result`` with node_updates, edge_updates, triplet_embeddings and duration_ms.
+
+Lock order, everywhere: the session row (outcome only), then edges by id, then nodes by id, then the
+organization's audit advisory lock. Concurrent writers therefore queue instead of deadlocking, and
+since each statement reads the *locked* value as ``before``, no update is lost.
+
+Weights moved here never touch ``updated_at`` (it tracks content edits) nor triplet embeddings
+(the triplet text "source -> type -> target" does not contain weights), so ``triplet_embeddings``
+is always 0: the field is reported so callers need not assume it.
+"""
+
+from __future__ import annotations
+
+import logging
+import re
+import time
+import uuid
+from dataclasses import asdict, dataclass, field
+from datetime import datetime, timedelta, timezone
+
+from django.db import IntegrityError, connection, transaction
+from django.db.models import Q
+
+from graphadmin import audit
+from graphadmin.models import Edge, Graph, Node
+from graphadmin.models.policy import POLICY_NUMBERS
+
+from .models import OUTCOMES, SIGNALS, AgentSession, InjectionCandidate, UpdateBatch, UseEvent
+
+log = logging.getLogger(__name__)
+
+EDGE_TABLE = Edge._meta.db_table
+NODE_TABLE = Node._meta.db_table
+DECAY_CHUNK = 5000  # edge ids per decay transaction: keeps each chunk's row locks to tens of ms
+CONFLICT_SAMPLE = 100  # conflicts listed by id in a rollback batch's details (all are counted)
+AUDIT_ACTIONS = {
+    "reinforce": "graph.feedback",
+    "outcome": "graph.feedback",
+    "decay": "graph.decay",
+    "normalize": "graph.normalize",
+    "manual": "graph.weights.set",
+    "rollback": "batch.rollback",
+}
+
+
+class FeedbackError(ValueError):
+    """Input an action refuses (the API turns it into a 400 naming ``field``)."""
+
+    def __init__(self, field: str, message: str):
+        super().__init__(f"{field}: {message}")
+        self.field = field
+        self.message = message
+
+
+class RollbackRefused(Exception):
+    """A batch that cannot be rolled back (already rolled back)."""
+
+
+@dataclass
+class Result:
+    """What an action did. ``status`` is ``applied`` or ``duplicate`` or a fall-through reason."""
+
+    status: str
+    batch_id: int | None = None
+    node_updates: int = 0
+    edge_updates: int = 0
+    triplet_embeddings: int = 0
+    duration_ms: float = 0.0
+    conflicts: int = 0
+    details: dict = field(default_factory=dict)
+
+    @property
+    def batch(self) -> UpdateBatch | None:
+        return UpdateBatch.objects.get(pk=self.batch_id) if self.batch_id else None
+
+    def as_dict(self) -> dict:
+        return asdict(self)
+
+
+# --------------------------------------------------------------------------------------------------
+# The set-based core shared by every action.
+
+
+def _apply(
+    *,
+    table: str,
+    field_name: str,
+    graph_id: int,
+    batch_id: int,
+    rows_sql: str,
+    rows_params: list,
+    new_expr: str,
+    event_expr: str = "i.event",
+    use_event_expr: str = "NULL::bigint",
+    conflict_expr: str = "false",
+    now: datetime,
+) -> tuple[int, int, list[int]]:
+    """Change ``field_name`` of the rows of ``table`` listed by ``rows_sql`` (a relation ``i`` with ``id``).
+
+    One statement: lock the target rows in id order (``FOR UPDATE``; they are read *after* the lock,
+    so ``before`` is the committed value), compute ``new_expr`` (which may use ``i.before`` and the
+    columns of ``i``), update the rows whose value changes, and insert one WeightChange per updated
+    row from the UPDATE's RETURNING. Returns (changes written, conflicts, sample of conflicting ids).
+    """
+    target_col = "edge_id" if table == EDGE_TABLE else "node_id"
+    # ``l`` carries the input columns beside the locked value, so no step joins two CTEs (which have
+    # no index: a nested loop over two 1M-row CTEs is quadratic). Expressions see it as ``i``.
+    sql = f"""
+        WITH i AS ({rows_sql}),
+        l AS MATERIALIZED (
+            SELECT i.*, t.{field_name} AS before FROM {table} t JOIN i ON i.id = t.id
+            WHERE t.graph_id = %(graph)s
+            ORDER BY t.id FOR UPDATE OF t
+        ),
+        n AS (
+            SELECT i.id, i.before, ({new_expr})::double precision AS after, ({event_expr})::text AS event,
+                   ({use_event_expr}) AS use_event_id, ({conflict_expr}) AS conflict
+            FROM l AS i
+        ),
+        u AS (
+            UPDATE {table} t SET {field_name} = n.after FROM n
+            WHERE t.id = n.id AND n.after IS DISTINCT FROM n.before
+            RETURNING t.id, n.before, n.after, n.event, n.use_event_id
+        ),
+        ins AS (
+            INSERT INTO feedback_weightchange (batch_id, graph_id, {target_col}, field, before, after, event, use_event_id, created_at)
+            SELECT %(batch)s, %(graph)s, u.id, %(field)s, u.before, u.after, u.event, u.use_event_id, %(now)s FROM u
+            RETURNING 1
+        )
+        SELECT (SELECT count(*) FROM ins),
+               (SELECT count(*) FROM n WHERE n.conflict),
+               (SELECT coalesce(array_agg(id ORDER BY id), '{{}}') FROM (SELECT id FROM n WHERE n.conflict ORDER BY id LIMIT {CONFLICT_SAMPLE}) s)
+    """
+    params = {"graph": graph_id, "batch": batch_id, "field": field_name, "now": now}
+    for index, value in enumerate(rows_params):
+        params[f"p{index}"] = value
+    with connection.cursor() as cur:
+        cur.execute(sql, params)
+        written, conflicts, sample = cur.fetchone()
+    return written, conflicts, list(sample)
+
+
+def _start_batch(graph: Graph, kind: str, actor, *, session=None, key=None, details=None, serialized=False, **extra) -> UpdateBatch | None:
+    """Insert the batch row; None when ``key`` is already taken (a concurrent or earlier run).
+
+    ``serialized``: the caller holds a lock that already serialises every writer of this key (the
+    session row for outcomes), so the savepoint guarding the unique key is not needed.
+    """
+    user = actor if getattr(actor, "is_authenticated", False) else None
+    task = actor if isinstance(actor, str) else ""
+    fields = dict(graph=graph, kind=kind, trigger_session=session, trigger_user=user, trigger_task=task,
+                  idempotency_key=key, details=details or {}, started_at=datetime.now(timezone.utc), **extra)
+    if serialized or not key:
+        return UpdateBatch.objects.create(**fields)
+    try:
+        with transaction.atomic():
+            return UpdateBatch.objects.create(**fields)
+    except IntegrityError:
+        if UpdateBatch.objects.filter(idempotency_key=key).exists():
+            return None
+        raise
+
+
+def _finish(batch: UpdateBatch, actor, started: float, *, node_updates=0, edge_updates=0, conflicts=0, audit_extra=None) -> Result:
+    """Write the batch's counts and timings and its one AuditEvent; return the Result."""
+    batch.node_updates, batch.edge_updates, batch.conflicts = node_updates, edge_updates, conflicts
+    batch.finished_at = datetime.now(timezone.utc)
+    batch.duration_ms = round((time.perf_counter() - started) * 1000.0, 3)
+    batch.save(update_fields=["node_updates", "edge_updates", "conflicts", "details", "finished_at", "duration_ms"])
+    payload = {
+        "batch": batch.pk, "kind": batch.kind, "node_updates": node_updates, "edge_updates": edge_updates,
+        "conflicts": conflicts, **(audit_extra or {}),
+    }
+    audit.append(
+        batch.graph.organization_id, actor, AUDIT_ACTIONS[batch.kind], payload,
+        scope={"graph": batch.graph_id, "graph_slug": batch.graph.slug},
+    )
+    return Result("applied", batch.pk, node_updates, edge_updates, 0, batch.duration_ms, conflicts, batch.details)
+
+
+def _existing(batch: UpdateBatch, status: str = "duplicate") -> Result:
+    return Result(status, batch.pk, batch.node_updates, batch.edge_updates, 0, batch.duration_ms, batch.conflicts, batch.details)
+
+
+def fall_through(status: str, message: str, **context) -> Result:
+    """A clean no-op: a structured warning in the log, a clear status for the caller, never an exception."""
+    log.warning(message, extra={"feedback_status": status, **context})
+    return Result(status, details={"reason": message, **context})
+
+
+def _bounded(name: str, value, policy_value):
+    """A per-call override of a policy rate, checked against the policy's bounds."""
+    if value is None:
+        return policy_value
+    _default, lo, hi, _integer, _help = POLICY_NUMBERS[name]
+    if not (lo <= value <= hi):
+        raise FeedbackError(name, f"must be between {lo} and {hi}.")
+    return float(value)
+
+
+# --------------------------------------------------------------------------------------------------
+# 1. Use events and reinforcement
+
+
+@dataclass(frozen=True)
+class UseItem:
+    """One reported item: a node or an edge of the session's graph, with its signal."""
+
+    kind: str  # "node" or "edge"
+    id: int
+    signal: str
+    injection_id: int | None = None
+
+
+def apply_uses(actor, session: AgentSession, items: list[UseItem], *, source: str = "api",
+               learning_rate: float | None = None, idempotency_key: str | None = None) -> Result:
+    """Record use events and reinforce what was used: ``w += lr * (1 - w)``; negative: ``w -= rate * w``.
+
+    Edges move ``weight``; nodes (which have no reinforcement weight of their own) move
+    ``feedback_weight``. Surfaced but unreported items do not change. Each target moves at most once
+    per call; the same target with two different signals in one call is refused. ``learning_rate``
+    overrides the policy's (for both signals) within its bounds. With ``idempotency_key`` a repeated
+    call (a retried task) returns the first batch.
+    """
+    started = time.perf_counter()
+    graph = session.graph
+    if not graph.feedback_enabled:
+        return fall_through("feedback_disabled", "feedback is disabled for this graph", graph=graph.pk, session=session.external_id)
+    if not items:
+        return fall_through("nothing_reported", "no items were reported", graph=graph.pk, session=session.external_id)
+    for index, item in enumerate(items):
+        if item.signal not in SIGNALS:
+            raise FeedbackError(f"items[{index}].signal", f"must be one of {', '.join(SIGNALS)}.")
+    seen: dict[tuple[str, int], str] = {}
+    for index, item in enumerate(items):
+        previous = seen.setdefault((item.kind, item.id), item.signal)
+        if previous != item.signal:
+            raise FeedbackError(f"items[{index}]", f"{item.kind} {item.id} is reported both {previous} and {item.signal}.")
+    unique = list({(i.kind, i.id): i for i in items}.values())
+    policy = graph.current_policy()
+    lr = _bounded("learning_rate", learning_rate, policy.learning_rate)
+    neg = _bounded("negative_rate", learning_rate, policy.negative_rate)
+
+    with transaction.atomic():
+        if idempotency_key:
+            done = UpdateBatch.objects.filter(idempotency_key=idempotency_key).first()
+            if done:
+                return _existing(done)
+        _check_targets(graph, unique)
+        events = UseEvent.objects.bulk_create([
+            UseEvent(graph=graph, session=session, injection_id=i.injection_id, signal=i.signal, source=source,
+                     node_id=i.id if i.kind == "node" else None, edge_id=i.id if i.kind == "edge" else None)
+            for i in unique
+        ])
+        batch = _start_batch(graph, "reinforce", actor, session=session, key=idempotency_key,
+                             details={"learning_rate": lr, "negative_rate": neg, "source": source,
+                                      "signals": {s: sum(1 for i in unique if i.signal == s) for s in SIGNALS}})
+        if batch is None:
+            # A concurrent run with the same key committed first: drop our use events, answer with its batch.
+            existing = UpdateBatch.objects.get(idempotency_key=idempotency_key)
+            transaction.set_rollback(True)
+            return _existing(existing)
+        now = batch.started_at
+        new_expr = "CASE WHEN i.event = 'negative' THEN i.before - %(neg)s * i.before ELSE i.before + %(lr)s * (1 - i.before) END"
+        counts = {}
+        for kind, table, field_name in (("edge", EDGE_TABLE, "weight"), ("node", NODE_TABLE, "feedback_weight")):
+            chosen = [(i, e) for i, e in zip(unique, events) if i.kind == kind]
+            if not chosen:
+                counts[kind] = 0
+                continue
+            rows = "SELECT * FROM unnest(%(p0)s::bigint[], %(p1)s::text[], %(p2)s::bigint[]) AS x(id, event, use_event_id)"
+            written, _c, _s = _apply(
+                table=table, field_name=field_name, graph_id=graph.pk, batch_id=batch.pk, rows_sql=rows,
+                rows_params=[[i.id for i, _ in chosen], [i.signal for i, _ in chosen], [e.pk for _, e in chosen]],
+                new_expr=new_expr.replace("%(neg)s", repr(neg)).replace("%(lr)s", repr(lr)),
+                use_event_expr="i.use_event_id", now=now,
+            )
+            counts[kind] = written
+        return _finish(batch, actor, started, node_updates=counts["node"], edge_updates=counts["edge"],
+                       audit_extra={"session": session.external_id, "source": source})
+
+
+def _check_targets(graph: Graph, items: list[UseItem]) -> None:
+    """Refuse items that are not live nodes/edges of this graph (another graph's ids read as unknown)."""
+    for kind, model in (("node", Node), ("edge", Edge)):
+        wanted = {i.id for i in items if i.kind == kind}
+        if not wanted:
+            continue
+        found = set(model.objects.filter(graph=graph, archived=False, pk__in=wanted).values_list("pk", flat=True))
+        missing = sorted(wanted - found)
+        if missing:
+            index = next(n for n, i in enumerate(items) if i.kind == kind and i.id == missing[0])
+            raise FeedbackError(f"items[{index}].{kind}", f"unknown {kind} {missing[0]} in this graph.")
+
+
+# --------------------------------------------------------------------------------------------------
+# Implicit use detection
+
+WORD = re.compile(r"[a-z0-9][a-z0-9_\-]*[a-z0-9]|[a-z0-9]")
+STOPWORDS = frozenset(
+    """a about above after again against all also am an and any are as at be because been before being below
+    between both but by can could did do does doing down during each few for from further had has have having he
+    her here hers him his how i if in into is it its itself just me more most my no nor not now of off on once only
+    or other our ours out over own same she should so some such than that the their them then there these they
+    this those through to too under until up very was we were what when where which while who whom why will with
+    would you your yours note notes use used using""".split()
+)
+
+
+def distinctive_grams(text: str) -> set[str]:
+    """Word unigrams (3+ letters, not stopwords) and bigrams of adjacent such words, lower-cased."""
+    words = [w for w in WORD.findall(text.lower())]
+    grams: set[str] = set()
+    previous = None
+    for word in words:
+        if word in STOPWORDS or len(word) < 3:
+            previous = None
+            continue
+        grams.add(word)
+        if previous:
+            grams.add(f"{previous} {word}")
+        previous = word
+    return grams
+
+
+def detect_implicit(candidates: list[dict], response: str, threshold: float, min_grams: int = 2) -> list[dict]:
+    """The candidates a response text used, by overlap of their *distinctive* word n-grams.
+
+    An item's distinctive grams are its title and text grams (``distinctive_grams``) minus those it
+    shares with any other surfaced candidate, so boilerplate common to the context proves nothing.
+    It counts as used when at least ``threshold`` of them (the policy's ``implicit_threshold``)
+    appear in the response, and it has at least ``min_grams`` of them (too little text decides nothing).
+    Pure function: no database.
+    """
+    grams = {c["node_id"]: distinctive_grams(f"{c['title']} {c['text']}") for c in candidates}
+    seen_by: dict[str, int] = {}
+    for node_grams in grams.values():
+        for g in node_grams:
+            seen_by[g] = seen_by.get(g, 0) + 1
+    reply = distinctive_grams(response)
+    used = []
+    for c in candidates:
+        own = {g for g in grams[c["node_id"]] if seen_by[g] == 1}
+        if len(own) < min_grams:
+            continue
+        share = len(own & reply) / len(own)
+        if share >= threshold:
+            used.append({**c, "share": round(share, 4)})
+    return used
+
+
+def apply_response(actor, session: AgentSession, response: str, *, idempotency_key: str | None = None) -> Result:
+    """Detect which selected candidates of the session the response used, and reinforce them as implicit.
+
+    A used candidate reinforces its node and the edge it was reached through (if any).
+    """
+    graph = session.graph
+    if not graph.feedback_enabled:
+        return fall_through("feedback_disabled", "feedback is disabled for this graph", graph=graph.pk, session=session.external_id)
+    rows = list(
+        InjectionCandidate.objects.filter(graph=graph, injection__session=session, selected=True)
+        .order_by("node_id", "-injection_id")
+        .distinct("node_id")
+        .values("node_id", "edge_id", "injection_id", "node__title", "node__text")
+    )
+    if not rows:
+        return fall_through("nothing_surfaced", "the session has no selected candidates", graph=graph.pk, session=session.external_id)
+    candidates = [{"node_id": r["node_id"], "edge_id": r["edge_id"], "injection_id": r["injection_id"],
+                   "title": r["node__title"], "text": r["node__text"]} for r in rows]
+    used = detect_implicit(candidates, response, graph.current_policy().implicit_threshold)
+    if not used:
+        return fall_through("nothing_detected", "the response used no surfaced item", graph=graph.pk, session=session.external_id)
+    items = []
+    for c in used:
+        items.append(UseItem("node", c["node_id"], "implicit", c["injection_id"]))
+        if c["edge_id"]:
+            items.append(UseItem("edge", c["edge_id"], "implicit", c["injection_id"]))
+    return apply_uses(actor, session, items, source="response", idempotency_key=idempotency_key)
+
+
+# --------------------------------------------------------------------------------------------------
+# 2. Outcome EMA
+
+
+def apply_outcome(actor, graph: Graph, external_id: str, outcome: str, *, alpha: float | None = None,
+                  idempotency_key: str | None = None) -> Result:
+    """EMA on ``feedback_weight`` of every node and edge selected in the session's injections.
+
+    ``w = alpha * score(outcome) + (1 - alpha) * w``, alpha from the policy unless overridden within
+    its bounds. Reporting the session's current outcome again returns the batch that applied it
+    (status ``duplicate``); a different outcome later is a new batch whose ``correction_of`` names
+    the previous outcome batch (it moves the weights from where they are, it does not undo the first:
+    roll that back for that). Unknown session, no injection, nothing selected, feedback disabled:
+    a logged no-op with that status. With ``idempotency_key`` (one per report) a retried task returns
+    the batch its first run wrote, even if another outcome was applied in between.
+    """
+    started = time.perf_counter()
+    if outcome not in OUTCOMES:
+        raise FeedbackError("outcome", f"must be one of {', '.join(OUTCOMES)}.")
+    policy = graph.current_policy()
+    alpha = _bounded("ema_alpha", alpha, policy.ema_alpha)
+    context = {"graph": graph.pk, "session": external_id, "outcome": outcome}
+    if not graph.feedback_enabled:
+        return fall_through("feedback_disabled", "feedback is disabled for this graph", **context)
+    with transaction.atomic():
+        session = AgentSession.objects.select_for_update().filter(graph=graph, external_id=external_id).first()
+        if session is None:
+            return fall_through("unknown_session", "outcome for an unknown session", **context)
+        # One query for both: the batch of this very report (a retry), and the session's last outcome batch.
+        earlier = list(
+            UpdateBatch.objects.filter(Q(trigger_session=session, kind="outcome") | Q(idempotency_key=idempotency_key or "-"))
+            .order_by("-id")
+        )
+        done = next((b for b in earlier if idempotency_key and b.idempotency_key == idempotency_key), None)
+        if done:
+            return _existing(done)
+        previous = next((b for b in earlier if b.kind == "outcome" and b.trigger_session_id == session.pk), None)
+        if previous is not None and session.outcome == outcome:
+            return _existing(previous)
+        with connection.cursor() as cur:
+            cur.execute(
+                """SELECT EXISTS (SELECT 1 FROM feedback_contextinjection WHERE session_id = %(s)s),
+                          EXISTS (SELECT 1 FROM feedback_injectioncandidate c JOIN feedback_contextinjection j ON j.id = c.injection_id
+                                  WHERE j.session_id = %(s)s AND c.graph_id = %(g)s AND c.selected)""",
+                {"s": session.pk, "g": graph.pk},
+            )
+            has_injection, has_selected = cur.fetchone()
+        if not has_injection:
+            return fall_through("no_injection", "the session has no context injection", **context)
+        if not has_selected:
+            return fall_through("nothing_surfaced", "the session's injections surfaced nothing", **context)
+        score = policy.outcome_score(outcome)
+        batch = _start_batch(
+            graph, "outcome", actor, session=session, key=idempotency_key, correction_of=previous, serialized=True,
+            details={"outcome": outcome, "score": score, "alpha": alpha, "policy_revision": policy.revision,
+                     **({"correction_of": previous.pk, "previous_outcome": session.outcome} if previous else {})},
+        )
+        now = batch.started_at
+        counts = {}
+        for kind, table in (("edge", EDGE_TABLE), ("node", NODE_TABLE)):
+            rows = f"""
+                SELECT DISTINCT c.{kind}_id AS id FROM feedback_injectioncandidate c
+                JOIN feedback_contextinjection j ON j.id = c.injection_id
+                WHERE j.session_id = %(p0)s AND c.graph_id = %(graph)s AND c.selected AND c.{kind}_id IS NOT NULL
+            """
+            counts[kind], _c, _s = _apply(
+                table=table, field_name="feedback_weight", graph_id=graph.pk, batch_id=batch.pk, rows_sql=rows,
+                rows_params=[session.pk], new_expr=f"{alpha!r} * {score!r} + (1 - {alpha!r}) * i.before",
+                event_expr=f"'{outcome}'", now=now,
+            )
+        session.outcome, session.outcome_at = outcome, now
+        session.save(update_fields=["outcome", "outcome_at"])
+        return _finish(batch, actor, started, node_updates=counts["node"], edge_updates=counts["edge"],
+                       audit_extra={"session": external_id, "outcome": outcome, "alpha": alpha,
+                                    "correction_of": previous.pk if previous else None})
+
+
+# --------------------------------------------------------------------------------------------------
+# 3. Decay
+
+
+def decay_period(graph: Graph, now: datetime | None = None) -> tuple[int, datetime, datetime]:
+    """(period index, start of the current period, cutoff) for the graph's policy at ``now``.
+
+    Periods are ``decay_period_days`` long, counted from the Unix epoch in UTC. The run for period
+    ``p`` decays edges not traversed since the start of period ``p - 1`` (the cutoff): no traversal
+    during the last full period, nor since.
+    """
+    now = now or datetime.now(timezone.utc)
+    days = graph.current_policy().decay_period_days
+    epoch = datetime(1970, 1, 1, tzinfo=timezone.utc)
+    index = (now - epoch).days // days
+    start = epoch + timedelta(days=index * days)
+    return index, start, start - timedelta(days=days)
+
+
+def _decay_rows(cutoff_param: str = "%(p0)s") -> str:
+    return f"""
+        SELECT e.id FROM {EDGE_TABLE} e
+        LEFT JOIN graphadmin_edgestats s ON s.edge_id = e.id
+        WHERE e.graph_id = %(graph)s AND e.id >= %(p1)s AND e.id < %(p2)s AND NOT e.archived
+          AND e.weight > %(p3)s AND e.created_at < {cutoff_param}
+          AND (s.last_traversed_at IS NULL OR s.last_traversed_at < {cutoff_param})
+    """
+
+
+def decay(actor, graph: Graph, *, now: datetime | None = None, chunk_size: int = DECAY_CHUNK, dry_run: bool = False) -> Result:
+    """Multiply the weight of edges not traversed during the period by ``decay_rate``, never below the floor.
+
+    Chunk semantics: the graph's edge ids are cut into fixed ranges ``[k * chunk_size, (k + 1) *
+    chunk_size)``; each range is its own short transaction and, when it changes anything, its own
+    UpdateBatch (kind ``decay``, idempotency key ``decay:<graph>:<period>:<k>``) with its
+    WeightChanges and AuditEvent. So row locks are held for one chunk only, a killed run leaves
+    whole chunk batches and no partial one, and a second run in the same period skips every chunk
+    already applied (the ranges do not depend on what changed). Archived edges, edges at or below
+    the floor, and edges traversed since the cutoff are untouched. The returned Result sums the run;
+    ``details`` lists the chunk batches. ``dry_run`` counts what would change and writes nothing.
+    """
+    started = time.perf_counter()
+    policy = graph.current_policy()
+    period, _start, cutoff = decay_period(graph, now)
+    rate, floor = policy.decay_rate, policy.weight_floor
+    bounds = Edge.objects.filter(graph=graph).order_by("id").values_list("id", flat=True)
+    first, last = bounds.first(), bounds.last()
+    summary = {"period": period, "cutoff": cutoff.isoformat(), "rate": rate, "floor": floor, "batches": [], "skipped_chunks": 0}
+    if first is None or rate >= 1.0:
+        return Result("nothing_to_change", details=summary, duration_ms=round((time.perf_counter() - started) * 1000, 3))
+    edges = 0
+    for k in range(first // chunk_size, last // chunk_size + 1):
+        lo, hi = k * chunk_size, (k + 1) * chunk_size
+        key = f"decay:{graph.pk}:{period}:{k}"
+        if dry_run:
+            with connection.cursor() as cur:
+                cur.execute(f"SELECT count(*) FROM ({_decay_rows()}) d",
+                            {"graph": graph.pk, "p0": cutoff, "p1": lo, "p2": hi, "p3": floor})
+                edges += cur.fetchone()[0]
+            continue
+        chunk_started = time.perf_counter()
+        with transaction.atomic():
+            if UpdateBatch.objects.filter(idempotency_key=key).exists():
+                summary["skipped_chunks"] += 1
+                continue
+            batch = _start_batch(graph, "decay", actor, key=key, details={
+                "period": period, "cutoff": cutoff.isoformat(), "rate": rate, "floor": floor, "id_range": [lo, hi]})
+            if batch is None:
+                summary["skipped_chunks"] += 1
+                continue
+            written, _c, _s = _apply(
+                table=EDGE_TABLE, field_name="weight", graph_id=graph.pk, batch_id=batch.pk,
+                rows_sql=_decay_rows(), rows_params=[cutoff, lo, hi, floor],
+                new_expr=f"CASE WHEN i.before > {floor!r} THEN greatest({floor!r}, i.before * {rate!r}) ELSE i.before END",
+                event_expr="'decay'", now=batch.started_at,
+            )
+            if written == 0:
+                # Nothing in this range: leave no empty batch (and no audit noise) behind.
+                transaction.set_rollback(True)
+                continue
+            _finish(batch, actor, chunk_started, edge_updates=written, audit_extra={"period": period, "id_range": [lo, hi]})
+        edges += written
+        summary["batches"].append(batch.pk)
+    duration = round((time.perf_counter() - started) * 1000, 3)
+    if dry_run:
+        return Result("dry_run", None, 0, edges, 0, duration, details=summary)
+    status = "applied" if summary["batches"] else ("duplicate" if summary["skipped_chunks"] else "nothing_to_change")
+    return Result(status, summary["batches"][0] if len(summary["batches"]) == 1 else None, 0, edges, 0, duration, details=summary)
+
+
+def decay_preview(graph: Graph, *, now: datetime | None = None, limit: int = 20) -> dict:
+    """What ``decay`` would change now, without writing: the count and the first ``limit`` edges."""
+    policy = graph.current_policy()
+    period, _start, cutoff = decay_period(graph, now)
+    rate, floor = policy.decay_rate, policy.weight_floor
+    params = {"graph": graph.pk, "p0": cutoff, "p1": 0, "p2": 2**62, "p3": floor}
+    with connection.cursor() as cur:
+        cur.execute(f"SELECT count(*) FROM ({_decay_rows()}) d", params)
+        total = cur.fetchone()[0]
+        cur.execute(
+            f"""SELECT e.id, e.weight, greatest(%(p3)s, e.weight * %(rate)s) FROM {EDGE_TABLE} e
+                WHERE e.id IN ({_decay_rows()}) ORDER BY e.id LIMIT %(limit)s""",
+            {**params, "rate": rate, "limit": limit},
+        )
+        sample = [{"edge": i, "before": b, "after": a} for i, b, a in cur.fetchall()]
+    applied = UpdateBatch.objects.filter(idempotency_key__startswith=f"decay:{graph.pk}:{period}:").count()
+    return {"period": period, "cutoff": cutoff.isoformat(), "rate": rate, "floor": floor, "edges": total,
+            "sample": sample, "chunks_already_applied": applied}
+
+
+# --------------------------------------------------------------------------------------------------
+# 4. Ceiling: normalize
+
+
+def normalize(actor, graph: Graph, *, chunk_size: int = DECAY_CHUNK, idempotency_key: str | None = None) -> Result:
+    """Rescale the weights of the graph's live edges so the largest is 1.0 (the ``normalize`` ceiling mode).
+
+    The factor ``1 / max(weight)`` is read once; it is then applied chunk by chunk, exactly like
+    decay (fixed id ranges, one short transaction and one batch of kind ``normalize`` per range that
+    changes, so row locks are never held long), as ``least(1.0, weight * factor)``: an edge
+    reinforced between chunks is capped at 1.0. ``idempotency_key`` names the run, so a retried task
+    skips the chunks already applied. A no-op (``nothing_to_change``) when the maximum is already
+    1.0 or every weight is 0.
+    """
+    started = time.perf_counter()
+    with connection.cursor() as cur:
+        cur.execute(f"SELECT max(weight), min(id), max(id) FROM {EDGE_TABLE} WHERE graph_id = %s AND NOT archived", [graph.pk])
+        top, first, last = cur.fetchone()
+    if not top or top >= 1.0:
+        return Result("nothing_to_change", details={"max_weight": top})
+    factor = 1.0 / top
+    run = idempotency_key or uuid.uuid4().hex
+    summary = {"max_weight": top, "factor": factor, "run": run, "batches": [], "skipped_chunks": 0}
+    edges = 0
+    for k in range(first // chunk_size, last // chunk_size + 1):
+        lo, hi = k * chunk_size, (k + 1) * chunk_size
+        key = f"normalize:{graph.pk}:{run}:{k}"[:200]
+        chunk_started = time.perf_counter()
+        with transaction.atomic():
+            batch = _start_batch(graph, "normalize", actor, key=key, details={"max_weight": top, "factor": factor, "run": run, "id_range": [lo, hi]})
+            if batch is None:
+                summary["skipped_chunks"] += 1
+                continue
+            rows = f"SELECT id FROM {EDGE_TABLE} WHERE graph_id = %(graph)s AND NOT archived AND id >= %(p0)s AND id < %(p1)s"
+            written, _c, _s = _apply(table=EDGE_TABLE, field_name="weight", graph_id=graph.pk, batch_id=batch.pk,
+                                     rows_sql=rows, rows_params=[lo, hi], new_expr=f"least(1.0, i.before * {factor!r})",
+                                     event_expr="'normalize'", now=batch.started_at)
+            if written == 0:
+                transaction.set_rollback(True)
+                continue
+            _finish(batch, actor, chunk_started, edge_updates=written, audit_extra={"max_weight": top, "id_range": [lo, hi]})
+        edges += written
+        summary["batches"].append(batch.pk)
+    duration = round((time.perf_counter() - started) * 1000, 3)
+    status = "applied" if summary["batches"] else ("duplicate" if summary["skipped_chunks"] else "nothing_to_change")
+    return Result(status, summary["batches"][0] if len(summary["batches"]) == 1 else None, 0, edges, 0, duration, details=summary)
+
+
+# --------------------------------------------------------------------------------------------------
+# Manual set
+
+
+@dataclass(frozen=True)
+class ManualValue:
+    """A weight an operator sets by hand: ``kind`` node or edge, ``field`` weight or feedback_weight."""
+
+    kind: str
+    id: int
+    field: str
+    value: float
+
+
+def set_weights(actor, graph: Graph, values: list[ManualValue], *, reason: str = "") -> Result:
+    """Set weights by hand (kind ``manual``): one batch, audited with the reason."""
+    started = time.perf_counter()
+    for index, v in enumerate(values):
+        if v.kind == "node" and v.field != "feedback_weight":
+            raise FeedbackError(f"values[{index}].field", "nodes have only feedback_weight.")
+        if v.field not in ("weight", "feedback_weight"):
+            raise FeedbackError(f"values[{index}].field", "must be weight or feedback_weight.")
+        if not (0.0 <= v.value <= 1.0):
+            raise FeedbackError(f"values[{index}].value", "must be between 0 and 1.")
+    if len({(v.kind, v.id, v.field) for v in values}) != len(values):
+        raise FeedbackError("values", "each weight may be set once per call.")
+    with transaction.atomic():
+        _check_targets(graph, [UseItem(v.kind, v.id, "explicit") for v in values])
+        batch = _start_batch(graph, "manual", actor, details={"reason": reason})
+        counts = {"node": 0, "edge": 0}
+        for kind, table, field_name in (("edge", EDGE_TABLE, "weight"), ("edge", EDGE_TABLE, "feedback_weight"),
+                                        ("node", NODE_TABLE, "feedback_weight")):
+            chosen = [v for v in values if v.kind == kind and v.field == field_name]
+            if not chosen:
+                continue
+            rows = "SELECT * FROM unnest(%(p0)s::bigint[], %(p1)s::double precision[]) AS x(id, value)"
+            written, _c, _s = _apply(table=table, field_name=field_name, graph_id=graph.pk, batch_id=batch.pk, rows_sql=rows,
+                                     rows_params=[[v.id for v in chosen], [v.value for v in chosen]],
+                                     new_expr="i.value", event_expr="'manual'", now=batch.started_at)
+            counts[kind] += written
+        return _finish(batch, actor, started, node_updates=counts["node"], edge_updates=counts["edge"], audit_extra={"reason": reason})
+
+
+# --------------------------------------------------------------------------------------------------
+# 5. Rollback
+
+
+def rollback(actor, batch: UpdateBatch, *, force: bool = False) -> Result:
+    """Undo a batch with a new batch of kind ``rollback`` that restores each ``before`` value.
+
+    A row is restored only where its current value still equals that batch's ``after``; rows
+    changed since are conflicts: counted, listed (first 100 ids per target and field) in the
+    details, and left alone, unless ``force`` (then overwritten, recorded with event
+    ``rollback_forced`` and audited as forced). The batch is marked ``rolled_back``; rolling it
+    back again raises ``RollbackRefused``. A rollback batch is itself rollbackable (it re-applies
+    the values it replaced). Every kind of batch is rollbackable.
+    """
+    started = time.perf_counter()
+    with transaction.atomic():
+        target = UpdateBatch.objects.select_for_update().select_related("graph").get(pk=batch.pk)
+        if target.status == "rolled_back" or UpdateBatch.objects.filter(rollback_of=target).exists():
+            raise RollbackRefused(f"batch {target.pk} has already been rolled back.")
+        graph = target.graph
+        new = _start_batch(graph, "rollback", actor, rollback_of=target,
+                           details={"rollback_of": target.pk, "rolled_back_kind": target.kind, "force": force})
+        counts = {"node": 0, "edge": 0}
+        conflicts, sample = 0, {}
+        for kind, table, field_name in (("edge", EDGE_TABLE, "weight"), ("edge", EDGE_TABLE, "feedback_weight"),
+                                        ("node", NODE_TABLE, "feedback_weight")):
+            rows = f"""
+                SELECT w.{kind}_id AS id, w.before AS restore, w.after AS expected FROM feedback_weightchange w
+                WHERE w.batch_id = %(p0)s AND w.field = %(p1)s AND w.{kind}_id IS NOT NULL
+            """
+            matches = "i.before IS NOT DISTINCT FROM i.expected"
+            written, found, ids = _apply(
+                table=table, field_name=field_name, graph_id=graph.pk, batch_id=new.pk, rows_sql=rows,
+                rows_params=[target.pk, field_name],
+                new_expr=f"CASE WHEN {matches} OR {'true' if force else 'false'} THEN i.restore ELSE i.before END",
+                event_expr=f"CASE WHEN {matches} THEN 'rollback' ELSE 'rollback_forced' END",
+                conflict_expr=f"NOT ({matches})", now=new.started_at,
+            )
+            counts[kind] += written
+            conflicts += found
+            if ids:
+                sample[f"{kind}.{field_name}"] = ids
+        new.details["conflict_ids"] = sample
+        target.status = "rolled_back"
+        target.save(update_fields=["status"])
+        result = _finish(new, actor, started, node_updates=counts["node"], edge_updates=counts["edge"], conflicts=conflicts,
+                         audit_extra={"rollback_of": target.pk, "rolled_back_kind": target.kind, "forced": force,
+                                      "conflict_ids": sample})
+        if conflicts and not force:
+            log.warning("rollback left conflicts alone", extra={"batch": target.pk, "rollback": new.pk, "conflicts": conflicts})
+        return result

@@ -1,0 +1,347 @@
+"""REST views of the feedback engine: thin. Parse, check the role, call the action or enqueue its task.
+
+Sessions are addressed by graph and external id: ``/api/graphs/{graph_pk}/sessions/{external_id}/...``
+(agents know their own session ids, not ours). Roles (DESIGN.md): reporting feedback (uses, response,
+outcome) needs at least ``analyst`` (an agent's service account is an analyst: it may report, it may
+not tune the policy or roll back); reviewers change nothing. Decay, normalize, manual weights and
+rollback need ``operator``. Every member reads batches and metrics. Another organization's graph or
+batch is a 404.
+
+Reports answer 202 and run on the Celery worker, enqueued with ``transaction.on_commit`` (the
+request is one transaction, ATOMIC_REQUESTS). Input is validated first, so a bad item is a 400
+naming it and nothing is enqueued. A report the action would ignore (unknown session, no injection,
+nothing surfaced, feedback disabled) answers 202 with that status and is logged, not enqueued; an
+outcome equal to the session's current one answers 200 with status ``duplicate`` and its batch.
+An ``Idempotency-Key`` header makes a client's retry of the same report apply once.
+"""
+
+from __future__ import annotations
+
+import uuid
+from datetime import date, datetime, timedelta, timezone
+
+from django.db import transaction
+from django.db.models import Q
+from django.shortcuts import get_object_or_404
+from drf_spectacular.utils import OpenApiParameter, extend_schema
+from rest_framework import generics, status
+from rest_framework.exceptions import ValidationError
+from rest_framework.permissions import IsAuthenticated
+from rest_framework.response import Response
+from rest_framework.views import APIView
+
+from graphadmin.api.permissions import RoleForWrites
+from graphadmin.api.views import GRAPH_ID, GraphScopedMixin
+from graphadmin.models import Edge, Node
+
+from . import actions, tasks
+from .models import AgentSession, DailyMetric, InjectionCandidate, UpdateBatch
+from .serializers import (
+    AcceptedSerializer,
+    DailyMetricSerializer,
+    ManualSetSerializer,
+    OutcomeSerializer,
+    ResponseTextSerializer,
+    ResultSerializer,
+    RollbackSerializer,
+    UpdateBatchDetailSerializer,
+    UpdateBatchSerializer,
+    UsesSerializer,
+    WeightChangeSerializer,
+)
+
+EXTERNAL_ID = OpenApiParameter("external_id", str, OpenApiParameter.PATH, description="The agent's session id.")
+IDEMPOTENCY = OpenApiParameter("Idempotency-Key", str, OpenApiParameter.HEADER, required=False,
+                               description="Retrying a report with the same key applies it once.")
+BATCH_ID = OpenApiParameter("id", int, OpenApiParameter.PATH, description="The batch's id.")
+
+
+# Authenticated first (an anonymous caller gets 401/403, not a tenancy 404), then the role for writes.
+PERMISSIONS = [IsAuthenticated, RoleForWrites]
+
+
+def _enqueue(task, **kwargs) -> str:
+    """Send ``task`` once the request's transaction commits; return the task id chosen now."""
+    task_id = str(uuid.uuid4())
+    transaction.on_commit(lambda: task.apply_async(kwargs=kwargs, task_id=task_id))
+    return task_id
+
+
+def _key(request, prefix: str, session: AgentSession) -> str:
+    client = request.headers.get("Idempotency-Key", "").strip()[:100]
+    return f"{prefix}:{session.pk}:{('client:' + client) if client else uuid.uuid4().hex}"
+
+
+class SessionReportView(GraphScopedMixin, APIView):
+    """Base of the three session reports: graph through tenancy, analyst role, fall-through statuses."""
+
+    permission_classes = PERMISSIONS
+    write_role = "analyst"
+
+    def session_or_status(self, external_id: str):
+        graph = self.graph()
+        context = {"graph": graph.pk, "session": external_id}
+        if not graph.feedback_enabled:
+            return None, actions.fall_through("feedback_disabled", "feedback is disabled for this graph", **context)
+        session = AgentSession.objects.filter(graph=graph, external_id=external_id).first()
+        if session is None:
+            return None, actions.fall_through("unknown_session", "report for an unknown session", **context)
+        return session, None
+
+    @staticmethod
+    def no_op(result) -> Response:
+        return Response({"status": result.status, "reason": result.details.get("reason", "")}, status=status.HTTP_202_ACCEPTED)
+
+    def queued(self, task_id: str, key: str) -> Response:
+        return Response({"status": "queued", "task_id": task_id, "idempotency_key": key}, status=status.HTTP_202_ACCEPTED)
+
+
+class UsesView(SessionReportView):
+    """Report the items a session used (explicit), or flagged wrong (negative): reinforcement on the worker."""
+
+    @extend_schema(parameters=[GRAPH_ID, EXTERNAL_ID, IDEMPOTENCY], request=UsesSerializer, responses={202: AcceptedSerializer})
+    def post(self, request, graph_pk: int, external_id: str):
+        serializer = UsesSerializer(data=request.data)
+        serializer.is_valid(raise_exception=True)
+        session, skipped = self.session_or_status(external_id)
+        if skipped:
+            return self.no_op(skipped)
+        items = self.resolve(serializer.validated_data["items"])
+        key = _key(request, "uses", session)
+        task_id = _enqueue(tasks.apply_uses_task, graph_id=self.graph().pk, external_id=external_id, items=items,
+                           learning_rate=serializer.validated_data.get("learning_rate"), idempotency_key=key,
+                           user_id=request.user.pk)
+        return self.queued(task_id, key)
+
+    def resolve(self, items: list[dict]) -> list[dict]:
+        """Turn node ids and edge ids/keys into checked ids of this graph (two queries, whatever the count)."""
+        graph = self.graph()
+        node_ids = {i["node"] for i in items if "node" in i}
+        edge_ids = {i["edge"] for i in items if isinstance(i.get("edge"), int)}
+        triplets = [i["edge"] for i in items if isinstance(i.get("edge"), dict)]
+        nodes = set(Node.objects.filter(graph=graph, archived=False, pk__in=node_ids).values_list("pk", flat=True))
+        edge_filter = Q(pk__in=edge_ids)
+        for t in triplets:
+            edge_filter |= Q(source_id=t["source"], target_id=t["target"], edge_type__name=t["type"])
+        edges = {}
+        for pk, src, dst, name in Edge.objects.filter(edge_filter, graph=graph, archived=False).values_list(
+                "pk", "source_id", "target_id", "edge_type__name"):
+            edges[pk] = pk
+            edges[(src, dst, name)] = pk
+        out, seen = [], {}
+        for index, item in enumerate(items):
+            if "node" in item:
+                if item["node"] not in nodes:
+                    raise ValidationError({"items": {index: {"node": [f"Unknown node {item['node']} in this graph."]}}})
+                kind, pk = "node", item["node"]
+            else:
+                ref = item["edge"]
+                pk = edges.get(ref if isinstance(ref, int) else (ref["source"], ref["target"], ref["type"]))
+                if pk is None:
+                    raise ValidationError({"items": {index: {"edge": [f"Unknown edge {ref} in this graph."]}}})
+                kind = "edge"
+            if seen.setdefault((kind, pk), item["signal"]) != item["signal"]:
+                raise ValidationError({"items": {index: {"signal": [f"{kind} {pk} is reported with two different signals."]}}})
+            out.append({"kind": kind, "id": pk, "signal": item["signal"]})
+        return out
+
+
+class ResponseView(SessionReportView):
+    """Send the agent's response text: implicit uses are detected (distinctive n-gram overlap) on the worker."""
+
+    @extend_schema(parameters=[GRAPH_ID, EXTERNAL_ID, IDEMPOTENCY], request=ResponseTextSerializer, responses={202: AcceptedSerializer})
+    def post(self, request, graph_pk: int, external_id: str):
+        serializer = ResponseTextSerializer(data=request.data)
+        serializer.is_valid(raise_exception=True)
+        session, skipped = self.session_or_status(external_id)
+        if skipped:
+            return self.no_op(skipped)
+        key = _key(request, "response", session)
+        task_id = _enqueue(tasks.apply_response_task, graph_id=self.graph().pk, external_id=external_id,
+                           response=serializer.validated_data["response"], idempotency_key=key, user_id=request.user.pk)
+        return self.queued(task_id, key)
+
+
+class OutcomeView(SessionReportView):
+    """Report how a session ended: outcome EMA on every surfaced node and edge, on the worker."""
+
+    @extend_schema(parameters=[GRAPH_ID, EXTERNAL_ID, IDEMPOTENCY], request=OutcomeSerializer,
+                   responses={202: AcceptedSerializer, 200: AcceptedSerializer})
+    def post(self, request, graph_pk: int, external_id: str):
+        serializer = OutcomeSerializer(data=request.data)
+        serializer.is_valid(raise_exception=True)
+        outcome = serializer.validated_data["outcome"]
+        session, skipped = self.session_or_status(external_id)
+        if skipped:
+            return self.no_op(skipped)
+        context = {"graph": session.graph_id, "session": external_id, "outcome": outcome}
+        previous = UpdateBatch.objects.filter(trigger_session=session, kind="outcome").order_by("-id").first()
+        if previous is not None and session.outcome == outcome:
+            return Response({"status": "duplicate", "batch": previous.pk}, status=status.HTTP_200_OK)
+        if not session.injections.exists():
+            return self.no_op(actions.fall_through("no_injection", "the session has no context injection", **context))
+        if not InjectionCandidate.objects.filter(graph_id=session.graph_id, injection__session=session, selected=True).exists():
+            return self.no_op(actions.fall_through("nothing_surfaced", "the session's injections surfaced nothing", **context))
+        key = _key(request, "outcome", session)
+        task_id = _enqueue(tasks.apply_outcome_task, graph_id=session.graph_id, external_id=external_id, outcome=outcome,
+                           alpha=serializer.validated_data.get("alpha"), idempotency_key=key, user_id=request.user.pk)
+        return self.queued(task_id, key)
+
+
+class GraphOperationView(GraphScopedMixin, APIView):
+    permission_classes = PERMISSIONS
+    write_role = "operator"
+
+
+class DecayView(GraphOperationView):
+    """Run the graph's decay for the current period now, on the worker (operators)."""
+
+    @extend_schema(parameters=[GRAPH_ID], request=None, responses={202: AcceptedSerializer})
+    def post(self, request, graph_pk: int):
+        task_id = _enqueue(tasks.decay_graph_task, graph_id=self.graph().pk, user_id=request.user.pk)
+        return Response({"status": "queued", "task_id": task_id}, status=status.HTTP_202_ACCEPTED)
+
+
+class NormalizeView(GraphOperationView):
+    """Rescale the graph's edge weights so the largest is 1.0, on the worker (operators)."""
+
+    @extend_schema(parameters=[GRAPH_ID], request=None, responses={202: AcceptedSerializer})
+    def post(self, request, graph_pk: int):
+        # The run's key: a redelivered task skips the chunks its first run applied.
+        task_id = _enqueue(tasks.normalize_graph_task, graph_id=self.graph().pk, user_id=request.user.pk,
+                           idempotency_key=f"api-{uuid.uuid4().hex}")
+        return Response({"status": "queued", "task_id": task_id}, status=status.HTTP_202_ACCEPTED)
+
+
+class ManualWeightsView(GraphOperationView):
+    """Set weights by hand (operators): one ``manual`` batch, synchronous."""
+
+    @extend_schema(parameters=[GRAPH_ID], request=ManualSetSerializer, responses={200: ResultSerializer})
+    def post(self, request, graph_pk: int):
+        serializer = ManualSetSerializer(data=request.data)
+        serializer.is_valid(raise_exception=True)
+        values = [
+            actions.ManualValue("node" if "node" in v else "edge", v.get("node", v.get("edge")), v["field"], v["value"])
+            for v in serializer.validated_data["values"]
+        ]
+        try:
+            result = actions.set_weights(request.user, self.graph(), values, reason=serializer.validated_data["reason"])
+        except actions.FeedbackError as exc:
+            raise ValidationError({exc.field: [exc.message]})
+        return Response(result.as_dict())
+
+
+class MetricsView(GraphScopedMixin, generics.ListAPIView):
+    """A graph's daily metrics rollup between ``from`` and ``to`` (UTC dates, inclusive; default: last 30 days)."""
+
+    serializer_class = DailyMetricSerializer
+    permission_classes = PERMISSIONS
+    pagination_class = None
+
+    def get_queryset(self):
+        params = self.request.query_params
+        try:
+            end = date.fromisoformat(params["to"]) if params.get("to") else datetime.now(timezone.utc).date()
+        except ValueError:
+            raise ValidationError({"to": ["Expected a date, YYYY-MM-DD."]})
+        try:
+            start = date.fromisoformat(params["from"]) if params.get("from") else end - timedelta(days=29)
+        except ValueError:
+            raise ValidationError({"from": ["Expected a date, YYYY-MM-DD."]})
+        if start > end:
+            raise ValidationError({"from": ["Must not be after 'to'."]})
+        if (end - start).days > 366:
+            raise ValidationError({"from": ["At most 366 days per request."]})
+        return DailyMetric.objects.filter(graph=self.graph(), day__gte=start, day__lte=end).order_by("day")
+
+    @extend_schema(parameters=[
+        GRAPH_ID,
+        OpenApiParameter("from", date, description="First day (inclusive)."),
+        OpenApiParameter("to", date, description="Last day (inclusive), default today."),
+    ])
+    def get(self, request, *args, **kwargs):
+        return super().get(request, *args, **kwargs)
+
+
+class BatchScopedMixin:
+    """Batches of the caller's organizations; another organization's batch is a 404."""
+
+    permission_classes = PERMISSIONS
+    write_role = "operator"
+
+    def batch(self) -> UpdateBatch:
+        if not hasattr(self, "_batch"):
+            self._batch = get_object_or_404(UpdateBatch.objects.for_user(self.request.user).select_related("graph"), pk=self.kwargs["pk"])
+        return self._batch
+
+    def organization_id(self):
+        return self.batch().graph.organization_id
+
+
+class BatchListView(generics.ListAPIView):
+    """Update batches of the caller's organizations, newest first; filter by graph, kind, status, session."""
+
+    serializer_class = UpdateBatchSerializer
+
+    def get_queryset(self):
+        qs = (UpdateBatch.objects.for_user(self.request.user)
+              .select_related("trigger_session", "trigger_user", "rolled_back_by").order_by("-id"))
+        params = self.request.query_params
+        for name in ("graph", "kind", "status"):
+            if params.get(name):
+                value = params[name]
+                if name == "graph" and not value.isdigit():
+                    raise ValidationError({"graph": ["Expected a graph id."]})
+                qs = qs.filter(**{name: value})
+        if params.get("session"):
+            qs = qs.filter(trigger_session__external_id=params["session"])
+        return qs
+
+    @extend_schema(parameters=[
+        OpenApiParameter("graph", int, description="Graph id."),
+        OpenApiParameter("kind", str, description="reinforce, outcome, decay, normalize, manual, import, rollback."),
+        OpenApiParameter("status", str, description="applied or rolled_back."),
+        OpenApiParameter("session", str, description="The triggering session's external id."),
+    ])
+    def get(self, request, *args, **kwargs):
+        return super().get(request, *args, **kwargs)
+
+
+class BatchDetailView(BatchScopedMixin, generics.RetrieveAPIView):
+    """One batch with its first changes (all of them at .../changes/)."""
+
+    serializer_class = UpdateBatchDetailSerializer
+
+    def get_object(self):
+        return self.batch()
+
+    @extend_schema(parameters=[BATCH_ID])
+    def get(self, request, *args, **kwargs):
+        return super().get(request, *args, **kwargs)
+
+
+class BatchChangesView(BatchScopedMixin, generics.ListAPIView):
+    """Every WeightChange of one batch, in order, paginated."""
+
+    serializer_class = WeightChangeSerializer
+
+    def get_queryset(self):
+        return self.batch().changes.order_by("id")
+
+    @extend_schema(parameters=[BATCH_ID])
+    def get(self, request, *args, **kwargs):
+        return super().get(request, *args, **kwargs)
+
+
+class BatchRollbackView(BatchScopedMixin, APIView):
+    """Roll a batch back (operators): restores before values; rows changed since are conflicts unless force."""
+
+    @extend_schema(parameters=[BATCH_ID], request=RollbackSerializer, responses={200: ResultSerializer, 409: AcceptedSerializer})
+    def post(self, request, pk: int):
+        serializer = RollbackSerializer(data=request.data)
+        serializer.is_valid(raise_exception=True)
+        try:
+            result = actions.rollback(request.user, self.batch(), force=serializer.validated_data["force"])
+        except actions.RollbackRefused as exc:
+            return Response({"status": "already_rolled_back", "reason": str(exc)}, status=status.HTTP_409_CONFLICT)
+        return Response(result.as_dict())

@@ -1,0 +1,151 @@
+"""Serializers of the feedback API. Every number is bounded by the policy table; bad input names its field."""
+
+from __future__ import annotations
+
+from rest_framework import serializers
+
+from graphadmin.api.fields import FiniteFloatField
+from graphadmin.models.policy import POLICY_NUMBERS
+
+from .models import OUTCOMES, SIGNALS, DailyMetric, UpdateBatch, WeightChange
+
+
+def _rate(name: str, **kwargs):
+    _default, lo, hi, _integer, help_text = POLICY_NUMBERS[name]
+    return FiniteFloatField(min_value=lo, max_value=hi, required=False, help_text=f"Overrides the policy. {help_text}", **kwargs)
+
+
+class EdgeKeySerializer(serializers.Serializer):
+    source = serializers.IntegerField(help_text="Source node id.")
+    target = serializers.IntegerField(help_text="Target node id.")
+    type = serializers.CharField(max_length=100, help_text="Edge type name.")
+
+
+class UseItemSerializer(serializers.Serializer):
+    """One used (or wrong) item: ``node`` (an id) or ``edge`` (an id, or its source + target + type)."""
+
+    node = serializers.IntegerField(required=False, help_text="Node id.")
+    edge = serializers.JSONField(required=False, help_text="Edge id, or {source, target, type}.")
+    signal = serializers.ChoiceField(choices=SIGNALS, default="explicit")
+
+    def validate_edge(self, value):
+        if isinstance(value, bool):
+            raise serializers.ValidationError("Expected an edge id or {source, target, type}.")
+        if isinstance(value, int):
+            return value
+        if isinstance(value, dict):
+            key = EdgeKeySerializer(data=value)
+            key.is_valid(raise_exception=True)
+            return dict(key.validated_data)
+        raise serializers.ValidationError("Expected an edge id or {source, target, type}.")
+
+    def validate(self, attrs):
+        if ("node" in attrs) == ("edge" in attrs):
+            raise serializers.ValidationError("Give exactly one of node or edge.")
+        return attrs
+
+
+class UsesSerializer(serializers.Serializer):
+    items = UseItemSerializer(many=True, allow_empty=False)
+    learning_rate = _rate("learning_rate")
+
+
+class ResponseTextSerializer(serializers.Serializer):
+    response = serializers.CharField(max_length=200_000, help_text="The agent's response text.")
+
+
+class OutcomeSerializer(serializers.Serializer):
+    outcome = serializers.ChoiceField(choices=OUTCOMES)
+    alpha = _rate("ema_alpha")
+
+
+class ManualValueSerializer(serializers.Serializer):
+    node = serializers.IntegerField(required=False)
+    edge = serializers.IntegerField(required=False)
+    field = serializers.ChoiceField(choices=["weight", "feedback_weight"])
+    value = FiniteFloatField(min_value=0.0, max_value=1.0)
+
+    def validate(self, attrs):
+        if ("node" in attrs) == ("edge" in attrs):
+            raise serializers.ValidationError("Give exactly one of node or edge.")
+        if "node" in attrs and attrs["field"] != "feedback_weight":
+            raise serializers.ValidationError({"field": "Nodes have only feedback_weight."})
+        return attrs
+
+
+class ManualSetSerializer(serializers.Serializer):
+    values = ManualValueSerializer(many=True, allow_empty=False)
+    reason = serializers.CharField(max_length=500, allow_blank=True, default="")
+
+
+class RollbackSerializer(serializers.Serializer):
+    force = serializers.BooleanField(default=False, help_text="Overwrite rows changed since the batch (audited as forced).")
+
+
+class AcceptedSerializer(serializers.Serializer):
+    """The answer to a report: queued (202) with the task and its idempotency key, or a no-op status."""
+
+    status = serializers.CharField()
+    task_id = serializers.CharField(required=False)
+    idempotency_key = serializers.CharField(required=False)
+    batch = serializers.IntegerField(required=False, allow_null=True)
+    reason = serializers.CharField(required=False)
+
+
+class ResultSerializer(serializers.Serializer):
+    status = serializers.CharField()
+    batch_id = serializers.IntegerField(allow_null=True)
+    node_updates = serializers.IntegerField()
+    edge_updates = serializers.IntegerField()
+    triplet_embeddings = serializers.IntegerField()
+    duration_ms = serializers.FloatField()
+    conflicts = serializers.IntegerField()
+    details = serializers.JSONField()
+
+
+class WeightChangeSerializer(serializers.ModelSerializer):
+    class Meta:
+        model = WeightChange
+        fields = ["id", "node", "edge", "field", "before", "after", "event", "use_event", "created_at"]
+
+
+class UpdateBatchSerializer(serializers.ModelSerializer):
+    trigger_session = serializers.SlugRelatedField(slug_field="external_id", read_only=True)
+    trigger_user = serializers.SlugRelatedField(slug_field="username", read_only=True)
+    rolled_back_by = serializers.SerializerMethodField()
+
+    class Meta:
+        model = UpdateBatch
+        fields = [
+            "id", "graph", "kind", "status", "trigger_session", "trigger_user", "trigger_task", "idempotency_key",
+            "node_updates", "edge_updates", "conflicts", "details", "started_at", "finished_at", "duration_ms",
+            "rollback_of", "rolled_back_by", "correction_of",
+        ]
+
+    def get_rolled_back_by(self, obj) -> int | None:
+        rollback = getattr(obj, "rolled_back_by", None)
+        return rollback.pk if rollback else None
+
+
+class UpdateBatchDetailSerializer(UpdateBatchSerializer):
+    """A batch with its first ``CHANGES_SHOWN`` changes; all of them are under .../changes/ (paginated)."""
+
+    CHANGES_SHOWN = 200
+    changes = serializers.SerializerMethodField()
+    changes_total = serializers.SerializerMethodField()
+
+    class Meta(UpdateBatchSerializer.Meta):
+        fields = [*UpdateBatchSerializer.Meta.fields, "changes_total", "changes"]
+
+    def get_changes_total(self, obj) -> int:
+        return obj.node_updates + obj.edge_updates
+
+    def get_changes(self, obj) -> list[dict]:
+        rows = obj.changes.order_by("id")[: self.CHANGES_SHOWN]
+        return WeightChangeSerializer(rows, many=True).data
+
+
+class DailyMetricSerializer(serializers.ModelSerializer):
+    class Meta:
+        model = DailyMetric
+        fields = ["day", "data", "computed_at"]

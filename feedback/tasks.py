@@ -1,0 +1,145 @@
+"""Celery tasks of the feedback engine: thin. They take keys, re-fetch, and call ``feedback.actions``.
+
+Queues: ``feedback`` (uses, response, outcome, normalize), ``decay``, ``metrics`` (see
+CELERY_TASK_ROUTES). Tasks are acknowledged late and rejected when the worker is lost (settings), so
+a task whose worker dies mid-batch is redelivered; its transaction never committed, and its
+idempotency key (one per report, chosen when it was enqueued) makes the redelivery apply once even
+if the first run did commit before the crash.
+"""
+
+from __future__ import annotations
+
+import logging
+from datetime import date, datetime, timedelta, timezone
+
+from celery import shared_task
+from django.contrib.auth import get_user_model
+
+from graphadmin.models import Graph, PolicyRevision
+
+from . import actions, metrics
+from .models import AgentSession
+
+log = logging.getLogger(__name__)
+
+
+def _actor(user_id, label):
+    """The user who asked (so the audit names them), else the task's own label."""
+    if user_id:
+        user = get_user_model().objects.filter(pk=user_id).first()
+        if user is not None:
+            return user
+    return label
+
+
+def _refused(exc: actions.FeedbackError, **context) -> dict:
+    """Input that became invalid between the request and the task (an edge archived meanwhile):
+    logged and answered, not raised, so the task is not retried forever."""
+    log.warning("feedback task refused its input", extra={"feedback_status": "refused", "field": exc.field, **context})
+    return {"status": "refused", "field": exc.field, "reason": exc.message, **context}
+
+
+def _session(graph_id, external_id):
+    return AgentSession.objects.select_related("graph", "graph__organization").filter(graph_id=graph_id, external_id=external_id).first()
+
+
+@shared_task(name="feedback.apply_uses")
+def apply_uses_task(graph_id: int, external_id: str, items: list[dict], source: str = "api", learning_rate=None,
+                    idempotency_key: str | None = None, user_id: int | None = None) -> dict:
+    """Record use events of a session and reinforce (``actions.apply_uses``)."""
+    session = _session(graph_id, external_id)
+    if session is None:
+        return actions.fall_through("unknown_session", "uses for an unknown session", graph=graph_id, session=external_id).as_dict()
+    parsed = [actions.UseItem(i["kind"], i["id"], i["signal"], i.get("injection_id")) for i in items]
+    try:
+        return actions.apply_uses(_actor(user_id, "task:feedback.apply_uses"), session, parsed, source=source,
+                                  learning_rate=learning_rate, idempotency_key=idempotency_key).as_dict()
+    except actions.FeedbackError as exc:
+        return _refused(exc, graph=graph_id, session=external_id)
+
+
+@shared_task(name="feedback.apply_response")
+def apply_response_task(graph_id: int, external_id: str, response: str, idempotency_key: str | None = None,
+                        user_id: int | None = None) -> dict:
+    """Detect implicit uses in a response text and reinforce them (``actions.apply_response``)."""
+    session = _session(graph_id, external_id)
+    if session is None:
+        return actions.fall_through("unknown_session", "response for an unknown session", graph=graph_id, session=external_id).as_dict()
+    return actions.apply_response(_actor(user_id, "task:feedback.apply_response"), session, response,
+                                  idempotency_key=idempotency_key).as_dict()
+
+
+@shared_task(name="feedback.apply_outcome")
+def apply_outcome_task(graph_id: int, external_id: str, outcome: str, alpha=None, idempotency_key: str | None = None,
+                       user_id: int | None = None) -> dict:
+    """Apply a session's outcome EMA (``actions.apply_outcome``)."""
+    graph = Graph.objects.select_related("organization").filter(pk=graph_id).first()
+    if graph is None:
+        return actions.fall_through("unknown_graph", "outcome for an unknown graph", graph=graph_id, session=external_id).as_dict()
+    try:
+        return actions.apply_outcome(_actor(user_id, "task:feedback.apply_outcome"), graph, external_id, outcome, alpha=alpha,
+                                     idempotency_key=idempotency_key).as_dict()
+    except actions.FeedbackError as exc:
+        return _refused(exc, graph=graph_id, session=external_id)
+
+
+@shared_task(name="feedback.decay_graph")
+def decay_graph_task(graph_id: int, user_id: int | None = None) -> dict:
+    """Decay one graph for the current period (idempotent per period and chunk)."""
+    graph = Graph.objects.select_related("organization").filter(pk=graph_id).first()
+    if graph is None:
+        return {"status": "unknown_graph", "graph": graph_id}
+    return actions.decay(_actor(user_id, "task:feedback.decay"), graph).as_dict()
+
+
+@shared_task(name="feedback.decay_all")
+def decay_all_task() -> list[int]:
+    """Beat entry: one decay task per graph, each on the decay queue."""
+    ids = list(Graph.objects.order_by("id").values_list("id", flat=True))
+    for graph_id in ids:
+        decay_graph_task.delay(graph_id)
+    return ids
+
+
+@shared_task(name="feedback.normalize_graph")
+def normalize_graph_task(graph_id: int, idempotency_key: str | None = None, user_id: int | None = None) -> dict:
+    """Rescale a graph's edge weights so the largest is 1.0 (``actions.normalize``)."""
+    graph = Graph.objects.select_related("organization").filter(pk=graph_id).first()
+    if graph is None:
+        return {"status": "unknown_graph", "graph": graph_id}
+    return actions.normalize(_actor(user_id, "task:feedback.normalize"), graph, idempotency_key=idempotency_key).as_dict()
+
+
+@shared_task(name="feedback.normalize_all")
+def normalize_all_task() -> list[int]:
+    """Beat entry: normalize every graph whose current policy uses the ``normalize`` ceiling mode."""
+    latest = {}
+    for graph_id, mode in PolicyRevision.objects.order_by("graph_id", "-revision").values_list("graph_id", "ceiling_mode"):
+        latest.setdefault(graph_id, mode)
+    ids = sorted(g for g, mode in latest.items() if mode == "normalize")
+    today = datetime.now(timezone.utc).date().isoformat()
+    for graph_id in ids:
+        # One run per graph and day: a duplicate beat tick skips the chunks already applied.
+        normalize_graph_task.delay(graph_id, idempotency_key=f"beat-{today}")
+    return ids
+
+
+@shared_task(name="feedback.rollup_metrics")
+def rollup_metrics_task(graph_id: int, day: str) -> dict:
+    """Recompute one graph's DailyMetric row for one day (an upsert: safe to retry)."""
+    graph = Graph.objects.filter(pk=graph_id).first()
+    if graph is None:
+        return {"status": "unknown_graph", "graph": graph_id}
+    row = metrics.rollup(graph, date.fromisoformat(day))
+    return {"status": "applied", "graph": graph_id, "day": day, "id": row.pk}
+
+
+@shared_task(name="feedback.rollup_metrics_all")
+def rollup_metrics_all_task() -> list[int]:
+    """Beat entry: roll up yesterday (now complete) and today (so far) for every graph."""
+    today = datetime.now(timezone.utc).date()
+    ids = list(Graph.objects.order_by("id").values_list("id", flat=True))
+    for graph_id in ids:
+        for day in (today - timedelta(days=1), today):
+            rollup_metrics_task.delay(graph_id, day.isoformat())
+    return ids

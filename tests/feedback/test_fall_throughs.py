@@ -1,0 +1,54 @@
+"""Outcome and use reports the engine cannot apply: a clear status and a structured warning, never an exception."""
+
+import logging
+
+import pytest
+
+from feedback import actions
+from feedback.actions import UseItem
+from feedback.models import AgentSession, UpdateBatch, WeightChange
+from graphadmin.models import AuditEvent
+
+from .conftest import make_session
+
+pytestmark = pytest.mark.django_db
+
+
+def _warned(caplog, status):
+    return [r for r in caplog.records if r.levelno == logging.WARNING and getattr(r, "feedback_status", None) == status]
+
+
+def _nothing_written():
+    return not UpdateBatch.objects.exists() and not WeightChange.objects.exists() and not AuditEvent.objects.filter(action="graph.feedback").exists()
+
+
+def test_unknown_session(caplog, oscar, acme_graph):
+    result = actions.apply_outcome(oscar, acme_graph, "nope", "accepted")
+    assert result.status == "unknown_session" and result.batch_id is None
+    assert _warned(caplog, "unknown_session")[0].session == "nope"
+    assert _nothing_written()
+
+
+def test_session_without_injection(caplog, oscar, acme_graph):
+    AgentSession.objects.create(graph=acme_graph, external_id="bare")
+    assert actions.apply_outcome(oscar, acme_graph, "bare", "accepted").status == "no_injection"
+    assert _warned(caplog, "no_injection")
+    assert _nothing_written()
+    assert AgentSession.objects.get(external_id="bare").outcome is None
+
+
+def test_injection_that_surfaced_nothing(caplog, oscar, acme_graph, small_graph):
+    make_session(acme_graph, "cut", [(small_graph["a"], None, False)])
+    assert actions.apply_outcome(oscar, acme_graph, "cut", "rejected").status == "nothing_surfaced"
+    assert _warned(caplog, "nothing_surfaced")
+    assert _nothing_written()
+
+
+def test_feedback_disabled(caplog, oscar, acme_graph, surfaced, edges):
+    acme_graph.feedback_enabled = False
+    acme_graph.save()
+    surfaced.graph.refresh_from_db()
+    assert actions.apply_outcome(oscar, acme_graph, "s1", "accepted").status == "feedback_disabled"
+    assert actions.apply_uses(oscar, surfaced, [UseItem("edge", edges["ab"].pk, "explicit")]).status == "feedback_disabled"
+    assert len(_warned(caplog, "feedback_disabled")) == 2
+    assert _nothing_written()

@@ -1,0 +1,104 @@
+"""Rollback: restore before values where unchanged since; conflicts unless forced; never twice; rollbackable itself."""
+
+from datetime import datetime, timedelta, timezone
+
+import pytest
+from django.core.management import CommandError, call_command
+
+from feedback import actions
+from feedback.actions import ManualValue, UseItem
+from feedback.models import UpdateBatch, WeightChange
+from graphadmin.models import AuditEvent, Edge
+
+from .conftest import reload
+
+pytestmark = pytest.mark.django_db
+
+
+def test_rollback_restores_before_values(oscar, acme_graph, surfaced, edges, small_graph):
+    applied = actions.apply_outcome(oscar, acme_graph, "s1", "accepted")
+    result = actions.rollback(oscar, UpdateBatch.objects.get(pk=applied.batch_id))
+    assert result.status == "applied" and (result.edge_updates, result.node_updates, result.conflicts) == (2, 2, 0)
+    for obj in (edges["ab"], edges["bc"], small_graph["b"], small_graph["c"]):
+        assert reload(obj).feedback_weight == 0.5
+    original = UpdateBatch.objects.get(pk=applied.batch_id)
+    assert original.status == "rolled_back" and original.rolled_back_by.pk == result.batch_id
+    rollback = UpdateBatch.objects.get(pk=result.batch_id)
+    assert rollback.kind == "rollback" and rollback.rollback_of_id == original.pk
+    assert set(WeightChange.objects.filter(batch=rollback).values_list("event", flat=True)) == {"rollback"}
+    audit = AuditEvent.objects.get(action="batch.rollback")
+    assert audit.payload["rollback_of"] == original.pk and audit.payload["forced"] is False
+
+
+def test_rows_changed_since_are_conflicts_left_alone(oscar, surfaced, edges):
+    first = actions.apply_uses(oscar, surfaced, [UseItem("edge", edges["ab"].pk, "explicit"), UseItem("edge", edges["bc"].pk, "explicit")])
+    actions.apply_uses(oscar, surfaced, [UseItem("edge", edges["ab"].pk, "explicit")])  # ab: 0.55 -> 0.595
+    result = actions.rollback(oscar, UpdateBatch.objects.get(pk=first.batch_id))
+    assert result.conflicts == 1 and result.edge_updates == 1
+    assert result.details["conflict_ids"] == {"edge.weight": [edges["ab"].pk]}
+    assert reload(edges["ab"]).weight == pytest.approx(0.595)  # left alone
+    assert reload(edges["bc"]).weight == 0.5  # restored
+    assert UpdateBatch.objects.get(pk=result.batch_id).conflicts == 1
+
+
+def test_force_overwrites_conflicts_and_is_audited(oscar, surfaced, edges):
+    first = actions.apply_uses(oscar, surfaced, [UseItem("edge", edges["ab"].pk, "explicit")])
+    actions.apply_uses(oscar, surfaced, [UseItem("edge", edges["ab"].pk, "negative")])
+    result = actions.rollback(oscar, UpdateBatch.objects.get(pk=first.batch_id), force=True)
+    assert result.conflicts == 1 and result.edge_updates == 1
+    assert reload(edges["ab"]).weight == 0.5
+    change = WeightChange.objects.get(batch_id=result.batch_id)
+    assert change.event == "rollback_forced" and change.before == pytest.approx(0.495)
+    assert AuditEvent.objects.get(action="batch.rollback").payload["forced"] is True
+
+
+def test_cannot_roll_back_twice(oscar, surfaced, edges):
+    first = actions.apply_uses(oscar, surfaced, [UseItem("edge", edges["ab"].pk, "explicit")])
+    batch = UpdateBatch.objects.get(pk=first.batch_id)
+    actions.rollback(oscar, batch)
+    with pytest.raises(actions.RollbackRefused):
+        actions.rollback(oscar, batch)
+    assert UpdateBatch.objects.filter(kind="rollback").count() == 1
+
+
+def test_a_rollback_can_be_rolled_back(oscar, surfaced, edges):
+    first = actions.apply_uses(oscar, surfaced, [UseItem("edge", edges["ab"].pk, "explicit")])
+    undo = actions.rollback(oscar, UpdateBatch.objects.get(pk=first.batch_id))
+    redo = actions.rollback(oscar, UpdateBatch.objects.get(pk=undo.batch_id))
+    assert redo.edge_updates == 1
+    assert reload(edges["ab"]).weight == pytest.approx(0.55)
+    assert UpdateBatch.objects.get(pk=undo.batch_id).status == "rolled_back"
+
+
+@pytest.mark.parametrize("kind", ["reinforce", "outcome", "decay", "normalize", "manual"])
+def test_every_kind_is_rollbackable(kind, oscar, acme_graph, surfaced, edges, small_graph):
+    if kind == "reinforce":
+        done = actions.apply_uses(oscar, surfaced, [UseItem("edge", edges["ab"].pk, "negative")])
+    elif kind == "outcome":
+        done = actions.apply_outcome(oscar, acme_graph, "s1", "rejected")
+    elif kind == "decay":
+        done = actions.decay(oscar, acme_graph, now=datetime.now(timezone.utc) + timedelta(days=15), chunk_size=10**9)
+    elif kind == "normalize":
+        done = actions.normalize(oscar, acme_graph, chunk_size=10**9)
+    else:
+        done = actions.set_weights(oscar, acme_graph, [ManualValue("edge", edges["ab"].pk, "weight", 0.9),
+                                                        ManualValue("node", small_graph["a"].pk, "feedback_weight", 0.2)])
+    assert done.status == "applied"
+    before = {e.pk: (e.weight, e.feedback_weight) for e in Edge.objects.all()}
+    assert before != {edges["ab"].pk: (0.5, 0.5), edges["bc"].pk: (0.5, 0.5)}
+    actions.rollback(oscar, UpdateBatch.objects.get(pk=done.batch_id))
+    assert {e.pk: (e.weight, e.feedback_weight) for e in Edge.objects.all()} == {edges["ab"].pk: (0.5, 0.5), edges["bc"].pk: (0.5, 0.5)}
+    assert {n.feedback_weight for n in small_graph["a"].graph.nodes.all()} == {0.5}
+
+
+def test_rollback_command(oscar, surfaced, edges, capsys):
+    first = actions.apply_uses(oscar, surfaced, [UseItem("edge", edges["ab"].pk, "explicit")])
+    actions.apply_uses(oscar, surfaced, [UseItem("edge", edges["ab"].pk, "explicit")])
+    call_command("rollback", str(first.batch_id))
+    assert "1 conflict(s) left alone" in capsys.readouterr().out
+    with pytest.raises(CommandError, match="already been rolled back"):
+        call_command("rollback", str(first.batch_id), "--force")
+    second = UpdateBatch.objects.filter(kind="reinforce").order_by("-id").first()
+    call_command("rollback", str(second.pk))
+    assert reload(edges["ab"]).weight == pytest.approx(0.55)
+    assert AuditEvent.objects.filter(action="batch.rollback", actor="command:rollback").count() == 2

@@ -1,0 +1,114 @@
+"""A worker killed in the middle of a batch leaves no partial batch; the retried task applies once.
+
+The test holds a row lock on the surfaced edge, so the worker's outcome batch stops mid-transaction
+(its batch row written, its weight UPDATE waiting). The worker is then killed with SIGKILL. Nothing
+of the batch may become visible. The task is then delivered again with the same idempotency key (a
+Redis broker redelivers an unacknowledged task by itself with acks_late; kombu's filesystem demo
+broker drops it, so the test re-sends it as the redelivery would) and must apply exactly once.
+"""
+
+import os
+import signal
+import subprocess
+import sys
+import time
+
+import psycopg
+import pytest
+from django.db import connection
+
+from feedback.models import UpdateBatch, WeightChange
+from feedback.tasks import apply_outcome_task
+from graphadmin.models import AuditEvent, Edge
+from tests.conftest import ROOT
+
+from .conftest import make_session
+
+pytestmark = [pytest.mark.worker, pytest.mark.django_db(transaction=True)]
+QUEUE = "feedback-crash-test"
+
+
+def _start_worker(tmp_path, name):
+    env = dict(os.environ, DATABASE_NAME=connection.settings_dict["NAME"])
+    env.setdefault("SECRET_KEY", "test-only-insecure-key")
+    log_path = tmp_path / f"{name}.log"
+    log = open(log_path, "w")
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "celery", "-A", "graphadmin", "worker", "--loglevel=INFO", "--pool=solo",
+         "--without-heartbeat", "--without-gossip", "--without-mingle", "-n", f"{name}@%h", "-Q", QUEUE],
+        cwd=ROOT, env=env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True,
+    )
+    deadline = time.monotonic() + 60
+    while "ready." not in log_path.read_text():
+        assert proc.poll() is None and time.monotonic() < deadline, log_path.read_text()
+        time.sleep(0.2)
+    return proc
+
+
+def _connect():
+    s = connection.settings_dict
+    return psycopg.connect(host=s["HOST"], port=s["PORT"] or None, user=s["USER"], password=s["PASSWORD"] or None,
+                           dbname=s["NAME"], autocommit=True)
+
+
+def _wait(predicate, what, timeout=30):
+    deadline = time.monotonic() + timeout
+    while not predicate():
+        assert time.monotonic() < deadline, f"timed out waiting for {what}"
+        time.sleep(0.1)
+
+
+def test_killed_worker_leaves_no_partial_batch_and_retry_applies_once(tmp_path, oscar, acme_graph, small_graph):
+    n = small_graph
+    edge = Edge.objects.get(source=n["a"], target=n["b"])
+    make_session(acme_graph, "crash", [(n["b"], edge, True)])
+    kwargs = {"graph_id": acme_graph.pk, "external_id": "crash", "outcome": "accepted", "idempotency_key": "crash-report-1"}
+
+    locker, watcher = _connect(), _connect()
+    locker.execute("BEGIN")
+    locker.execute("SELECT id FROM graphadmin_edge WHERE id = %s FOR UPDATE", [edge.pk])
+    worker = _start_worker(tmp_path, "crash1")
+    try:
+        apply_outcome_task.apply_async(kwargs=kwargs, queue=QUEUE)
+
+        def blocked_backends():
+            return watcher.execute(
+                "SELECT pid FROM pg_stat_activity WHERE datname = current_database() AND wait_event_type = 'Lock'"
+                " AND query LIKE '%%WITH i AS%%'"
+            ).fetchall()
+
+        try:
+            _wait(lambda: blocked_backends(), "the worker to block mid-batch")
+        except AssertionError:
+            print(watcher.execute("SELECT pid, state, wait_event_type, wait_event, left(query, 200) FROM pg_stat_activity WHERE datname = current_database()").fetchall())
+            raise
+        (pid,), = blocked_backends()
+        os.killpg(worker.pid, signal.SIGKILL)
+        worker.wait(timeout=10)
+    finally:
+        if worker.poll() is None:
+            os.killpg(worker.pid, signal.SIGKILL)
+        locker.execute("ROLLBACK")
+    # The orphaned backend finishes its statement, finds its client gone and aborts the transaction.
+    _wait(lambda: not watcher.execute("SELECT 1 FROM pg_stat_activity WHERE pid = %s", [pid]).fetchone(), "the orphan backend to end")
+    assert not UpdateBatch.objects.exists() and not WeightChange.objects.exists()
+    assert not AuditEvent.objects.filter(action="graph.feedback").exists()
+    edge.refresh_from_db()
+    assert edge.feedback_weight == 0.5
+
+    worker = _start_worker(tmp_path, "crash2")
+    try:
+        first = apply_outcome_task.apply_async(kwargs=kwargs, queue=QUEUE).get(timeout=60)
+        second = apply_outcome_task.apply_async(kwargs=kwargs, queue=QUEUE).get(timeout=60)
+    finally:
+        os.killpg(worker.pid, signal.SIGTERM)
+        worker.wait(timeout=20)
+    locker.close()
+    watcher.close()
+    # With Redis the broker may also redeliver the original message itself; whichever delivery runs
+    # first applies, every other one answers with that batch.
+    assert first["status"] in ("applied", "duplicate") and second["status"] == "duplicate"
+    assert UpdateBatch.objects.count() == 1 and WeightChange.objects.count() == 2
+    assert first["batch_id"] == second["batch_id"] == UpdateBatch.objects.get().pk
+    edge.refresh_from_db()
+    assert edge.feedback_weight == pytest.approx(0.55)
