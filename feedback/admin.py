@@ -44,3 +44,28 @@ class WeightChangeAdmin(ReadOnlyAdmin):
 class DailyMetricAdmin(ReadOnlyAdmin):
     list_display = ["graph", "day", "computed_at"]
     date_hierarchy = "day"
+
+
+@admin.action(description="Roll back the selected batches (same action as the dashboard button)")
+def rollback_batches(modeladmin, request, queryset):
+    """Roll back each selected batch; needs the operator role in the batch's organization."""
+    from django.contrib import messages
+
+    from feedback import actions
+    from graphadmin.models.tenancy import role_at_least, role_for
+
+    for batch in queryset.select_related("graph"):
+        if not request.user.is_superuser and not role_at_least(role_for(request.user, batch.graph.organization_id), "operator"):
+            modeladmin.message_user(request, f"Batch #{batch.pk}: rolling back needs the operator role.", messages.ERROR)
+            continue
+        try:
+            result = actions.rollback(request.user, batch)
+        except actions.RollbackRefused as exc:
+            modeladmin.message_user(request, f"Batch #{batch.pk}: {exc}", messages.WARNING)
+            continue
+        modeladmin.message_user(
+            request, f"Batch #{batch.pk} rolled back by batch #{result.batch_id} ({result.conflicts} conflict(s) left alone)."
+        )
+
+
+UpdateBatchAdmin.actions = [rollback_batches]

@@ -9,6 +9,7 @@ from __future__ import annotations
 from django.conf import settings
 from django.db import models
 from django.db.models import Q
+from django.urls import reverse
 
 from graphadmin.models import Edge, Graph, Node, PolicyRevision
 from graphadmin.models.tenancy import TenantQuerySet
@@ -65,6 +66,10 @@ class ContextInjection(models.Model):
 
     def __str__(self):
         return f"injection {self.pk} ({self.session})"
+
+    def get_absolute_url(self):
+        """Its dashboard page (the admin's "View on site")."""
+        return reverse("injection", args=[self.graph_id, self.pk])
 
 
 class InjectionCandidate(models.Model):
@@ -154,6 +159,10 @@ class UpdateBatch(models.Model):
 
     def __str__(self):
         return f"batch {self.pk} ({self.kind}, {self.status})"
+
+    def get_absolute_url(self):
+        """Its dashboard page (the admin's "View on site")."""
+        return reverse("batch", args=[self.graph_id, self.pk])
 
 
 class WeightChange(models.Model):

@@ -1,9 +1,12 @@
 """Update batches: list with filters, detail with paginated changes and a before/after chart."""
 
+from django.contrib import messages
 from django.contrib.auth.decorators import login_required
 from django.core.paginator import Paginator
-from django.shortcuts import get_object_or_404, render
+from django.shortcuts import get_object_or_404, redirect, render
+from django.views.decorators.http import require_POST
 
+from feedback import actions
 from feedback.models import BATCH_KINDS, BATCH_STATUSES, UpdateBatch, WeightChange
 
 from . import charts
@@ -34,7 +37,7 @@ def batch_list(request, graph_id):
 @login_required
 def batch_detail(request, graph_id, batch_id):
     access = graph_access(request, graph_id)
-    batch = get_object_or_404(UpdateBatch.objects.filter(graph=access.graph), pk=batch_id)
+    batch = get_object_or_404(UpdateBatch.objects.filter(graph=access.graph).select_related("rolled_back_by"), pk=batch_id)
     changes = WeightChange.objects.filter(batch=batch).select_related("node", "edge").order_by("id")
     page = Paginator(changes, 100).get_page(request.GET.get("page"))
     # The distribution chart samples at most 5,000 changes so a million-row batch stays fast.
@@ -49,3 +52,26 @@ def batch_detail(request, graph_id, batch_id):
         xaxis={"title": {"text": "value"}},
     ) if sample else None
     return render(request, "dashboard/batch.html", {"access": access, "batch": batch, "page": page, "figure": figure})
+
+
+@login_required
+@require_POST
+def batch_rollback(request, graph_id, batch_id):
+    """One-click rollback (operators): calls the same action as the API, then shows the new batch."""
+    access = graph_access(request, graph_id, needed="operator")
+    batch = get_object_or_404(UpdateBatch.objects.filter(graph=access.graph), pk=batch_id)
+    force = request.POST.get("force") == "on"
+    try:
+        result = actions.rollback(request.user, batch, force=force)
+    except actions.RollbackRefused as exc:
+        messages.error(request, str(exc))
+        return redirect("batch", graph_id=access.graph.pk, batch_id=batch.pk)
+    if result.conflicts and not force:
+        messages.warning(
+            request,
+            f"Rolled back batch #{batch.pk} with {result.conflicts} conflict(s): those rows changed since and were left alone "
+            "(listed in this batch's details).",
+        )
+    else:
+        messages.success(request, f"Rolled back batch #{batch.pk}: {result.edge_updates} edge and {result.node_updates} node value(s) restored.")
+    return redirect("batch", graph_id=access.graph.pk, batch_id=result.batch_id)

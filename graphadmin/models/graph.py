@@ -10,6 +10,7 @@ from __future__ import annotations
 from django.conf import settings
 from django.db import models
 from django.db.models import Q
+from django.urls import reverse
 from pgvector.django import HnswIndex, VectorField
 
 from .tenancy import Organization, TenantQuerySet
@@ -44,6 +45,10 @@ class Graph(models.Model):
 
     def __str__(self):
         return f"{self.organization.slug}/{self.slug}" if self.organization_id else self.slug
+
+    def get_absolute_url(self):
+        """Its dashboard page (the admin's "View on site")."""
+        return reverse("overview", args=[self.pk])
 
     def current_policy(self):
         """The newest PolicyRevision of this graph."""
@@ -122,6 +127,10 @@ class Node(models.Model):
     def __str__(self):
         return self.title or self.key
 
+    def get_absolute_url(self):
+        """Its dashboard page (the admin's "View on site")."""
+        return reverse("node", args=[self.graph_id, self.pk])
+
 
 class NodeStats(models.Model):
     """Retrieval counters of a node, kept out of the wide, vector-indexed node row."""
@@ -174,6 +183,10 @@ class Edge(models.Model):
 
     def __str__(self):
         return f"{self.source_id} -[{self.edge_type_id}]-> {self.target_id}"
+
+    def get_absolute_url(self):
+        """Its dashboard page (the admin's "View on site")."""
+        return reverse("edge", args=[self.graph_id, self.pk])
 
 
 class EdgeStats(models.Model):
