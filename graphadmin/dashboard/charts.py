@@ -9,9 +9,9 @@ from __future__ import annotations
 from typing import Iterable, Sequence
 
 _LAYOUT = {
-    "margin": {"l": 50, "r": 20, "t": 40, "b": 40},
-    "height": 320,
-    "legend": {"orientation": "h"},
+    "margin": {"l": 55, "r": 20, "t": 40, "b": 90},
+    "height": 340,
+    "legend": {"orientation": "h", "y": -0.3},
     "font": {"family": "system-ui, sans-serif", "size": 12},
 }
 # Colour-blind-safe palette (Okabe-Ito); series are also told apart by name, marker and dash.
@@ -23,6 +23,10 @@ SYMBOLS = ["circle", "square", "diamond", "triangle-up", "x", "cross"]
 def figure(title: str, data: list[dict], **layout) -> dict:
     """A figure dict with our shared layout."""
     return {"data": data, "layout": {**_LAYOUT, "title": {"text": title}, **layout}}
+
+
+# Daily rollups are categories (one per day with data), so a single day is not drawn as a time span.
+DAY_AXIS = {"type": "category", "title": {"text": "day"}}
 
 
 def line_series(name: str, x: Sequence, y: Sequence, index: int = 0, **extra) -> dict:

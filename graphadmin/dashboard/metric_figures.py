@@ -28,7 +28,7 @@ def score_distribution(rows) -> dict:
         charts.line_series(label, days, [s[key] for s in scores], i)
         for i, (label, key) in enumerate((("p90", "p90"), ("median", "p50"), ("p10", "p10"), ("spread (std dev)", "stddev")))
     ]
-    return charts.figure("Traversal-score distribution per day", series, yaxis={"title": {"text": "score"}})
+    return charts.figure("Traversal-score distribution per day", series, xaxis=charts.DAY_AXIS, yaxis={"title": {"text": "score"}})
 
 
 def updates_by_kind(rows) -> dict:
@@ -39,7 +39,7 @@ def updates_by_kind(rows) -> dict:
         for u in r.data.get("updates", []):
             per_kind[u["kind"]][r.day.isoformat()] = per_kind[u["kind"]].get(r.day.isoformat(), 0) + u["count"]
     series = [charts.bar_series(kind, days, [counts.get(d, 0) for d in days], i) for i, (kind, counts) in enumerate(sorted(per_kind.items()))]
-    return charts.figure("Weight updates per day by kind", series, barmode="stack", yaxis={"title": {"text": "changes"}})
+    return charts.figure("Weight updates per day by kind", series, barmode="stack", xaxis=charts.DAY_AXIS, yaxis={"title": {"text": "changes"}})
 
 
 def top_used_fraction(rows) -> dict:
@@ -47,7 +47,9 @@ def top_used_fraction(rows) -> dict:
     points = [(r.day.isoformat(), r.data["top_used"]["fraction"]) for r in rows if r.data.get("top_used", {}).get("fraction") is not None]
     k = rows[-1].data.get("top_used", {}).get("top_k", 3) if rows else 3
     series = [charts.line_series(f"sessions using a top-{k} candidate", [d for d, _ in points], [f for _, f in points], 0)]
-    return charts.figure("Sessions whose top-ranked candidates were used", series, yaxis={"range": [0, 1], "tickformat": ".0%"})
+    return charts.figure(
+        "Sessions whose top-ranked candidates were used", series, xaxis=charts.DAY_AXIS, yaxis={"range": [0, 1], "tickformat": ".0%"}
+    )
 
 
 def weight_distribution(rows) -> dict:
@@ -73,7 +75,7 @@ def mean_weights_by_type(rows) -> dict:
         days = [p[0] for p in points]
         series.append(charts.line_series(f"{name} weight", days, [p[1] for p in points], i, line={"color": charts.PALETTE[i % 8], "dash": "solid"}))
         series.append(charts.line_series(f"{name} feedback_weight", days, [p[2] for p in points], i, line={"color": charts.PALETTE[i % 8], "dash": "dash"}))
-    return charts.figure("Mean weight and feedback_weight by edge type", series, yaxis={"range": [0, 1]})
+    return charts.figure("Mean weight and feedback_weight by edge type", series, xaxis=charts.DAY_AXIS, yaxis={"range": [0, 1]})
 
 
 def outcomes_per_day(rows) -> dict:
@@ -82,7 +84,7 @@ def outcomes_per_day(rows) -> dict:
         charts.bar_series(outcome, days, [r.data.get("outcomes", {}).get(outcome, 0) for r in rows], i)
         for i, outcome in enumerate(("accepted", "rework", "rejected"))
     ]
-    return charts.figure("Session outcomes per day", series, barmode="stack")
+    return charts.figure("Session outcomes per day", series, barmode="stack", xaxis=charts.DAY_AXIS)
 
 
 def csv_rows(rows):

@@ -34,6 +34,7 @@ class TuneForm(forms.Form):
         for name, (_default, lo, hi, integer, help_text) in POLICY_NUMBERS.items():
             field_class = forms.IntegerField if integer else forms.FloatField
             self.fields[name] = field_class(min_value=lo, max_value=hi, help_text=help_text, label=name)
+            self.fields[name].widget.attrs["aria-describedby"] = f"id_{name}-help"
             if not integer:
                 self.fields[name].widget.attrs["step"] = "any"
         self.edge_types = list(edge_types)
