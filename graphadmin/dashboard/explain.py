@@ -34,10 +34,17 @@ def injection_list(request, graph_id):
         injections = injections.filter(created_at__date__gte=filters["since"])
     if filters["until"]:
         injections = injections.filter(created_at__date__lte=filters["until"])
-    injections = injections.annotate(
-        n_candidates=Count("candidates"), n_selected=Count("candidates", filter=Q(candidates__selected=True))
-    ).order_by("-created_at", "-id")
-    page = Paginator(injections, 50).get_page(request.GET.get("page"))
+    page = Paginator(injections.order_by("-created_at", "-id"), 50).get_page(request.GET.get("page"))
+    # Candidate counts for this page only (one grouped query), never for the whole history.
+    counts = {
+        row["injection_id"]: row
+        for row in InjectionCandidate.objects.filter(graph=access.graph, injection_id__in=[i.pk for i in page.object_list])
+        .values("injection_id")
+        .annotate(n_candidates=Count("id"), n_selected=Count("id", filter=Q(selected=True)))
+    }
+    for inj in page.object_list:
+        inj.n_candidates = counts.get(inj.pk, {}).get("n_candidates", 0)
+        inj.n_selected = counts.get(inj.pk, {}).get("n_selected", 0)
     return render(request, "dashboard/explain_list.html", {"access": access, "page": page, "filters": filters})
 
 
