@@ -36,7 +36,7 @@ from graphadmin import audit
 from graphadmin.models import Edge, Graph, Node
 from graphadmin.models.policy import POLICY_NUMBERS
 
-from .models import OUTCOMES, SIGNALS, AgentSession, InjectionCandidate, UpdateBatch, UseEvent
+from .models import OUTCOMES, SIGNALS, AgentSession, InjectionCandidate, UpdateBatch, UseEvent, WeightChange
 
 log = logging.getLogger(__name__)
 
@@ -686,6 +686,8 @@ def rollback(actor, batch: UpdateBatch, *, force: bool = False) -> Result:
         target = UpdateBatch.objects.select_for_update().select_related("graph").get(pk=batch.pk)
         if target.status == "rolled_back" or UpdateBatch.objects.filter(rollback_of=target).exists():
             raise RollbackRefused(f"batch {target.pk} has already been rolled back.")
+        if (target.node_updates or target.edge_updates) and not WeightChange.objects.filter(batch=target).exists():
+            raise RollbackRefused(f"batch {target.pk}'s weight history has expired (retention); it cannot be rolled back.")
         graph = target.graph
         new = _start_batch(graph, "rollback", actor, rollback_of=target,
                            details={"rollback_of": target.pk, "rolled_back_kind": target.kind, "force": force})

@@ -166,25 +166,33 @@ class UpdateBatch(models.Model):
 
 
 class WeightChange(models.Model):
-    """One change of one weight: append-only history read by charts, audits and rollbacks."""
+    """One change of one weight: append-only history read by charts, audits and rollbacks.
+
+    Append-only is enforced by a trigger; expiry is by whole monthly partitions (feedback.retention).
+    """
 
     TARGETS = ("node", "edge")
     FIELDS = ("weight", "feedback_weight")
 
-    batch = models.ForeignKey(UpdateBatch, on_delete=models.PROTECT, related_name="changes")
-    graph = models.ForeignKey(Graph, on_delete=models.PROTECT, related_name="+")
-    node = models.ForeignKey(Node, on_delete=models.PROTECT, null=True, blank=True, related_name="+")
-    edge = models.ForeignKey(Edge, on_delete=models.PROTECT, null=True, blank=True, related_name="+")
+    # No single-column FK indexes: the composite indexes below serve every read, and each extra
+    # index is paid on every history row written (a decay writes one per edge).
+    batch = models.ForeignKey(UpdateBatch, on_delete=models.PROTECT, related_name="changes", db_index=False)
+    graph = models.ForeignKey(Graph, on_delete=models.PROTECT, related_name="+", db_index=False)
+    node = models.ForeignKey(Node, on_delete=models.PROTECT, null=True, blank=True, related_name="+", db_index=False)
+    edge = models.ForeignKey(Edge, on_delete=models.PROTECT, null=True, blank=True, related_name="+", db_index=False)
     field = models.CharField(max_length=20, choices=[(f, f) for f in FIELDS])
     before = models.FloatField()
     after = models.FloatField()
     event = models.CharField(max_length=50, blank=True, help_text="What caused it: explicit, implicit, negative, accepted, decay, ...")
-    use_event = models.ForeignKey(UseEvent, on_delete=models.PROTECT, null=True, blank=True, related_name="+")
+    use_event = models.ForeignKey(UseEvent, on_delete=models.PROTECT, null=True, blank=True, related_name="+", db_index=False)
     created_at = models.DateTimeField(auto_now_add=True)
 
     objects = GraphScopedQuerySet.as_manager()
 
     class Meta:
+        # The table is partitioned by month of created_at (migration 0006): retention drops whole
+        # partitions (feedback.retention), never rows. Its primary key is (id, created_at) in the
+        # database; id alone is unique (one sequence), which is what Django relies on.
         constraints = [
             models.CheckConstraint(
                 condition=(Q(node__isnull=False) & Q(edge__isnull=True)) | (Q(node__isnull=True) & Q(edge__isnull=False)),

@@ -143,3 +143,15 @@ def rollup_metrics_all_task() -> list[int]:
         for day in (today - timedelta(days=1), today):
             rollup_metrics_task.delay(graph_id, day.isoformat())
     return ids
+
+
+@shared_task(name="feedback.maintain_history")
+def maintain_history_task() -> dict:
+    """Create next months' weight-history partitions; expire whole months past the retention setting."""
+    from django.conf import settings
+
+    from feedback import retention
+
+    created = retention.ensure_partitions()
+    dropped = retention.expire("task:maintain_history", settings.WEIGHT_HISTORY_RETENTION_DAYS)
+    return {"created": created, "dropped": dropped}

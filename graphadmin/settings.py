@@ -109,6 +109,9 @@ LOGIN_URL = "/accounts/login/"
 LOGIN_REDIRECT_URL = "/"
 
 # Embeddings: the vector dimension is baked into the schema by the first migration.
+# Days of weight history (WeightChange) to keep; 0 keeps it forever. Expiry drops whole months.
+WEIGHT_HISTORY_RETENTION_DAYS = env.int("WEIGHT_HISTORY_RETENTION_DAYS", default=0)
+
 EMBEDDING_DIM = env.int("EMBEDDING_DIM", default=384)
 EMBEDDER = env.str("EMBEDDER", default="graphadmin.embeddings.HashingEmbedder")
 # SentenceTransformerEmbedder: a local model folder, or the name of an installed model (package).
@@ -190,6 +193,8 @@ CELERY_BEAT_SCHEDULE = {
     "normalize-graphs-daily": {"task": "feedback.normalize_all", "schedule": crontab(hour=3, minute=45)},
     # Rolls up yesterday (complete) and today (so far) per graph; hourly keeps today's charts fresh.
     "metrics-rollup-hourly": {"task": "feedback.rollup_metrics_all", "schedule": crontab(minute=5)},
+    # Keeps weight-history partitions three months ahead and drops whole months past retention.
+    "weight-history-maintenance-daily": {"task": "feedback.maintain_history", "schedule": crontab(hour=2, minute=30)},
 }
 # Named queues, so workers scale out per family (DESIGN.md "Scale").
 CELERY_TASK_ROUTES = {
@@ -202,4 +207,5 @@ CELERY_TASK_ROUTES = {
     "feedback.decay_all": {"queue": "decay"},
     "feedback.rollup_metrics": {"queue": "metrics"},
     "feedback.rollup_metrics_all": {"queue": "metrics"},
+    "feedback.maintain_history": {"queue": "metrics"},
 }

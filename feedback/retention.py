@@ -1,0 +1,113 @@
+"""Retention of the weight-change ledger: monthly partitions, created ahead and expired whole.
+
+WeightChange is partitioned by month of ``created_at`` (migration 0006). ``ensure_partitions``
+creates the monthly partitions a period needs (the beat task keeps three months ahead);
+``expire`` drops every partition that ends on or before the retention cutoff and records each drop
+in the audit chain of every organization that had rows in it (how many, which months). Expiry
+never deletes rows one by one: the append-only trigger stays, and only whole months go.
+Rows that fall outside every monthly partition sit in the DEFAULT partition, which is never dropped.
+"""
+
+from __future__ import annotations
+
+import logging
+import re
+from datetime import date, datetime, timedelta, timezone
+
+from django.db import connection as default_connection
+from django.db import transaction
+
+log = logging.getLogger(__name__)
+
+PARENT = "feedback_weightchange"
+MONTHS_AHEAD = 3
+_NAME = re.compile(r"^feedback_weightchange_(\d{4})_(\d{2})$")
+
+
+def _month_start(moment) -> date:
+    return date(moment.year, moment.month, 1)
+
+
+def _next_month(day: date) -> date:
+    return date(day.year + (day.month == 12), day.month % 12 + 1, 1)
+
+
+def partition_name(month: date) -> str:
+    return f"{PARENT}_{month.year:04d}_{month.month:02d}"
+
+
+def existing_partitions(connection=None) -> dict[str, date]:
+    """Monthly partitions of the ledger: name -> first day of the month."""
+    with (connection or default_connection).cursor() as cur:
+        cur.execute(
+            "SELECT c.relname FROM pg_inherits i JOIN pg_class c ON c.oid = i.inhrelid "
+            "JOIN pg_class p ON p.oid = i.inhparent WHERE p.relname = %s",
+            [PARENT],
+        )
+        names = [row[0] for row in cur.fetchall()]
+    return {n: date(int(m.group(1)), int(m.group(2)), 1) for n in names if (m := _NAME.match(n))}
+
+
+def ensure_partitions(since=None, months_ahead: int = MONTHS_AHEAD, connection=None) -> list[str]:
+    """Create the monthly partitions from ``since`` (default: this month) to ``months_ahead`` months on.
+
+    A month whose rows already sit in the DEFAULT partition is skipped (PostgreSQL refuses to
+    create it) and logged; those rows stay until the default partition is split by hand.
+    """
+    connection = connection or default_connection
+    today = _month_start(datetime.now(timezone.utc))
+    month = _month_start(since) if since else today
+    last = today
+    for _ in range(months_ahead):
+        last = _next_month(last)
+    have = set(existing_partitions(connection).values())
+    created = []
+    while month <= last:
+        if month not in have:
+            name, upper = partition_name(month), _next_month(month)
+            with connection.cursor() as cur:
+                cur.execute(
+                    f"SELECT EXISTS (SELECT 1 FROM {PARENT}_default WHERE created_at >= %s AND created_at < %s)", [month, upper]
+                )
+                if cur.fetchone()[0]:
+                    log.warning("weight history for %s is in the default partition; not creating %s", month, name)
+                else:
+                    cur.execute(
+                        f"CREATE TABLE {name} PARTITION OF {PARENT} FOR VALUES FROM (%s) TO (%s)", [month, upper]
+                    )
+                    created.append(name)
+        month = _next_month(month)
+    return created
+
+
+def expire(actor, retention_days: int, now: datetime | None = None) -> list[dict]:
+    """Drop every monthly partition that ends on or before now - retention_days; audit each drop.
+
+    Returns one dict per dropped partition: name, month, rows, rows per organization.
+    """
+    from graphadmin import audit
+
+    if retention_days <= 0:
+        return []
+    cutoff = (now or datetime.now(timezone.utc)) - timedelta(days=retention_days)
+    dropped = []
+    for name, month in sorted(existing_partitions().items(), key=lambda item: item[1]):
+        upper = _next_month(month)
+        if datetime(upper.year, upper.month, upper.day, tzinfo=timezone.utc) > cutoff:
+            continue
+        with transaction.atomic():
+            with default_connection.cursor() as cur:
+                cur.execute(
+                    f"SELECT g.organization_id, count(*) FROM {name} w JOIN graphadmin_graph g ON g.id = w.graph_id "
+                    "GROUP BY g.organization_id ORDER BY g.organization_id"
+                )
+                per_org = dict(cur.fetchall())
+                cur.execute(f"ALTER TABLE {PARENT} DETACH PARTITION {name}")
+                cur.execute(f"DROP TABLE {name}")
+            payload = {"ledger": "weight_changes", "partition": name, "month": month.isoformat(), "retention_days": retention_days}
+            for org_id, rows in per_org.items():
+                audit.append(org_id, actor, "ledger.expire", {**payload, "rows": rows})
+        total = sum(per_org.values())
+        log.info("expired weight history partition", extra={"partition": name, "rows": total})
+        dropped.append({"partition": name, "month": month.isoformat(), "rows": total, "per_organization": per_org})
+    return dropped
