@@ -272,7 +272,8 @@ def build_server(*, token: str | None = None, http: bool = False, host: str = "1
     if http:
         base = f"http://{host}:{port}"
         kwargs = {"token_verifier": DRFTokenVerifier(),
-                  "auth": AuthSettings(issuer_url=base, resource_server_url=f"{base}/mcp")}
+                  "auth": AuthSettings(issuer_url=base, resource_server_url=f"{base}/mcp",
+                                      validate_token_resource=False)}  # DRF tokens are this service's own
     server = MCPServer(SERVER_NAME, instructions=INSTRUCTIONS, **kwargs)
 
     async def run(work, *args):
