@@ -59,8 +59,11 @@ def ok(result) -> dict:
 
 
 def error(result) -> str:
-    assert result.is_error, result.content[0].text
-    return result.content[0].text
+    """The reason of a tool error (isError), without the SDK's "Error executing tool NAME: " prefix."""
+    text = result.content[0].text
+    assert result.is_error, text
+    assert text.startswith("Error executing tool "), text
+    return text.split(": ", 1)[1]
 
 
 async def wait_for_batches(client, injection_id: int, kinds: set[str], timeout: float = 60) -> dict:
