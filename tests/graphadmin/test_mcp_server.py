@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import os
+import socket
 import subprocess
 import sys
 import time
@@ -232,3 +233,58 @@ def test_bad_or_missing_token_is_refused_at_start(ana):
         assert proc.returncode != 0
         assert message in proc.stderr
         assert proc.stdout == ""
+
+
+@pytest.mark.django_db(transaction=True)
+def test_streamable_http_needs_a_bearer_token_per_request(rg, rita, tmp_path):
+    import httpx
+    import httpx2
+
+    from mcp.client.streamable_http import streamable_http_client
+
+    graph = rg["graph"]
+    token = Token.objects.create(user=rita).key
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    log = open(tmp_path / "mcp-http.log", "w")
+    proc = subprocess.Popen([sys.executable, "manage.py", "mcp_server", "--http", "--port", str(port)], cwd=ROOT,
+                            env=_env(None), stdout=log, stderr=subprocess.STDOUT)
+    url = f"http://127.0.0.1:{port}/mcp"
+    try:
+        deadline = time.monotonic() + 60
+        while True:
+            try:
+                with socket.create_connection(("127.0.0.1", port), timeout=1):
+                    break
+            except OSError:
+                assert proc.poll() is None and time.monotonic() < deadline, (tmp_path / "mcp-http.log").read_text()
+                time.sleep(0.2)
+
+        init = {"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
+            "protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": {"name": "t", "version": "0"}}}
+        headers = {"Accept": "application/json, text/event-stream"}
+        assert httpx.post(url, json=init, headers=headers, timeout=10).status_code == 401
+        assert httpx.post(url, json=init, headers={**headers, "Authorization": "Bearer nope"}, timeout=10).status_code == 401
+
+        async def main():
+            async with httpx2.AsyncClient(headers={"Authorization": f"Bearer {token}"}, timeout=30) as http:
+                async with streamable_http_client(url, http_client=http) as (read, write):
+                    async with ClientSession(read, write, read_timeout_seconds=60) as client:
+                        await client.initialize()
+                        names = {t.name for t in (await client.list_tools()).tools}
+                        hits = ok(await client.call_tool("graph_search", {"graph_id": graph.pk, "query": "vector search", "k": 2}))
+                        refused = error(await client.call_tool("graph_improve", {"graph_id": graph.pk, "session": "s", "outcome": "accepted"}))
+                        return names, hits, refused
+
+        names, hits, refused = anyio.run(main)
+    finally:
+        proc.terminate()
+        try:
+            proc.wait(timeout=20)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+        log.close()
+    assert names == TOOLS
+    assert len(hits["results"]) == 2
+    assert refused.startswith("Permission denied")  # acting as the bearer token's user (rita, a reviewer)
