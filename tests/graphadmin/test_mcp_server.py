@@ -264,7 +264,8 @@ def test_streamable_http_needs_a_bearer_token_per_request(rg, rita, tmp_path):
         init = {"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
             "protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": {"name": "t", "version": "0"}}}
         headers = {"Accept": "application/json, text/event-stream"}
-        assert httpx.post(url, json=init, headers=headers, timeout=10).status_code == 401
+        anonymous = httpx.post(url, json=init, headers=headers, timeout=10)
+        assert anonymous.status_code == 401 and anonymous.headers["WWW-Authenticate"].startswith("Bearer")
         assert httpx.post(url, json=init, headers={**headers, "Authorization": "Bearer nope"}, timeout=10).status_code == 401
 
         async def main():
