@@ -113,6 +113,8 @@ def test_full_agent_session_over_stdio_moves_the_weights(rg, ana, globex_graph, 
         explained = await wait_for_batches(client, context["injection"], {"reinforce", "outcome"})
         why = ok(await client.call_tool("graph_explain", {"injection_id": context["injection"], "node": wrong["node"]}))
         again = ok(await client.call_tool("graph_improve", {"graph_id": graph.pk, "session": "agent-run-1", "outcome": "accepted"}))
+        unknown = ok(await client.call_tool("graph_improve", {"graph_id": graph.pk, "session": "never-seen", "outcome": "rejected"}))
+        assert unknown == {"session": "never-seen", "status": "unknown_session", "reason": "report for an unknown session"}
         foreign = error(await client.call_tool("graph_context", {"graph_id": globex_graph.pk, "session": "s", "query": "ranking"}))
         foreign_explain = error(await client.call_tool("graph_explain", {"injection_id": foreign_injection.pk}))
         return by_name, context, record, reinforced, improve, explained, why, again, foreign, foreign_explain

@@ -2,9 +2,7 @@
 
 from __future__ import annotations
 
-import logging
 import os
-import sys
 
 from django.core.management.base import BaseCommand, CommandError
 
@@ -25,8 +23,7 @@ class Command(BaseCommand):
     def handle(self, *args, token=None, http=False, host="127.0.0.1", port=8765, **options):
         from graphadmin import mcp_server
 
-        # stdout is the protocol channel on stdio: every log line goes to stderr.
-        logging.basicConfig(stream=sys.stderr, level=logging.WARNING, force=True)
+        # stdout is the protocol channel on stdio: logging (settings.LOGGING) and messages go to stderr.
         if http:
             server = mcp_server.build_server(http=True, host=host, port=port)
             self.stderr.write(f"graphadmin MCP server: streamable HTTP on http://{host}:{port}/mcp (Bearer token per request)")
