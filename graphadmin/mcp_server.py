@@ -32,7 +32,6 @@ connections around each call like a request does.
 from __future__ import annotations
 
 import json
-import time
 from typing import Annotated, Any, Literal
 
 from asgiref.sync import sync_to_async
@@ -41,6 +40,8 @@ from pydantic import BaseModel, Field
 from rest_framework.authtoken.models import Token
 from rest_framework.exceptions import ValidationError
 from rest_framework.utils.encoders import JSONEncoder
+
+from mcp_types import ToolAnnotations
 
 from mcp.server.auth.provider import AccessToken
 from mcp.server.mcpserver import MCPServer
@@ -299,7 +300,12 @@ def build_server(*, token: str | None = None, http: bool = False, host: str = "1
 
         return await sync_to_async(call, thread_sensitive=True)()
 
-    @server.tool(name="graph_search", annotations=None)
+    # Hints for the agent's host: search and explain only read; context appends to the retrieval log;
+    # the reports change weights (through the worker), and repeating one is not a no-op without its key.
+    read_only = ToolAnnotations(read_only_hint=True, destructive_hint=False, open_world_hint=False)
+    appends = ToolAnnotations(read_only_hint=False, destructive_hint=False, idempotent_hint=False, open_world_hint=False)
+
+    @server.tool(name="graph_search", annotations=read_only)
     async def graph_search(
         graph_id: GraphId,
         query: Query = "",
@@ -318,7 +324,7 @@ def build_server(*, token: str | None = None, http: bool = False, host: str = "1
         graph_context to retrieve context for a session."""
         return await run(do_search, graph_id, {"query": query, "vector": vector, "k": k, "anchors": anchors, "persona": persona})
 
-    @server.tool(name="graph_context")
+    @server.tool(name="graph_context", annotations=appends)
     async def graph_context(
         graph_id: GraphId,
         session: Session,
@@ -350,7 +356,7 @@ def build_server(*, token: str | None = None, http: bool = False, host: str = "1
             "persona": persona, "budget_unit": budget_unit, "budget": budget, "k": k, "hops": hops,
         })
 
-    @server.tool(name="graph_record_use")
+    @server.tool(name="graph_record_use", annotations=appends)
     async def graph_record_use(
         graph_id: GraphId,
         session: Session,
@@ -373,7 +379,7 @@ def build_server(*, token: str | None = None, http: bool = False, host: str = "1
         plain = [i.model_dump(exclude_none=True, mode="json") for i in items] if items else None
         return await run(do_record_use, graph_id, session, plain, response, learning_rate, idempotency_key)
 
-    @server.tool(name="graph_improve")
+    @server.tool(name="graph_improve", annotations=appends)
     async def graph_improve(
         graph_id: GraphId,
         session: Session,
@@ -390,7 +396,7 @@ def build_server(*, token: str | None = None, http: bool = False, host: str = "1
         nothing_surfaced) with its reason. graph_explain lists the resulting batch."""
         return await run(do_improve, graph_id, session, outcome, alpha, idempotency_key)
 
-    @server.tool(name="graph_explain")
+    @server.tool(name="graph_explain", annotations=read_only)
     async def graph_explain(
         injection_id: Annotated[int, Field(description="The `injection` id returned by graph_context.")],
         node: Annotated[int | None, Field(description="A node id: compare its candidate with the one ranked just above it "

@@ -127,6 +127,8 @@ def test_full_agent_session_over_stdio_moves_the_weights(rg, ana, globex_graph, 
     assert by_name["graph_search"].input_schema["properties"]["k"]["maximum"] == 200
     assert by_name["graph_improve"].input_schema["properties"]["outcome"]["enum"] == ["accepted", "rework", "rejected"]
     assert all(by_name[n].description for n in TOOLS)
+    assert by_name["graph_search"].annotations.read_only_hint is True
+    assert by_name["graph_improve"].annotations.read_only_hint is False
 
     # graph_context: traversal mode, three items, logged as an injection of the session.
     assert context["mode"] == "traversal" and context["spent"] == 3 and len(context["items"]) == 3
