@@ -67,125 +67,159 @@ def _enqueue(task, **kwargs) -> str:
     return task_id
 
 
-def _key(request, prefix: str, session: AgentSession) -> str:
-    client = request.headers.get("Idempotency-Key", "").strip()[:100]
+def _key(client_key: str, prefix: str, session: AgentSession) -> str:
+    client = (client_key or "").strip()[:100]
     return f"{prefix}:{session.pk}:{('client:' + client) if client else uuid.uuid4().hex}"
 
 
+# The three session reports, shared by the REST views below and the MCP tools (graphadmin.mcp):
+# each takes the caller, a graph already found through the caller's tenancy with the role checked,
+# the session's external id, the serializer's validated data and the client's idempotency key, and
+# returns (body, HTTP status). Input problems found here raise DRF's ValidationError naming the field.
+
+
+def session_or_status(graph, external_id: str):
+    """The graph's session with that external id, or (None, the logged no-op result) when feedback cannot apply."""
+    context = {"graph": graph.pk, "session": external_id}
+    if not graph.feedback_enabled:
+        return None, actions.fall_through("feedback_disabled", "feedback is disabled for this graph", **context)
+    session = AgentSession.objects.filter(graph=graph, external_id=external_id).first()
+    if session is None:
+        return None, actions.fall_through("unknown_session", "report for an unknown session", **context)
+    return session, None
+
+
+def _no_op(result) -> tuple[dict, int]:
+    return {"status": result.status, "reason": result.details.get("reason", "")}, status.HTTP_202_ACCEPTED
+
+
+def _queued(task_id: str, key: str) -> tuple[dict, int]:
+    return {"status": "queued", "task_id": task_id, "idempotency_key": key}, status.HTTP_202_ACCEPTED
+
+
+def resolve_use_items(graph, items: list[dict]) -> list[dict]:
+    """Turn node ids and edge ids/keys into checked ids of this graph (two queries, whatever the count)."""
+    node_ids = {i["node"] for i in items if "node" in i}
+    edge_ids = {i["edge"] for i in items if isinstance(i.get("edge"), int)}
+    triplets = [i["edge"] for i in items if isinstance(i.get("edge"), dict)]
+    nodes = set(Node.objects.filter(graph=graph, archived=False, pk__in=node_ids).values_list("pk", flat=True))
+    edge_filter = Q(pk__in=edge_ids)
+    for t in triplets:
+        edge_filter |= Q(source_id=t["source"], target_id=t["target"], edge_type__name=t["type"])
+    edges = {}
+    for pk, src, dst, name in Edge.objects.filter(edge_filter, graph=graph, archived=False).values_list(
+            "pk", "source_id", "target_id", "edge_type__name"):
+        edges[pk] = pk
+        edges[(src, dst, name)] = pk
+    out, seen = [], {}
+    for index, item in enumerate(items):
+        if "node" in item:
+            if item["node"] not in nodes:
+                raise ValidationError({"items": {index: {"node": [f"Unknown node {item['node']} in this graph."]}}})
+            kind, pk = "node", item["node"]
+        else:
+            ref = item["edge"]
+            pk = edges.get(ref if isinstance(ref, int) else (ref["source"], ref["target"], ref["type"]))
+            if pk is None:
+                raise ValidationError({"items": {index: {"edge": [f"Unknown edge {ref} in this graph."]}}})
+            kind = "edge"
+        if seen.setdefault((kind, pk), item["signal"]) != item["signal"]:
+            raise ValidationError({"items": {index: {"signal": [f"{kind} {pk} is reported with two different signals."]}}})
+        out.append({"kind": kind, "id": pk, "signal": item["signal"]})
+    return out
+
+
+def report_uses(user, graph, external_id: str, data: dict, client_key: str = "") -> tuple[dict, int]:
+    """Validated uses (UsesSerializer) of a session: resolve the items, enqueue reinforcement on commit."""
+    session, skipped = session_or_status(graph, external_id)
+    if skipped:
+        return _no_op(skipped)
+    items = resolve_use_items(graph, data["items"])
+    key = _key(client_key, "uses", session)
+    task_id = _enqueue(tasks.apply_uses_task, graph_id=graph.pk, external_id=external_id, items=items,
+                       learning_rate=data.get("learning_rate"), idempotency_key=key, user_id=user.pk)
+    return _queued(task_id, key)
+
+
+def report_response(user, graph, external_id: str, data: dict, client_key: str = "") -> tuple[dict, int]:
+    """A validated response text (ResponseTextSerializer): enqueue implicit-use detection on commit."""
+    session, skipped = session_or_status(graph, external_id)
+    if skipped:
+        return _no_op(skipped)
+    key = _key(client_key, "response", session)
+    task_id = _enqueue(tasks.apply_response_task, graph_id=graph.pk, external_id=external_id,
+                       response=data["response"], idempotency_key=key, user_id=user.pk)
+    return _queued(task_id, key)
+
+
+def report_outcome(user, graph, external_id: str, data: dict, client_key: str = "") -> tuple[dict, int]:
+    """A validated outcome (OutcomeSerializer): duplicate (200), a no-op status, or the EMA enqueued on commit."""
+    outcome = data["outcome"]
+    session, skipped = session_or_status(graph, external_id)
+    if skipped:
+        return _no_op(skipped)
+    context = {"graph": session.graph_id, "session": external_id, "outcome": outcome}
+    previous = UpdateBatch.objects.filter(trigger_session=session, kind="outcome").order_by("-id").first()
+    if previous is not None and session.outcome == outcome:
+        return {"status": "duplicate", "batch": previous.pk}, status.HTTP_200_OK
+    if not session.injections.exists():
+        return _no_op(actions.fall_through("no_injection", "the session has no context injection", **context))
+    if not InjectionCandidate.objects.filter(graph_id=session.graph_id, injection__session=session, selected=True).exists():
+        return _no_op(actions.fall_through("nothing_surfaced", "the session's injections surfaced nothing", **context))
+    key = _key(client_key, "outcome", session)
+    task_id = _enqueue(tasks.apply_outcome_task, graph_id=session.graph_id, external_id=external_id, outcome=outcome,
+                       alpha=data.get("alpha"), idempotency_key=key, user_id=user.pk)
+    return _queued(task_id, key)
+
+
 class SessionReportView(GraphScopedMixin, APIView):
-    """Base of the three session reports: graph through tenancy, analyst role, fall-through statuses."""
+    """Base of the three session reports: graph through tenancy, analyst role; the work is in report_*()."""
 
     permission_classes = PERMISSIONS
     write_role = "analyst"
+    serializer_class = None
+    report = None
 
-    def session_or_status(self, external_id: str):
-        graph = self.graph()
-        context = {"graph": graph.pk, "session": external_id}
-        if not graph.feedback_enabled:
-            return None, actions.fall_through("feedback_disabled", "feedback is disabled for this graph", **context)
-        session = AgentSession.objects.filter(graph=graph, external_id=external_id).first()
-        if session is None:
-            return None, actions.fall_through("unknown_session", "report for an unknown session", **context)
-        return session, None
-
-    @staticmethod
-    def no_op(result) -> Response:
-        return Response({"status": result.status, "reason": result.details.get("reason", "")}, status=status.HTTP_202_ACCEPTED)
-
-    def queued(self, task_id: str, key: str) -> Response:
-        return Response({"status": "queued", "task_id": task_id, "idempotency_key": key}, status=status.HTTP_202_ACCEPTED)
+    def post(self, request, graph_pk: int, external_id: str):
+        serializer = self.serializer_class(data=request.data)
+        serializer.is_valid(raise_exception=True)
+        body, code = type(self).report(request.user, self.graph(), external_id, serializer.validated_data,
+                                       request.headers.get("Idempotency-Key", ""))
+        return Response(body, status=code)
 
 
 class UsesView(SessionReportView):
     """Report the items a session used (explicit), or flagged wrong (negative): reinforcement on the worker."""
 
+    serializer_class = UsesSerializer
+    report = staticmethod(report_uses)
+
     @extend_schema(parameters=[GRAPH_ID, EXTERNAL_ID, IDEMPOTENCY], request=UsesSerializer, responses={202: AcceptedSerializer})
     def post(self, request, graph_pk: int, external_id: str):
-        serializer = UsesSerializer(data=request.data)
-        serializer.is_valid(raise_exception=True)
-        session, skipped = self.session_or_status(external_id)
-        if skipped:
-            return self.no_op(skipped)
-        items = self.resolve(serializer.validated_data["items"])
-        key = _key(request, "uses", session)
-        task_id = _enqueue(tasks.apply_uses_task, graph_id=self.graph().pk, external_id=external_id, items=items,
-                           learning_rate=serializer.validated_data.get("learning_rate"), idempotency_key=key,
-                           user_id=request.user.pk)
-        return self.queued(task_id, key)
-
-    def resolve(self, items: list[dict]) -> list[dict]:
-        """Turn node ids and edge ids/keys into checked ids of this graph (two queries, whatever the count)."""
-        graph = self.graph()
-        node_ids = {i["node"] for i in items if "node" in i}
-        edge_ids = {i["edge"] for i in items if isinstance(i.get("edge"), int)}
-        triplets = [i["edge"] for i in items if isinstance(i.get("edge"), dict)]
-        nodes = set(Node.objects.filter(graph=graph, archived=False, pk__in=node_ids).values_list("pk", flat=True))
-        edge_filter = Q(pk__in=edge_ids)
-        for t in triplets:
-            edge_filter |= Q(source_id=t["source"], target_id=t["target"], edge_type__name=t["type"])
-        edges = {}
-        for pk, src, dst, name in Edge.objects.filter(edge_filter, graph=graph, archived=False).values_list(
-                "pk", "source_id", "target_id", "edge_type__name"):
-            edges[pk] = pk
-            edges[(src, dst, name)] = pk
-        out, seen = [], {}
-        for index, item in enumerate(items):
-            if "node" in item:
-                if item["node"] not in nodes:
-                    raise ValidationError({"items": {index: {"node": [f"Unknown node {item['node']} in this graph."]}}})
-                kind, pk = "node", item["node"]
-            else:
-                ref = item["edge"]
-                pk = edges.get(ref if isinstance(ref, int) else (ref["source"], ref["target"], ref["type"]))
-                if pk is None:
-                    raise ValidationError({"items": {index: {"edge": [f"Unknown edge {ref} in this graph."]}}})
-                kind = "edge"
-            if seen.setdefault((kind, pk), item["signal"]) != item["signal"]:
-                raise ValidationError({"items": {index: {"signal": [f"{kind} {pk} is reported with two different signals."]}}})
-            out.append({"kind": kind, "id": pk, "signal": item["signal"]})
-        return out
+        return super().post(request, graph_pk, external_id)
 
 
 class ResponseView(SessionReportView):
     """Send the agent's response text: implicit uses are detected (distinctive n-gram overlap) on the worker."""
 
+    serializer_class = ResponseTextSerializer
+    report = staticmethod(report_response)
+
     @extend_schema(parameters=[GRAPH_ID, EXTERNAL_ID, IDEMPOTENCY], request=ResponseTextSerializer, responses={202: AcceptedSerializer})
     def post(self, request, graph_pk: int, external_id: str):
-        serializer = ResponseTextSerializer(data=request.data)
-        serializer.is_valid(raise_exception=True)
-        session, skipped = self.session_or_status(external_id)
-        if skipped:
-            return self.no_op(skipped)
-        key = _key(request, "response", session)
-        task_id = _enqueue(tasks.apply_response_task, graph_id=self.graph().pk, external_id=external_id,
-                           response=serializer.validated_data["response"], idempotency_key=key, user_id=request.user.pk)
-        return self.queued(task_id, key)
+        return super().post(request, graph_pk, external_id)
 
 
 class OutcomeView(SessionReportView):
     """Report how a session ended: outcome EMA on every surfaced node and edge, on the worker."""
 
+    serializer_class = OutcomeSerializer
+    report = staticmethod(report_outcome)
+
     @extend_schema(parameters=[GRAPH_ID, EXTERNAL_ID, IDEMPOTENCY], request=OutcomeSerializer,
                    responses={202: AcceptedSerializer, 200: AcceptedSerializer})
     def post(self, request, graph_pk: int, external_id: str):
-        serializer = OutcomeSerializer(data=request.data)
-        serializer.is_valid(raise_exception=True)
-        outcome = serializer.validated_data["outcome"]
-        session, skipped = self.session_or_status(external_id)
-        if skipped:
-            return self.no_op(skipped)
-        context = {"graph": session.graph_id, "session": external_id, "outcome": outcome}
-        previous = UpdateBatch.objects.filter(trigger_session=session, kind="outcome").order_by("-id").first()
-        if previous is not None and session.outcome == outcome:
-            return Response({"status": "duplicate", "batch": previous.pk}, status=status.HTTP_200_OK)
-        if not session.injections.exists():
-            return self.no_op(actions.fall_through("no_injection", "the session has no context injection", **context))
-        if not InjectionCandidate.objects.filter(graph_id=session.graph_id, injection__session=session, selected=True).exists():
-            return self.no_op(actions.fall_through("nothing_surfaced", "the session's injections surfaced nothing", **context))
-        key = _key(request, "outcome", session)
-        task_id = _enqueue(tasks.apply_outcome_task, graph_id=session.graph_id, external_id=external_id, outcome=outcome,
-                           alpha=serializer.validated_data.get("alpha"), idempotency_key=key, user_id=request.user.pk)
-        return self.queued(task_id, key)
+        return super().post(request, graph_pk, external_id)
 
 
 class GraphOperationView(GraphScopedMixin, APIView):

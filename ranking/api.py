@@ -30,6 +30,34 @@ def _call(fn, *args, **kwargs):
         raise ValidationError(exc.errors)
 
 
+# The response bodies, shared by the views below and the MCP tools (graphadmin.mcp).
+
+
+def search_payload(result: service.SearchResult) -> dict:
+    """The body of a search answer (SearchResponseSerializer)."""
+    return {
+        "policy_revision": result.policy_revision.revision,
+        "results": [
+            {
+                "rank": hit.rank, "node": hit.row.node_id, "stable_id": hit.scored.stable_id, "key": hit.row.key,
+                "title": hit.row.title, "kind": hit.row.kind, "vector_score": hit.row.vector,
+                "hops": hit.scored.candidate.hops, "total": hit.scored.total, "components": hit.scored.components_dict(),
+            }
+            for hit in result.items
+        ],
+    }
+
+
+def context_payload(result: service.ContextResult, session_id: str) -> dict:
+    """The body of a context answer (ContextResponseSerializer)."""
+    inj = result.injection
+    return {
+        "injection": inj.pk, "session": session_id, "session_created": result.session_created, "mode": inj.mode,
+        "policy_revision": inj.policy_revision.revision, "budget_unit": inj.budget_unit, "budget": inj.budget,
+        "spent": inj.spent, "considered": result.considered, "items": result.selected,
+    }
+
+
 class _RankingView(GraphScopedMixin, generics.GenericAPIView):
     permission_classes = [IsAuthenticated, RoleForWrites]
     write_role = "reviewer"  # any member: these are reads, or the agent's own retrieval log
@@ -80,17 +108,7 @@ class SearchView(_RankingView):
             service.search, self.graph(), query=data["query"], vector=data["vector"], k=data["k"], anchors=data["anchors"],
             persona=data["persona"],
         )
-        return Response({
-            "policy_revision": result.policy_revision.revision,
-            "results": [
-                {
-                    "rank": hit.rank, "node": hit.row.node_id, "stable_id": hit.scored.stable_id, "key": hit.row.key,
-                    "title": hit.row.title, "kind": hit.row.kind, "vector_score": hit.row.vector,
-                    "hops": hit.scored.candidate.hops, "total": hit.scored.total, "components": hit.scored.components_dict(),
-                }
-                for hit in result.items
-            ],
-        })
+        return Response(search_payload(result))
 
 
 class ContextView(_RankingView):
@@ -106,12 +124,7 @@ class ContextView(_RankingView):
             start_nodes=data["start_nodes"], anchors=data["anchors"], persona=data["persona"],
             budget_unit=data["budget_unit"], budget=data["budget"], k=data["k"], hops=data["hops"],
         )
-        inj = result.injection
-        return Response({
-            "injection": inj.pk, "session": data["session"], "session_created": result.session_created, "mode": inj.mode,
-            "policy_revision": inj.policy_revision.revision, "budget_unit": inj.budget_unit, "budget": inj.budget,
-            "spent": inj.spent, "considered": result.considered, "items": result.selected,
-        }, status=status.HTTP_201_CREATED)
+        return Response(context_payload(result, data["session"]), status=status.HTTP_201_CREATED)
 
 
 class WhatIfView(_RankingView):

@@ -1,0 +1,273 @@
+"""A small Python client of the graphadmin REST API for agents: the same five operations as the MCP tools.
+
+    from graphadmin.client import GraphClient
+
+    with GraphClient("http://127.0.0.1:8000", token="...") as gc:
+        ctx = gc.context(graph_id=1, session="run-42", query="how do we rank edges?", budget=5)
+        for item in ctx["items"]:
+            print(item["rank"], item["title"])
+        gc.record_use(1, "run-42", [{"node": ctx["items"][0]["node"]}])
+        gc.record_response(1, "run-42", "Edges are ranked by weight and semantic proximity ...")
+        gc.improve(1, "run-42", "accepted")
+        why = gc.explain(ctx["injection"], i=1, j=2)
+
+Depends on nothing of Django: copy this file into an agent's project and install httpx.
+
+Errors: a 4xx answer raises ``ApiError`` carrying the status and the response body (the field
+errors of a 400, e.g. ``{"k": ["Ensure this value is less than or equal to 200."]}``) and is never
+retried. A connection error, a timeout or a 5xx answer is retried (``retries`` times, exponential
+backoff); feedback reports carry an ``Idempotency-Key`` header, generated once per call and resent
+on every retry, so a retried report applies once. When the retries are spent, the last connection
+error or a ``ServerError`` is raised.
+"""
+
+from __future__ import annotations
+
+import time
+import uuid
+from urllib.parse import quote
+from typing import Any, Literal, NotRequired, TypedDict
+
+import httpx
+
+__all__ = [
+    "GraphClient", "ApiError", "ServerError", "Component", "SearchHit", "SearchResult", "ContextItem", "ContextResult",
+    "UseItem", "Report", "Candidate", "Comparison", "Explanation",
+]
+
+Outcome = Literal["accepted", "rework", "rejected"]
+
+
+# --- response shapes (the API's OpenAPI schema, /api/schema/, is the reference) -----------------
+
+
+class Component(TypedDict):
+    raw: float
+    coefficient: float
+    contribution: float
+
+
+class SearchHit(TypedDict):
+    rank: int
+    node: int
+    stable_id: str
+    key: str
+    title: str
+    kind: str
+    vector_score: float
+    hops: int | None
+    total: float
+    components: dict[str, Component]
+
+
+class SearchResult(TypedDict):
+    policy_revision: int
+    results: list[SearchHit]
+
+
+class ContextItem(TypedDict):
+    rank: int
+    node: int
+    key: str
+    title: str
+    kind: str
+    text: str
+    tokens: int
+    total: float
+    hops: int | None
+    edge: int | None
+    edge_type: str | None
+
+
+class ContextResult(TypedDict):
+    injection: int
+    session: str
+    session_created: bool
+    mode: str
+    policy_revision: int
+    budget_unit: str
+    budget: int
+    spent: int
+    considered: int
+    items: list[ContextItem]
+
+
+class EdgeKey(TypedDict):
+    source: int
+    target: int
+    type: str
+
+
+class UseItem(TypedDict, total=False):
+    """One used item: ``node`` (id) or ``edge`` (id or EdgeKey); signal ``explicit`` (default) or ``negative``."""
+
+    node: int
+    edge: int | EdgeKey
+    signal: Literal["explicit", "negative", "implicit"]
+
+
+class Report(TypedDict):
+    """The answer to a feedback report: ``queued`` (with task id and key), ``duplicate`` (with batch), or a no-op status."""
+
+    status: str
+    task_id: NotRequired[str]
+    idempotency_key: NotRequired[str]
+    batch: NotRequired[int | None]
+    reason: NotRequired[str]
+
+
+class Candidate(TypedDict):
+    rank: int
+    selected: bool
+    node: int
+    edge: int | None
+    hops: int | None
+    tokens: int
+    total: float
+    features: dict[str, Any]
+    components: dict[str, Component]
+
+
+class Comparison(TypedDict):
+    i: int
+    j: int
+    total_i: float
+    total_j: float
+    difference: float
+    components: list[dict[str, Any]]
+
+
+class Explanation(TypedDict):
+    injection: int
+    session: str
+    query: str
+    mode: str
+    policy_revision: int
+    budget_unit: str
+    budget: int
+    spent: int
+    created_at: str
+    candidates: list[Candidate]
+    comparison: Comparison | None
+
+
+# --- errors ---------------------------------------------------------------------------------------
+
+
+class ApiError(Exception):
+    """A 4xx answer: the request was refused. ``errors`` is the response body (field -> messages for a 400)."""
+
+    def __init__(self, status_code: int, errors: Any, method: str = "", url: str = ""):
+        self.status_code, self.errors, self.method, self.url = status_code, errors, method, url
+        super().__init__(f"{method} {url} -> {status_code}: {errors}")
+
+
+class ServerError(Exception):
+    """A 5xx answer that outlived the retries."""
+
+    def __init__(self, status_code: int, body: str, method: str = "", url: str = ""):
+        self.status_code, self.body, self.method, self.url = status_code, body, method, url
+        super().__init__(f"{method} {url} -> {status_code} after retries: {body[:500]}")
+
+
+# --- the client -------------------------------------------------------------------------------------
+
+
+def _drop_none(data: dict) -> dict:
+    return {k: v for k, v in data.items() if v is not None}
+
+
+class GraphClient:
+    """The graphadmin REST API for an agent: search, context, record_use / record_response, improve, explain.
+
+    ``token`` is a DRF API token (``manage.py drf_create_token USERNAME``), sent as ``Authorization: Token``.
+    ``timeout`` (seconds) applies to each attempt; ``retries`` is how many times a connection error,
+    a timeout or a 5xx is retried, sleeping ``backoff * 2**attempt`` seconds in between.
+    """
+
+    def __init__(self, base_url: str, token: str, *, timeout: float = 10.0, retries: int = 3, backoff: float = 0.25,
+                 transport: httpx.BaseTransport | None = None):
+        self.retries, self.backoff = retries, backoff
+        self._http = httpx.Client(
+            base_url=base_url.rstrip("/"), timeout=timeout, transport=transport,
+            headers={"Authorization": f"Token {token}", "Accept": "application/json"},
+        )
+
+    def close(self) -> None:
+        self._http.close()
+
+    def __enter__(self) -> GraphClient:
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
+    def _request(self, method: str, path: str, *, json: dict | None = None, params: dict | None = None,
+                 headers: dict | None = None) -> Any:
+        attempt = 0
+        while True:
+            try:
+                response = self._http.request(method, path, json=json, params=params, headers=headers)
+            except httpx.TransportError:  # connection refused or reset, timeouts, protocol errors
+                if attempt >= self.retries:
+                    raise
+            else:
+                if response.status_code < 400:
+                    return response.json()
+                if response.status_code < 500:
+                    try:
+                        errors = response.json()
+                    except ValueError:
+                        errors = response.text
+                    raise ApiError(response.status_code, errors, method, str(response.request.url))
+                if attempt >= self.retries:
+                    raise ServerError(response.status_code, response.text, method, str(response.request.url))
+            time.sleep(self.backoff * 2 ** attempt)
+            attempt += 1
+
+    # The five operations.
+
+    def search(self, graph_id: int, query: str = "", *, vector: list[float] | None = None, k: int = 20,
+               anchors: list[int] | None = None, persona: dict[str, float] | None = None) -> SearchResult:
+        """Hybrid search (POST /api/graphs/{id}/search/): ranked hits with every factor. Logs nothing."""
+        body = _drop_none({"query": query, "vector": vector, "k": k, "anchors": anchors, "persona": persona})
+        return self._request("POST", f"/api/graphs/{graph_id}/search/", json=body)
+
+    def context(self, graph_id: int, session: str, query: str = "", *, vector: list[float] | None = None,
+                start_nodes: list[int] | None = None, anchors: list[int] | None = None,
+                persona: dict[str, float] | None = None, budget_unit: Literal["items", "tokens"] = "items",
+                budget: int | None = None, k: int = 50, hops: int | None = None) -> ContextResult:
+        """Budgeted context for a session (POST /api/graphs/{id}/context/): the items and the injection id."""
+        body = _drop_none({
+            "session": session, "query": query, "vector": vector, "start_nodes": start_nodes, "anchors": anchors,
+            "persona": persona, "budget_unit": budget_unit, "budget": budget, "k": k, "hops": hops,
+        })
+        return self._request("POST", f"/api/graphs/{graph_id}/context/", json=body)
+
+    def _report(self, graph_id: int, session: str, what: str, body: dict, idempotency_key: str | None) -> Report:
+        key = idempotency_key or uuid.uuid4().hex
+        return self._request("POST", f"/api/graphs/{graph_id}/sessions/{quote(session, safe='')}/{what}/", json=body,
+                             headers={"Idempotency-Key": key})
+
+    def record_use(self, graph_id: int, session: str, items: list[UseItem], *, learning_rate: float | None = None,
+                   idempotency_key: str | None = None) -> Report:
+        """Report used (explicit) or wrong (negative) items (POST .../sessions/{session}/uses/); applied by the worker."""
+        return self._report(graph_id, session, "uses", _drop_none({"items": items, "learning_rate": learning_rate}), idempotency_key)
+
+    def record_response(self, graph_id: int, session: str, response: str, *, idempotency_key: str | None = None) -> Report:
+        """Send the response text for implicit use detection (POST .../sessions/{session}/response/)."""
+        return self._report(graph_id, session, "response", {"response": response}, idempotency_key)
+
+    def improve(self, graph_id: int, session: str, outcome: Outcome, *, alpha: float | None = None,
+                idempotency_key: str | None = None) -> Report:
+        """Report the session's outcome (POST .../sessions/{session}/outcome/): EMA on the worker."""
+        return self._report(graph_id, session, "outcome", _drop_none({"outcome": outcome, "alpha": alpha}), idempotency_key)
+
+    def explain(self, injection_id: int, *, i: int | None = None, j: int | None = None) -> Explanation:
+        """Every candidate of an injection with its components; with i and j, why rank i beat rank j."""
+        return self._request("GET", f"/api/injections/{injection_id}/explain/", params=_drop_none({"i": i, "j": j}))
+
+    def batches(self, graph_id: int, session: str, kind: str | None = None) -> list[dict]:
+        """The update batches a session's feedback produced (GET /api/batches/?graph=&session=), newest first."""
+        body = self._request("GET", "/api/batches/", params=_drop_none({"graph": graph_id, "session": session, "kind": kind}))
+        return body["results"] if isinstance(body, dict) and "results" in body else body

@@ -1,0 +1,415 @@
+"""The MCP server: the agents' tools over the knowledge graph (``manage.py mcp_server``).
+
+Five tools, each a thin adapter over the same code paths as the REST API:
+
+- ``graph_search``     -> ranking.service.search         (POST /api/graphs/{id}/search/)
+- ``graph_context``    -> ranking.service.assemble_context (POST /api/graphs/{id}/context/)
+- ``graph_record_use`` -> feedback.api.report_uses / report_response (POST .../sessions/{sid}/uses/, /response/)
+- ``graph_improve``    -> feedback.api.report_outcome     (POST .../sessions/{sid}/outcome/)
+- ``graph_explain``    -> ranking.service.explain         (GET /api/injections/{id}/explain/)
+
+Input is validated by the API's own DRF serializers, so bounds and messages are the API's; the
+JSON schema of each tool documents the same bounds. Tenancy and roles are the API's: a graph or
+injection of another organization is "not found"; reporting feedback needs ``analyst``. Each call
+runs in one transaction (like ATOMIC_REQUESTS), so feedback tasks are enqueued on commit and an
+error writes nothing. Feedback reports (uses, response, outcome) are applied by the Celery worker,
+exactly as through the API: the tools answer ``queued`` with the task id, and ``graph_explain``
+lists the session's update batches once the worker has applied them.
+
+Authentication is a DRF API token (``manage.py drf_create_token USERNAME``):
+
+- stdio: the server's token (``--token`` or ``GRAPHADMIN_TOKEN``) is checked at start (a bad token
+  stops the server with an error) and again on every call (a revoked token or a deactivated user
+  is refused from then on).
+- streamable HTTP: every HTTP request carries ``Authorization: Bearer <token>``; the SDK's bearer
+  middleware refuses a missing or unknown token with 401, and each tool call acts as that token's user.
+
+Django's ORM is synchronous: the tools are async functions that run their work in Django's one
+thread-sensitive executor (asgiref's ``sync_to_async(thread_sensitive=True)``), closing stale
+connections around each call like a request does.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Annotated, Any, Literal
+
+from asgiref.sync import sync_to_async
+from django.db import close_old_connections, transaction
+from pydantic import BaseModel, Field
+from rest_framework.authtoken.models import Token
+from rest_framework.exceptions import ValidationError
+from rest_framework.utils.encoders import JSONEncoder
+
+from mcp_types import ToolAnnotations
+
+from mcp.server.auth.provider import AccessToken
+from mcp.server.mcpserver import MCPServer
+from mcp.server.mcpserver.exceptions import ToolError
+from graphadmin.models.policy import POLICY_NUMBERS
+from ranking import service  # the documented bounds (docs/ranking.md); needs Django set up, as every caller has
+
+SERVER_NAME = "graphadmin"
+_LR, _ALPHA = POLICY_NUMBERS["learning_rate"], POLICY_NUMBERS["ema_alpha"]
+INSTRUCTIONS = """\
+Long-term memory as a ranked knowledge graph (notes, decisions, observations linked by typed edges).
+A session: 1) graph_context with your session id and the task as query -> items to read, and an
+injection id; 2) after answering, graph_record_use with the items you actually used (explicit), the
+ones that were wrong (negative), and/or your response text (implicit use is detected from it);
+3) graph_improve with how the session ended (accepted, rework, rejected). graph_explain shows why
+items ranked where they did and the weight updates your feedback caused. graph_search is a plain
+ranked lookup that logs nothing. Ids are the integers these tools return."""
+
+# ---------------------------------------------------------------------------------------------
+# Authentication
+
+
+class NotAuthenticated(Exception):
+    """The token is unknown, or its user is inactive."""
+
+
+def user_for_token(key: str):
+    """The active user owning DRF token ``key``; NotAuthenticated otherwise."""
+    token = Token.objects.select_related("user").filter(key=key or "").first() if key else None
+    if token is None or not token.user.is_active:
+        raise NotAuthenticated("Invalid token (unknown key, or inactive user).")
+    return token.user
+
+
+class DRFTokenVerifier:
+    """The SDK's TokenVerifier over DRF tokens, for the streamable HTTP transport (Bearer header)."""
+
+    async def verify_token(self, token: str) -> AccessToken | None:
+        def check():
+            close_old_connections()
+            try:
+                user = user_for_token(token)
+            except NotAuthenticated:
+                return None
+            finally:
+                close_old_connections()
+            return AccessToken(token=token, client_id=f"user:{user.pk}", scopes=[], subject=user.get_username())
+
+        return await sync_to_async(check, thread_sensitive=True)()
+
+
+# ---------------------------------------------------------------------------------------------
+# The work of each tool (synchronous, Django)
+
+
+def _invalid(errors) -> ToolError:
+    return ToolError("Invalid input: " + json.dumps(errors, cls=JSONEncoder, sort_keys=True))
+
+
+def _json(payload: Any) -> Any:
+    """The payload as the REST API would render it (datetimes in ISO 8601, decimals as floats...)."""
+    return json.loads(json.dumps(payload, cls=JSONEncoder))
+
+
+def _graph(user, graph_id: int, role: str):
+    """The graph through the caller's tenancy (else 'not found'), with at least ``role`` (else refused)."""
+    from graphadmin.models import Graph
+    from graphadmin.models.tenancy import role_at_least, role_for
+
+    graph = Graph.objects.for_user(user).filter(pk=graph_id).first()
+    if graph is None:
+        raise ToolError(f"Graph {graph_id} not found.")
+    if not role_at_least(role_for(user, graph.organization_id), role):
+        raise ToolError(f"Permission denied: your role in this organization may not do this (needs {role}).")
+    return graph
+
+
+def _validated(serializer_class, data: dict) -> dict:
+    serializer = serializer_class(data={k: v for k, v in data.items() if v is not None})
+    if not serializer.is_valid():
+        raise _invalid(serializer.errors)
+    return serializer.validated_data
+
+
+def _ranking_call(fn, *args, **kwargs):
+    from ranking.service import RankingInputError
+
+    try:
+        return fn(*args, **kwargs)
+    except RankingInputError as exc:
+        raise _invalid(exc.errors)
+
+
+def do_search(user, graph_id: int, args: dict) -> dict:
+    from ranking import serializers as rs
+    from ranking.api import search_payload
+
+    graph = _graph(user, graph_id, "reviewer")
+    data = _validated(rs.SearchRequestSerializer, args)
+    result = _ranking_call(service.search, graph, query=data["query"], vector=data["vector"], k=data["k"],
+                           anchors=data["anchors"], persona=data["persona"])
+    return search_payload(result)
+
+
+def do_context(user, graph_id: int, args: dict) -> dict:
+    from ranking import serializers as rs
+    from ranking.api import context_payload
+
+    graph = _graph(user, graph_id, "reviewer")
+    data = _validated(rs.ContextRequestSerializer, args)
+    result = _ranking_call(
+        service.assemble_context, graph, session_id=data["session"], query=data["query"], vector=data["vector"],
+        start_nodes=data["start_nodes"], anchors=data["anchors"], persona=data["persona"],
+        budget_unit=data["budget_unit"], budget=data["budget"], k=data["k"], hops=data["hops"],
+    )
+    return context_payload(result, data["session"])
+
+
+def do_record_use(user, graph_id: int, session: str, items, response, learning_rate, idempotency_key: str) -> dict:
+    from feedback import api as fa
+    from feedback.serializers import ResponseTextSerializer, UsesSerializer
+
+    graph = _graph(user, graph_id, "analyst")
+    if not items and response is None:
+        raise _invalid({"items": ["Give the items used (or flagged wrong), the response text, or both."]})
+    out: dict[str, Any] = {"session": session}
+    # Both validated before anything is reported: a bad response text does not leave the uses queued.
+    uses = _validated(UsesSerializer, {"items": items, "learning_rate": learning_rate}) if items else None
+    text = _validated(ResponseTextSerializer, {"response": response}) if response is not None else None
+    if uses is not None:
+        out["uses"], _status = fa.report_uses(user, graph, session, uses, idempotency_key)
+    if text is not None:
+        out["response"], _status = fa.report_response(user, graph, session, text, idempotency_key)
+    return out
+
+
+def do_improve(user, graph_id: int, session: str, outcome: str, alpha, idempotency_key: str) -> dict:
+    from feedback import api as fa
+    from feedback.serializers import OutcomeSerializer
+
+    graph = _graph(user, graph_id, "analyst")
+    data = _validated(OutcomeSerializer, {"outcome": outcome, "alpha": alpha})
+    body, _status = fa.report_outcome(user, graph, session, data, idempotency_key)
+    return {"session": session, **body}
+
+
+def do_explain(user, injection_id: int, i, j, node) -> dict:
+    from feedback.models import ContextInjection, UpdateBatch
+    from ranking import serializers as rs
+
+    injection = (ContextInjection.objects.for_user(user).select_related("session", "policy_revision")
+                 .filter(pk=injection_id).first())
+    if injection is None:
+        raise ToolError(f"Injection {injection_id} not found.")
+    params = _validated(rs.ExplainQuerySerializer, {"i": i, "j": j})
+    i, j = params.get("i"), params.get("j")
+    if node is not None:
+        if i is not None or j is not None:
+            raise _invalid({"node": ["Give either node, or the ranks i and j, not both."]})
+        rank = injection.candidates.filter(node_id=node).order_by("rank").values_list("rank", flat=True).first()
+        if rank is None:
+            raise _invalid({"node": [f"Node {node} is not a candidate of injection {injection.pk}."]})
+        count = injection.candidates.count()
+        # Compare with the candidate just above it; the top candidate with the runner-up.
+        i, j = (rank, rank - 1) if rank > 1 else ((1, 2) if count > 1 else (None, None))
+    result = _ranking_call(service.explain, injection, i, j)
+    result["feedback_batches"] = [
+        {"id": b.pk, "kind": b.kind, "status": b.status, "node_updates": b.node_updates, "edge_updates": b.edge_updates,
+         "conflicts": b.conflicts, "details": b.details, "finished_at": b.finished_at}
+        for b in UpdateBatch.objects.filter(graph_id=injection.graph_id, trigger_session_id=injection.session_id).order_by("id")
+    ]
+    return result
+
+
+# ---------------------------------------------------------------------------------------------
+# The server
+
+
+class EdgeKey(BaseModel):
+    """An edge named by its ends and type instead of its id."""
+
+    source: int = Field(description="Source node id.")
+    target: int = Field(description="Target node id.")
+    type: str = Field(description="Edge type name, e.g. related, derived_from, depends_on.")
+
+
+class UseItemInput(BaseModel):
+    """One item of the session's context: a node (by id) or an edge (by id or by its ends and type)."""
+
+    node: int | None = Field(default=None, description="Node id (the `node` of a graph_context item). Give node or edge, not both.")
+    edge: int | EdgeKey | None = Field(default=None, description="Edge id (the `edge` of a traversal-mode item), or {source, target, type}.")
+    signal: Literal["explicit", "negative", "implicit"] = Field(
+        default="explicit", description="explicit: you used it (reinforced: w += lr*(1-w)); negative: it was wrong or misleading (w -= lr*w).",
+    )
+
+
+def _bounds(lo=None, hi=None, **extra):
+    """Bounds for the JSON schema only: the API's serializer enforces them with the API's messages."""
+    schema = dict(extra)
+    if lo is not None:
+        schema["minimum"] = lo
+    if hi is not None:
+        schema["maximum"] = hi
+    return schema
+
+
+GraphId = Annotated[int, Field(description="The graph's id (GET /api/graphs/ lists yours).")]
+Session = Annotated[str, Field(description="Your agent session's id (any string up to 200 characters, chosen by you; "
+                                           "the same one for the whole session).",
+                                           json_schema_extra={"maxLength": 200})]
+Query = Annotated[str, Field(description=f"What you are looking for, in words (at most {service.MAX_QUERY_CHARS} characters).",
+                             json_schema_extra={"maxLength": service.MAX_QUERY_CHARS})]
+Vector = Annotated[list[float] | None, Field(description="A query embedding of the graph's dimension; replaces the query text "
+                                                       "for similarity. Usually omitted.")]
+NodeIds = Annotated[list[int], Field(description=f"Node ids (at most {service.MAX_START_NODES}).",
+                                     json_schema_extra={"maxItems": service.MAX_START_NODES})]
+Persona = Annotated[dict[str, float], Field(description="Affinity in [-1, 1] by node kind or tag, e.g. {\"decision\": 0.5}; "
+                                                      "at most 50 entries.")]
+IdempotencyKey = Annotated[str, Field(description="Optional: retrying a report with the same key applies it once.",
+                                      json_schema_extra={"maxLength": 100})]
+
+
+def build_server(*, token: str | None = None, http: bool = False, host: str = "127.0.0.1", port: int = 8765) -> MCPServer:
+    """The MCP server. stdio: acting as ``token``'s user; HTTP: as the user of each request's Bearer token."""
+    from mcp.server.auth.middleware.auth_context import get_access_token
+    from mcp.server.auth.settings import AuthSettings
+
+    kwargs: dict[str, Any] = {}
+    if http:
+        base = f"http://{host}:{port}"
+        kwargs = {"token_verifier": DRFTokenVerifier(),
+                  "auth": AuthSettings(issuer_url=base, resource_server_url=f"{base}/mcp",
+                                      validate_token_resource=False)}  # DRF tokens are this service's own
+    server = MCPServer(SERVER_NAME, instructions=INSTRUCTIONS, **kwargs)
+
+    async def run(work, *args):
+        """Authenticate, then run ``work(user, *args)`` in one transaction on Django's sync thread."""
+        key = token
+        if http:
+            access = get_access_token()
+            key = access.token if access else None
+
+        def call():
+            close_old_connections()
+            try:
+                try:
+                    user = user_for_token(key)
+                except NotAuthenticated as exc:
+                    raise ToolError(str(exc))
+                with transaction.atomic():
+                    return _json(work(user, *args))
+            except ValidationError as exc:  # raised by the shared report functions
+                raise _invalid(exc.detail)
+            finally:
+                close_old_connections()
+
+        return await sync_to_async(call, thread_sensitive=True)()
+
+    # Hints for the agent's host: search and explain only read; context appends to the retrieval log;
+    # the reports change weights (through the worker), and repeating one is not a no-op without its key.
+    read_only = ToolAnnotations(read_only_hint=True, destructive_hint=False, open_world_hint=False)
+    appends = ToolAnnotations(read_only_hint=False, destructive_hint=False, idempotent_hint=False, open_world_hint=False)
+
+    @server.tool(name="graph_search", annotations=read_only)
+    async def graph_search(
+        graph_id: GraphId,
+        query: Query = "",
+        vector: Vector = None,
+        k: Annotated[int, Field(description=f"How many hits, 1..{service.MAX_SEARCH_K}.",
+                                json_schema_extra=_bounds(1, service.MAX_SEARCH_K))] = 20,
+        anchors: Annotated[list[int], Field(description="Node ids you are already at: hits near them (undirected hops) "
+                                                        f"rank higher. At most {service.MAX_START_NODES}.",
+                                            json_schema_extra={"maxItems": service.MAX_START_NODES})] = [],
+        persona: Persona = {},
+    ) -> dict:
+        """Hybrid search of the graph: vector similarity to the query, then hop proximity to your anchor
+        nodes, persona affinity and recency. Returns the hits in rank order, each with its node id, key,
+        title, kind, the raw vector score, hops from the anchors (proximity, not causation), the total
+        score and every score component (raw value, coefficient, contribution). Logs nothing: use
+        graph_context to retrieve context for a session."""
+        return await run(do_search, graph_id, {"query": query, "vector": vector, "k": k, "anchors": anchors, "persona": persona})
+
+    @server.tool(name="graph_context", annotations=appends)
+    async def graph_context(
+        graph_id: GraphId,
+        session: Session,
+        query: Query = "",
+        vector: Vector = None,
+        start_nodes: Annotated[list[int], Field(description="Traversal mode: node ids to start from (best-first over their "
+                                                            f"edges by traversal score). At most {service.MAX_START_NODES}. "
+                                                            "Without them: hybrid mode (needs a query or vector).",
+                                                json_schema_extra={"maxItems": service.MAX_START_NODES})] = [],
+        anchors: NodeIds = [],
+        persona: Persona = {},
+        budget_unit: Annotated[Literal["items", "tokens"], Field(description="What the budget counts.")] = "items",
+        budget: Annotated[int | None, Field(description=f"At most {service.MAX_BUDGET_ITEMS} items or {service.MAX_BUDGET_TOKENS} "
+                                                        "estimated tokens; default: the graph policy's.",
+                                            json_schema_extra=_bounds(1, service.MAX_BUDGET_TOKENS))] = None,
+        k: Annotated[int, Field(description=f"Hybrid mode: vector candidates considered, 1..{service.MAX_SEARCH_K}.",
+                                json_schema_extra=_bounds(1, service.MAX_SEARCH_K))] = 50,
+        hops: Annotated[int | None, Field(description=f"Traversal depth, 1..{service.MAX_HOPS}; default and bound: the policy's max_hops.",
+                                          json_schema_extra=_bounds(1, service.MAX_HOPS))] = None,
+    ) -> dict:
+        """Retrieve context for your session: candidates ranked best-first, selected until the budget is
+        spent, the rest cut. The whole candidate set is logged as a context injection (its id is
+        `injection`), which is what your later feedback (graph_record_use, graph_improve) and
+        graph_explain refer to. Returns `items` (rank, node id, key, title, kind, text, tokens, score,
+        hops, and in traversal mode the edge id and type), plus budget, spent and how many candidates
+        were considered. The session is created on first use."""
+        return await run(do_context, graph_id, {
+            "session": session, "query": query, "vector": vector, "start_nodes": start_nodes, "anchors": anchors,
+            "persona": persona, "budget_unit": budget_unit, "budget": budget, "k": k, "hops": hops,
+        })
+
+    @server.tool(name="graph_record_use", annotations=appends)
+    async def graph_record_use(
+        graph_id: GraphId,
+        session: Session,
+        items: Annotated[list[UseItemInput] | None, Field(description="The context items you used (signal explicit) or found "
+                                                                      "wrong (signal negative).")] = None,
+        response: Annotated[str | None, Field(description="Your response text: items whose distinctive wording appears in it "
+                                                          "are recorded as implicitly used. At most 200000 characters.",
+                                              json_schema_extra={"maxLength": 200_000})] = None,
+        learning_rate: Annotated[float | None, Field(description="Override of the policy's learning rate (and negative rate), "
+                                                                 f"{_LR[1]}..{_LR[2]}. Usually omitted.",
+                                                     json_schema_extra=_bounds(_LR[1], _LR[2]))] = None,
+        idempotency_key: IdempotencyKey = "",
+    ) -> dict:
+        """Report which retrieved items your session used, so their weights learn: explicit use raises
+        an edge's weight (a node's feedback weight) by lr*(1-w), negative lowers it by lr*w; items not
+        reported do not change. Give `items`, `response` (implicit use detection), or both. Needs the
+        analyst role. The update runs on the server's worker: the answer is `queued` with a task id
+        (or a no-op status such as unknown_session with its reason); graph_explain lists the
+        resulting batches."""
+        plain = [i.model_dump(exclude_none=True, mode="json") for i in items] if items else None
+        return await run(do_record_use, graph_id, session, plain, response, learning_rate, idempotency_key)
+
+    @server.tool(name="graph_improve", annotations=appends)
+    async def graph_improve(
+        graph_id: GraphId,
+        session: Session,
+        outcome: Annotated[Literal["accepted", "rework", "rejected"], Field(description="How the session ended.")],
+        alpha: Annotated[float | None, Field(description=f"Override of the policy's EMA alpha, {_ALPHA[1]}..{_ALPHA[2]}. Usually omitted.",
+                                             json_schema_extra=_bounds(_ALPHA[1], _ALPHA[2]))] = None,
+        idempotency_key: IdempotencyKey = "",
+    ) -> dict:
+        """Report how your session ended. Every node and edge selected in the session's context
+        injections moves its feedback weight toward the outcome's score (accepted 1.0, rework 0.5,
+        rejected 0.0 by default): w = alpha*score + (1-alpha)*w. Needs the analyst role. Runs on the
+        server's worker: the answer is `queued` with a task id, `duplicate` with the batch when this
+        outcome was already applied, or a no-op status (unknown_session, no_injection,
+        nothing_surfaced) with its reason. graph_explain lists the resulting batch."""
+        return await run(do_improve, graph_id, session, outcome, alpha, idempotency_key)
+
+    @server.tool(name="graph_explain", annotations=read_only)
+    async def graph_explain(
+        injection_id: Annotated[int, Field(description="The `injection` id returned by graph_context.")],
+        node: Annotated[int | None, Field(description="A node id: compare its candidate with the one ranked just above it "
+                                                      "(the top candidate: with the runner-up).")] = None,
+        i: Annotated[int | None, Field(description="A rank to compare (1-based); give with j.", json_schema_extra=_bounds(1))] = None,
+        j: Annotated[int | None, Field(description="The rank it is compared with.", json_schema_extra=_bounds(1))] = None,
+    ) -> dict:
+        """Why items ranked where they did in one context injection: every candidate considered, in
+        rank order, selected or cut by the budget, with its total score and each component (raw value,
+        coefficient, contribution) and the raw features; with `node` or ranks i and j, a comparison
+        naming the components that made one beat the other. Also lists the weight-update batches your
+        session's feedback produced so far (`feedback_batches`: kind reinforce or outcome, status,
+        counts)."""
+        return await run(do_explain, injection_id, i, j, node)
+
+    return server

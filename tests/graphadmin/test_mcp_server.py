@@ -1,0 +1,295 @@
+"""The MCP server end to end: an MCP client of the same SDK starts ``manage.py mcp_server`` over stdio.
+
+The server is a real subprocess on the test database (like the Celery worker of ``celery_worker_process``);
+feedback reports are applied by the real worker. The tests drive only the protocol while the server
+runs (no ORM inside the event loop) and check the database afterwards.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import socket
+import subprocess
+import sys
+import time
+
+import anyio
+import pytest
+from django.db import connection
+from rest_framework.authtoken.models import Token
+
+from feedback.models import AgentSession, ContextInjection, UpdateBatch
+from graphadmin.models import Edge, Node
+from mcp import ClientSession
+from mcp.client.stdio import StdioServerParameters, stdio_client
+from tests.conftest import ROOT
+
+TOOLS = {"graph_search", "graph_context", "graph_record_use", "graph_improve", "graph_explain"}
+
+
+def _env(token: str | None) -> dict:
+    env = dict(os.environ)
+    env["DATABASE_NAME"] = connection.settings_dict["NAME"]
+    env.setdefault("SECRET_KEY", "test-only-insecure-key")
+    env.pop("GRAPHADMIN_TOKEN", None)
+    if token is not None:
+        env["GRAPHADMIN_TOKEN"] = token
+    return env
+
+
+def with_server(token: str, script, tmp_path):
+    """Start the server over stdio as ``token``'s user, initialize, run ``await script(client)``; return its result."""
+
+    async def main():
+        params = StdioServerParameters(command=sys.executable, args=["manage.py", "mcp_server"], env=_env(token), cwd=str(ROOT))
+        with open(tmp_path / "mcp-server.log", "w") as errlog:
+            async with stdio_client(params, errlog=errlog) as (read, write):
+                async with ClientSession(read, write, read_timeout_seconds=60) as client:
+                    await client.initialize()
+                    return await script(client)
+
+    return anyio.run(main)
+
+
+def ok(result) -> dict:
+    """The tool's JSON answer; fails the test with the server's reason on a tool error."""
+    text = result.content[0].text
+    assert not result.is_error, text
+    return json.loads(text)
+
+
+def error(result) -> str:
+    """The reason of a tool error (isError), without the SDK's "Error executing tool NAME: " prefix."""
+    text = result.content[0].text
+    assert result.is_error, text
+    assert text.startswith("Error executing tool "), text
+    return text.split(": ", 1)[1]
+
+
+async def wait_for_batches(client, injection_id: int, kinds: set[str], timeout: float = 60) -> dict:
+    """Poll graph_explain until the session's feedback batches of ``kinds`` are applied by the worker."""
+    deadline = time.monotonic() + timeout
+    while True:
+        body = ok(await client.call_tool("graph_explain", {"injection_id": injection_id}))
+        done = {b["kind"] for b in body["feedback_batches"] if b["status"] == "applied"}
+        if kinds <= done:
+            return body
+        if time.monotonic() > deadline:
+            raise AssertionError(f"batches {kinds} not applied in {timeout}s: {body['feedback_batches']}")
+        await anyio.sleep(0.3)
+
+
+@pytest.mark.worker
+@pytest.mark.django_db(transaction=True)
+def test_full_agent_session_over_stdio_moves_the_weights(rg, ana, globex_graph, celery_worker_process, tmp_path):
+    graph, edges, nodes = rg["graph"], rg["edges"], rg["nodes"]
+    policy = graph.current_policy()
+    lr, neg, alpha = policy.learning_rate, policy.negative_rate, policy.ema_alpha
+    score = policy.outcome_score("accepted")
+    before = {pk: (w, fw) for pk, w, fw in Edge.objects.filter(graph=graph).values_list("pk", "weight", "feedback_weight")}
+    node_before = dict(Node.objects.filter(graph=graph).values_list("pk", "feedback_weight"))
+    token = Token.objects.create(user=ana).key
+    foreign_injection = ContextInjection.objects.create(
+        graph=globex_graph, session=AgentSession.objects.create(graph=globex_graph, external_id="theirs"),
+        policy_revision=globex_graph.current_policy(), query="secret", mode="hybrid", budget_unit="items", budget=1, spent=0,
+        params={},
+    )
+
+    async def session(client):
+        tools = (await client.list_tools()).tools
+        by_name = {t.name: t for t in tools}
+        context = ok(await client.call_tool("graph_context", {
+            "graph_id": graph.pk, "session": "agent-run-1", "query": "ranking weights", "start_nodes": [nodes["a"].pk],
+            "budget": 3,
+        }))
+        used, wrong = context["items"][0], context["items"][1]
+        record = ok(await client.call_tool("graph_record_use", {
+            "graph_id": graph.pk, "session": "agent-run-1",
+            "items": [{"edge": used["edge"], "signal": "explicit"}, {"edge": wrong["edge"], "signal": "negative"}],
+        }))
+        reinforced = await wait_for_batches(client, context["injection"], {"reinforce"})
+        improve = ok(await client.call_tool("graph_improve", {"graph_id": graph.pk, "session": "agent-run-1", "outcome": "accepted"}))
+        explained = await wait_for_batches(client, context["injection"], {"reinforce", "outcome"})
+        why = ok(await client.call_tool("graph_explain", {"injection_id": context["injection"], "node": wrong["node"]}))
+        again = ok(await client.call_tool("graph_improve", {"graph_id": graph.pk, "session": "agent-run-1", "outcome": "accepted"}))
+        unknown = ok(await client.call_tool("graph_improve", {"graph_id": graph.pk, "session": "never-seen", "outcome": "rejected"}))
+        assert unknown == {"session": "never-seen", "status": "unknown_session", "reason": "report for an unknown session"}
+        foreign = error(await client.call_tool("graph_context", {"graph_id": globex_graph.pk, "session": "s", "query": "ranking"}))
+        foreign_explain = error(await client.call_tool("graph_explain", {"injection_id": foreign_injection.pk}))
+        return by_name, context, record, reinforced, improve, explained, why, again, foreign, foreign_explain
+
+    by_name, context, record, reinforced, improve, explained, why, again, foreign, foreign_explain = with_server(token, session, tmp_path)
+
+    # The tools, with their documented schemas.
+    assert set(by_name) == TOOLS
+    assert by_name["graph_context"].input_schema["required"] == ["graph_id", "session"]
+    assert by_name["graph_search"].input_schema["properties"]["k"]["maximum"] == 200
+    assert by_name["graph_improve"].input_schema["properties"]["outcome"]["enum"] == ["accepted", "rework", "rejected"]
+    assert all(by_name[n].description for n in TOOLS)
+    assert by_name["graph_search"].annotations.read_only_hint is True
+    assert by_name["graph_improve"].annotations.read_only_hint is False
+
+    # graph_context: traversal mode, three items, logged as an injection of the session.
+    assert context["mode"] == "traversal" and context["spent"] == 3 and len(context["items"]) == 3
+    injection = ContextInjection.objects.get(pk=context["injection"])
+    assert injection.session.external_id == "agent-run-1" and injection.graph_id == graph.pk
+    selected = set(injection.candidates.filter(selected=True).values_list("edge_id", flat=True))
+    assert selected == {item["edge"] for item in context["items"]}
+
+    # graph_record_use and graph_improve go through the API's queue: answered "queued", applied by the worker.
+    assert record["uses"]["status"] == "queued" and record["uses"]["task_id"]
+    assert improve["status"] == "queued"
+    assert again == {"session": "agent-run-1", "status": "duplicate", "batch": UpdateBatch.objects.get(kind="outcome").pk}
+
+    # Reinforcement: used w += lr * (1 - w); wrong w -= neg * w; everything else unchanged.
+    used_edge, wrong_edge = context["items"][0]["edge"], context["items"][1]["edge"]
+    after = {pk: (w, fw) for pk, w, fw in Edge.objects.filter(graph=graph).values_list("pk", "weight", "feedback_weight")}
+    w0 = before[used_edge][0]
+    assert after[used_edge][0] == pytest.approx(w0 + lr * (1 - w0))
+    w0 = before[wrong_edge][0]
+    assert after[wrong_edge][0] == pytest.approx(w0 - neg * w0)
+    for pk in set(before) - {used_edge, wrong_edge}:
+        assert after[pk][0] == pytest.approx(before[pk][0]), pk
+
+    # Outcome EMA on feedback_weight of every selected edge and node, nothing else.
+    for pk in before:
+        expected = alpha * score + (1 - alpha) * before[pk][1] if pk in selected else before[pk][1]
+        assert after[pk][1] == pytest.approx(expected), pk
+    selected_nodes = {item["node"] for item in context["items"]}
+    for pk, fw in Node.objects.filter(graph=graph).values_list("pk", "feedback_weight"):
+        expected = alpha * score + (1 - alpha) * node_before[pk] if pk in selected_nodes else node_before[pk]
+        assert fw == pytest.approx(expected), pk
+    assert AgentSession.objects.get(graph=graph, external_id="agent-run-1").outcome == "accepted"
+
+    # graph_explain: every candidate with components, the comparison, and the session's batches.
+    kinds = [(b["kind"], b["status"], b["edge_updates"]) for b in explained["feedback_batches"]]
+    assert kinds == [("reinforce", "applied", 2), ("outcome", "applied", 3)]
+    assert [b["kind"] for b in reinforced["feedback_batches"]] == ["reinforce"]
+    assert len(explained["candidates"]) == injection.candidates.count()
+    assert set(explained["candidates"][0]["components"]) == {"weight", "semantic", "priority"}
+    assert why["comparison"]["i"] == 2 and why["comparison"]["j"] == 1
+    assert why["comparison"]["difference"] == pytest.approx(why["comparison"]["total_i"] - why["comparison"]["total_j"])
+
+    # Another organization's graph and injection do not exist for this caller, and nothing was written there.
+    assert foreign == f"Graph {globex_graph.pk} not found."
+    assert foreign_explain == f"Injection {foreign_injection.pk} not found."
+    assert not AgentSession.objects.filter(graph=globex_graph, external_id="s").exists()
+
+
+@pytest.mark.django_db(transaction=True)
+def test_roles_validation_and_revoked_token_are_tool_errors(rg, rita, tmp_path):
+    graph, nodes = rg["graph"], rg["nodes"]
+    token = Token.objects.create(user=rita)
+
+    async def script(client):
+        out = {}
+        out["search"] = ok(await client.call_tool("graph_search", {"graph_id": graph.pk, "query": "vector search", "k": 3}))
+        out["k0"] = error(await client.call_tool("graph_search", {"graph_id": graph.pk, "query": "x", "k": 0}))
+        out["budget"] = error(await client.call_tool("graph_context", {
+            "graph_id": graph.pk, "session": "s1", "query": "ranking", "budget": 201}))
+        out["nothing"] = error(await client.call_tool("graph_context", {"graph_id": graph.pk, "session": "s1"}))
+        out["unknown_node"] = error(await client.call_tool("graph_context", {
+            "graph_id": graph.pk, "session": "s1", "start_nodes": [10**9]}))
+        out["use"] = error(await client.call_tool("graph_record_use", {
+            "graph_id": graph.pk, "session": "s1", "items": [{"node": nodes["a"].pk}]}))
+        out["improve"] = error(await client.call_tool("graph_improve", {"graph_id": graph.pk, "session": "s1", "outcome": "accepted"}))
+        out["bad_outcome"] = (await client.call_tool("graph_improve", {"graph_id": graph.pk, "session": "s1", "outcome": "great"})).is_error
+        # Revoked while the server runs: refused from the next call on.
+        await anyio.to_thread.run_sync(revoke)
+        out["revoked"] = error(await client.call_tool("graph_search", {"graph_id": graph.pk, "query": "vector search"}))
+        return out
+
+    def revoke():
+        # In a worker thread: no event loop there, so the ORM may run.
+        Token.objects.filter(pk=token.pk).delete()
+        connection.close()
+
+    out = with_server(token.key, script, tmp_path)
+
+    hits = out["search"]["results"]
+    assert [h["rank"] for h in hits] == [1, 2, 3] and all("components" in h and "vector_score" in h for h in hits)
+    # The API's own messages (its serializers validate the tool input).
+    assert out["k0"] == 'Invalid input: {"k": ["Ensure this value is greater than or equal to 1."]}'
+    assert out["budget"] == 'Invalid input: {"budget": ["At most 200 items."]}'
+    assert "Give start nodes (traversal) or a query or vector (hybrid)." in out["nothing"]
+    assert "start_nodes" in out["unknown_node"] and "Unknown or archived node" in out["unknown_node"]
+    # A reviewer may read and retrieve, not report feedback.
+    assert out["use"].startswith("Permission denied") and out["improve"].startswith("Permission denied")
+    assert out["bad_outcome"] is True
+    assert out["revoked"] == "Invalid token (unknown key, or inactive user)."
+    # Errors wrote nothing: no session, no injection, no batch.
+    assert not AgentSession.objects.filter(graph=graph).exists()
+    assert not UpdateBatch.objects.filter(graph=graph).exists()
+
+
+@pytest.mark.django_db(transaction=True)
+def test_bad_or_missing_token_is_refused_at_start(ana):
+    Token.objects.create(user=ana)
+    for args, env_token, message in (
+        (["--token", "not-a-real-token"], None, "Invalid token"),
+        ([], None, "No token"),
+    ):
+        proc = subprocess.run(
+            [sys.executable, "manage.py", "mcp_server", *args], cwd=ROOT, env=_env(env_token), stdin=subprocess.DEVNULL,
+            capture_output=True, text=True, timeout=60,
+        )
+        assert proc.returncode != 0
+        assert message in proc.stderr
+        assert proc.stdout == ""
+
+
+@pytest.mark.django_db(transaction=True)
+def test_streamable_http_needs_a_bearer_token_per_request(rg, rita, tmp_path):
+    import httpx
+    import httpx2
+
+    from mcp.client.streamable_http import streamable_http_client
+
+    graph = rg["graph"]
+    token = Token.objects.create(user=rita).key
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    log = open(tmp_path / "mcp-http.log", "w")
+    proc = subprocess.Popen([sys.executable, "manage.py", "mcp_server", "--http", "--port", str(port)], cwd=ROOT,
+                            env=_env(None), stdout=log, stderr=subprocess.STDOUT)
+    url = f"http://127.0.0.1:{port}/mcp"
+    try:
+        deadline = time.monotonic() + 60
+        while True:
+            try:
+                with socket.create_connection(("127.0.0.1", port), timeout=1):
+                    break
+            except OSError:
+                assert proc.poll() is None and time.monotonic() < deadline, (tmp_path / "mcp-http.log").read_text()
+                time.sleep(0.2)
+
+        init = {"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
+            "protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": {"name": "t", "version": "0"}}}
+        headers = {"Accept": "application/json, text/event-stream"}
+        anonymous = httpx.post(url, json=init, headers=headers, timeout=10)
+        assert anonymous.status_code == 401 and anonymous.headers["WWW-Authenticate"].startswith("Bearer")
+        assert httpx.post(url, json=init, headers={**headers, "Authorization": "Bearer nope"}, timeout=10).status_code == 401
+
+        async def main():
+            async with httpx2.AsyncClient(headers={"Authorization": f"Bearer {token}"}, timeout=30) as http:
+                async with streamable_http_client(url, http_client=http) as (read, write):
+                    async with ClientSession(read, write, read_timeout_seconds=60) as client:
+                        await client.initialize()
+                        names = {t.name for t in (await client.list_tools()).tools}
+                        hits = ok(await client.call_tool("graph_search", {"graph_id": graph.pk, "query": "vector search", "k": 2}))
+                        refused = error(await client.call_tool("graph_improve", {"graph_id": graph.pk, "session": "s", "outcome": "accepted"}))
+                        return names, hits, refused
+
+        names, hits, refused = anyio.run(main)
+    finally:
+        proc.terminate()
+        try:
+            proc.wait(timeout=20)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+        log.close()
+    assert names == TOOLS
+    assert len(hits["results"]) == 2
+    assert refused.startswith("Permission denied")  # acting as the bearer token's user (rita, a reviewer)
