@@ -49,5 +49,5 @@ def test_analyst_reports_but_may_not_operate(api, ana, acme_graph, surfaced, bat
 
 
 def test_anonymous_is_refused(api, acme_graph, batch):
-    assert api().get("/api/batches/").status_code in (401, 403)
-    assert api().post(url(acme_graph, "s1", "outcome"), {"outcome": "accepted"}, format="json").status_code in (401, 403)
+    assert api().get("/api/batches/").status_code == 401
+    assert api().post(url(acme_graph, "s1", "outcome"), {"outcome": "accepted"}, format="json").status_code == 401

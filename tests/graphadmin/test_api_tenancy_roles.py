@@ -50,8 +50,11 @@ def test_members_of_every_role_read(api, acme_graph, small_graph, rita, ana, osc
             assert client.get(url).status_code == 200, (user.username, name)
 
 
-def test_anonymous_is_refused(api, acme_graph):
-    assert api().get(f"/api/graphs/{acme_graph.pk}/").status_code in (401, 403)
+def test_anonymous_and_bad_tokens_are_challenged(api, acme_graph):
+    response = api().get(f"/api/graphs/{acme_graph.pk}/")
+    assert response.status_code == 401 and response["WWW-Authenticate"] == "Token"
+    bad = api().get(f"/api/graphs/{acme_graph.pk}/", HTTP_AUTHORIZATION="Token not-a-real-token")
+    assert bad.status_code == 401
 
 
 @pytest.mark.parametrize("user_fixture", ["rita", "ana"])
