@@ -13,6 +13,8 @@ query filters by ``graph_id`` and by the day, so the rollup touches one day of t
 - ``top_used``: of the sessions with an injection that day, how many used (explicit or implicit use
   event) at least one of their top ``TOP_K`` ranked selected candidates, and the fraction.
 - ``outcomes``: sessions whose outcome was reported that day, by outcome.
+- ``totals``: live nodes and edges of the graph at rollup time (the overview shows these instead of
+  counting a million rows on every request).
 """
 
 from __future__ import annotations
@@ -155,11 +157,25 @@ def _outcomes(p: dict) -> dict:
     return dict(rows)
 
 
+def _totals(p: dict) -> dict:
+    nodes, edges = _one(
+        """
+        SELECT (SELECT count(*) FROM graphadmin_node WHERE graph_id = %(graph)s AND NOT archived),
+               (SELECT count(*) FROM graphadmin_edge WHERE graph_id = %(graph)s AND NOT archived)
+        """,
+        p,
+    )
+    return {"nodes": nodes, "edges": edges}
+
+
 def compute(graph, day: date) -> dict:
     """The metrics of one graph for one UTC day (no write)."""
     start = datetime.combine(day, time.min, tzinfo=timezone.utc)
     p = {"graph": graph.pk, "start": start, "end": start + timedelta(days=1)}
-    return {"scores": _scores(p), "updates": _updates(p), "weights": _weights(p), "top_used": _top_used(p), "outcomes": _outcomes(p)}
+    return {
+        "scores": _scores(p), "updates": _updates(p), "weights": _weights(p), "top_used": _top_used(p),
+        "outcomes": _outcomes(p), "totals": _totals(p),
+    }
 
 
 def rollup(graph, day: date) -> DailyMetric:

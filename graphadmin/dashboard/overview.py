@@ -15,15 +15,17 @@ from .access import graph_access
 def overview(request, graph_id):
     access = graph_access(request, graph_id)
     graph = access.graph
+    rows = mf.rollup_rows(graph, *mf.default_range())
+    totals = next((r for r in reversed(rows) if "totals" in r.data), None)
     counts = {
-        "nodes": Node.objects.filter(graph=graph, archived=False).count(),
-        "edges": Edge.objects.filter(graph=graph, archived=False).count(),
+        # Nodes and edges can number millions: the hourly rollup counts them, the page reads that.
+        "nodes": totals.data["totals"]["nodes"] if totals else Node.objects.filter(graph=graph, archived=False).count(),
+        "edges": totals.data["totals"]["edges"] if totals else Edge.objects.filter(graph=graph, archived=False).count(),
         "sessions": AgentSession.objects.filter(graph=graph).count(),
         "injections": ContextInjection.objects.filter(graph=graph).count(),
         "batches": UpdateBatch.objects.filter(graph=graph).count(),
     }
     batches = UpdateBatch.objects.filter(graph=graph).order_by("-started_at")[:10]
-    rows = mf.rollup_rows(graph, *mf.default_range())
     figures = [
         ("fig-scores", mf.score_distribution(rows), "Traversal-score percentiles and spread per day"),
         ("fig-updates", mf.updates_by_kind(rows), "Weight updates per day by batch kind"),
@@ -33,5 +35,12 @@ def overview(request, graph_id):
     return render(
         request,
         "dashboard/overview.html",
-        {"access": access, "counts": counts, "batches": batches, "figures": figures, "chain": audit.verify(graph.organization_id, full=False)},
+        {
+            "access": access,
+            "counts": counts,
+            "counted_at": totals.computed_at if totals else None,
+            "batches": batches,
+            "figures": figures,
+            "chain": audit.verify(graph.organization_id, full=False),
+        },
     )

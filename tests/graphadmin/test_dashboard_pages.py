@@ -98,3 +98,18 @@ def test_explain_pages(client, rg, injection, rita, mallory):
     client.force_login(mallory)
     assert client.get(f"/g/{g}/injections/{injection.pk}/").status_code == 404
     assert client.get(f"/g/{g}/explain/").status_code == 404
+
+
+def test_overview_counts_come_from_the_rollup_when_there_is_one(client, acme_graph, small_graph, rita):
+    from datetime import date
+
+    from feedback import metrics
+
+    client.force_login(rita)
+    page = client.get(f"/g/{acme_graph.pk}/").content.decode()
+    assert "<dt>Nodes</dt><dd>3</dd>" in page and "as of the metrics rollup" not in page  # live count
+    metrics.rollup(acme_graph, date.today())
+    small_graph["c"].archived = True
+    small_graph["c"].save()
+    page = client.get(f"/g/{acme_graph.pk}/").content.decode()
+    assert "<dt>Nodes</dt><dd>3</dd>" in page and "as of the metrics rollup" in page  # the rollup's count
