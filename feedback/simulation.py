@@ -114,9 +114,14 @@ class Report:
         cfg = self.config
         shift = cfg["shift_at"] or cfg["sessions"]
         pre = [b for b in self.blocks if b.end <= shift]
-        at_500 = next((b for b in pre if b.end >= min(500, shift)), pre[-1] if pre else None)
-        gain = None if at_500 is None or at_500.frozen_hit5 is None else at_500.hit5 - at_500.frozen_hit5
-        out = {"gain_at_500": gain, "gain_block": [at_500.start, at_500.end] if at_500 else None}
+        # "After 500 sessions": the last 100 sessions up to session 500 (or the shift, if earlier); one block
+        # of 50 sessions is too noisy a sample for the frozen policy (about +-7 points).
+        end = min(500, shift)
+        window = [b for b in pre if end - 100 < b.end <= end and b.frozen_hit5 is not None]
+        gain = (_mean(b.hit5 for b in window) - _mean(b.frozen_hit5 for b in window)) if window else None
+        out = {"gain_at_500": gain, "gain_window": [window[0].start, window[-1].end] if window else None,
+               "learning_hit5_at_500": _mean(b.hit5 for b in window) if window else None,
+               "frozen_hit5_at_500": _mean(b.frozen_hit5 for b in window) if window else None}
         if cfg["shift_at"] and pre:
             level = pre[-1].hit5
             post = [b for b in self.blocks if b.start >= shift]
