@@ -349,7 +349,8 @@ class Bench:
         from feedback.models import AgentSession, ContextInjection
 
         with connection.cursor() as cur:
-            cur.execute("SELECT id, target_id FROM graphadmin_edge WHERE graph_id = %s AND NOT archived ORDER BY random() LIMIT %s",
+            cur.execute("""SELECT e.id, e.target_id FROM graphadmin_edge e JOIN graphadmin_node t ON t.id = e.target_id AND NOT t.archived
+                           WHERE e.graph_id = %s AND NOT e.archived ORDER BY random() LIMIT %s""",
                         [self.graph.pk, max(size * 4, 2000)])
             pool = cur.fetchall()
         out = []

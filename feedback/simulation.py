@@ -80,6 +80,7 @@ class Config:
     p_outcome_noise: float = 0.05
     sessions_per_day: int = 20
     question_noise: float = 0.5
+    decay: bool = True  # run the decay action at every simulated period boundary
     seed: int = 11
 
 
@@ -316,7 +317,7 @@ def simulate(user, world: tuple[Graph, list[Topic]], frozen: tuple[Graph, list[T
             phase = 1 if cfg.shift_at is not None and s >= cfg.shift_at else 0
             day = s // cfg.sessions_per_day
             period = day // period_days
-            if period > last_period:
+            if cfg.decay and period > last_period:
                 last_period = period
                 # The periodic decay task's action, on the simulated clock.
                 actions.decay(ACTOR, Graph.objects.select_related("organization").get(pk=graph.pk),
