@@ -57,7 +57,7 @@ def _drop_database():
         conn.execute(f'DROP DATABASE IF EXISTS "{BENCH_DATABASE}" WITH (FORCE)')
 
 
-def generate(scale: float, seed: float = 0.42) -> dict:
+def generate(scale: float, seed: float = 0.42, progress=lambda message: None) -> dict:
     from django.contrib.auth import get_user_model
     from django.db import connection, transaction
 
@@ -86,6 +86,7 @@ def generate(scale: float, seed: float = 0.42) -> dict:
         cur.execute("DROP INDEX IF EXISTS node_embedding_hnsw")
 
         t = time.perf_counter()
+        progress(f"  graph: {nodes:,} nodes in {clusters:,} clusters ({topics:,} topics), 384-dimension embeddings...")
         cur.execute(
             """
             CREATE TEMP TABLE bench_topic AS
@@ -128,6 +129,7 @@ def generate(scale: float, seed: float = 0.42) -> dict:
         timings["nodes_s"] = time.perf_counter() - t
 
         t = time.perf_counter()
+        progress(f"  graph: ~{edges_target:,} edges (power-law out-degrees, 6 edge types)...")
         cur.execute(
             """
             CREATE TEMP TABLE bench_idx AS
@@ -159,6 +161,7 @@ def generate(scale: float, seed: float = 0.42) -> dict:
         timings["edges_s"] = time.perf_counter() - t
 
         t = time.perf_counter()
+        progress("  graph: building the HNSW index...")
         cur.execute(
             "CREATE INDEX node_embedding_hnsw ON graphadmin_node USING hnsw (embedding vector_cosine_ops) "
             "WITH (m = 16, ef_construction = 64)"

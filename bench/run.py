@@ -58,48 +58,31 @@ PAGES = {
     "tune-preview": ("POST", lambda s: {}, lambda s: s["tune_form"]),
 }
 
-FLOOR_1HOP = """
-SELECT x.id, x.target_id,
-       %(cw)s * ((1 - %(fi)s) * x.weight + %(fi)s * x.feedback_weight)
-       + %(cs)s * COALESCE(1 - (t.embedding <=> %(q)s::vector), 0) + %(cp)s * et.priority AS score
-FROM unnest(%(starts)s::bigint[]) s(id)
+# One level of the traversal: each source's active out-edges to active targets, top ``cap`` by weight.
+_EXPAND = """
 CROSS JOIN LATERAL (
-    SELECT e.id, e.target_id, e.edge_type_id, e.weight, e.feedback_weight
+    SELECT e.id, e.source_id, e.target_id, e.edge_type_id, e.weight, e.feedback_weight
     FROM graphadmin_edge e JOIN graphadmin_node n ON n.id = e.target_id AND NOT n.archived
     WHERE e.graph_id = %(g)s AND e.source_id = s.id AND NOT e.archived
     ORDER BY e.weight DESC, e.id LIMIT %(cap)s
 ) x
-JOIN graphadmin_node t ON t.id = x.target_id
-JOIN graphadmin_edgetype et ON et.id = x.edge_type_id
-ORDER BY score DESC, x.id
 """
-
-FLOOR_2HOP = """
-WITH h1 AS (
-    SELECT x.* FROM unnest(%(starts)s::bigint[]) s(id)
-    CROSS JOIN LATERAL (
-        SELECT e.id, e.source_id, e.target_id, e.edge_type_id, e.weight, e.feedback_weight
-        FROM graphadmin_edge e JOIN graphadmin_node n ON n.id = e.target_id AND NOT n.archived
-        WHERE e.graph_id = %(g)s AND e.source_id = s.id AND NOT e.archived
-        ORDER BY e.weight DESC, e.id LIMIT %(cap)s
-    ) x
-), h2 AS (
-    SELECT x.* FROM (SELECT DISTINCT target_id AS id FROM h1) s
-    CROSS JOIN LATERAL (
-        SELECT e.id, e.source_id, e.target_id, e.edge_type_id, e.weight, e.feedback_weight
-        FROM graphadmin_edge e JOIN graphadmin_node n ON n.id = e.target_id AND NOT n.archived
-        WHERE e.graph_id = %(g)s AND e.source_id = s.id AND NOT e.archived
-        ORDER BY e.weight DESC, e.id LIMIT %(cap)s
-    ) x
-)
+# The traversal score in SQL over the expanded edges ``a``, best first.
+_SCORED = """
 SELECT a.id, a.target_id,
        %(cw)s * ((1 - %(fi)s) * a.weight + %(fi)s * a.feedback_weight)
        + %(cs)s * COALESCE(1 - (t.embedding <=> %(q)s::vector), 0) + %(cp)s * et.priority AS score
-FROM (SELECT * FROM h1 UNION ALL SELECT * FROM h2) a
+FROM {source} a
 JOIN graphadmin_node t ON t.id = a.target_id
 JOIN graphadmin_edgetype et ON et.id = a.edge_type_id
 ORDER BY score DESC, a.id
 """
+FLOOR_1HOP = "WITH h1 AS (SELECT x.* FROM unnest(%(starts)s::bigint[]) s(id)" + _EXPAND + ")" + _SCORED.format(source="h1")
+FLOOR_2HOP = (
+    "WITH h1 AS (SELECT x.* FROM unnest(%(starts)s::bigint[]) s(id)" + _EXPAND + "), "
+    "h2 AS (SELECT x.* FROM (SELECT DISTINCT target_id AS id FROM h1) s" + _EXPAND + ")"
+    + _SCORED.format(source="(SELECT * FROM h1 UNION ALL SELECT * FROM h2)")
+)
 
 FLOOR_VECTOR = """
 SELECT id FROM graphadmin_node
@@ -387,38 +370,39 @@ class Bench:
                     cur.execute(FLOOR_HISTORY.format(table=table, field=field, expr=expr, col=col), {"ids": ids, "batch": batch.pk, "g": self.graph.pk})
         return (time.perf_counter() - t) * 1000.0
 
-    def uses(self):
-        from feedback import actions
-
-        picks = self._sessions(2 * (self.n + self.warm), 10)
+    def _feedback_path(self, name: str, size: int, act, floor_slice: int, expr_edge: str, expr_node: str):
+        """Time ``act(session, edges, nodes)`` on fresh sessions of ``size`` selected edges, and the history
+        floor on another session's rows of the same size (so both write real changes)."""
+        picks = self._sessions(2 * (self.n + self.warm), size)
         action, floor = [], []
         for it in range(self.n + self.warm):
             keep = it >= self.warm
-            session, edges, nodes = picks[2 * it]
-            items = [actions.UseItem("edge", e, "explicit") for e in edges[:5]] + [actions.UseItem("node", n, "explicit") for n in nodes[:5]]
             with timed(action, keep):
-                actions.apply_uses("bench", session, items)
+                act(*picks[2 * it])
             _s, f_edges, f_nodes = picks[2 * it + 1]
-            ms = self._history_floor(f_edges[:5], f_nodes[:5], "t.weight + 0.1 * (1 - t.weight)", "t.feedback_weight + 0.1 * (1 - t.feedback_weight)")
+            ms = self._history_floor(f_edges[:floor_slice], f_nodes[:floor_slice], expr_edge, expr_node)
             if keep:
                 floor.append(ms)
-        self.add("use feedback, 10 items (apply_uses action)", action, floor, target_ms=API_TARGET_MS, ratio_max=1.5)
+        self.add(name, action, floor, target_ms=API_TARGET_MS, ratio_max=1.5)
+
+    def uses(self):
+        from feedback import actions
+
+        def act(session, edges, nodes):
+            items = [actions.UseItem("edge", e, "explicit") for e in edges[:5]] + [actions.UseItem("node", n, "explicit") for n in nodes[:5]]
+            actions.apply_uses("bench", session, items)
+
+        self._feedback_path("use feedback, 10 items (apply_uses action)", 10, act, 5,
+                            "t.weight + 0.1 * (1 - t.weight)", "t.feedback_weight + 0.1 * (1 - t.feedback_weight)")
 
     def outcome(self):
         from feedback import actions
 
-        picks = self._sessions(2 * (self.n + self.warm), 100)
-        action, floor = [], []
-        for it in range(self.n + self.warm):
-            keep = it >= self.warm
-            session, _e, _n = picks[2 * it]
-            with timed(action, keep):
-                actions.apply_outcome("bench", self.graph, session.external_id, "accepted")
-            _s, f_edges, f_nodes = picks[2 * it + 1]
-            ms = self._history_floor(f_edges, f_nodes, "0.1 * 1.0 + 0.9 * t.feedback_weight", "0.1 * 1.0 + 0.9 * t.feedback_weight")
-            if keep:
-                floor.append(ms)
-        self.add("outcome feedback, 100 edges + targets (apply_outcome action)", action, floor, target_ms=API_TARGET_MS, ratio_max=1.5)
+        def act(session, _edges, _nodes):
+            actions.apply_outcome("bench", self.graph, session.external_id, "accepted")
+
+        self._feedback_path("outcome feedback, 100 edges + targets (apply_outcome action)", 100, act, 100,
+                            "0.1 * 1.0 + 0.9 * t.feedback_weight", "0.1 * 1.0 + 0.9 * t.feedback_weight")
 
     def decay_and_rollback(self, rounds: int):
         from django.db import connection, transaction
@@ -568,7 +552,7 @@ def main(argv=None):
     setup_django()
     t = time.perf_counter()
     print("generating the graph (nodes, edges, HNSW index)...", flush=True)
-    info = generate(scale)
+    info = generate(scale, progress=lambda m: print(m, flush=True))
     print(f"  {info['nodes']:,} nodes, {info['edges']:,} edges (max out-degree {info['max_out_degree']:,}) in {time.perf_counter() - t:.1f} s",
           flush=True)
     t = time.perf_counter()

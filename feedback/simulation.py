@@ -69,18 +69,23 @@ class Topic:
 class Config:
     """Knobs of the simulation (the policy's own numbers are the graph's policy)."""
 
+    # The run: how many sessions, when the ground truth shifts (None: never), sessions per reported block.
     sessions: int = 1000
-    shift_at: int | None = 500  # None: no shift
+    shift_at: int | None = 500
     block: int = 50
+    # The hidden ground truth: useful notes per topic and phase; a question needs ``need + 1`` of them,
+    # and the agent accepts with ``need`` found.
     useful_per_topic: int = 4
-    need: int = 2  # useful notes a question needs (drawn from the topic's useful ones)
+    need: int = 2
+    # The agent: its context budget (items) and its noise.
     budget: int = 6
     p_ignore: float = 0.15
     p_negative: float = 0.2
     p_outcome_noise: float = 0.05
-    sessions_per_day: int = 20
     question_noise: float = 0.5
-    decay: bool = True  # run the decay action at every simulated period boundary
+    # The simulated clock: sessions per day; decay runs at every period boundary when ``decay``.
+    sessions_per_day: int = 20
+    decay: bool = True
     seed: int = 11
 
 
