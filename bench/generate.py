@@ -227,6 +227,7 @@ def generate_history(graph_id: int, scale: float, progress=print) -> dict:
     from django.db import connection
 
     from graphadmin.audit import GENESIS, compute_hash
+    from graphadmin.audit import verify as audit_verify
 
     sessions = max(200, int(FULL_SESSIONS * scale))
     batches = max(200, int(FULL_BATCHES * scale))
@@ -363,6 +364,14 @@ def generate_history(graph_id: int, scale: float, progress=print) -> dict:
                 copy.write_row((org_id, seq, ts, actor, actions[kind], json.dumps(scope), json.dumps(payload), prev, h))
                 prev = h
         timings["audit_s"] = time.perf_counter() - t
+    # What the hourly verify_audit_chains task does: walk the chain (it must hold: the generator wrote it
+    # with the real hash function) and move the organization's checkpoint, so dashboard badges start there.
+    t = time.perf_counter()
+    verified = audit_verify(org_id, full=True)
+    if not verified.ok:
+        raise RuntimeError(f"the generated audit chain does not verify: {verified.as_dict()}")
+    timings["verify_s"] = time.perf_counter() - t
+    with connection.cursor() as cur:
         cur.execute("SET session_replication_role = DEFAULT")
         for table in ("feedback_agentsession", "feedback_contextinjection", "feedback_injectioncandidate", "feedback_useevent",
                       "feedback_updatebatch", "feedback_weightchange", "graphadmin_auditevent"):

@@ -508,17 +508,18 @@ def _ms(v: float) -> str:
     return f"{v / 1000:.2f} s" if v >= 1000 else f"{v:.2f} ms"
 
 
-MARK_START = "<!-- bench:start -->"
-MARK_END = "<!-- bench:end -->"
+def write_docs(section: str, label: str, path=None) -> None:
+    """Replace this scale's generated section of docs/performance.md (between its markers).
 
-
-def write_docs(section: str, path=None) -> None:
-    """Replace the generated section of docs/performance.md (between the markers; added on top the first time)."""
+    Each scale (``default``, ``full``, or another fraction) keeps its own section, so the default and
+    the full-scale tables stand side by side; a new scale's section goes after the title, before the prose.
+    """
     path = path or ROOT / "docs" / "performance.md"
     text = path.read_text()
-    block = f"{MARK_START}\n{section}\n{MARK_END}"
-    if MARK_START in text:
-        text = re.sub(re.escape(MARK_START) + r".*?" + re.escape(MARK_END), lambda _m: block, text, flags=re.S)
+    start, end = f"<!-- bench:{label}:start -->", f"<!-- bench:{label}:end -->"
+    block = f"{start}\n{section}\n{end}"
+    if start in text:
+        text = re.sub(re.escape(start) + r".*?" + re.escape(end), lambda _m: block, text, flags=re.S)
     else:
         head, _, rest = text.partition("\n")
         text = f"{head}\n\n{block}\n{rest}"
@@ -590,7 +591,7 @@ def main(argv=None):
                "(see `bench/run.py` for each floor); *ratio* = p50 / floor. The sections below explain the figures; where they "
                "disagree with this table, the table (the latest run) wins.")
     if not args.no_write:
-        write_docs(section)
+        write_docs(section, "full" if full else ("default" if scale == 0.05 else f"scale-{scale:g}"))
         print(f"\nwrote the table to docs/performance.md", flush=True)
     if args.json:
         with open(args.json, "w") as fh:
