@@ -5,7 +5,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: run test install browser
+.PHONY: run test install browser bench
 
 install: $(STAMP)
 
@@ -27,3 +27,10 @@ browser:
 test: $(STAMP) browser
 	SECRET_KEY=$${SECRET_KEY:-test-only-insecure-key} CELERY_QUEUE_DIR=$${CELERY_QUEUE_DIR:-.local/test-celery-queue} \
 		$(BIN)/python -m pytest $(PYTEST_ARGS)
+
+# The benchmark (bench/run.py): generates the bench database, times every hot path against its raw-SQL
+# floor, prints the table and writes it to docs/performance.md. SCALE: a fraction of full, or full.
+SCALE ?= 0.05
+bench: $(STAMP)
+	$(BIN)/python -m pip install --quiet --disable-pip-version-check -e '.[bench]'
+	$(BIN)/python -m bench.run --scale $(SCALE) $(BENCH_ARGS)

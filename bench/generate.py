@@ -1,6 +1,6 @@
 """Generate a benchmark graph of realistic shape in the bench database, set-based in SQL.
 
-    .venv/bin/python -m bench.generate                # scale 0.05: 10k nodes, ~50k edges
+    .venv/bin/python -m bench.generate                # scale 0.05: 10k nodes, ~50k edges (graph only; bench.run also adds history)
     .venv/bin/python -m bench.generate --scale 0.5    # 100k nodes, ~500k edges
     .venv/bin/python -m bench.generate --full         # 200k nodes, ~1M edges
 
@@ -26,6 +26,7 @@ consistent by construction).
 from __future__ import annotations
 
 import argparse
+import json
 import time
 
 from bench.common import BENCH_DATABASE
@@ -56,7 +57,7 @@ def _drop_database():
         conn.execute(f'DROP DATABASE IF EXISTS "{BENCH_DATABASE}" WITH (FORCE)')
 
 
-def generate(scale: float, seed: float = 0.42) -> dict:
+def generate(scale: float, seed: float = 0.42, progress=lambda message: None) -> dict:
     from django.contrib.auth import get_user_model
     from django.db import connection, transaction
 
@@ -85,6 +86,7 @@ def generate(scale: float, seed: float = 0.42) -> dict:
         cur.execute("DROP INDEX IF EXISTS node_embedding_hnsw")
 
         t = time.perf_counter()
+        progress(f"  graph: {nodes:,} nodes in {clusters:,} clusters ({topics:,} topics), 384-dimension embeddings...")
         cur.execute(
             """
             CREATE TEMP TABLE bench_topic AS
@@ -127,6 +129,7 @@ def generate(scale: float, seed: float = 0.42) -> dict:
         timings["nodes_s"] = time.perf_counter() - t
 
         t = time.perf_counter()
+        progress(f"  graph: ~{edges_target:,} edges (power-law out-degrees, 6 edge types)...")
         cur.execute(
             """
             CREATE TEMP TABLE bench_idx AS
@@ -158,6 +161,7 @@ def generate(scale: float, seed: float = 0.42) -> dict:
         timings["edges_s"] = time.perf_counter() - t
 
         t = time.perf_counter()
+        progress("  graph: building the HNSW index...")
         cur.execute(
             "CREATE INDEX node_embedding_hnsw ON graphadmin_node USING hnsw (embedding vector_cosine_ops) "
             "WITH (m = 16, ef_construction = 64)"
@@ -201,3 +205,177 @@ def main(argv=None):
 
 if __name__ == "__main__":
     main()
+
+
+FULL_SESSIONS = 50_000
+FULL_BATCHES = 100_000
+FULL_CHANGES = 10_000_000
+CANDIDATES_PER_INJECTION = 20
+HISTORY_DAYS = 180
+
+
+def generate_history(graph_id: int, scale: float, progress=print) -> dict:
+    """Months of feedback history, set-based: sessions, injections with their candidates, use events,
+    update batches of every kind with their WeightChange rows, and one audit event per batch.
+
+    At full scale: 50,000 sessions (one injection of 20 candidates each, 10 selected), 100,000
+    batches and 10,000,000 WeightChange rows over 180 days. Batch kinds follow a running graph:
+    mostly reinforce and outcome batches of a few rows, weekly decay chunks of thousands, a few
+    manual, normalize and rollback batches. The audit chain is computed in Python (the real
+    ``audit.compute_hash``, so ``verify_audit`` holds) and loaded with one COPY.
+    """
+    from django.db import connection
+
+    from graphadmin.audit import GENESIS, compute_hash
+    from graphadmin.audit import verify as audit_verify
+
+    sessions = max(200, int(FULL_SESSIONS * scale))
+    batches = max(200, int(FULL_BATCHES * scale))
+    changes = max(20_000, int(FULL_CHANGES * scale))
+    timings = {}
+    with connection.cursor() as cur:
+        cur.execute("SET session_replication_role = replica")
+        cur.execute("SELECT organization_id FROM graphadmin_graph WHERE id = %s", [graph_id])
+        org_id = cur.fetchone()[0]
+        cur.execute("SELECT id FROM graphadmin_policyrevision WHERE graph_id = %s ORDER BY revision DESC LIMIT 1", [graph_id])
+        revision_id = cur.fetchone()[0]
+        cur.execute("DROP TABLE IF EXISTS bench_edge_idx")
+        cur.execute(
+            """CREATE TEMP TABLE bench_edge_idx AS
+               SELECT (row_number() OVER (ORDER BY id))::int - 1 AS i, id, source_id, target_id FROM graphadmin_edge
+               WHERE graph_id = %s AND NOT archived""", [graph_id])
+        cur.execute("ALTER TABLE bench_edge_idx ADD PRIMARY KEY (i)")
+        cur.execute("SELECT count(*) FROM bench_edge_idx")
+        n_edges = cur.fetchone()[0]
+
+        t = time.perf_counter()
+        progress(f"  history: {sessions:,} sessions with one injection of {CANDIDATES_PER_INJECTION} candidates each...")
+        cur.execute(
+            """INSERT INTO feedback_agentsession (graph_id, external_id, started_at, outcome, outcome_at)
+               SELECT %(g)s, 'hist-' || i, ts, o, CASE WHEN o IS NULL THEN NULL ELSE ts + interval '5 minutes' END
+               FROM (SELECT i, now() - (%(days)s * (1 - i::float / %(n)s)) * interval '1 day' AS ts,
+                            (ARRAY['accepted', 'accepted', 'accepted', 'rework', 'rejected', NULL])[1 + floor(random() * 6)::int] AS o
+                     FROM generate_series(1, %(n)s) i) x""",
+            {"g": graph_id, "n": sessions, "days": HISTORY_DAYS})
+        cur.execute(
+            """INSERT INTO feedback_contextinjection (graph_id, session_id, policy_revision_id, query, mode, budget_unit, budget,
+                                                      spent, params, created_at)
+               SELECT %(g)s, s.id, %(rev)s, 'question ' || s.external_id, 'traversal', 'items', 10, 10, '{}'::jsonb, s.started_at
+               FROM feedback_agentsession s WHERE s.graph_id = %(g)s AND s.external_id LIKE 'hist-%%'""",
+            {"g": graph_id, "rev": revision_id})
+        # Candidates: 20 random edges per injection (hubs' edges more often: power-law draw of the index).
+        cur.execute(
+            """INSERT INTO feedback_injectioncandidate (injection_id, graph_id, rank, selected, node_id, edge_id, hops, tokens, total,
+                                                         features, components)
+               SELECT j.id, %(g)s, r, r <= 10, e.target_id, e.id, 1, 40 + (random() * 200)::int, tot,
+                      jsonb_build_object('edge_id', e.id, 'source_id', e.source_id, 'target_id', e.target_id, 'hops', 1, 'weight', w, 'feedback_weight', fw,
+                                         'similarity', sim, 'priority', 0.0, 'edge_type', 'related', 'tokens', 100, 'cut', NULL),
+                      jsonb_build_object(
+                          'weight', jsonb_build_object('raw', 0.7 * w + 0.3 * fw, 'coefficient', 0.5, 'contribution', 0.5 * (0.7 * w + 0.3 * fw)),
+                          'semantic', jsonb_build_object('raw', sim, 'coefficient', 0.35, 'contribution', 0.35 * sim),
+                          'priority', jsonb_build_object('raw', 0.0, 'coefficient', 0.15, 'contribution', 0.0))
+               FROM feedback_contextinjection j
+               CROSS JOIN LATERAL (
+                   SELECT r, floor(%(ne)s * power(random() + 0 * j.id, 2))::int AS ei, random() AS w, random() AS fw, random() AS sim,
+                          1.0 - r / 25.0 AS tot
+                   FROM generate_series(1, %(k)s) r
+               ) x
+               JOIN bench_edge_idx e ON e.i = x.ei
+               WHERE j.graph_id = %(g)s""",
+            {"g": graph_id, "ne": n_edges, "k": CANDIDATES_PER_INJECTION})
+        cur.execute(
+            """INSERT INTO feedback_useevent (graph_id, session_id, injection_id, signal, source, node_id, created_at)
+               SELECT c.graph_id, j.session_id, j.id, CASE WHEN random() < 0.1 THEN 'negative' ELSE 'explicit' END, 'api',
+                      c.node_id, j.created_at + interval '2 minutes'
+               FROM feedback_injectioncandidate c JOIN feedback_contextinjection j ON j.id = c.injection_id
+               WHERE c.graph_id = %(g)s AND c.selected AND c.rank <= 3""",
+            {"g": graph_id})
+        timings["sessions_s"] = time.perf_counter() - t
+
+        t = time.perf_counter()
+        progress(f"  history: {batches:,} update batches, {changes:,} weight changes...")
+        cur.execute(
+            """CREATE TEMP TABLE bench_session_idx AS SELECT (row_number() OVER (ORDER BY id))::int - 1 AS i, id
+               FROM feedback_agentsession WHERE graph_id = %s""", [graph_id])
+        cur.execute("ALTER TABLE bench_session_idx ADD PRIMARY KEY (i)")
+        # Kinds by share of batches; sizes so the decay chunks carry most of the rows, as in a running graph.
+        cur.execute(
+            """INSERT INTO feedback_updatebatch (graph_id, kind, status, trigger_task, node_updates, edge_updates, conflicts, details,
+                                                 started_at, finished_at, duration_ms, trigger_session_id)
+               SELECT %(g)s, k, 'applied', CASE WHEN k IN ('decay', 'normalize') THEN 'task:feedback.decay' ELSE '' END,
+                      0, 0, 0, '{}'::jsonb, ts, ts + interval '20 milliseconds', 20.0,
+                      CASE WHEN k IN ('reinforce', 'outcome') THEN (SELECT id FROM bench_session_idx WHERE i = x.i %% %(ns)s) END
+               FROM (SELECT i, now() - (%(days)s * (1 - i::float / %(n)s)) * interval '1 day' AS ts,
+                            CASE WHEN u < 0.45 THEN 'reinforce' WHEN u < 0.90 THEN 'outcome' WHEN u < 0.985 THEN 'decay'
+                                 WHEN u < 0.992 THEN 'manual' WHEN u < 0.996 THEN 'normalize' ELSE 'rollback' END AS k
+                     FROM (SELECT i, random() AS u FROM generate_series(1, %(n)s) i) r) x""",
+            {"g": graph_id, "n": batches, "days": HISTORY_DAYS, "ns": sessions})
+        # Rows per batch: small for reinforce/outcome/manual, the rest split over decay/normalize/rollback.
+        cur.execute(
+            """CREATE TEMP TABLE bench_batch_size AS
+               SELECT id, kind, started_at, CASE WHEN kind = 'reinforce' THEN 4 WHEN kind = 'outcome' THEN 20 WHEN kind = 'manual' THEN 3 ELSE 0 END AS n
+               FROM feedback_updatebatch WHERE graph_id = %(g)s""", {"g": graph_id})
+        cur.execute("SELECT coalesce(sum(n), 0), count(*) FILTER (WHERE n = 0) FROM bench_batch_size")
+        small, bulk = cur.fetchone()
+        per_bulk = max(1, (changes - int(small)) // max(1, bulk))
+        cur.execute("UPDATE bench_batch_size SET n = %s WHERE n = 0", [per_bulk])
+        cur.execute(
+            """INSERT INTO feedback_weightchange (batch_id, graph_id, edge_id, node_id, field, before, after, event, created_at)
+               SELECT b.id, %(g)s, CASE WHEN b.kind = 'outcome' AND x.r %% 2 = 0 THEN NULL ELSE e.id END,
+                      CASE WHEN b.kind = 'outcome' AND x.r %% 2 = 0 THEN e.target_id END,
+                      CASE WHEN b.kind IN ('outcome') THEN 'feedback_weight' ELSE 'weight' END,
+                      x.before, CASE WHEN b.kind = 'decay' THEN greatest(0.1, x.before * 0.95) ELSE least(1.0, x.before * 1.05) END,
+                      CASE b.kind WHEN 'reinforce' THEN 'explicit' WHEN 'outcome' THEN 'accepted' ELSE b.kind END, b.started_at
+               FROM bench_batch_size b
+               CROSS JOIN LATERAL (SELECT r, 0.2 + 0.6 * random() + 0 * b.id AS before,
+                                          CASE WHEN b.kind = 'decay' THEN ((b.id * 7919 + r) %% %(ne)s)
+                                               ELSE floor(%(ne)s * power(random(), 2))::int END AS ei
+                                   FROM generate_series(1, b.n) r) x
+               JOIN bench_edge_idx e ON e.i = x.ei""",
+            {"g": graph_id, "ne": n_edges})
+        cur.execute(
+            """UPDATE feedback_updatebatch b SET node_updates = c.nodes, edge_updates = c.edges
+               FROM (SELECT batch_id, count(node_id) AS nodes, count(edge_id) AS edges FROM feedback_weightchange
+                     WHERE graph_id = %(g)s GROUP BY batch_id) c
+               WHERE c.batch_id = b.id""", {"g": graph_id})
+        cur.execute("DROP TABLE bench_batch_size")
+        timings["changes_s"] = time.perf_counter() - t
+
+        t = time.perf_counter()
+        progress(f"  history: {batches:,} audit events (hash chain)...")
+        cur.execute(
+            """SELECT id, kind, started_at, node_updates, edge_updates FROM feedback_updatebatch WHERE graph_id = %s
+               ORDER BY started_at, id""", [graph_id])
+        rows = cur.fetchall()
+        cur.execute("SELECT coalesce(max(seq), 0), (SELECT hash FROM graphadmin_auditevent WHERE organization_id = %(o)s ORDER BY seq DESC LIMIT 1) "
+                    "FROM graphadmin_auditevent WHERE organization_id = %(o)s", {"o": org_id})
+        seq, prev = cur.fetchone()
+        prev = prev or GENESIS
+        actions = {"reinforce": "graph.feedback", "outcome": "graph.feedback", "decay": "graph.decay", "normalize": "graph.normalize",
+                   "manual": "graph.weights.set", "rollback": "batch.rollback"}
+        scope = {"graph": graph_id, "graph_slug": "bench"}
+        with cur.cursor.copy("COPY graphadmin_auditevent (organization_id, seq, created_at, actor, action, scope, payload, prev_hash, hash) "
+                             "FROM STDIN") as copy:
+            for batch_id, kind, ts, nodes, edges in rows:
+                seq += 1
+                actor = "task:feedback.decay" if kind in ("decay", "normalize") else "task:feedback.apply_outcome"
+                payload = {"batch": batch_id, "kind": kind, "node_updates": nodes, "edge_updates": edges, "conflicts": 0}
+                h = compute_hash(prev, seq, ts, actor, actions[kind], scope, payload)
+                copy.write_row((org_id, seq, ts, actor, actions[kind], json.dumps(scope), json.dumps(payload), prev, h))
+                prev = h
+        timings["audit_s"] = time.perf_counter() - t
+    # What the hourly verify_audit_chains task does: walk the chain (it must hold: the generator wrote it
+    # with the real hash function) and move the organization's checkpoint, so dashboard badges start there.
+    t = time.perf_counter()
+    verified = audit_verify(org_id, full=True)
+    if not verified.ok:
+        raise RuntimeError(f"the generated audit chain does not verify: {verified.as_dict()}")
+    timings["verify_s"] = time.perf_counter() - t
+    with connection.cursor() as cur:
+        cur.execute("SET session_replication_role = DEFAULT")
+        for table in ("feedback_agentsession", "feedback_contextinjection", "feedback_injectioncandidate", "feedback_useevent",
+                      "feedback_updatebatch", "feedback_weightchange", "graphadmin_auditevent"):
+            cur.execute(f"ANALYZE {table}")
+        cur.execute("SELECT count(*) FROM feedback_weightchange WHERE graph_id = %s", [graph_id])
+        n_changes = cur.fetchone()[0]
+    return {"sessions": sessions, "batches": batches, "weight_changes": n_changes, **timings}

@@ -69,3 +69,34 @@ def import_demo_vault(graph: Graph) -> ImportResult | None:
     if not any(plan.counts[name] for name in CHANGE_COUNTS):
         return None
     return import_vault(graph, parsed, "command:rundemo", embed="sync")
+
+
+DEMO_HISTORY_SESSIONS = 150
+
+
+def fill_demo_history(sessions: int = DEMO_HISTORY_SESSIONS) -> dict:
+    """Give the demo graph a feedback history (once: only while it has no session), then the daily metrics.
+
+    The learning simulator (``feedback.simulation``) drives ``sessions`` agent sessions through the
+    real API as the demo analyst: topics are the graph's best-connected notes, each with a hidden set
+    of useful neighbours; the agent reports uses and outcomes, which Celery's eager mode applies
+    inline through the same tasks and actions as the worker. No decay is run: on the real clock
+    the periodic task does that, and a simulated clock would take the coming periods' decay keys.
+    The metrics rollup of today then gives the overview's charts their first point.
+    """
+    from datetime import datetime, timezone
+
+    from feedback import metrics, simulation
+
+    graph = Graph.objects.select_related("organization").get(organization__slug=DEMO_ORG, slug=DEMO_GRAPH)
+    if simulation.simulated_sessions(graph):
+        return {"status": "skipped", "reason": "the demo graph already has sessions"}
+    topics = simulation.topics_of(graph, simulation.hub_anchor_keys(graph, topics=6))
+    if not topics:
+        return {"status": "skipped", "reason": "no note with enough links to start from"}
+    analyst = get_user_model().objects.get(username="analyst")
+    cfg = simulation.Config(sessions=sessions, shift_at=None, block=sessions, useful_per_topic=3, budget=5, decay=False, seed=5)
+    report = simulation.simulate(analyst, (graph, topics), None, cfg)
+    metrics.rollup(graph, datetime.now(timezone.utc).date())
+    block = report.blocks[-1]
+    return {"status": "filled", "sessions": sessions, "topics": len(topics), "hit5": round(block.hit5, 2), "outcomes": report.outcomes}

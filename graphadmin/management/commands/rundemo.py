@@ -15,7 +15,7 @@ from django.conf import settings
 from django.core.management import call_command
 from django.core.management.base import BaseCommand
 
-from graphadmin.demo import ensure_demo
+from graphadmin.demo import ensure_demo, fill_demo_history
 
 
 def _interrupt(signum, frame):
@@ -31,6 +31,10 @@ class Command(BaseCommand):
     def handle(self, *args, addr, **options):
         call_command("migrate", interactive=False, verbosity=1)
         graph, password = ensure_demo()
+        history = fill_demo_history()
+        if history["status"] == "filled":
+            self.stdout.write(f"Demo history: {history['sessions']} simulated agent sessions on {history['topics']} topics "
+                              f"(outcomes {history['outcomes']}); daily metrics rolled up.")
         python = sys.executable
         children = {
             "web": [python, "manage.py", "runserver", addr, "--noreload"],
