@@ -28,6 +28,7 @@ from __future__ import annotations
 import argparse
 import json
 import time
+from datetime import datetime, timedelta, timezone
 
 from bench.common import BENCH_DATABASE
 
@@ -226,9 +227,12 @@ def generate_history(graph_id: int, scale: float, progress=print) -> dict:
     """
     from django.db import connection
 
+    from feedback.retention import ensure_partitions
     from graphadmin.audit import GENESIS, compute_hash
     from graphadmin.audit import verify as audit_verify
 
+    # The weight history is partitioned by month: create the months the generated history spans.
+    ensure_partitions(since=datetime.now(timezone.utc) - timedelta(days=HISTORY_DAYS + 1))
     sessions = max(200, int(FULL_SESSIONS * scale))
     batches = max(200, int(FULL_BATCHES * scale))
     changes = max(20_000, int(FULL_CHANGES * scale))

@@ -56,7 +56,10 @@ PAGES = {
     "audit": ("GET", lambda s: {}, None),
     "tune": ("GET", lambda s: {}, None),
     "tune-preview": ("POST", lambda s: {}, lambda s: s["tune_form"]),
+    "impact": ("GET", lambda s: {}, None),
 }
+# Dashboard routes that are actions, not pages: timed through the action they call (rollback below).
+ACTIONS = {"dashboard-rollback"}
 
 # One level of the traversal: each source's active out-edges to active targets, top ``cap`` by weight.
 _EXPAND = """
