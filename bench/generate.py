@@ -382,4 +382,11 @@ def generate_history(graph_id: int, scale: float, progress=print) -> dict:
             cur.execute(f"ANALYZE {table}")
         cur.execute("SELECT count(*) FROM feedback_weightchange WHERE graph_id = %s", [graph_id])
         n_changes = cur.fetchone()[0]
+    # What the hourly metrics task does: today's rollup (the overview reads its node and edge totals).
+    t = time.perf_counter()
+    from feedback import metrics
+    from graphadmin.models import Graph
+
+    metrics.rollup(Graph.objects.get(pk=graph_id), datetime.now(timezone.utc).date())
+    timings["rollup_s"] = time.perf_counter() - t
     return {"sessions": sessions, "batches": batches, "weight_changes": n_changes, **timings}
