@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from rest_framework import serializers
 
-from graphadmin.models import Edge, EdgeType, Graph, Node, Organization, PolicyRevision
+from graphadmin.models import AuditEvent, Edge, EdgeType, Graph, Node, Organization, PolicyRevision
 from graphadmin.models.policy import CEILING_MODES, POLICY_NUMBERS
 
 from .fields import EmbeddingField, FiniteFloatField
@@ -159,8 +159,6 @@ class AuditEventSerializer(serializers.ModelSerializer):
     organization = serializers.SlugRelatedField(slug_field="slug", read_only=True)
 
     class Meta:
-        from graphadmin.models import AuditEvent
-
         model = AuditEvent
         fields = ["id", "organization", "seq", "created_at", "actor", "action", "scope", "payload", "prev_hash", "hash"]
 

@@ -27,11 +27,8 @@ class TenantQuerySet(models.QuerySet):
         if user is None or not user.is_authenticated:
             return self.none()
         roles = ROLES[ROLES.index(role):] if role else ROLES
-        membership = {
-            f"{self.org_path}__memberships__user": user,
-            f"{self.org_path}__memberships__role__in": roles,
-        }
-        return self.filter(**membership)
+        prefix = f"{self.org_path}__" if self.org_path else ""
+        return self.filter(**{f"{prefix}memberships__user": user, f"{prefix}memberships__role__in": roles})
 
 
 class Organization(models.Model):
@@ -42,11 +39,7 @@ class Organization(models.Model):
     created_at = models.DateTimeField(auto_now_add=True)
 
     class OrgQuerySet(TenantQuerySet):
-        def for_user(self, user, role=None):
-            if user is None or not user.is_authenticated:
-                return self.none()
-            roles = ROLES[ROLES.index(role):] if role else ROLES
-            return self.filter(memberships__user=user, memberships__role__in=roles)
+        org_path = ""  # the organization itself
 
     objects = OrgQuerySet.as_manager()
 
