@@ -115,11 +115,13 @@ class Node(models.Model):
             unit_interval("feedback_weight", "node_feedback_weight_unit"),
         ]
         indexes = [
+            # m=24, ef_construction=128: at 200k clustered nodes, m=16/64 left some queries with recall@50
+            # of 0.5 whatever ef_search; this build gives 0.99 mean (bench, docs/performance.md).
             HnswIndex(
                 name="node_embedding_hnsw",
                 fields=["embedding"],
-                m=16,
-                ef_construction=64,
+                m=24,
+                ef_construction=128,
                 opclasses=["vector_cosine_ops"],
             ),
         ]
