@@ -163,10 +163,11 @@ def generate(scale: float, seed: float = 0.42, progress=lambda message: None) ->
 
         t = time.perf_counter()
         progress("  graph: building the HNSW index...")
-        cur.execute(
-            "CREATE INDEX node_embedding_hnsw ON graphadmin_node USING hnsw (embedding vector_cosine_ops) "
-            "WITH (m = 16, ef_construction = 64)"
-        )
+        # The index exactly as the model (and so the migrations) define it.
+        from graphadmin.models import Node
+
+        hnsw = next(i for i in Node._meta.indexes if i.name == "node_embedding_hnsw")
+        cur.execute(str(hnsw.create_sql(Node, connection.schema_editor())))
         timings["hnsw_s"] = time.perf_counter() - t
         cur.execute("SET session_replication_role = DEFAULT")
         cur.execute("ANALYZE graphadmin_node")
