@@ -495,6 +495,41 @@ def _decay_rows(cutoff_param: str = "%(p0)s") -> str:
     """
 
 
+def _edge_chunk(graph: Graph, kind: str, actor, *, key: str, details: dict, rows_sql: str,
+                rows_params: list, new_expr: str, audit_extra: dict, summary: dict) -> tuple[int, int | None]:
+    """One chunk of a chunked edge-weight action (decay, normalize): its own short transaction and batch.
+
+    Skips a chunk whose idempotency key already has a batch (a retried or repeated run); leaves no
+    batch (nor audit event) behind when the range changes nothing. Records the batch id or the skip
+    in ``summary``. Returns (edges written, batch id or None).
+    """
+    chunk_started = time.perf_counter()
+    with transaction.atomic():
+        batch = None if UpdateBatch.objects.filter(idempotency_key=key).exists() else _start_batch(
+            graph, kind, actor, key=key, details=details)
+        if batch is None:
+            summary["skipped_chunks"] += 1
+            return 0, None
+        written, _c, _s = _apply(
+            table=EDGE_TABLE, field_name="weight", graph_id=graph.pk, batch_id=batch.pk, rows_sql=rows_sql,
+            rows_params=rows_params, new_expr=new_expr, event_expr=f"'{kind}'", now=batch.started_at,
+        )
+        if written == 0:
+            # Nothing in this range: leave no empty batch (and no audit noise) behind.
+            transaction.set_rollback(True)
+            return 0, None
+        _finish(batch, actor, chunk_started, edge_updates=written, audit_extra=audit_extra)
+    summary["batches"].append(batch.pk)
+    return written, batch.pk
+
+
+def _chunked_result(summary: dict, edges: int, duration_ms: float) -> Result:
+    """The Result of a chunked run: applied (batch ids in details), duplicate (every chunk done before) or a no-op."""
+    status = "applied" if summary["batches"] else ("duplicate" if summary["skipped_chunks"] else "nothing_to_change")
+    batch_id = summary["batches"][0] if len(summary["batches"]) == 1 else None
+    return Result(status, batch_id, 0, edges, 0, duration_ms, details=summary)
+
+
 def decay(actor, graph: Graph, *, now: datetime | None = None, chunk_size: int = DECAY_CHUNK, dry_run: bool = False) -> Result:
     """Multiply the weight of edges not traversed during the period by ``decay_rate``, never below the floor.
 
@@ -513,7 +548,8 @@ def decay(actor, graph: Graph, *, now: datetime | None = None, chunk_size: int =
     rate, floor = policy.decay_rate, policy.weight_floor
     bounds = Edge.objects.filter(graph=graph).order_by("id").values_list("id", flat=True)
     first, last = bounds.first(), bounds.last()
-    summary = {"period": period, "cutoff": cutoff.isoformat(), "rate": rate, "floor": floor, "batches": [], "skipped_chunks": 0}
+    details = {"period": period, "cutoff": cutoff.isoformat(), "rate": rate, "floor": floor}
+    summary = {**details, "batches": [], "skipped_chunks": 0}
     if first is None or rate >= 1.0:
         return Result("nothing_to_change", details=summary, duration_ms=round((time.perf_counter() - started) * 1000, 3))
     edges = 0
@@ -526,34 +562,17 @@ def decay(actor, graph: Graph, *, now: datetime | None = None, chunk_size: int =
                             {"graph": graph.pk, "p0": cutoff, "p1": lo, "p2": hi, "p3": floor})
                 edges += cur.fetchone()[0]
             continue
-        chunk_started = time.perf_counter()
-        with transaction.atomic():
-            if UpdateBatch.objects.filter(idempotency_key=key).exists():
-                summary["skipped_chunks"] += 1
-                continue
-            batch = _start_batch(graph, "decay", actor, key=key, details={
-                "period": period, "cutoff": cutoff.isoformat(), "rate": rate, "floor": floor, "id_range": [lo, hi]})
-            if batch is None:
-                summary["skipped_chunks"] += 1
-                continue
-            written, _c, _s = _apply(
-                table=EDGE_TABLE, field_name="weight", graph_id=graph.pk, batch_id=batch.pk,
-                rows_sql=_decay_rows(), rows_params=[cutoff, lo, hi, floor],
-                new_expr=f"CASE WHEN i.before > {floor!r} THEN greatest({floor!r}, i.before * {rate!r}) ELSE i.before END",
-                event_expr="'decay'", now=batch.started_at,
-            )
-            if written == 0:
-                # Nothing in this range: leave no empty batch (and no audit noise) behind.
-                transaction.set_rollback(True)
-                continue
-            _finish(batch, actor, chunk_started, edge_updates=written, audit_extra={"period": period, "id_range": [lo, hi]})
+        written, _batch = _edge_chunk(
+            graph, "decay", actor, key=key, details={**details, "id_range": [lo, hi]},
+            rows_sql=_decay_rows(), rows_params=[cutoff, lo, hi, floor],
+            new_expr=f"CASE WHEN i.before > {floor!r} THEN greatest({floor!r}, i.before * {rate!r}) ELSE i.before END",
+            audit_extra={"period": period, "id_range": [lo, hi]}, summary=summary,
+        )
         edges += written
-        summary["batches"].append(batch.pk)
     duration = round((time.perf_counter() - started) * 1000, 3)
     if dry_run:
         return Result("dry_run", None, 0, edges, 0, duration, details=summary)
-    status = "applied" if summary["batches"] else ("duplicate" if summary["skipped_chunks"] else "nothing_to_change")
-    return Result(status, summary["batches"][0] if len(summary["batches"]) == 1 else None, 0, edges, 0, duration, details=summary)
+    return _chunked_result(summary, edges, duration)
 
 
 def decay_preview(graph: Graph, *, now: datetime | None = None, limit: int = 20) -> dict:
@@ -603,25 +622,16 @@ def normalize(actor, graph: Graph, *, chunk_size: int = DECAY_CHUNK, idempotency
     for k in range(first // chunk_size, last // chunk_size + 1):
         lo, hi = k * chunk_size, (k + 1) * chunk_size
         key = f"normalize:{graph.pk}:{run}:{k}"[:200]
-        chunk_started = time.perf_counter()
-        with transaction.atomic():
-            batch = _start_batch(graph, "normalize", actor, key=key, details={"max_weight": top, "factor": factor, "run": run, "id_range": [lo, hi]})
-            if batch is None:
-                summary["skipped_chunks"] += 1
-                continue
-            rows = f"SELECT id FROM {EDGE_TABLE} WHERE graph_id = %(graph)s AND NOT archived AND id >= %(p0)s AND id < %(p1)s"
-            written, _c, _s = _apply(table=EDGE_TABLE, field_name="weight", graph_id=graph.pk, batch_id=batch.pk,
-                                     rows_sql=rows, rows_params=[lo, hi], new_expr=f"least(1.0, i.before * {factor!r})",
-                                     event_expr="'normalize'", now=batch.started_at)
-            if written == 0:
-                transaction.set_rollback(True)
-                continue
-            _finish(batch, actor, chunk_started, edge_updates=written, audit_extra={"max_weight": top, "id_range": [lo, hi]})
+        rows = f"SELECT id FROM {EDGE_TABLE} WHERE graph_id = %(graph)s AND NOT archived AND id >= %(p0)s AND id < %(p1)s"
+        written, _batch = _edge_chunk(
+            graph, "normalize", actor, key=key,
+            details={"max_weight": top, "factor": factor, "run": run, "id_range": [lo, hi]},
+            rows_sql=rows, rows_params=[lo, hi], new_expr=f"least(1.0, i.before * {factor!r})",
+            audit_extra={"max_weight": top, "id_range": [lo, hi]}, summary=summary,
+        )
         edges += written
-        summary["batches"].append(batch.pk)
     duration = round((time.perf_counter() - started) * 1000, 3)
-    status = "applied" if summary["batches"] else ("duplicate" if summary["skipped_chunks"] else "nothing_to_change")
-    return Result(status, summary["batches"][0] if len(summary["batches"]) == 1 else None, 0, edges, 0, duration, details=summary)
+    return _chunked_result(summary, edges, duration)
 
 
 # --------------------------------------------------------------------------------------------------
