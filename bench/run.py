@@ -425,6 +425,7 @@ class Bench:
             with transaction.atomic(), connection.cursor() as cur:
                 cur.execute("UPDATE graphadmin_edge SET weight = greatest(%s, weight * %s) WHERE graph_id = %s AND NOT archived AND weight > %s",
                             [floor_w, rate, g, floor_w])
+                transaction.set_rollback(True)  # measure only: the action below must start from the same weights
             raw.append((time.perf_counter() - t) * 1000.0)
             t = time.perf_counter()
             result = actions.decay("bench", self.graph, now=start + timedelta(days=7 * r))

@@ -80,10 +80,6 @@ class Result:
     conflicts: int = 0
     details: dict = field(default_factory=dict)
 
-    @property
-    def batch(self) -> UpdateBatch | None:
-        return UpdateBatch.objects.get(pk=self.batch_id) if self.batch_id else None
-
     def as_dict(self) -> dict:
         return asdict(self)
 
@@ -485,13 +481,13 @@ def decay_period(graph: Graph, now: datetime | None = None) -> tuple[int, dateti
     return index, start, start - timedelta(days=days)
 
 
-def _decay_rows(cutoff_param: str = "%(p0)s") -> str:
+def _decay_rows() -> str:
     return f"""
         SELECT e.id FROM {EDGE_TABLE} e
         LEFT JOIN graphadmin_edgestats s ON s.edge_id = e.id
         WHERE e.graph_id = %(graph)s AND e.id >= %(p1)s AND e.id < %(p2)s AND NOT e.archived
-          AND e.weight > %(p3)s AND e.created_at < {cutoff_param}
-          AND (s.last_traversed_at IS NULL OR s.last_traversed_at < {cutoff_param})
+          AND e.weight > %(p3)s AND e.created_at < %(p0)s
+          AND (s.last_traversed_at IS NULL OR s.last_traversed_at < %(p0)s)
     """
 
 
@@ -505,8 +501,7 @@ def _edge_chunk(graph: Graph, kind: str, actor, *, key: str, details: dict, rows
     """
     chunk_started = time.perf_counter()
     with transaction.atomic():
-        batch = None if UpdateBatch.objects.filter(idempotency_key=key).exists() else _start_batch(
-            graph, kind, actor, key=key, details=details)
+        batch = _start_batch(graph, kind, actor, key=key, details=details)
         if batch is None:
             summary["skipped_chunks"] += 1
             return 0, None
@@ -521,6 +516,19 @@ def _edge_chunk(graph: Graph, kind: str, actor, *, key: str, details: dict, rows
         _finish(batch, actor, chunk_started, edge_updates=written, audit_extra=audit_extra)
     summary["batches"].append(batch.pk)
     return written, batch.pk
+
+
+def _chunks(graph: Graph, chunk_size: int) -> list[int]:
+    """The id ranges (k: ids in [k * chunk_size, (k + 1) * chunk_size)) that hold live edges of the graph.
+
+    Edge ids come from one sequence shared by all graphs, so a graph's ids can be spread out; only
+    the ranges that hold its edges are visited.
+    """
+    with connection.cursor() as cur:
+        cur.execute(
+            f"SELECT DISTINCT id / %s FROM {EDGE_TABLE} WHERE graph_id = %s AND NOT archived ORDER BY 1", [chunk_size, graph.pk]
+        )
+        return [row[0] for row in cur.fetchall()]
 
 
 def _chunked_result(summary: dict, edges: int, duration_ms: float) -> Result:
@@ -546,14 +554,13 @@ def decay(actor, graph: Graph, *, now: datetime | None = None, chunk_size: int =
     policy = graph.current_policy()
     period, _start, cutoff = decay_period(graph, now)
     rate, floor = policy.decay_rate, policy.weight_floor
-    bounds = Edge.objects.filter(graph=graph).order_by("id").values_list("id", flat=True)
-    first, last = bounds.first(), bounds.last()
+    chunks = _chunks(graph, chunk_size)
     details = {"period": period, "cutoff": cutoff.isoformat(), "rate": rate, "floor": floor}
     summary = {**details, "batches": [], "skipped_chunks": 0}
-    if first is None or rate >= 1.0:
+    if not chunks or rate >= 1.0:
         return Result("nothing_to_change", details=summary, duration_ms=round((time.perf_counter() - started) * 1000, 3))
     edges = 0
-    for k in range(first // chunk_size, last // chunk_size + 1):
+    for k in chunks:
         lo, hi = k * chunk_size, (k + 1) * chunk_size
         key = f"decay:{graph.pk}:{period}:{k}"
         if dry_run:
@@ -611,15 +618,15 @@ def normalize(actor, graph: Graph, *, chunk_size: int = DECAY_CHUNK, idempotency
     """
     started = time.perf_counter()
     with connection.cursor() as cur:
-        cur.execute(f"SELECT max(weight), min(id), max(id) FROM {EDGE_TABLE} WHERE graph_id = %s AND NOT archived", [graph.pk])
-        top, first, last = cur.fetchone()
+        cur.execute(f"SELECT max(weight) FROM {EDGE_TABLE} WHERE graph_id = %s AND NOT archived", [graph.pk])
+        (top,) = cur.fetchone()
     if not top or top >= 1.0:
         return Result("nothing_to_change", details={"max_weight": top})
     factor = 1.0 / top
     run = idempotency_key or uuid.uuid4().hex
     summary = {"max_weight": top, "factor": factor, "run": run, "batches": [], "skipped_chunks": 0}
     edges = 0
-    for k in range(first // chunk_size, last // chunk_size + 1):
+    for k in _chunks(graph, chunk_size):
         lo, hi = k * chunk_size, (k + 1) * chunk_size
         key = f"normalize:{graph.pk}:{run}:{k}"[:200]
         rows = f"SELECT id FROM {EDGE_TABLE} WHERE graph_id = %(graph)s AND NOT archived AND id >= %(p0)s AND id < %(p1)s"

@@ -159,9 +159,10 @@ def report_outcome(user, graph, external_id: str, data: dict, client_key: str = 
     if skipped:
         return _no_op(skipped)
     context = {"graph": session.graph_id, "session": external_id, "outcome": outcome}
-    previous = UpdateBatch.objects.filter(trigger_session=session, kind="outcome").order_by("-id").first()
-    if previous is not None and session.outcome == outcome:
-        return {"status": "duplicate", "batch": previous.pk}, status.HTTP_200_OK
+    if session.outcome == outcome:
+        previous = UpdateBatch.objects.filter(trigger_session=session, kind="outcome").order_by("-id").first()
+        if previous is not None:
+            return {"status": "duplicate", "batch": previous.pk}, status.HTTP_200_OK
     if not session.injections.exists():
         return _no_op(actions.fall_through("no_injection", "the session has no context injection", **context))
     if not InjectionCandidate.objects.filter(graph_id=session.graph_id, injection__session=session, selected=True).exists():

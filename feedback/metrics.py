@@ -157,24 +157,20 @@ def _outcomes(p: dict) -> dict:
     return dict(rows)
 
 
-def _totals(p: dict) -> dict:
-    nodes, edges = _one(
-        """
-        SELECT (SELECT count(*) FROM graphadmin_node WHERE graph_id = %(graph)s AND NOT archived),
-               (SELECT count(*) FROM graphadmin_edge WHERE graph_id = %(graph)s AND NOT archived)
-        """,
-        p,
-    )
-    return {"nodes": nodes, "edges": edges}
+def _node_total(p: dict) -> int:
+    return _one("SELECT count(*) FROM graphadmin_node WHERE graph_id = %(graph)s AND NOT archived", p)[0]
 
 
 def compute(graph, day: date) -> dict:
     """The metrics of one graph for one UTC day (no write)."""
     start = datetime.combine(day, time.min, tzinfo=timezone.utc)
     p = {"graph": graph.pk, "start": start, "end": start + timedelta(days=1)}
+    weights = _weights(p)
     return {
-        "scores": _scores(p), "updates": _updates(p), "weights": _weights(p), "top_used": _top_used(p),
-        "outcomes": _outcomes(p), "totals": _totals(p),
+        "scores": _scores(p), "updates": _updates(p), "weights": weights, "top_used": _top_used(p),
+        "outcomes": _outcomes(p),
+        # Live edges are the per-type counts above, summed; only nodes need their own count.
+        "totals": {"nodes": _node_total(p), "edges": sum(w["count"] for w in weights)},
     }
 
 

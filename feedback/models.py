@@ -171,7 +171,6 @@ class WeightChange(models.Model):
     Append-only is enforced by a trigger; expiry is by whole monthly partitions (feedback.retention).
     """
 
-    TARGETS = ("node", "edge")
     FIELDS = ("weight", "feedback_weight")
 
     # No single-column FK indexes: the composite indexes below serve every read, and each extra

@@ -113,10 +113,8 @@ def normalize_graph_task(graph_id: int, idempotency_key: str | None = None, user
 @shared_task(name="feedback.normalize_all")
 def normalize_all_task() -> list[int]:
     """Beat entry: normalize every graph whose current policy uses the ``normalize`` ceiling mode."""
-    latest = {}
-    for graph_id, mode in PolicyRevision.objects.order_by("graph_id", "-revision").values_list("graph_id", "ceiling_mode"):
-        latest.setdefault(graph_id, mode)
-    ids = sorted(g for g, mode in latest.items() if mode == "normalize")
+    latest = PolicyRevision.objects.order_by("graph_id", "-revision").distinct("graph_id").values_list("graph_id", "ceiling_mode")
+    ids = [graph_id for graph_id, mode in latest if mode == "normalize"]
     today = datetime.now(timezone.utc).date().isoformat()
     for graph_id in ids:
         # One run per graph and day: a duplicate beat tick skips the chunks already applied.

@@ -47,6 +47,7 @@ from mcp.server.auth.provider import AccessToken
 from mcp.server.mcpserver import MCPServer
 from mcp.server.mcpserver.exceptions import ToolError
 from graphadmin.models.policy import POLICY_NUMBERS
+from ranking.api import call_service
 from ranking import service  # the documented bounds (docs/ranking.md); needs Django set up, as every caller has
 
 SERVER_NAME = "graphadmin"
@@ -126,22 +127,13 @@ def _validated(serializer_class, data: dict) -> dict:
     return serializer.validated_data
 
 
-def _ranking_call(fn, *args, **kwargs):
-    from ranking.service import RankingInputError
-
-    try:
-        return fn(*args, **kwargs)
-    except RankingInputError as exc:
-        raise _invalid(exc.errors)
-
-
 def do_search(user, graph_id: int, args: dict) -> dict:
     from ranking import serializers as rs
     from ranking.api import search_payload
 
     graph = _graph(user, graph_id, "reviewer")
     data = _validated(rs.SearchRequestSerializer, args)
-    result = _ranking_call(service.search, graph, query=data["query"], vector=data["vector"], k=data["k"],
+    result = call_service(service.search, graph, query=data["query"], vector=data["vector"], k=data["k"],
                            anchors=data["anchors"], persona=data["persona"])
     return search_payload(result)
 
@@ -152,7 +144,7 @@ def do_context(user, graph_id: int, args: dict) -> dict:
 
     graph = _graph(user, graph_id, "reviewer")
     data = _validated(rs.ContextRequestSerializer, args)
-    result = _ranking_call(
+    result = call_service(
         service.assemble_context, graph, session_id=data["session"], query=data["query"], vector=data["vector"],
         start_nodes=data["start_nodes"], anchors=data["anchors"], persona=data["persona"],
         budget_unit=data["budget_unit"], budget=data["budget"], k=data["k"], hops=data["hops"],
@@ -207,7 +199,7 @@ def do_explain(user, injection_id: int, i, j, node) -> dict:
         count = injection.candidates.count()
         # Compare with the candidate just above it; the top candidate with the runner-up.
         i, j = (rank, rank - 1) if rank > 1 else ((1, 2) if count > 1 else (None, None))
-    result = _ranking_call(service.explain, injection, i, j)
+    result = call_service(service.explain, injection, i, j)
     result["feedback_batches"] = [
         {"id": b.pk, "kind": b.kind, "status": b.status, "node_updates": b.node_updates, "edge_updates": b.edge_updates,
          "conflicts": b.conflicts, "details": b.details, "finished_at": b.finished_at}

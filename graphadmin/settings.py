@@ -108,10 +108,10 @@ WHITENOISE_USE_FINDERS = env.bool("WHITENOISE_USE_FINDERS", default=True)
 LOGIN_URL = "/accounts/login/"
 LOGIN_REDIRECT_URL = "/"
 
-# Embeddings: the vector dimension is baked into the schema by the first migration.
 # Days of weight history (WeightChange) to keep; 0 keeps it forever. Expiry drops whole months.
 WEIGHT_HISTORY_RETENTION_DAYS = env.int("WEIGHT_HISTORY_RETENTION_DAYS", default=0)
 
+# Embeddings: the vector dimension is baked into the schema by the first migration.
 EMBEDDING_DIM = env.int("EMBEDDING_DIM", default=384)
 EMBEDDER = env.str("EMBEDDER", default="graphadmin.embeddings.HashingEmbedder")
 # SentenceTransformerEmbedder: a local model folder, or the name of an installed model (package).

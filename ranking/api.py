@@ -23,7 +23,8 @@ from . import serializers as s
 from . import service
 
 
-def _call(fn, *args, **kwargs):
+def call_service(fn, *args, **kwargs):
+    """Call a ranking service function; its input errors become a DRF ValidationError (a 400, or an MCP tool error)."""
     try:
         return fn(*args, **kwargs)
     except service.RankingInputError as exc:
@@ -77,7 +78,7 @@ class RankView(_RankingView):
     @extend_schema(parameters=[GRAPH_ID], request=s.RankRequestSerializer, responses=s.RankResponseSerializer)
     def post(self, request, graph_pk=None):
         data = self.parse()
-        result = _call(
+        result = call_service(
             service.rank, self.graph(), data["start_nodes"], query=data["query"], vector=data["vector"], k=data["k"], hops=data["hops"]
         )
         return Response({
@@ -104,7 +105,7 @@ class SearchView(_RankingView):
     @extend_schema(parameters=[GRAPH_ID], request=s.SearchRequestSerializer, responses=s.SearchResponseSerializer)
     def post(self, request, graph_pk=None):
         data = self.parse()
-        result = _call(
+        result = call_service(
             service.search, self.graph(), query=data["query"], vector=data["vector"], k=data["k"], anchors=data["anchors"],
             persona=data["persona"],
         )
@@ -119,7 +120,7 @@ class ContextView(_RankingView):
     @extend_schema(parameters=[GRAPH_ID], request=s.ContextRequestSerializer, responses={201: s.ContextResponseSerializer})
     def post(self, request, graph_pk=None):
         data = self.parse()
-        result = _call(
+        result = call_service(
             service.assemble_context, self.graph(), session_id=data["session"], query=data["query"], vector=data["vector"],
             start_nodes=data["start_nodes"], anchors=data["anchors"], persona=data["persona"],
             budget_unit=data["budget_unit"], budget=data["budget"], k=data["k"], hops=data["hops"],
@@ -135,7 +136,7 @@ class WhatIfView(_RankingView):
     @extend_schema(parameters=[GRAPH_ID], request=s.WhatIfRequestSerializer, responses=s.WhatIfResponseSerializer)
     def post(self, request, graph_pk=None):
         data = self.parse()
-        result = _call(
+        result = call_service(
             service.whatif, self.graph(), changes=dict(data["policy"]), priorities=data["edge_type_priorities"], n=data["n"], k=data["k"]
         )
         return Response(result)
@@ -160,4 +161,4 @@ class ExplainView(generics.GenericAPIView):
         )
         params = s.ExplainQuerySerializer(data=request.query_params)
         params.is_valid(raise_exception=True)
-        return Response(_call(service.explain, injection, params.validated_data.get("i"), params.validated_data.get("j")))
+        return Response(call_service(service.explain, injection, params.validated_data.get("i"), params.validated_data.get("j")))

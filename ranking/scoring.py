@@ -371,20 +371,30 @@ def kendall_tau(order_a: Sequence[str], order_b: Sequence[str]) -> float:
 
     1.0: same order, -1.0: reversed. Fewer than two common items: 1.0 (nothing can disagree).
     """
-    common = [x for x in order_a if x in set(order_b)]
+    in_b = set(order_b)
+    common = [x for x in order_a if x in in_b]
     n = len(common)
     if n < 2:
         return 1.0
     pos_b = {x: p for p, x in enumerate(order_b)}
-    b = [pos_b[x] for x in common]
-    concordant = discordant = 0
-    for p in range(n):
-        for q in range(p + 1, n):
-            if b[p] < b[q]:
-                concordant += 1
-            else:
-                discordant += 1
-    return (concordant - discordant) / (n * (n - 1) / 2)
+    discordant = _inversions([pos_b[x] for x in common])
+    pairs = n * (n - 1) // 2
+    return (pairs - 2 * discordant) / pairs
+
+
+def _inversions(values: list[int]) -> int:
+    """Pairs p < q with values[p] > values[q], by merge sort: O(n log n), so long candidate lists stay fast."""
+    if len(values) < 2:
+        return 0
+    mid = len(values) // 2
+    left, right = sorted(values[:mid]), sorted(values[mid:])
+    count = _inversions(values[:mid]) + _inversions(values[mid:])
+    j = 0
+    for x in left:  # for each left value, how many right values are smaller
+        while j < len(right) and right[j] < x:
+            j += 1
+        count += j
+    return count
 
 
 def rank_changes(order_a: Sequence[str], order_b: Sequence[str]) -> list[dict]:

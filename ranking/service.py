@@ -130,7 +130,7 @@ def rank(graph: Graph, start_nodes, *, query: str = "", vector=None, k: int = 50
     revision, policy = policy_of(graph)
     rows = _fetch_edges(graph, revision, policy, start_nodes, qvec, hops)
     by_id = {r.edge_id: r for r in rows}
-    ranked = scoring.rank(scoring.score_edge(_edge_candidate(r), policy) for r in rows)
+    ranked = scoring.rank_edges((_edge_candidate(r) for r in rows), policy)
     items = [RankedEdge(s, by_id[s.candidate.edge_id], rank=p) for p, s in enumerate(ranked[:k], start=1)]
     return RankResult(revision, items, considered=len(rows))
 
@@ -183,15 +183,15 @@ def search(
     distances = sql.anchor_distances(graph.pk, anchors, [r.node_id for r in rows], policy.max_hops) if anchors else {}
     now = now or datetime.now(timezone.utc)
     by_id = {r.node_id: r for r in rows}
-    scored = []
-    for r in rows:
-        age = (now - r.touched_at).total_seconds() / 86400.0 if r.touched_at else None
-        cand = scoring.NodeCandidate(
-            node_id=r.node_id, vector=r.vector, hops=distances.get(r.node_id), age_days=age,
+    candidates = [
+        scoring.NodeCandidate(
+            node_id=r.node_id, vector=r.vector, hops=distances.get(r.node_id),
+            age_days=(now - r.touched_at).total_seconds() / 86400.0 if r.touched_at else None,
             persona=scoring.persona_affinity(r.kind, r.tags, persona or {}),
         )
-        scored.append(scoring.score_node(cand, policy))
-    items = [SearchHit(s, by_id[s.candidate.node_id], rank=p) for p, s in enumerate(scoring.rank(scored), start=1)]
+        for r in rows
+    ]
+    items = [SearchHit(s, by_id[s.candidate.node_id], rank=p) for p, s in enumerate(scoring.rank_nodes(candidates, policy), start=1)]
     return SearchResult(revision, items)
 
 
@@ -234,12 +234,11 @@ def assemble_context(
     revision, policy = policy_of(graph)
     if budget is None:
         budget = revision.default_budget_items if budget_unit == "items" else revision.default_budget_tokens
-    qvec = query_vector(query, vector)
     params = {"start_nodes": list(start_nodes), "anchors": list(anchors), "persona": persona or {}, "k": k, "hops": hops,
               "vector": vector is not None}
     if start_nodes:
         mode = "traversal"
-        rows = _fetch_edges(graph, revision, policy, start_nodes, qvec, hops)
+        rows = _fetch_edges(graph, revision, policy, start_nodes, query_vector(query, vector), hops)
         by_id = {r.edge_id: r for r in rows}
         scored = [scoring.score_edge(_edge_candidate(r), policy) for r in rows]
         ordered = [RankedEdge(s, by_id[s.candidate.edge_id]) for s in scoring.best_first_order(scored, start_nodes)]
@@ -421,11 +420,16 @@ def whatif(graph: Graph, *, changes: dict | None = None, priorities: dict | None
         graph=graph, session_id__in={i.session_id for i in injections}, signal__in=USED_SIGNALS
     ).values_list("session_id", "injection_id", "node_id", "edge_id"))
 
+    uses_by_session: dict[int, list[tuple]] = {}
+    for session_id, injection_id, node_id, edge_id in uses:
+        uses_by_session.setdefault(session_id, []).append((injection_id, node_id, edge_id))
+
     per_injection, results = [], []
     for inj in injections:
         cands = cands_by_inj.get(inj.pk, [])
-        used_nodes = {u[2] for u in uses if u[0] == inj.session_id and u[1] in (None, inj.pk) and u[2]}
-        used_edges = {u[3] for u in uses if u[0] == inj.session_id and u[1] in (None, inj.pk) and u[3]}
+        mine = [u for u in uses_by_session.get(inj.session_id, ()) if u[0] in (None, inj.pk)]
+        used_nodes = {u[1] for u in mine if u[1]}
+        used_edges = {u[2] for u in mine if u[2]}
         prefix = "edge:" if inj.mode == "traversal" else "node:"
         used = [
             f"{prefix}{c.edge_id if inj.mode == 'traversal' else c.node_id}"

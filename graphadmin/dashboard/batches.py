@@ -38,10 +38,10 @@ def batch_list(request, graph_id):
 def batch_detail(request, graph_id, batch_id):
     access = graph_access(request, graph_id)
     batch = get_object_or_404(UpdateBatch.objects.filter(graph=access.graph).select_related("rolled_back_by"), pk=batch_id)
-    changes = WeightChange.objects.filter(batch=batch).select_related("node", "edge").order_by("id")
+    changes = WeightChange.objects.filter(graph=access.graph, batch=batch).select_related("node", "edge").order_by("id")
     page = Paginator(changes, 100).get_page(request.GET.get("page"))
     # The distribution chart samples at most 5,000 changes so a million-row batch stays fast.
-    sample = list(WeightChange.objects.filter(batch=batch).values_list("before", "after")[:5000])
+    sample = list(changes.values_list("before", "after")[:5000])
     figure = charts.figure(
         "Before and after",
         [
