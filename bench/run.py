@@ -597,7 +597,7 @@ def main(argv=None):
                "disagree with this table, the table (the latest run) wins.")
     if not args.no_write:
         write_docs(section, "full" if full else ("default" if scale == 0.05 else f"scale-{scale:g}"))
-        print(f"\nwrote the table to docs/performance.md", flush=True)
+        print("\nwrote the table to docs/performance.md", flush=True)
     if args.json:
         with open(args.json, "w") as fh:
             json.dump({"info": info, "history": hist, "machine": m, "rows": [r.__dict__ for r in bench.rows]}, fh, indent=2, default=str)

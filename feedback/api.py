@@ -18,7 +18,7 @@ An ``Idempotency-Key`` header makes a client's retry of the same report apply on
 from __future__ import annotations
 
 import uuid
-from datetime import date, datetime, timedelta, timezone
+from datetime import date
 
 from django.db import transaction
 from django.db.models import Q
@@ -34,7 +34,7 @@ from graphadmin.api.permissions import RoleForWrites
 from graphadmin.api.views import GRAPH_ID, GraphScopedMixin
 from graphadmin.models import Edge, Node
 
-from . import actions, tasks
+from . import actions, metrics, tasks
 from .models import AgentSession, DailyMetric, InjectionCandidate, UpdateBatch
 from .serializers import (
     AcceptedSerializer,
@@ -276,17 +276,9 @@ class MetricsView(GraphScopedMixin, generics.ListAPIView):
     def get_queryset(self):
         params = self.request.query_params
         try:
-            end = date.fromisoformat(params["to"]) if params.get("to") else datetime.now(timezone.utc).date()
-        except ValueError:
-            raise ValidationError({"to": ["Expected a date, YYYY-MM-DD."]})
-        try:
-            start = date.fromisoformat(params["from"]) if params.get("from") else end - timedelta(days=29)
-        except ValueError:
-            raise ValidationError({"from": ["Expected a date, YYYY-MM-DD."]})
-        if start > end:
-            raise ValidationError({"from": ["Must not be after 'to'."]})
-        if (end - start).days > 366:
-            raise ValidationError({"from": ["At most 366 days per request."]})
+            start, end = metrics.day_range(params.get("from"), params.get("to"))
+        except metrics.RangeError as exc:
+            raise ValidationError({exc.field: [str(exc)]})
         return DailyMetric.objects.filter(graph=self.graph(), day__gte=start, day__lte=end).order_by("day")
 
     @extend_schema(parameters=[

@@ -27,6 +27,36 @@ from .models import DailyMetric
 
 TOP_K = 3
 BINS = 10
+MAX_RANGE_DAYS = 366  # days per request, both ends included
+DEFAULT_RANGE_DAYS = 30
+
+
+class RangeError(ValueError):
+    """A bad date range: ``field`` is ``from`` or ``to``."""
+
+    def __init__(self, field: str, message: str):
+        super().__init__(message)
+        self.field = field
+
+
+def day_range(since: str | None = None, until: str | None = None) -> tuple[date, date]:
+    """The UTC days a metrics request covers: ``from``/``to`` as YYYY-MM-DD, default the last 30 days.
+
+    Raises RangeError naming the field. The API answers it with a 400; the dashboard shows it.
+    """
+    try:
+        end = date.fromisoformat(until) if until else datetime.now(timezone.utc).date()
+    except ValueError:
+        raise RangeError("to", "Expected a date, YYYY-MM-DD.")
+    try:
+        start = date.fromisoformat(since) if since else end - timedelta(days=DEFAULT_RANGE_DAYS - 1)
+    except ValueError:
+        raise RangeError("from", "Expected a date, YYYY-MM-DD.")
+    if start > end:
+        raise RangeError("from", "Must not be after 'to'.")
+    if (end - start).days >= MAX_RANGE_DAYS:
+        raise RangeError("from", f"At most {MAX_RANGE_DAYS} days per request.")
+    return start, end
 
 
 def _one(sql: str, params: dict):

@@ -9,28 +9,17 @@ from django.contrib.auth.decorators import login_required
 from django.http import HttpResponse
 from django.shortcuts import render
 
+from feedback import metrics
+
 from . import metric_figures as mf
 from .access import graph_access
 
-MAX_DAYS = 366
-
-
 def _range(request) -> tuple[date, date, str]:
-    since, until = mf.default_range()
-    error = ""
+    """The requested days (same rules as the metrics API); a bad range shows the last 30 days and why."""
     try:
-        if request.GET.get("from"):
-            since = date.fromisoformat(request.GET["from"])
-        if request.GET.get("to"):
-            until = date.fromisoformat(request.GET["to"])
-    except ValueError:
-        error = "Dates must be YYYY-MM-DD; showing the last 30 days."
-        since, until = mf.default_range()
-    if since > until:
-        error, (since, until) = "The start date was after the end date; they were swapped.", (until, since)
-    if (until - since).days >= MAX_DAYS:
-        error, since = f"At most {MAX_DAYS} days at once; the range was shortened.", until.fromordinal(until.toordinal() - MAX_DAYS + 1)
-    return since, until, error
+        return (*metrics.day_range(request.GET.get("from"), request.GET.get("to")), "")
+    except metrics.RangeError as exc:
+        return (*metrics.day_range(), f"{exc.field}: {exc} Showing the last {metrics.DEFAULT_RANGE_DAYS} days.")
 
 
 @login_required

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections import defaultdict
-from datetime import date, timedelta
+from datetime import date
 
 from feedback.models import DailyMetric
 
@@ -13,11 +13,6 @@ from . import charts
 def rollup_rows(graph, since: date, until: date) -> list[DailyMetric]:
     """The graph's DailyMetric rows between two dates (inclusive), oldest first."""
     return list(DailyMetric.objects.filter(graph=graph, day__gte=since, day__lte=until).order_by("day"))
-
-
-def default_range(days: int = 30) -> tuple[date, date]:
-    today = date.today()
-    return today - timedelta(days=days - 1), today
 
 
 def score_distribution(rows) -> dict:

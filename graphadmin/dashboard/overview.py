@@ -7,6 +7,8 @@ from feedback.models import AgentSession, ContextInjection, UpdateBatch
 from graphadmin import audit
 from graphadmin.models import Edge, Node
 
+from feedback import metrics
+
 from . import metric_figures as mf
 from .access import graph_access
 
@@ -15,7 +17,7 @@ from .access import graph_access
 def overview(request, graph_id):
     access = graph_access(request, graph_id)
     graph = access.graph
-    rows = mf.rollup_rows(graph, *mf.default_range())
+    rows = mf.rollup_rows(graph, *metrics.day_range())
     totals = next((r for r in reversed(rows) if "totals" in r.data), None)
     counts = {
         # Nodes and edges can number millions: the hourly rollup counts them, the page reads that.

@@ -6,7 +6,7 @@ import pytest
 
 from feedback import actions, metrics
 from feedback.models import UpdateBatch
-from graphadmin.models import AuditEvent, Edge, EdgeType, PolicyRevision
+from graphadmin.models import AuditEvent, EdgeType, PolicyRevision
 from ranking import service
 
 

@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 
 from feedback.models import UpdateBatch
-from graphadmin.models import AuditEvent, Edge, Node
+from graphadmin.models import AuditEvent, Node
 
 FIXTURE = Path(__file__).resolve().parent.parent / "fixtures" / "vault"
 
