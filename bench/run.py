@@ -421,14 +421,19 @@ class Bench:
         start = datetime.now(timezone.utc) + timedelta(days=14)
         edges = 0
         for r in range(rounds):
+            now = start + timedelta(days=7 * r)
+            _period, _start, cutoff = actions.decay_period(self.graph, now)
             t = time.perf_counter()
             with transaction.atomic(), connection.cursor() as cur:
-                cur.execute("UPDATE graphadmin_edge SET weight = greatest(%s, weight * %s) WHERE graph_id = %s AND NOT archived AND weight > %s",
-                            [floor_w, rate, g, floor_w])
+                # The same edges the action decays (live, above the floor, not traversed since the cutoff).
+                cur.execute("""UPDATE graphadmin_edge e SET weight = greatest(%(floor)s, weight * %(rate)s)
+                               WHERE graph_id = %(g)s AND NOT archived AND weight > %(floor)s AND created_at < %(cutoff)s
+                                 AND NOT EXISTS (SELECT 1 FROM graphadmin_edgestats s WHERE s.edge_id = e.id AND s.last_traversed_at >= %(cutoff)s)""",
+                            {"floor": floor_w, "rate": rate, "g": g, "cutoff": cutoff})
                 transaction.set_rollback(True)  # measure only: the action below must start from the same weights
             raw.append((time.perf_counter() - t) * 1000.0)
             t = time.perf_counter()
-            result = actions.decay("bench", self.graph, now=start + timedelta(days=7 * r))
+            result = actions.decay("bench", self.graph, now=now)
             action.append((time.perf_counter() - t) * 1000.0)
             edges = result.edge_updates
             self.log(f"  decay round {r + 1}/{rounds}: {result.edge_updates:,} edges in {action[-1] / 1000:.2f} s (raw UPDATE {raw[-1] / 1000:.2f} s)")
@@ -443,8 +448,8 @@ class Bench:
             batch = UpdateBatch.objects.get(pk=normalized.batch_id)
             t = time.perf_counter()
             with transaction.atomic(), connection.cursor() as cur:
-                cur.execute("""UPDATE graphadmin_edge e SET weight = w.before FROM feedback_weightchange w
-                               WHERE w.batch_id = %s AND w.edge_id = e.id AND e.weight = w.after""", [batch.pk])
+                cur.execute("""UPDATE graphadmin_edge e SET weight = h.before FROM feedback_weighthistory h
+                               WHERE h.batch_id = %s AND h.edge_id = e.id AND h.field = 'weight' AND e.weight = h.after""", [batch.pk])
                 transaction.set_rollback(True)  # the floor only measures; the action below does the real rollback
             rb_floor.append((time.perf_counter() - t) * 1000.0)
             t = time.perf_counter()

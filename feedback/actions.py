@@ -5,7 +5,8 @@ Each one:
 
 - runs in one transaction (decay: one transaction per id-range chunk, see ``decay``);
 - takes the acting user, or a task label such as ``"task:decay"``;
-- writes one ``UpdateBatch``, its ``WeightChange`` rows (before, after, event) and one ``AuditEvent``;
+- writes one ``UpdateBatch``, its history (before, after, event: ``WeightChange`` rows, or
+  ``WeightChangeBlock`` arrays for the bulk actions over id ranges) and one ``AuditEvent``;
 - changes weights with set-based SQL: one statement per (table, field) that locks the target rows
   in id order, updates them from a VALUES/unnest/ledger relation and inserts the history rows from
   the UPDATE's RETURNING (no Python loop issuing per-row queries);
@@ -29,20 +30,21 @@ import uuid
 from dataclasses import asdict, dataclass, field
 from datetime import datetime, timedelta, timezone
 
-from django.db import IntegrityError, connection, transaction
+from django.db import IntegrityError, OperationalError, connection, transaction
+from psycopg.errors import DeadlockDetected
 from django.db.models import Q
 
 from graphadmin import audit
 from graphadmin.models import Edge, Graph, Node
 from graphadmin.models.policy import POLICY_NUMBERS
 
-from .models import OUTCOMES, SIGNALS, AgentSession, InjectionCandidate, UpdateBatch, UseEvent, WeightChange
+from .models import OUTCOMES, SIGNALS, AgentSession, InjectionCandidate, UpdateBatch, UseEvent, WeightChangeBlock, WeightHistory
 
 log = logging.getLogger(__name__)
 
 EDGE_TABLE = Edge._meta.db_table
 NODE_TABLE = Node._meta.db_table
-DECAY_CHUNK = 5000  # edge ids per decay transaction: keeps each chunk's row locks to tens of ms
+DECAY_CHUNK = 20000  # edge ids per decay/normalize transaction: each chunk holds its row locks ~50 ms
 CONFLICT_SAMPLE = 100  # conflicts listed by id in a rollback batch's details (all are counted)
 AUDIT_ACTIONS = {
     "reinforce": "graph.feedback",
@@ -88,6 +90,30 @@ class Result:
 # The set-based core shared by every action.
 
 
+def _history_insert(history: str, target: str) -> str:
+    """The CTE ``ins`` writing the history of the updated rows ``u`` (id, before, after, event, use_event_id).
+
+    ``rows``: one WeightChange per change. ``blocks``: one WeightChangeBlock per event, holding the
+    changes as three arrays in id order (bulk actions over id ranges; use events are not recorded
+    there). ``ins`` returns the number of changes each inserted row holds.
+    """
+    if history == "rows":
+        return f"""ins AS (
+            INSERT INTO feedback_weightchange (batch_id, graph_id, {target}_id, field, before, after, event, use_event_id, created_at)
+            SELECT %(batch)s, %(graph)s, u.id, %(field)s, u.before, u.after, u.event, u.use_event_id, %(now)s FROM u
+            RETURNING 1 AS size
+        )"""
+    if history == "blocks":
+        return f"""ins AS (
+            INSERT INTO feedback_weightchangeblock (batch_id, graph_id, target, field, event, created_at, id_min, id_max, size, ids, before, after)
+            SELECT %(batch)s, %(graph)s, '{target}', %(field)s, u.event, %(now)s, min(u.id), max(u.id), count(*),
+                   array_agg(u.id ORDER BY u.id), array_agg(u.before ORDER BY u.id), array_agg(u.after ORDER BY u.id)
+            FROM u GROUP BY u.event
+            RETURNING size
+        )"""
+    raise ValueError(f"unknown history shape {history!r}")
+
+
 def _apply(
     *,
     table: str,
@@ -101,15 +127,19 @@ def _apply(
     use_event_expr: str = "NULL::bigint",
     conflict_expr: str = "false",
     now: datetime,
+    history: str = "rows",
+    named: dict | None = None,
 ) -> tuple[int, int, list[int]]:
     """Change ``field_name`` of the rows of ``table`` listed by ``rows_sql`` (a relation ``i`` with ``id``).
 
     One statement: lock the target rows in id order (``FOR UPDATE``; they are read *after* the lock,
     so ``before`` is the committed value), compute ``new_expr`` (which may use ``i.before`` and the
-    columns of ``i``), update the rows whose value changes, and insert one WeightChange per updated
-    row from the UPDATE's RETURNING. Returns (changes written, conflicts, sample of conflicting ids).
+    columns of ``i``), update the rows whose value changes, and write their history from the
+    UPDATE's RETURNING in the ``history`` shape (``rows`` or ``blocks``, see ``_history_insert``).
+    ``rows_params`` are ``%(p0)s``, ``%(p1)s``... in ``rows_sql``; ``named`` adds named parameters.
+    Returns (changes written, conflicts, sample of conflicting ids).
     """
-    target_col = "edge_id" if table == EDGE_TABLE else "node_id"
+    target = "edge" if table == EDGE_TABLE else "node"
     # ``l`` carries the input columns beside the locked value, so no step joins two CTEs (which have
     # no index: a nested loop over two 1M-row CTEs is quadratic). Expressions see it as ``i``.
     sql = f"""
@@ -129,22 +159,57 @@ def _apply(
             WHERE t.id = n.id AND n.after IS DISTINCT FROM n.before
             RETURNING t.id, n.before, n.after, n.event, n.use_event_id
         ),
-        ins AS (
-            INSERT INTO feedback_weightchange (batch_id, graph_id, {target_col}, field, before, after, event, use_event_id, created_at)
-            SELECT %(batch)s, %(graph)s, u.id, %(field)s, u.before, u.after, u.event, u.use_event_id, %(now)s FROM u
-            RETURNING 1
-        )
-        SELECT (SELECT count(*) FROM ins),
+        {_history_insert(history, target)}
+        SELECT (SELECT coalesce(sum(size), 0) FROM ins),
                (SELECT count(*) FROM n WHERE n.conflict),
                (SELECT coalesce(array_agg(id ORDER BY id), '{{}}') FROM (SELECT id FROM n WHERE n.conflict ORDER BY id LIMIT {CONFLICT_SAMPLE}) s)
     """
-    params = {"graph": graph_id, "batch": batch_id, "field": field_name, "now": now}
+    params = {**(named or {}), "graph": graph_id, "batch": batch_id, "field": field_name, "now": now}
     for index, value in enumerate(rows_params):
         params[f"p{index}"] = value
     with connection.cursor() as cur:
         cur.execute(sql, params)
         written, conflicts, sample = cur.fetchone()
     return written, conflicts, list(sample)
+
+
+def _update_range(*, graph_id: int, batch_id: int, lo: int, hi: int, where: str, params: dict, new_expr: str,
+                  event: str, now: datetime) -> int:
+    """Update ``weight`` of the graph's edges ``e`` with ids in [lo, hi) matching ``where``; block history.
+
+    The bulk path of decay and normalize: one plain UPDATE whose RETURNING gives the replaced value
+    (``old.weight``, PostgreSQL 18), so no separate locking pass and no per-row history. The rows are
+    visited through the primary key in id order, the order every other writer locks in: sequential
+    and bitmap scans are off for the statement, and the graph condition is written so no index can
+    serve it (``graph_id + 0``; otherwise, on a graph holding most of the table, the planner scans
+    the whole graph_id index and filters the range). ``new_expr`` names the current value ``{w}``.
+    Returns the changes written. On a server older than 18 the same change goes through ``_apply``
+    (a locking pass first).
+    """
+    params = {**params, "graph": graph_id, "batch": batch_id, "field": "weight", "now": now, "event": event, "lo": lo, "hi": hi}
+    rows = f"e.id >= %(lo)s AND e.id < %(hi)s AND e.graph_id + 0 = %(graph)s AND {where}"
+    if connection.pg_version < 180000:
+        written, _c, _s = _apply(
+            table=EDGE_TABLE, field_name="weight", graph_id=graph_id, batch_id=batch_id,
+            rows_sql=f"SELECT e.id FROM {EDGE_TABLE} e WHERE {rows}", rows_params=[],
+            new_expr=new_expr.format(w="i.before"), event_expr=f"'{event}'", now=now, history="blocks", named=params,
+        )
+        return written
+    new = new_expr.format(w="e.weight")
+    sql = f"""
+        WITH u AS (
+            UPDATE {EDGE_TABLE} e SET weight = ({new})::double precision
+            WHERE {rows} AND ({new}) IS DISTINCT FROM e.weight
+            RETURNING e.id, old.weight AS before, new.weight AS after, %(event)s::text AS event, NULL::bigint AS use_event_id
+        ),
+        {_history_insert("blocks", "edge")}
+        SELECT coalesce(sum(size), 0) FROM ins
+    """
+    with connection.cursor() as cur:
+        cur.execute("SELECT set_config('enable_seqscan', 'off', true), set_config('enable_bitmapscan', 'off', true)")
+        cur.execute(sql, params)
+        (written,) = cur.fetchone()
+    return written
 
 
 def _start_batch(graph: Graph, kind: str, actor, *, session=None, key=None, details=None, serialized=False, **extra) -> UpdateBatch | None:
@@ -481,34 +546,52 @@ def decay_period(graph: Graph, now: datetime | None = None) -> tuple[int, dateti
     return index, start, start - timedelta(days=days)
 
 
-def _decay_rows() -> str:
-    return f"""
-        SELECT e.id FROM {EDGE_TABLE} e
-        LEFT JOIN graphadmin_edgestats s ON s.edge_id = e.id
-        WHERE e.graph_id = %(graph)s AND e.id >= %(p1)s AND e.id < %(p2)s AND NOT e.archived
-          AND e.weight > %(p3)s AND e.created_at < %(p0)s
-          AND (s.last_traversed_at IS NULL OR s.last_traversed_at < %(p0)s)
-    """
+# The edges of a graph a decay run changes (alias ``e``): live, above the floor, older than the cutoff
+# and not traversed since it. Parameters: floor, cutoff.
+DECAY_WHERE = """
+    NOT e.archived AND e.weight > %(floor)s AND e.created_at < %(cutoff)s
+    AND NOT EXISTS (SELECT 1 FROM graphadmin_edgestats s WHERE s.edge_id = e.id AND s.last_traversed_at >= %(cutoff)s)
+"""
+DEADLOCK_RETRIES = 3
 
 
-def _edge_chunk(graph: Graph, kind: str, actor, *, key: str, details: dict, rows_sql: str,
-                rows_params: list, new_expr: str, audit_extra: dict, summary: dict) -> tuple[int, int | None]:
+def _edge_chunk(graph: Graph, kind: str, actor, *, key: str, lo: int, hi: int, details: dict, where: str, params: dict,
+                new_expr: str, audit_extra: dict, summary: dict) -> tuple[int, int | None]:
     """One chunk of a chunked edge-weight action (decay, normalize): its own short transaction and batch.
 
-    Skips a chunk whose idempotency key already has a batch (a retried or repeated run); leaves no
-    batch (nor audit event) behind when the range changes nothing. Records the batch id or the skip
-    in ``summary``. Returns (edges written, batch id or None).
+    Changes ``weight`` of the edges with ids in [lo, hi) matching ``where`` (``_update_range``; block
+    history). The chunk commits asynchronously (``synchronous_commit`` off for this transaction: no
+    wait for the WAL flush); a crash right after can lose the last chunks, never part of one, and
+    the next run of the period re-applies them (their keys were lost with them). Skips a
+    chunk whose idempotency key already has a batch (a retried or repeated run); leaves no batch
+    (nor audit event) behind when the range changes nothing; retries the chunk if PostgreSQL chose
+    it as a deadlock victim. Records the batch id or the skip in ``summary``. Returns (edges
+    written, batch id or None).
     """
+    for attempt in range(DEADLOCK_RETRIES + 1):
+        try:
+            return _edge_chunk_once(graph, kind, actor, key=key, lo=lo, hi=hi, details=details, where=where, params=params,
+                                    new_expr=new_expr, audit_extra=audit_extra, summary=summary)
+        except OperationalError as exc:
+            if not isinstance(exc.__cause__, DeadlockDetected) or attempt == DEADLOCK_RETRIES:
+                raise
+            log.warning("chunk was a deadlock victim; retrying", extra={"key": key, "attempt": attempt + 1})
+    raise AssertionError("unreachable")
+
+
+def _edge_chunk_once(graph, kind, actor, *, key, lo, hi, details, where, params, new_expr, audit_extra, summary):
     chunk_started = time.perf_counter()
+    own_transaction = not connection.in_atomic_block
     with transaction.atomic():
+        if own_transaction:  # never relax the commit of a caller's transaction
+            with connection.cursor() as cur:
+                cur.execute("SELECT set_config('synchronous_commit', 'off', true)")
         batch = _start_batch(graph, kind, actor, key=key, details=details)
         if batch is None:
             summary["skipped_chunks"] += 1
             return 0, None
-        written, _c, _s = _apply(
-            table=EDGE_TABLE, field_name="weight", graph_id=graph.pk, batch_id=batch.pk, rows_sql=rows_sql,
-            rows_params=rows_params, new_expr=new_expr, event_expr=f"'{kind}'", now=batch.started_at,
-        )
+        written = _update_range(graph_id=graph.pk, batch_id=batch.pk, lo=lo, hi=hi, where=where, params=params,
+                                new_expr=new_expr, event=kind, now=batch.started_at)
         if written == 0:
             # Nothing in this range: leave no empty batch (and no audit noise) behind.
             transaction.set_rollback(True)
@@ -522,11 +605,22 @@ def _chunks(graph: Graph, chunk_size: int) -> list[int]:
     """The id ranges (k: ids in [k * chunk_size, (k + 1) * chunk_size)) that hold live edges of the graph.
 
     Edge ids come from one sequence shared by all graphs, so a graph's ids can be spread out; only
-    the ranges that hold its edges are visited.
+    the ranges that hold its edges are visited. Found by skipping through the (graph, id) index: one
+    probe per range, not a scan of the graph's edges.
     """
     with connection.cursor() as cur:
         cur.execute(
-            f"SELECT DISTINCT id / %s FROM {EDGE_TABLE} WHERE graph_id = %s AND NOT archived ORDER BY 1", [chunk_size, graph.pk]
+            f"""
+            WITH RECURSIVE k(n) AS (
+                SELECT (SELECT min(id) FROM {EDGE_TABLE} WHERE graph_id = %(graph)s AND NOT archived) / %(size)s
+                UNION ALL
+                SELECT (SELECT min(id) FROM {EDGE_TABLE} WHERE graph_id = %(graph)s AND NOT archived
+                        AND id >= (k.n + 1) * %(size)s) / %(size)s
+                FROM k WHERE k.n IS NOT NULL
+            )
+            SELECT n FROM k WHERE n IS NOT NULL
+            """,
+            {"graph": graph.pk, "size": chunk_size},
         )
         return [row[0] for row in cur.fetchall()]
 
@@ -562,17 +656,17 @@ def decay(actor, graph: Graph, *, now: datetime | None = None, chunk_size: int =
     edges = 0
     for k in chunks:
         lo, hi = k * chunk_size, (k + 1) * chunk_size
-        key = f"decay:{graph.pk}:{period}:{k}"
+        params = {"floor": floor, "cutoff": cutoff, "rate": rate}
         if dry_run:
             with connection.cursor() as cur:
-                cur.execute(f"SELECT count(*) FROM ({_decay_rows()}) d",
-                            {"graph": graph.pk, "p0": cutoff, "p1": lo, "p2": hi, "p3": floor})
+                cur.execute(f"SELECT count(*) FROM {EDGE_TABLE} e WHERE e.graph_id = %(graph)s AND e.id >= %(lo)s AND e.id < %(hi)s"
+                            f" AND {DECAY_WHERE}", {**params, "graph": graph.pk, "lo": lo, "hi": hi})
                 edges += cur.fetchone()[0]
             continue
         written, _batch = _edge_chunk(
-            graph, "decay", actor, key=key, details={**details, "id_range": [lo, hi]},
-            rows_sql=_decay_rows(), rows_params=[cutoff, lo, hi, floor],
-            new_expr=f"CASE WHEN i.before > {floor!r} THEN greatest({floor!r}, i.before * {rate!r}) ELSE i.before END",
+            graph, "decay", actor, key=f"decay:{graph.pk}:{period}:{k}", lo=lo, hi=hi, details={**details, "id_range": [lo, hi]},
+            where=DECAY_WHERE, params=params,
+            new_expr="CASE WHEN {w} > %(floor)s THEN greatest(%(floor)s, {w} * %(rate)s) ELSE {w} END",
             audit_extra={"period": period, "id_range": [lo, hi]}, summary=summary,
         )
         edges += written
@@ -587,14 +681,14 @@ def decay_preview(graph: Graph, *, now: datetime | None = None, limit: int = 20)
     policy = graph.current_policy()
     period, _start, cutoff = decay_period(graph, now)
     rate, floor = policy.decay_rate, policy.weight_floor
-    params = {"graph": graph.pk, "p0": cutoff, "p1": 0, "p2": 2**62, "p3": floor}
+    params = {"graph": graph.pk, "cutoff": cutoff, "floor": floor, "rate": rate, "limit": limit}
     with connection.cursor() as cur:
-        cur.execute(f"SELECT count(*) FROM ({_decay_rows()}) d", params)
+        cur.execute(f"SELECT count(*) FROM {EDGE_TABLE} e WHERE e.graph_id = %(graph)s AND {DECAY_WHERE}", params)
         total = cur.fetchone()[0]
         cur.execute(
-            f"""SELECT e.id, e.weight, greatest(%(p3)s, e.weight * %(rate)s) FROM {EDGE_TABLE} e
-                WHERE e.id IN ({_decay_rows()}) ORDER BY e.id LIMIT %(limit)s""",
-            {**params, "rate": rate, "limit": limit},
+            f"""SELECT e.id, e.weight, greatest(%(floor)s, e.weight * %(rate)s) FROM {EDGE_TABLE} e
+                WHERE e.graph_id = %(graph)s AND {DECAY_WHERE} ORDER BY e.id LIMIT %(limit)s""",
+            params,
         )
         sample = [{"edge": i, "before": b, "after": a} for i, b, a in cur.fetchall()]
     applied = UpdateBatch.objects.filter(idempotency_key__startswith=f"decay:{graph.pk}:{period}:").count()
@@ -628,12 +722,11 @@ def normalize(actor, graph: Graph, *, chunk_size: int = DECAY_CHUNK, idempotency
     edges = 0
     for k in _chunks(graph, chunk_size):
         lo, hi = k * chunk_size, (k + 1) * chunk_size
-        key = f"normalize:{graph.pk}:{run}:{k}"[:200]
-        rows = f"SELECT id FROM {EDGE_TABLE} WHERE graph_id = %(graph)s AND NOT archived AND id >= %(p0)s AND id < %(p1)s"
         written, _batch = _edge_chunk(
-            graph, "normalize", actor, key=key,
+            graph, "normalize", actor, key=f"normalize:{graph.pk}:{run}:{k}"[:200], lo=lo, hi=hi,
             details={"max_weight": top, "factor": factor, "run": run, "id_range": [lo, hi]},
-            rows_sql=rows, rows_params=[lo, hi], new_expr=f"least(1.0, i.before * {factor!r})",
+            where="NOT e.archived", params={"factor": factor},
+            new_expr="least(1.0, {w} * %(factor)s)",
             audit_extra={"max_weight": top, "id_range": [lo, hi]}, summary=summary,
         )
         edges += written
@@ -696,15 +789,17 @@ def rollback(actor, batch: UpdateBatch, *, force: bool = False) -> Result:
     details, and left alone, unless ``force`` (then overwritten, recorded with event
     ``rollback_forced`` and audited as forced). The batch is marked ``rolled_back``; rolling it
     back again raises ``RollbackRefused``. A rollback batch is itself rollbackable (it re-applies
-    the values it replaced). Every kind of batch is rollbackable.
+    the values it replaced). Every kind of batch is rollbackable. The rollback's history has the
+    shape of the batch's (blocks for a bulk batch, rows otherwise).
     """
     started = time.perf_counter()
     with transaction.atomic():
         target = UpdateBatch.objects.select_for_update().select_related("graph").get(pk=batch.pk)
         if target.status == "rolled_back" or UpdateBatch.objects.filter(rollback_of=target).exists():
             raise RollbackRefused(f"batch {target.pk} has already been rolled back.")
-        if (target.node_updates or target.edge_updates) and not WeightChange.objects.filter(batch=target).exists():
+        if (target.node_updates or target.edge_updates) and not WeightHistory.objects.filter(batch=target).exists():
             raise RollbackRefused(f"batch {target.pk}'s weight history has expired (retention); it cannot be rolled back.")
+        history = "blocks" if WeightChangeBlock.objects.filter(batch=target).exists() else "rows"
         graph = target.graph
         new = _start_batch(graph, "rollback", actor, rollback_of=target,
                            details={"rollback_of": target.pk, "rolled_back_kind": target.kind, "force": force})
@@ -713,8 +808,8 @@ def rollback(actor, batch: UpdateBatch, *, force: bool = False) -> Result:
         for kind, table, field_name in (("edge", EDGE_TABLE, "weight"), ("edge", EDGE_TABLE, "feedback_weight"),
                                         ("node", NODE_TABLE, "feedback_weight")):
             rows = f"""
-                SELECT w.{kind}_id AS id, w.before AS restore, w.after AS expected FROM feedback_weightchange w
-                WHERE w.batch_id = %(p0)s AND w.field = %(p1)s AND w.{kind}_id IS NOT NULL
+                SELECT h.{kind}_id AS id, h.before AS restore, h.after AS expected FROM {WeightHistory._meta.db_table} h
+                WHERE h.batch_id = %(p0)s AND h.field = %(p1)s AND h.{kind}_id IS NOT NULL
             """
             matches = "i.before IS NOT DISTINCT FROM i.expected"
             written, found, ids = _apply(
@@ -722,7 +817,7 @@ def rollback(actor, batch: UpdateBatch, *, force: bool = False) -> Result:
                 rows_params=[target.pk, field_name],
                 new_expr=f"CASE WHEN {matches} OR {'true' if force else 'false'} THEN i.restore ELSE i.before END",
                 event_expr=f"CASE WHEN {matches} THEN 'rollback' ELSE 'rollback_forced' END",
-                conflict_expr=f"NOT ({matches})", now=new.started_at,
+                conflict_expr=f"NOT ({matches})", now=new.started_at, history=history,
             )
             counts[kind] += written
             conflicts += found

@@ -2,7 +2,16 @@
 
 from django.contrib import admin
 
-from feedback.models import AgentSession, ContextInjection, DailyMetric, InjectionCandidate, UpdateBatch, UseEvent, WeightChange
+from feedback.models import (
+    AgentSession,
+    ContextInjection,
+    DailyMetric,
+    InjectionCandidate,
+    UpdateBatch,
+    UseEvent,
+    WeightChange,
+    WeightChangeBlock,
+)
 from graphadmin.admin_tenancy import ReadOnlyAdmin, TenantAdmin
 
 
@@ -38,6 +47,15 @@ class WeightChangeAdmin(ReadOnlyAdmin):
     list_display = ["batch", "node", "edge", "field", "before", "after", "event", "created_at"]
     list_filter = ["field"]
     raw_id_fields = ["batch", "node", "edge", "use_event"]
+
+
+@admin.register(WeightChangeBlock)
+class WeightChangeBlockAdmin(ReadOnlyAdmin):
+    list_display = ["batch", "target", "field", "event", "size", "id_min", "id_max", "created_at"]
+    list_filter = ["target", "field"]
+    raw_id_fields = ["batch"]
+    # The arrays can hold tens of thousands of values; the dashboard's batch page lists each change.
+    exclude = ["ids", "before", "after"]
 
 
 @admin.register(DailyMetric)

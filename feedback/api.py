@@ -35,7 +35,7 @@ from graphadmin.api.views import GRAPH_ID, GraphScopedMixin
 from graphadmin.models import Edge, Node
 
 from . import actions, metrics, tasks
-from .models import AgentSession, DailyMetric, InjectionCandidate, UpdateBatch
+from .models import AgentSession, DailyMetric, InjectionCandidate, UpdateBatch, WeightHistory
 from .serializers import (
     AcceptedSerializer,
     DailyMetricSerializer,
@@ -353,7 +353,7 @@ class BatchChangesView(BatchScopedMixin, generics.ListAPIView):
     serializer_class = WeightChangeSerializer
 
     def get_queryset(self):
-        return self.batch().changes.order_by("id")
+        return WeightHistory.objects.filter(batch=self.batch()).in_order()
 
     @extend_schema(parameters=[BATCH_ID])
     def get(self, request, *args, **kwargs):

@@ -106,7 +106,7 @@ def _updates(p: dict) -> list[dict]:
     rows = _all(
         """
         SELECT b.kind, coalesce(t.name, '(node)'), w.field, count(*)
-        FROM feedback_weightchange w
+        FROM feedback_weighthistory w
         JOIN feedback_updatebatch b ON b.id = w.batch_id
         LEFT JOIN graphadmin_edge e ON e.id = w.edge_id
         LEFT JOIN graphadmin_edgetype t ON t.id = e.edge_type_id

@@ -1,12 +1,16 @@
 """Sessions, context injections and their candidates, use events, update batches and weight changes.
 
-WeightChange is the feedback history (append-only, enforced by a database trigger): charts,
-audits and rollbacks all read it. Every table carries ``graph_id`` itself.
+The weight history is append-only (enforced by database triggers) and stored in one of two shapes:
+WeightChange, one row per change (scattered, small batches: uses, outcomes, manual sets), and
+WeightChangeBlock, one row per chunk holding arrays (bulk batches over id ranges: decay, normalize
+and their rollbacks). Charts, audits and rollbacks read both through one view, WeightHistory, one
+row per change. Every table carries ``graph_id`` itself.
 """
 
 from __future__ import annotations
 
 from django.conf import settings
+from django.contrib.postgres.fields import ArrayField
 from django.db import models
 from django.db.models import Q
 from django.urls import reverse
@@ -206,6 +210,91 @@ class WeightChange(models.Model):
             models.Index(fields=["graph", "node", "created_at"], name="weightchange_node_history", condition=Q(node__isnull=False)),
             models.Index(fields=["graph", "created_at"], name="weightchange_graph_time"),
         ]
+
+
+HISTORY_TARGETS = ("edge", "node")
+
+
+class WeightChangeBlock(models.Model):
+    """The changes of one field of many nodes or edges by one batch, as three aligned arrays.
+
+    Written by the bulk actions (decay, normalize, and the rollback of a block batch): one row per
+    chunk and event instead of one row per change, so a decay of a million edges writes a few
+    hundred rows of about 24 bytes per edge (``ids`` sorted, ``before[i]``/``after[i]`` belong to
+    ``ids[i]``). ``id_min``/``id_max`` bound ``ids``, so the history of one edge reads only the blocks
+    whose span holds it. Append-only (trigger) and partitioned by month like WeightChange.
+    """
+
+    batch = models.ForeignKey(UpdateBatch, on_delete=models.PROTECT, related_name="blocks", db_index=False)
+    graph = models.ForeignKey(Graph, on_delete=models.PROTECT, related_name="+", db_index=False)
+    target = models.CharField(max_length=4, choices=[(t, t) for t in HISTORY_TARGETS])
+    field = models.CharField(max_length=20, choices=[(f, f) for f in WeightChange.FIELDS])
+    event = models.CharField(max_length=50, blank=True)
+    created_at = models.DateTimeField()
+    id_min = models.BigIntegerField()
+    id_max = models.BigIntegerField()
+    size = models.PositiveIntegerField()
+    ids = ArrayField(models.BigIntegerField())
+    before = ArrayField(models.FloatField())
+    after = ArrayField(models.FloatField())
+
+    objects = GraphScopedQuerySet.as_manager()
+
+    class Meta:
+        # Created by migration 0007 (partitioned by month, arrays stored uncompressed, trigger).
+        indexes = [
+            models.Index(fields=["batch"], name="weightblock_batch"),
+            models.Index(fields=["graph", "id_min", "id_max"], name="weightblock_span"),
+            models.Index(fields=["graph", "created_at"], name="weightblock_graph_time"),
+        ]
+
+    def __str__(self):
+        return f"batch {self.batch_id}: {self.size} {self.target} {self.field} changes ({self.event})"
+
+
+class WeightHistoryQuerySet(GraphScopedQuerySet):
+    ORDER = ("change_id", "block_id", "seq")
+
+    def of(self, kind: str, target_id: int):
+        """The changes of one node or edge. The span condition lets the blocks branch skip every block
+        that cannot hold the id (it reads only their bounds, not their arrays)."""
+        return self.filter(**{kind: target_id}, span_min__lte=target_id, span_max__gte=target_id)
+
+    def in_order(self):
+        """A batch's changes in the order they were written (rows by id, then blocks in id order)."""
+        return self.order_by(*self.ORDER)
+
+
+class WeightHistory(models.Model):
+    """One change per row, from either storage shape: the database view ``feedback_weighthistory``.
+
+    ``key`` is ``c<change id>`` for a WeightChange row and ``b<block id>.<position>`` for a block
+    element; ``change_id`` or ``block_id`` says which. Read-only.
+    """
+
+    key = models.TextField(primary_key=True)
+    change_id = models.BigIntegerField(null=True)
+    block_id = models.BigIntegerField(null=True)
+    seq = models.BigIntegerField()
+    batch = models.ForeignKey(UpdateBatch, on_delete=models.DO_NOTHING, db_constraint=False, related_name="+")
+    graph = models.ForeignKey(Graph, on_delete=models.DO_NOTHING, db_constraint=False, related_name="+")
+    node = models.ForeignKey(Node, on_delete=models.DO_NOTHING, db_constraint=False, null=True, related_name="+")
+    edge = models.ForeignKey(Edge, on_delete=models.DO_NOTHING, db_constraint=False, null=True, related_name="+")
+    field = models.CharField(max_length=20)
+    before = models.FloatField()
+    after = models.FloatField()
+    event = models.CharField(max_length=50)
+    use_event = models.ForeignKey(UseEvent, on_delete=models.DO_NOTHING, db_constraint=False, null=True, related_name="+")
+    created_at = models.DateTimeField()
+    span_min = models.BigIntegerField()
+    span_max = models.BigIntegerField()
+
+    objects = WeightHistoryQuerySet.as_manager()
+
+    class Meta:
+        managed = False
+        db_table = "feedback_weighthistory"
+        verbose_name_plural = "weight history"
 
 
 class DailyMetric(models.Model):

@@ -1,11 +1,12 @@
-"""Retention of the weight-change ledger: monthly partitions, created ahead and expired whole.
+"""Retention of the weight history: monthly partitions, created ahead and expired whole.
 
-WeightChange is partitioned by month of ``created_at`` (migration 0006). ``ensure_partitions``
-creates the monthly partitions a period needs (the beat task keeps three months ahead);
-``expire`` drops every partition that ends on or before the retention cutoff and records each drop
-in the audit chain of every organization that had rows in it (how many, which months). Expiry
-never deletes rows one by one: the append-only trigger stays, and only whole months go.
-Rows that fall outside every monthly partition sit in the DEFAULT partition, which is never dropped.
+Both history tables (WeightChange rows, migration 0006, and WeightChangeBlock, migration 0007) are
+partitioned by month of ``created_at``. ``ensure_partitions`` creates the monthly partitions a
+period needs (the beat task keeps three months ahead); ``expire`` drops every partition that ends
+on or before the retention cutoff, in both tables, and records each drop in the audit chain of
+every organization that had rows in it (how many, which months). Expiry never deletes rows one by
+one: the append-only triggers stay, and only whole months go. Rows that fall outside every monthly
+partition sit in a DEFAULT partition, which is never dropped.
 """
 
 from __future__ import annotations
@@ -19,9 +20,10 @@ from django.db import transaction
 
 log = logging.getLogger(__name__)
 
-PARENT = "feedback_weightchange"
+# Each partitioned history table and the name its expiry is audited under.
+LEDGERS = {"feedback_weightchange": "weight_changes", "feedback_weightchangeblock": "weight_change_blocks"}
 MONTHS_AHEAD = 3
-_NAME = re.compile(r"^feedback_weightchange_(\d{4})_(\d{2})$")
+_NAME = re.compile(r"^(feedback_\w+)_(\d{4})_(\d{2})$")
 
 
 def _month_start(moment) -> date:
@@ -32,24 +34,24 @@ def _next_month(day: date) -> date:
     return date(day.year + (day.month == 12), day.month % 12 + 1, 1)
 
 
-def partition_name(month: date) -> str:
-    return f"{PARENT}_{month.year:04d}_{month.month:02d}"
+def partition_name(month: date, parent: str = "feedback_weightchange") -> str:
+    return f"{parent}_{month.year:04d}_{month.month:02d}"
 
 
-def existing_partitions(connection=None) -> dict[str, date]:
-    """Monthly partitions of the ledger: name -> first day of the month."""
+def existing_partitions(connection=None, parent: str = "feedback_weightchange") -> dict[str, date]:
+    """Monthly partitions of one history table: name -> first day of the month."""
     with (connection or default_connection).cursor() as cur:
         cur.execute(
             "SELECT c.relname FROM pg_inherits i JOIN pg_class c ON c.oid = i.inhrelid "
             "JOIN pg_class p ON p.oid = i.inhparent WHERE p.relname = %s",
-            [PARENT],
+            [parent],
         )
         names = [row[0] for row in cur.fetchall()]
-    return {n: date(int(m.group(1)), int(m.group(2)), 1) for n in names if (m := _NAME.match(n))}
+    return {n: date(int(m.group(2)), int(m.group(3)), 1) for n in names if (m := _NAME.match(n)) and m.group(1) == parent}
 
 
-def ensure_partitions(since=None, months_ahead: int = MONTHS_AHEAD, connection=None) -> list[str]:
-    """Create the monthly partitions from ``since`` (default: this month) to ``months_ahead`` months on.
+def ensure_partitions(since=None, months_ahead: int = MONTHS_AHEAD, connection=None, parents=tuple(LEDGERS)) -> list[str]:
+    """Create each history table's monthly partitions from ``since`` (default: this month) to ``months_ahead`` months on.
 
     A month whose rows already sit in the DEFAULT partition is skipped (PostgreSQL refuses to
     create it) and logged; those rows stay until the default partition is split by hand.
@@ -60,30 +62,34 @@ def ensure_partitions(since=None, months_ahead: int = MONTHS_AHEAD, connection=N
     last = today
     for _ in range(months_ahead):
         last = _next_month(last)
-    have = set(existing_partitions(connection).values())
+    first = month
     created = []
-    while month <= last:
-        if month not in have:
-            name, upper = partition_name(month), _next_month(month)
-            with connection.cursor() as cur:
-                cur.execute(
-                    f"SELECT EXISTS (SELECT 1 FROM {PARENT}_default WHERE created_at >= %s AND created_at < %s)", [month, upper]
-                )
-                if cur.fetchone()[0]:
-                    log.warning("weight history for %s is in the default partition; not creating %s", month, name)
-                else:
+    for parent in parents:
+        have = set(existing_partitions(connection, parent).values())
+        month = first
+        while month <= last:
+            if month not in have:
+                name, upper = partition_name(month, parent), _next_month(month)
+                with connection.cursor() as cur:
                     cur.execute(
-                        f"CREATE TABLE {name} PARTITION OF {PARENT} FOR VALUES FROM (%s) TO (%s)", [month, upper]
+                        f"SELECT EXISTS (SELECT 1 FROM {parent}_default WHERE created_at >= %s AND created_at < %s)", [month, upper]
                     )
-                    created.append(name)
-        month = _next_month(month)
+                    if cur.fetchone()[0]:
+                        log.warning("weight history for %s is in the default partition; not creating %s", month, name)
+                    else:
+                        cur.execute(
+                            f"CREATE TABLE {name} PARTITION OF {parent} FOR VALUES FROM (%s) TO (%s)", [month, upper]
+                        )
+                        created.append(name)
+            month = _next_month(month)
     return created
 
 
 def expire(actor, retention_days: int, now: datetime | None = None) -> list[dict]:
-    """Drop every monthly partition that ends on or before now - retention_days; audit each drop.
+    """Drop every monthly partition (of both history tables) that ends on or before now - retention_days.
 
-    Returns one dict per dropped partition: name, month, rows, rows per organization.
+    Each drop is audited. Returns one dict per dropped partition: name, ledger, month, rows, rows per
+    organization.
     """
     from graphadmin import audit
 
@@ -91,7 +97,8 @@ def expire(actor, retention_days: int, now: datetime | None = None) -> list[dict
         return []
     cutoff = (now or datetime.now(timezone.utc)) - timedelta(days=retention_days)
     dropped = []
-    for name, month in sorted(existing_partitions().items(), key=lambda item: item[1]):
+    months = [(month, parent, name) for parent in LEDGERS for name, month in existing_partitions(parent=parent).items()]
+    for month, parent, name in sorted(months):
         upper = _next_month(month)
         if datetime(upper.year, upper.month, upper.day, tzinfo=timezone.utc) > cutoff:
             continue
@@ -102,12 +109,12 @@ def expire(actor, retention_days: int, now: datetime | None = None) -> list[dict
                     "GROUP BY g.organization_id ORDER BY g.organization_id"
                 )
                 per_org = dict(cur.fetchall())
-                cur.execute(f"ALTER TABLE {PARENT} DETACH PARTITION {name}")
+                cur.execute(f"ALTER TABLE {parent} DETACH PARTITION {name}")
                 cur.execute(f"DROP TABLE {name}")
-            payload = {"ledger": "weight_changes", "partition": name, "month": month.isoformat(), "retention_days": retention_days}
+            payload = {"ledger": LEDGERS[parent], "partition": name, "month": month.isoformat(), "retention_days": retention_days}
             for org_id, rows in per_org.items():
                 audit.append(org_id, actor, "ledger.expire", {**payload, "rows": rows})
         total = sum(per_org.values())
         log.info("expired weight history partition", extra={"partition": name, "rows": total})
-        dropped.append({"partition": name, "month": month.isoformat(), "rows": total, "per_organization": per_org})
+        dropped.append({"partition": name, "ledger": LEDGERS[parent], "month": month.isoformat(), "rows": total, "per_organization": per_org})
     return dropped

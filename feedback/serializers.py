@@ -7,7 +7,7 @@ from rest_framework import serializers
 from graphadmin.api.fields import FiniteFloatField
 from graphadmin.models.policy import POLICY_NUMBERS
 
-from .models import OUTCOMES, SIGNALS, DailyMetric, UpdateBatch, WeightChange
+from .models import OUTCOMES, SIGNALS, DailyMetric, UpdateBatch, WeightHistory
 
 
 def _rate(name: str, **kwargs):
@@ -104,9 +104,15 @@ class ResultSerializer(serializers.Serializer):
 
 
 class WeightChangeSerializer(serializers.ModelSerializer):
+    """One change, from either history shape: ``id`` for a change stored as a row, ``block`` for one
+    stored in a block (bulk batches: decay, normalize), the other null."""
+
+    id = serializers.IntegerField(source="change_id", allow_null=True)
+    block = serializers.IntegerField(source="block_id", allow_null=True)
+
     class Meta:
-        model = WeightChange
-        fields = ["id", "node", "edge", "field", "before", "after", "event", "use_event", "created_at"]
+        model = WeightHistory
+        fields = ["id", "block", "node", "edge", "field", "before", "after", "event", "use_event", "created_at"]
 
 
 class UpdateBatchSerializer(serializers.ModelSerializer):
@@ -141,7 +147,7 @@ class UpdateBatchDetailSerializer(UpdateBatchSerializer):
         return obj.node_updates + obj.edge_updates
 
     def get_changes(self, obj) -> list[dict]:
-        rows = obj.changes.order_by("id")[: self.CHANGES_SHOWN]
+        rows = WeightHistory.objects.filter(batch=obj).in_order()[: self.CHANGES_SHOWN]
         return WeightChangeSerializer(rows, many=True).data
 
 

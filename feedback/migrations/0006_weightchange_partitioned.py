@@ -59,7 +59,7 @@ def partition_and_copy(apps, schema_editor):
         cur.execute(CREATE)
         cur.execute("SELECT min(created_at), max(created_at) FROM feedback_weightchange_unpartitioned")
         oldest, _newest = cur.fetchone()
-    ensure_partitions(since=oldest, connection=schema_editor.connection)
+    ensure_partitions(since=oldest, connection=schema_editor.connection, parents=["feedback_weightchange"])
     with schema_editor.connection.cursor() as cur:
         cur.execute(f"INSERT INTO feedback_weightchange ({COLUMNS}) SELECT {COLUMNS} FROM feedback_weightchange_unpartitioned")
         cur.execute("DROP TABLE feedback_weightchange_unpartitioned")

@@ -7,7 +7,7 @@ from django.shortcuts import get_object_or_404, redirect, render
 from django.views.decorators.http import require_POST
 
 from feedback import actions
-from feedback.models import BATCH_KINDS, BATCH_STATUSES, UpdateBatch, WeightChange
+from feedback.models import BATCH_KINDS, BATCH_STATUSES, UpdateBatch, WeightHistory
 
 from . import charts
 from .access import graph_access
@@ -38,7 +38,7 @@ def batch_list(request, graph_id):
 def batch_detail(request, graph_id, batch_id):
     access = graph_access(request, graph_id)
     batch = get_object_or_404(UpdateBatch.objects.filter(graph=access.graph).select_related("rolled_back_by"), pk=batch_id)
-    changes = WeightChange.objects.filter(graph=access.graph, batch=batch).select_related("node", "edge").order_by("id")
+    changes = WeightHistory.objects.filter(graph=access.graph, batch=batch).select_related("node", "edge").in_order()
     page = Paginator(changes, 100).get_page(request.GET.get("page"))
     # The distribution chart samples at most 5,000 changes so a million-row batch stays fast.
     sample = list(changes.values_list("before", "after")[:5000])

@@ -3,7 +3,7 @@
 from django.contrib.auth.decorators import login_required
 from django.shortcuts import get_object_or_404, render
 
-from feedback.models import WeightChange
+from feedback.models import WeightHistory
 from graphadmin.models import Edge, Node
 
 from . import charts
@@ -32,9 +32,10 @@ def _history_figure(title: str, changes) -> dict:
     return charts.figure(title, series, yaxis={"range": [0, 1], "title": {"text": "value"}})
 
 
-def _recent_changes(**target):
-    """The latest changes of one node or edge, oldest first (indexed by graph, target, time)."""
-    rows = WeightChange.objects.filter(**target).select_related("batch").order_by("-created_at", "-id")[:HISTORY_LIMIT]
+def _recent_changes(graph, kind: str, target_id: int):
+    """The latest changes of one node or edge, oldest first, from both history shapes."""
+    rows = (WeightHistory.objects.filter(graph=graph).of(kind, target_id).select_related("batch")
+            .order_by("-created_at", "-change_id", "-seq")[:HISTORY_LIMIT])
     return list(reversed(rows))
 
 
@@ -44,7 +45,7 @@ def node_detail(request, graph_id, node_id):
     node = get_object_or_404(Node.objects.filter(graph=access.graph), pk=node_id)
     outgoing = Edge.objects.filter(graph=access.graph, source=node).select_related("target", "edge_type").order_by("-weight")[:100]
     incoming = Edge.objects.filter(graph=access.graph, target=node).select_related("source", "edge_type").order_by("-weight")[:100]
-    changes = _recent_changes(graph=access.graph, node=node)
+    changes = _recent_changes(access.graph, "node", node.pk)
     return render(
         request,
         "dashboard/node.html",
@@ -63,7 +64,7 @@ def node_detail(request, graph_id, node_id):
 def edge_detail(request, graph_id, edge_id):
     access = graph_access(request, graph_id)
     edge = get_object_or_404(Edge.objects.filter(graph=access.graph).select_related("source", "target", "edge_type"), pk=edge_id)
-    changes = _recent_changes(graph=access.graph, edge=edge)
+    changes = _recent_changes(access.graph, "edge", edge.pk)
     return render(
         request,
         "dashboard/edge.html",

@@ -152,7 +152,8 @@ class NodeStats(models.Model):
 class Edge(models.Model):
     """A directed, typed link between two nodes of the same graph, with its learned weights."""
 
-    graph = models.ForeignKey(Graph, on_delete=models.CASCADE, related_name="edges")
+    # Indexed by (graph, id) below, which serves every graph_id lookup and walks a graph's ids in order.
+    graph = models.ForeignKey(Graph, on_delete=models.CASCADE, related_name="edges", db_index=False)
     source = models.ForeignKey(Node, on_delete=models.CASCADE, related_name="out_edges")
     target = models.ForeignKey(Node, on_delete=models.CASCADE, related_name="in_edges")
     edge_type = models.ForeignKey(EdgeType, on_delete=models.PROTECT, related_name="edges")
@@ -172,6 +173,7 @@ class Edge(models.Model):
             unit_interval("feedback_weight", "edge_feedback_weight_unit"),
         ]
         indexes = [
+            models.Index(fields=["graph", "id"], name="edge_graph_id"),
             models.Index(fields=["graph", "source"], name="edge_graph_source"),
             models.Index(fields=["graph", "target"], name="edge_graph_target"),
             HnswIndex(

@@ -60,3 +60,21 @@ def test_rollback_endpoint_conflicts_force_and_twice(api, oscar, surfaced, edges
     assert reload(edges["ab"]).weight == pytest.approx(0.55)
     assert client.get(f"/api/batches/{first.batch_id}/").data["rolled_back_by"] == response.data["batch_id"]
     assert UpdateBatch.objects.filter(kind="rollback").count() == 2
+
+
+def test_a_decay_batch_lists_its_block_changes(api, oscar, rita, client, acme_graph, edges):
+    from datetime import datetime, timedelta, timezone
+
+    decayed = actions.decay(oscar, acme_graph, now=datetime.now(timezone.utc) + timedelta(days=15))
+    detail = api(rita).get(f"/api/batches/{decayed.batch_id}/").data
+    assert detail["changes_total"] == 2
+    assert [(c["id"], c["edge"], c["before"], c["event"]) for c in detail["changes"]] == [
+        (None, e, 0.5, "decay") for e in sorted((edges["ab"].pk, edges["bc"].pk))]
+    assert all(c["block"] for c in detail["changes"]) and detail["changes"][0]["after"] == pytest.approx(0.475)
+    assert api(rita).get(f"/api/batches/{decayed.batch_id}/changes/?limit=1").data["count"] == 2
+    # The dashboard shows the same changes on the batch page and on the edge's own history.
+    client.force_login(rita)
+    page = client.get(f"/g/{acme_graph.pk}/batches/{decayed.batch_id}/").content.decode()
+    assert page.count("0.475") >= 2
+    edge_page = client.get(f"/g/{acme_graph.pk}/edges/{edges['ab'].pk}/").content.decode()
+    assert f"batch {decayed.batch_id} (decay)" in edge_page

@@ -102,3 +102,49 @@ def test_the_same_report_delivered_twice_at_once_applies_once(oscar, acme_graph,
     edges["ab"].refresh_from_db()
     assert edges["ab"].weight == pytest.approx(0.55)
     assert UpdateBatch.objects.count() == 1 and WeightChange.objects.count() == 1 and UseEvent.objects.count() == 1
+
+
+@pytest.mark.django_db(transaction=True)
+def test_decay_running_beside_use_reports_loses_no_update(oscar, acme_graph, small_graph, edges):
+    """Decay chunks (plain UPDATE, block history) and use reports (locking path, row history) interleave:
+    every edge's history, rows and block elements together, is one chain ending at its weight."""
+    from datetime import datetime, timedelta, timezone
+
+    from feedback.models import WeightHistory
+
+    later = datetime.now(timezone.utc) + timedelta(days=15)
+    sessions = [make_session(acme_graph, f"d{i}", [(small_graph["b"], edges["ab"], True)]) for i in range(4)]
+    barrier = threading.Barrier(5)
+    errors = []
+
+    def run(i):
+        try:
+            barrier.wait(timeout=30)
+            if i == 4:
+                actions.decay(oscar, acme_graph, now=later, chunk_size=1)
+            else:
+                items = [UseItem("edge", edges["ab"].pk, "explicit"), UseItem("edge", edges["bc"].pk, "explicit")]
+                actions.apply_uses(oscar, sessions[i], items if i % 2 else items[::-1])
+        except Exception as exc:
+            errors.append(exc)
+        finally:
+            connection.close()
+
+    threads = [threading.Thread(target=run, args=(i,)) for i in range(5)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(timeout=60)
+    assert not errors
+    rules = {**RULES, "decay": lambda w: max(0.1, w * 0.95)}
+    for edge in edges.values():
+        edge.refresh_from_db()
+        changes = list(WeightHistory.objects.filter(graph=acme_graph, field="weight").of("edge", edge.pk))
+        assert sorted(c.event for c in changes) == ["decay", "explicit", "explicit", "explicit", "explicit"]
+        value = 0.5
+        while changes:  # rebuild the serial order: each step starts where the previous one ended
+            step = next(c for c in changes if c.before == pytest.approx(value, abs=1e-12))
+            assert step.after == pytest.approx(rules[step.event](step.before))
+            value = step.after
+            changes.remove(step)
+        assert edge.weight == pytest.approx(value)

@@ -5,7 +5,7 @@ from datetime import datetime, timedelta, timezone
 import pytest
 
 from feedback import actions
-from feedback.models import UpdateBatch, WeightChange
+from feedback.models import UpdateBatch, WeightChange, WeightChangeBlock, WeightHistory
 from graphadmin.models import AuditEvent, Edge, EdgeStats
 
 from .conftest import reload
@@ -25,7 +25,7 @@ def test_untraversed_edges_decay_once_per_period(oscar, acme_graph, edges):
     next_period = actions.decay(oscar, acme_graph, now=LATER + timedelta(days=7))
     assert next_period.edge_updates == 2
     assert reload(edges["ab"]).weight == pytest.approx(0.45125)
-    assert set(WeightChange.objects.values_list("event", flat=True)) == {"decay"}
+    assert set(WeightHistory.objects.values_list("event", flat=True)) == {"decay"}
     assert AuditEvent.objects.filter(action="graph.decay").count() == 2
 
 
@@ -78,3 +78,57 @@ def test_decay_command_dry_run_and_run(oscar, acme_graph, edges, capsys):
     call_command("decay", "--graph", "memory")
     assert "2 edge(s) decayed" in capsys.readouterr().out
     assert reload(edges["ab"]).weight == pytest.approx(0.475)
+
+
+def test_decay_history_is_one_block_per_chunk_read_back_per_edge(oscar, acme_graph, edges, small_graph):
+    result = actions.decay(oscar, acme_graph, now=LATER)
+    block = WeightChangeBlock.objects.get()
+    ab, bc = sorted((edges["ab"].pk, edges["bc"].pk))
+    assert (block.batch_id, block.target, block.field, block.event, block.size) == (result.batch_id, "edge", "weight", "decay", 2)
+    assert (block.ids, block.id_min, block.id_max) == ([ab, bc], ab, bc)
+    assert block.before == [0.5, 0.5] and block.after == pytest.approx([0.475, 0.475])
+    assert not WeightChange.objects.exists()  # no per-edge rows
+    rows = list(WeightHistory.objects.filter(batch_id=result.batch_id).in_order())
+    assert [(r.edge_id, r.node_id, r.before, r.change_id, r.block_id) for r in rows] == [
+        (ab, None, 0.5, None, block.pk), (bc, None, 0.5, None, block.pk)]
+    # One edge's history finds its change inside the block, beside its row-stored changes.
+    actions.apply_uses(oscar, _session(acme_graph, small_graph, edges), [actions.UseItem("edge", ab, "explicit")])
+    history = list(WeightHistory.objects.filter(graph=acme_graph).of("edge", ab).order_by("created_at"))
+    assert [h.event for h in history] == ["decay", "explicit"] and history[1].before == pytest.approx(0.475)
+    assert not WeightHistory.objects.filter(graph=acme_graph).of("node", ab).exists()
+
+
+def test_rolling_back_a_decay_chunk_restores_it_with_block_history(oscar, acme_graph, edges):
+    result = actions.decay(oscar, acme_graph, now=LATER)
+    undo = actions.rollback(oscar, UpdateBatch.objects.get(pk=result.batch_id))
+    assert (undo.edge_updates, undo.conflicts) == (2, 0)
+    assert reload(edges["ab"]).weight == 0.5 and reload(edges["bc"]).weight == 0.5
+    block = WeightChangeBlock.objects.get(batch_id=undo.batch_id)
+    assert block.event == "rollback" and block.after == [0.5, 0.5]
+    redo = actions.rollback(oscar, UpdateBatch.objects.get(pk=undo.batch_id))  # a rollback can itself be rolled back
+    assert redo.edge_updates == 2 and reload(edges["ab"]).weight == pytest.approx(0.475)
+
+
+def test_without_returning_old_the_locking_path_writes_the_same(oscar, acme_graph, edges, monkeypatch):
+    """On PostgreSQL < 18 (no RETURNING old.*) decay takes the locking path: same weights, same blocks."""
+    from django.db import connection
+
+    monkeypatch.setattr(connection, "pg_version", 170000, raising=False)
+    result = actions.decay(oscar, acme_graph, now=LATER)
+    assert result.edge_updates == 2 and reload(edges["ab"]).weight == pytest.approx(0.475)
+    block = WeightChangeBlock.objects.get()
+    assert block.before == [0.5, 0.5] and block.after == pytest.approx([0.475, 0.475]) and block.event == "decay"
+
+
+def test_chunks_cover_only_ranges_holding_the_graphs_edges(acme_graph, edges):
+    ab, bc = sorted((edges["ab"].pk, edges["bc"].pk))
+    assert actions._chunks(acme_graph, 1) == [ab, bc]
+    assert actions._chunks(acme_graph, 10**9) == [0]
+    Edge.objects.filter(pk=ab).update(archived=True)
+    assert actions._chunks(acme_graph, 1) == [bc]
+
+
+def _session(graph, small_graph, edges):
+    from .conftest import make_session
+
+    return make_session(graph, "decay-then-use", [(small_graph["b"], edges["ab"], True)])

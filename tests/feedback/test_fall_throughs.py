@@ -6,7 +6,7 @@ import pytest
 
 from feedback import actions
 from feedback.actions import UseItem
-from feedback.models import AgentSession, UpdateBatch, WeightChange
+from feedback.models import AgentSession, UpdateBatch, WeightHistory
 from graphadmin.models import AuditEvent
 
 from .conftest import make_session
@@ -19,7 +19,7 @@ def _warned(caplog, status):
 
 
 def _nothing_written():
-    return not UpdateBatch.objects.exists() and not WeightChange.objects.exists() and not AuditEvent.objects.filter(action="graph.feedback").exists()
+    return not UpdateBatch.objects.exists() and not WeightHistory.objects.exists() and not AuditEvent.objects.filter(action="graph.feedback").exists()
 
 
 def test_unknown_session(caplog, oscar, acme_graph):

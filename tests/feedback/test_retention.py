@@ -81,3 +81,35 @@ def test_partitions_are_kept_ahead(db):
     now = datetime.now(timezone.utc)
     assert months[-1] > datetime(now.year, now.month, 1).date()
     assert len([m for m in months if m >= datetime(now.year, now.month, 1).date()]) >= 4
+
+
+def test_block_history_expires_by_month_like_rows(rg, oscar):
+    """Decay's block history lives in its own monthly partitions; expiry drops them the same way."""
+    from datetime import timedelta
+
+    from feedback.models import WeightChangeBlock, WeightHistory
+
+    retention.ensure_partitions(since=datetime(2025, 3, 1, tzinfo=timezone.utc))
+    result = actions.decay(oscar, rg["graph"], now=datetime.now(timezone.utc) + timedelta(days=15))
+    assert result.status == "applied"
+    block = WeightChangeBlock.objects.get(batch_id=result.batch_id)
+    with connection.cursor() as cur:
+        cur.execute("SELECT tableoid::regclass::text FROM feedback_weightchangeblock WHERE id = %s", [block.pk])
+        now = datetime.now(timezone.utc)
+        assert cur.fetchone()[0] == f"feedback_weightchangeblock_{now.year:04d}_{now.month:02d}"
+        with pytest.raises((InternalError, ProgrammingError, DataError), match="append-only"):
+            with transaction.atomic():
+                cur.execute("UPDATE feedback_weightchangeblock SET after = before")
+        cur.execute("SET session_replication_role = replica")  # re-date it (test only)
+        cur.execute("INSERT INTO feedback_weightchangeblock (batch_id, graph_id, target, field, event, created_at, id_min, id_max, size, ids, before, after) "
+                    "SELECT batch_id, graph_id, target, field, event, '2025-03-15T12:00:00Z', id_min, id_max, size, ids, before, after "
+                    "FROM feedback_weightchangeblock WHERE id = %s", [block.pk])
+        cur.execute("DELETE FROM feedback_weightchangeblock WHERE id = %s", [block.pk])
+        cur.execute("SET session_replication_role = DEFAULT")
+    dropped = {d["partition"]: d for d in retention.expire("task:test", retention_days=365)}
+    gone = dropped["feedback_weightchangeblock_2025_03"]
+    assert gone["rows"] == 1 and gone["ledger"] == "weight_change_blocks"
+    assert not WeightHistory.objects.filter(batch_id=result.batch_id).exists()
+    assert AuditEvent.objects.get(action="ledger.expire").payload["ledger"] == "weight_change_blocks"
+    with pytest.raises(actions.RollbackRefused, match="expired"):
+        actions.rollback(oscar, UpdateBatch.objects.get(pk=result.batch_id))

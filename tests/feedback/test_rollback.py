@@ -7,7 +7,7 @@ from django.core.management import CommandError, call_command
 
 from feedback import actions
 from feedback.actions import ManualValue, UseItem
-from feedback.models import UpdateBatch, WeightChange
+from feedback.models import UpdateBatch, WeightHistory
 from graphadmin.models import AuditEvent, Edge
 
 from .conftest import reload
@@ -25,7 +25,7 @@ def test_rollback_restores_before_values(oscar, acme_graph, surfaced, edges, sma
     assert original.status == "rolled_back" and original.rolled_back_by.pk == result.batch_id
     rollback = UpdateBatch.objects.get(pk=result.batch_id)
     assert rollback.kind == "rollback" and rollback.rollback_of_id == original.pk
-    assert set(WeightChange.objects.filter(batch=rollback).values_list("event", flat=True)) == {"rollback"}
+    assert set(WeightHistory.objects.filter(batch=rollback).values_list("event", flat=True)) == {"rollback"}
     audit = AuditEvent.objects.get(action="batch.rollback")
     assert audit.payload["rollback_of"] == original.pk and audit.payload["forced"] is False
 
@@ -47,7 +47,7 @@ def test_force_overwrites_conflicts_and_is_audited(oscar, surfaced, edges):
     result = actions.rollback(oscar, UpdateBatch.objects.get(pk=first.batch_id), force=True)
     assert result.conflicts == 1 and result.edge_updates == 1
     assert reload(edges["ab"]).weight == 0.5
-    change = WeightChange.objects.get(batch_id=result.batch_id)
+    change = WeightHistory.objects.get(batch_id=result.batch_id)
     assert change.event == "rollback_forced" and change.before == pytest.approx(0.495)
     assert AuditEvent.objects.get(action="batch.rollback").payload["forced"] is True
 

@@ -17,7 +17,7 @@ import psycopg
 import pytest
 from django.db import connection
 
-from feedback.models import UpdateBatch, WeightChange
+from feedback.models import UpdateBatch, WeightHistory
 from feedback.tasks import apply_outcome_task
 from graphadmin.models import AuditEvent, Edge
 from tests.conftest import ROOT
@@ -91,7 +91,7 @@ def test_killed_worker_leaves_no_partial_batch_and_retry_applies_once(tmp_path, 
         locker.execute("ROLLBACK")
     # The orphaned backend finishes its statement, finds its client gone and aborts the transaction.
     _wait(lambda: not watcher.execute("SELECT 1 FROM pg_stat_activity WHERE pid = %s", [pid]).fetchone(), "the orphan backend to end")
-    assert not UpdateBatch.objects.exists() and not WeightChange.objects.exists()
+    assert not UpdateBatch.objects.exists() and not WeightHistory.objects.exists()
     assert not AuditEvent.objects.filter(action="graph.feedback").exists()
     edge.refresh_from_db()
     assert edge.feedback_weight == 0.5
@@ -108,7 +108,7 @@ def test_killed_worker_leaves_no_partial_batch_and_retry_applies_once(tmp_path, 
     # With Redis the broker may also redeliver the original message itself; whichever delivery runs
     # first applies, every other one answers with that batch.
     assert first["status"] in ("applied", "duplicate") and second["status"] == "duplicate"
-    assert UpdateBatch.objects.count() == 1 and WeightChange.objects.count() == 2
+    assert UpdateBatch.objects.count() == 1 and WeightHistory.objects.count() == 2
     assert first["batch_id"] == second["batch_id"] == UpdateBatch.objects.get().pk
     edge.refresh_from_db()
     assert edge.feedback_weight == pytest.approx(0.55)

@@ -8,7 +8,7 @@ from django.core.management import CommandError, call_command
 from django.db import connection
 from django.test.utils import CaptureQueriesContext
 
-from feedback.models import UpdateBatch, WeightChange
+from feedback.models import UpdateBatch, WeightHistory
 from graphadmin.models import AuditEvent, Edge, EdgeType, Node
 from graphadmin.vault.load import import_vault
 from graphadmin.vault.parse import parse_vault
@@ -55,7 +55,7 @@ def test_first_import_creates_nodes_edges_batch_and_audit(acme_graph, vault, osc
     assert batch.details["warnings"] == result.warnings
     event = AuditEvent.objects.get(organization=acme_graph.organization, action="graph.import")
     assert event.payload["counts"] == c and event.payload["batch"] == batch.pk and event.actor == "user:oscar"
-    assert not WeightChange.objects.exists()
+    assert not WeightHistory.objects.exists()
 
 
 def test_unchanged_reimport_touches_nothing(acme_graph, vault):
@@ -70,7 +70,7 @@ def test_unchanged_reimport_touches_nothing(acme_graph, vault):
     assert {e.pk: e.updated_at for e in Edge.objects.filter(graph=acme_graph)} == edges_before
     assert UpdateBatch.objects.filter(graph=acme_graph, kind="import").count() == 2
     assert AuditEvent.objects.filter(action="graph.import").count() == 2
-    assert not WeightChange.objects.exists()
+    assert not WeightHistory.objects.exists()
 
 
 def test_reimport_after_edit_rename_and_deletion(acme_graph, vault):
@@ -127,7 +127,7 @@ def test_reimport_after_edit_rename_and_deletion(acme_graph, vault):
     assert Edge.objects.filter(graph=acme_graph).count() == 22
     triplet = Edge.objects.get(source=queue, target=store)
     assert list(triplet.triplet_embedding) != old_triplet  # "Queue -> related -> Datastore" now
-    assert not WeightChange.objects.exists()
+    assert not WeightHistory.objects.exists()
     assert result.batch_id and UpdateBatch.objects.get(pk=result.batch_id).details["renamed"] == {"Components/Datastore": "Components/Store"}
 
 
