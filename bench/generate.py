@@ -218,12 +218,14 @@ HISTORY_DAYS = 180
 
 def generate_history(graph_id: int, scale: float, progress=print) -> dict:
     """Months of feedback history, set-based: sessions, injections with their candidates, use events,
-    update batches of every kind with their WeightChange rows, and one audit event per batch.
+    update batches of every kind with their history, and one audit event per batch.
 
     At full scale: 50,000 sessions (one injection of 20 candidates each, 10 selected), 100,000
-    batches and 10,000,000 WeightChange rows over 180 days. Batch kinds follow a running graph:
-    mostly reinforce and outcome batches of a few rows, weekly decay chunks of thousands, a few
-    manual, normalize and rollback batches. The audit chain is computed in Python (the real
+    batches and 10,000,000 weight changes over 180 days. Batch kinds follow a running graph:
+    mostly reinforce and outcome batches of a few rows, weekly decay chunks of thousands (each over a
+    contiguous id range), a few manual, normalize and rollback batches. As in the product, the small
+    batches' changes are WeightChange rows and the bulk batches' (decay, normalize, rollback) are
+    WeightChangeBlock arrays. The audit chain is computed in Python (the real
     ``audit.compute_hash``, so ``verify_audit`` holds) and loaded with one COPY.
     """
     from django.db import connection
@@ -325,25 +327,38 @@ def generate_history(graph_id: int, scale: float, progress=print) -> dict:
         per_bulk = max(1, (changes - int(small)) // max(1, bulk))
         cur.execute("UPDATE bench_batch_size SET n = %s WHERE n = 0", [per_bulk])
         cur.execute(
-            """INSERT INTO feedback_weightchange (batch_id, graph_id, edge_id, node_id, field, before, after, event, created_at)
-               SELECT b.id, %(g)s, CASE WHEN b.kind = 'outcome' AND x.r %% 2 = 0 THEN NULL ELSE e.id END,
+            """CREATE TEMP TABLE bench_changes AS
+               SELECT b.id AS batch_id, b.kind, %(g)s::bigint AS graph_id, CASE WHEN b.kind = 'outcome' AND x.r %% 2 = 0 THEN NULL ELSE e.id END,
                       CASE WHEN b.kind = 'outcome' AND x.r %% 2 = 0 THEN e.target_id END,
                       CASE WHEN b.kind IN ('outcome') THEN 'feedback_weight' ELSE 'weight' END,
                       x.before, CASE WHEN b.kind = 'decay' THEN greatest(0.1, x.before * 0.95) ELSE least(1.0, x.before * 1.05) END,
-                      CASE b.kind WHEN 'reinforce' THEN 'explicit' WHEN 'outcome' THEN 'accepted' ELSE b.kind END, b.started_at
+                      CASE b.kind WHEN 'reinforce' THEN 'explicit' WHEN 'outcome' THEN 'accepted' ELSE b.kind END AS event,
+                      b.started_at AS created_at
                FROM bench_batch_size b
                CROSS JOIN LATERAL (SELECT r, 0.2 + 0.6 * random() + 0 * b.id AS before,
-                                          CASE WHEN b.kind = 'decay' THEN ((b.id * 7919 + r) %% %(ne)s)
+                                          CASE WHEN b.kind IN ('decay', 'normalize', 'rollback')
+                                               THEN (b.id * 7919) %% greatest(1, %(ne)s - b.n) + r - 1
                                                ELSE floor(%(ne)s * power(random(), 2))::int END AS ei
                                    FROM generate_series(1, b.n) r) x
                JOIN bench_edge_idx e ON e.i = x.ei""",
             {"g": graph_id, "ne": n_edges})
         cur.execute(
+            """INSERT INTO feedback_weightchange (batch_id, graph_id, edge_id, node_id, field, before, after, event, created_at)
+               SELECT batch_id, graph_id, edge_id, node_id, field, before, after, event, created_at FROM bench_changes
+               WHERE kind NOT IN ('decay', 'normalize', 'rollback')""")
+        cur.execute(
+            """INSERT INTO feedback_weightchangeblock (batch_id, graph_id, target, field, event, created_at, id_min, id_max, size,
+                                                       ids, before, after)
+               SELECT batch_id, graph_id, 'edge', field, event, created_at, min(edge_id), max(edge_id), count(*),
+                      array_agg(edge_id ORDER BY edge_id), array_agg(before ORDER BY edge_id), array_agg(after ORDER BY edge_id)
+               FROM bench_changes WHERE kind IN ('decay', 'normalize', 'rollback')
+               GROUP BY batch_id, graph_id, field, event, created_at""")
+        cur.execute(
             """UPDATE feedback_updatebatch b SET node_updates = c.nodes, edge_updates = c.edges
-               FROM (SELECT batch_id, count(node_id) AS nodes, count(edge_id) AS edges FROM feedback_weightchange
-                     WHERE graph_id = %(g)s GROUP BY batch_id) c
-               WHERE c.batch_id = b.id""", {"g": graph_id})
+               FROM (SELECT batch_id, count(node_id) AS nodes, count(edge_id) AS edges FROM bench_changes GROUP BY batch_id) c
+               WHERE c.batch_id = b.id""")
         cur.execute("DROP TABLE bench_batch_size")
+        cur.execute("DROP TABLE bench_changes")
         timings["changes_s"] = time.perf_counter() - t
 
         t = time.perf_counter()
@@ -379,10 +394,11 @@ def generate_history(graph_id: int, scale: float, progress=print) -> dict:
     with connection.cursor() as cur:
         cur.execute("SET session_replication_role = DEFAULT")
         for table in ("feedback_agentsession", "feedback_contextinjection", "feedback_injectioncandidate", "feedback_useevent",
-                      "feedback_updatebatch", "feedback_weightchange", "graphadmin_auditevent"):
+                      "feedback_updatebatch", "feedback_weightchange", "feedback_weightchangeblock", "graphadmin_auditevent"):
             cur.execute(f"ANALYZE {table}")
-        cur.execute("SELECT count(*) FROM feedback_weightchange WHERE graph_id = %s", [graph_id])
-        n_changes = cur.fetchone()[0]
+        cur.execute("SELECT (SELECT count(*) FROM feedback_weightchange WHERE graph_id = %(g)s)"
+                    " + (SELECT coalesce(sum(size), 0) FROM feedback_weightchangeblock WHERE graph_id = %(g)s)", {"g": graph_id})
+        n_changes = int(cur.fetchone()[0])
     # What the hourly metrics task does: today's rollup (the overview reads its node and edge totals).
     t = time.perf_counter()
     from feedback import metrics

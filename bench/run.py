@@ -27,6 +27,7 @@ import os
 import platform
 import random
 import re
+import statistics
 import subprocess
 import time
 from contextlib import contextmanager
@@ -417,10 +418,10 @@ class Bench:
         policy = self.graph.current_policy()
         rate, floor_w = policy.decay_rate, policy.weight_floor
         g = self.graph.pk
-        action, raw = [], []
+        action, raw, block_bytes = [], [], []
         start = datetime.now(timezone.utc) + timedelta(days=14)
         edges = 0
-        for r in range(rounds):
+        for r in range(max(rounds, 5)):  # decay rounds are short: a few more of them steady the median
             now = start + timedelta(days=7 * r)
             _period, _start, cutoff = actions.decay_period(self.graph, now)
             t = time.perf_counter()
@@ -432,12 +433,22 @@ class Bench:
                             {"floor": floor_w, "rate": rate, "g": g, "cutoff": cutoff})
                 transaction.set_rollback(True)  # measure only: the action below must start from the same weights
             raw.append((time.perf_counter() - t) * 1000.0)
+            size_before = _history_bytes("feedback_weightchangeblock")
             t = time.perf_counter()
             result = actions.decay("bench", self.graph, now=now)
             action.append((time.perf_counter() - t) * 1000.0)
             edges = result.edge_updates
-            self.log(f"  decay round {r + 1}/{rounds}: {result.edge_updates:,} edges in {action[-1] / 1000:.2f} s (raw UPDATE {raw[-1] / 1000:.2f} s)")
+            block_bytes.append((_history_bytes("feedback_weightchangeblock") - size_before) / max(edges, 1))
+            self.log(f"  decay round {r + 1}: {edges:,} edges in {action[-1] / 1000:.2f} s (raw UPDATE {raw[-1] / 1000:.2f} s), "
+                     f"{block_bytes[-1]:.1f} bytes of history per edge")
         self.add(f"decay, all edges ({edges:,}), chunked", action, raw, ratio_max=1.5)
+        with connection.cursor() as cur:
+            cur.execute("SELECT count(*) FROM feedback_weightchange")
+            rows = cur.fetchone()[0]
+        row_bytes = _history_bytes("feedback_weightchange") / rows if rows else None
+        self.rows.append(Row("decay history, bytes per decayed edge (blocks, with indexes and TOAST)", statistics.median(block_bytes),
+                             max(block_bytes), row_bytes, "reported (no target)", None, unit="bytes"))
+        self.log(f"  history: {self.rows[-1].p50:.1f} bytes per decayed edge in blocks; {row_bytes or 0:.1f} bytes per change as rows")
 
         # Rollback of a batch that changed every edge (a normalize batch), against one raw restoring UPDATE.
         rb, rb_floor = [], []
@@ -500,11 +511,23 @@ class Bench:
 # Rendering
 
 
+def _history_bytes(parent: str) -> int:
+    """Bytes on disk of a partitioned history table: every partition with its indexes and TOAST."""
+    from django.db import connection
+
+    with connection.cursor() as cur:
+        cur.execute("SELECT coalesce(sum(pg_total_relation_size(inhrelid)), 0) FROM pg_inherits WHERE inhparent = %s::regclass", [parent])
+        return int(cur.fetchone()[0])
+
+
 def render_table(rows: list[Row]) -> str:
     lines = ["| path | p50 | p95 | floor (p50) | ratio | target | met |", "|---|---:|---:|---:|---:|---|---|"]
     for r in rows:
         if r.unit == "recall":
             p50, p95, floor, ratio = f"{r.p50:.3f}", f"p5 {r.p95:.2f}", "exact search", ""
+        elif r.unit == "bytes":  # p95 column: the largest round; floor column: the row format's bytes per change
+            p50, p95, ratio = f"{r.p50:.1f} B", f"{r.p95:.1f} B", ""
+            floor = "" if r.floor is None else f"as rows: {r.floor:.1f} B"
         else:
             p50, p95 = _ms(r.p50), _ms(r.p95)
             floor = "" if r.floor is None else _ms(r.floor)
@@ -540,7 +563,7 @@ def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--scale", default="0.05", help="Fraction of the full size, or 'full' (1.0).")
     parser.add_argument("--iterations", type=int, default=None, help="Timed runs per path (default 50; 30 at full scale).")
-    parser.add_argument("--rounds", type=int, default=None, help="Decay and rollback repetitions (default 3; 2 at full scale).")
+    parser.add_argument("--rounds", type=int, default=None, help="Rollback repetitions (default 3; 2 at full scale); decay runs at least 5 rounds.")
     parser.add_argument("--page-iterations", type=int, default=None, help="Timed GETs per dashboard page (default 10).")
     parser.add_argument("--no-write", action="store_true", help="Print the table only; leave docs/performance.md alone.")
     parser.add_argument("--json", help="Also write the rows to this file.")
@@ -590,7 +613,7 @@ def main(argv=None):
     table = render_table(bench.rows)
     header = (f"Scale {'full' if full else f'{scale:g}'}: {info['nodes']:,} nodes, {info['edges']:,} edges, "
               f"{hist['weight_changes']:,} weight changes, {hist['batches']:,} batches, {hist['sessions']:,} sessions. "
-              f"{iterations} timed runs per path ({rounds} for decay and rollback, {page_iterations} per page); "
+              f"{iterations} timed runs per path ({max(rounds, 5)} for decay, {rounds} for rollback, {page_iterations} per page); "
               f"generation {gen_s:.0f} s, whole run {total_s / 60:.1f} min.")
     mline = (f"Machine: {m['cores']} cores, {m['memory']}, {m['cpu']}; PostgreSQL {m['postgresql']}, pgvector {m['pgvector']}; "
              f"Python {m['python']}; commit {m['commit']}; {datetime.now(timezone.utc):%Y-%m-%d %H:%M} UTC.")

@@ -34,9 +34,7 @@ def _history_figure(title: str, changes) -> dict:
 
 def _recent_changes(graph, kind: str, target_id: int):
     """The latest changes of one node or edge, oldest first, from both history shapes."""
-    rows = (WeightHistory.objects.filter(graph=graph).of(kind, target_id).select_related("batch")
-            .order_by("-created_at", "-change_id", "-seq")[:HISTORY_LIMIT])
-    return list(reversed(rows))
+    return list(reversed(list(WeightHistory.objects.of(graph, kind, target_id, latest=HISTORY_LIMIT))))
 
 
 @login_required

@@ -139,7 +139,7 @@ def test_decay_running_beside_use_reports_loses_no_update(oscar, acme_graph, sma
     rules = {**RULES, "decay": lambda w: max(0.1, w * 0.95)}
     for edge in edges.values():
         edge.refresh_from_db()
-        changes = list(WeightHistory.objects.filter(graph=acme_graph, field="weight").of("edge", edge.pk))
+        changes = list(WeightHistory.objects.of(acme_graph, "edge", edge.pk, field="weight"))
         assert sorted(c.event for c in changes) == ["decay", "explicit", "explicit", "explicit", "explicit"]
         value = 0.5
         while changes:  # rebuild the serial order: each step starts where the previous one ended

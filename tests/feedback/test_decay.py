@@ -93,9 +93,11 @@ def test_decay_history_is_one_block_per_chunk_read_back_per_edge(oscar, acme_gra
         (ab, None, 0.5, None, block.pk), (bc, None, 0.5, None, block.pk)]
     # One edge's history finds its change inside the block, beside its row-stored changes.
     actions.apply_uses(oscar, _session(acme_graph, small_graph, edges), [actions.UseItem("edge", ab, "explicit")])
-    history = list(WeightHistory.objects.filter(graph=acme_graph).of("edge", ab).order_by("created_at"))
-    assert [h.event for h in history] == ["decay", "explicit"] and history[1].before == pytest.approx(0.475)
-    assert not WeightHistory.objects.filter(graph=acme_graph).of("node", ab).exists()
+    history = list(WeightHistory.objects.of(acme_graph, "edge", ab))  # newest first
+    assert [h.event for h in history] == ["explicit", "decay"] and history[0].before == pytest.approx(0.475)
+    assert (history[1].block_id, history[1].before, history[1].batch.kind) == (block.pk, 0.5, "decay")
+    assert [h.event for h in WeightHistory.objects.of(acme_graph, "edge", bc)] == ["decay"]
+    assert not list(WeightHistory.objects.of(acme_graph, "node", ab))
 
 
 def test_rolling_back_a_decay_chunk_restores_it_with_block_history(oscar, acme_graph, edges):
