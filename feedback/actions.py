@@ -45,6 +45,7 @@ log = logging.getLogger(__name__)
 EDGE_TABLE = Edge._meta.db_table
 NODE_TABLE = Node._meta.db_table
 DECAY_CHUNK = 20000  # edge ids per decay/normalize transaction: each chunk holds its row locks ~50 ms
+BLOCK_SPAN = DECAY_CHUNK  # ids covered by one history block at most (a decay chunk writes one block)
 CONFLICT_SAMPLE = 100  # conflicts listed by id in a rollback batch's details (all are counted)
 AUDIT_ACTIONS = {
     "reinforce": "graph.feedback",
@@ -93,9 +94,11 @@ class Result:
 def _history_insert(history: str, target: str) -> str:
     """The CTE ``ins`` writing the history of the updated rows ``u`` (id, before, after, event, use_event_id).
 
-    ``rows``: one WeightChange per change. ``blocks``: one WeightChangeBlock per event, holding the
-    changes as three aligned arrays in the order the UPDATE wrote them (bulk actions over id ranges;
-    use events are not recorded there). Decay and normalize chunks write in id order (their UPDATE
+    ``rows``: one WeightChange per change. ``blocks``: one WeightChangeBlock per event and id range of
+    ``BLOCK_SPAN`` ids, holding the changes as three aligned arrays in the order the UPDATE wrote
+    them (bulk actions over id ranges; use events are not recorded there). The span bound keeps a
+    block small whatever the batch (a one-chunk normalize of a million edges, its rollback), so one
+    edge's history never reads more than one span of a batch. Decay and normalize chunks write in id order (their UPDATE
     walks the primary key), so their ids come out sorted without a sort step, which would cost
     about a sixth of the chunk. ``ins`` returns the number of changes each inserted row holds.
     """
@@ -110,7 +113,7 @@ def _history_insert(history: str, target: str) -> str:
             INSERT INTO feedback_weightchangeblock (batch_id, graph_id, target, field, event, created_at, id_min, id_max, size, ids, before, after)
             SELECT %(batch)s, %(graph)s, '{target}', %(field)s, u.event, %(now)s, min(u.id), max(u.id), count(*),
                    array_agg(u.id), array_agg(u.before), array_agg(u.after)
-            FROM u GROUP BY u.event
+            FROM u GROUP BY u.event, u.id / {BLOCK_SPAN}
             RETURNING size
         )"""
     raise ValueError(f"unknown history shape {history!r}")

@@ -46,3 +46,14 @@ def test_chunks_are_batches_and_a_retried_run_skips_them(oscar, acme_graph, edge
     again = actions.normalize(oscar, acme_graph, chunk_size=1, idempotency_key="run-1")
     assert again.status == "duplicate" and again.details["skipped_chunks"] == 2
     assert reload(edges["ab"]).weight == 0.5
+
+
+def test_a_large_batch_is_stored_in_blocks_of_bounded_span(oscar, acme_graph, edges, monkeypatch):
+    """One chunk over every edge still writes one block per BLOCK_SPAN ids (small lookups later)."""
+    from feedback.models import WeightChangeBlock
+
+    monkeypatch.setattr(actions, "BLOCK_SPAN", 1)
+    Edge.objects.filter(pk__in=[e.pk for e in edges.values()]).update(weight=0.4)
+    result = actions.normalize(oscar, acme_graph, chunk_size=10**9)
+    blocks = list(WeightChangeBlock.objects.filter(batch_id=result.batch_id).order_by("id_min"))
+    assert [b.ids for b in blocks] == [[b.id_min] for b in blocks] and sum(b.size for b in blocks) == result.edge_updates
