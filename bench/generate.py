@@ -328,10 +328,11 @@ def generate_history(graph_id: int, scale: float, progress=print) -> dict:
         cur.execute("UPDATE bench_batch_size SET n = %s WHERE n = 0", [per_bulk])
         cur.execute(
             """CREATE TEMP TABLE bench_changes AS
-               SELECT b.id AS batch_id, b.kind, %(g)s::bigint AS graph_id, CASE WHEN b.kind = 'outcome' AND x.r %% 2 = 0 THEN NULL ELSE e.id END,
-                      CASE WHEN b.kind = 'outcome' AND x.r %% 2 = 0 THEN e.target_id END,
-                      CASE WHEN b.kind IN ('outcome') THEN 'feedback_weight' ELSE 'weight' END,
-                      x.before, CASE WHEN b.kind = 'decay' THEN greatest(0.1, x.before * 0.95) ELSE least(1.0, x.before * 1.05) END,
+               SELECT b.id AS batch_id, b.kind, %(g)s::bigint AS graph_id,
+                      CASE WHEN b.kind = 'outcome' AND x.r %% 2 = 0 THEN NULL ELSE e.id END AS edge_id,
+                      CASE WHEN b.kind = 'outcome' AND x.r %% 2 = 0 THEN e.target_id END AS node_id,
+                      CASE WHEN b.kind IN ('outcome') THEN 'feedback_weight' ELSE 'weight' END AS field,
+                      x.before, CASE WHEN b.kind = 'decay' THEN greatest(0.1, x.before * 0.95) ELSE least(1.0, x.before * 1.05) END AS after,
                       CASE b.kind WHEN 'reinforce' THEN 'explicit' WHEN 'outcome' THEN 'accepted' ELSE b.kind END AS event,
                       b.started_at AS created_at
                FROM bench_batch_size b
