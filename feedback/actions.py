@@ -32,7 +32,7 @@ from datetime import datetime, timedelta, timezone
 from django.db import IntegrityError, connection, transaction
 
 from graphadmin import audit
-from graphadmin.models import Edge, Graph, Node
+from graphadmin.models import Edge, Graph, Node, PolicyRevision
 from graphadmin.models.policy import POLICY_NUMBERS
 
 from .models import OUTCOMES, SIGNALS, AgentSession, InjectionCandidate, UpdateBatch, UseEvent, WeightChange
@@ -501,8 +501,7 @@ def apply_outcome(actor, graph: Graph, external_id: str, outcome: str, *, alpha:
     started = time.perf_counter()
     if outcome not in OUTCOMES:
         raise FeedbackError("outcome", f"must be one of {', '.join(OUTCOMES)}.")
-    policy = graph.current_policy()
-    alpha = _bounded("ema_alpha", alpha, policy.ema_alpha)
+    alpha = _bounded("ema_alpha", alpha, None)  # an override is checked first; the policy's is read below
     context = {"graph": graph.pk, "session": external_id, "outcome": outcome}
     if not graph.feedback_enabled:
         return fall_through("feedback_disabled", "feedback is disabled for this graph", **context)
@@ -511,7 +510,8 @@ def apply_outcome(actor, graph: Graph, external_id: str, outcome: str, *, alpha:
         if locked is None:
             return fall_through("unknown_session", "outcome for an unknown session", **context)
         session_id, current_outcome = locked
-        retry_id, previous_id, has_injection, has_selected, batch_id = _outcome_checks(graph, session_id, idempotency_key)
+        retry_id, previous_id, has_injection, has_selected, batch_id, revision, policy_alpha, score = _outcome_checks(
+            graph, session_id, outcome, idempotency_key)
         if retry_id is not None:
             return _existing(UpdateBatch.objects.get(pk=retry_id))
         if previous_id is not None and current_outcome == outcome:
@@ -520,10 +520,10 @@ def apply_outcome(actor, graph: Graph, external_id: str, outcome: str, *, alpha:
             return fall_through("no_injection", "the session has no context injection", **context)
         if not has_selected:
             return fall_through("nothing_surfaced", "the session's injections surfaced nothing", **context)
-        score = policy.outcome_score(outcome)
+        alpha = policy_alpha if alpha is None else alpha
         batch = _new_batch(
             graph, "outcome", actor, key=idempotency_key, id=batch_id, correction_of_id=previous_id,
-            details={"outcome": outcome, "score": score, "alpha": alpha, "policy_revision": policy.revision,
+            details={"outcome": outcome, "score": score, "alpha": alpha, "policy_revision": revision,
                      **({"correction_of": previous_id, "previous_outcome": current_outcome} if previous_id else {})},
         )
         batch.trigger_session_id = session_id
@@ -549,11 +549,12 @@ def _lock_session(graph: Graph, external_id: str) -> tuple[int, str | None] | No
         return cur.fetchone()
 
 
-def _outcome_checks(graph: Graph, session_id: int, key: str | None) -> tuple:
+def _outcome_checks(graph: Graph, session_id: int, outcome: str, key: str | None) -> tuple:
     """One statement for what an outcome report needs to know once its session is locked.
 
     (the batch of this very report if it is a retry, the session's last outcome batch, has an
-    injection, has a selected candidate, a reserved id for the new batch).
+    injection, has a selected candidate, a reserved id for the new batch, and from the current
+    policy (``Graph.current_policy``: the newest revision) its revision, EMA alpha and the outcome's score).
     """
     with connection.cursor() as cur:
         cur.execute(
@@ -562,7 +563,10 @@ def _outcome_checks(graph: Graph, session_id: int, key: str | None) -> tuple:
                         ORDER BY id DESC LIMIT 1),
                        EXISTS (SELECT 1 FROM feedback_contextinjection WHERE session_id = %(session)s),
                        EXISTS (SELECT 1 {_SELECTED_CANDIDATES}),
-                       nextval(pg_get_serial_sequence('{UpdateBatch._meta.db_table}', 'id'))""",
+                       nextval(pg_get_serial_sequence('{UpdateBatch._meta.db_table}', 'id')),
+                       p.revision, p.ema_alpha, p.outcome_{outcome}
+                FROM (SELECT revision, ema_alpha, outcome_{outcome} FROM {PolicyRevision._meta.db_table}
+                      WHERE graph_id = %(graph)s ORDER BY revision DESC LIMIT 1) p""",
             {"key": key, "session": session_id, "graph": graph.pk},
         )
         return cur.fetchone()
