@@ -8,7 +8,8 @@ Each one:
 - writes one ``UpdateBatch``, its ``WeightChange`` rows (before, after, event) and one ``AuditEvent``;
 - changes weights with set-based SQL: one statement per (table, field) that locks the target rows
   in id order, updates them from a VALUES/unnest/ledger relation and inserts the history rows from
-  the UPDATE's RETURNING (no Python loop issuing per-row queries);
+  the UPDATE's RETURNING (no Python loop issuing per-row queries); the per-report actions chain
+  their (table, field) steps in one statement (``_apply_changes``), keeping the same lock order;
 - returns a ``Result`` with node_updates, edge_updates, triplet_embeddings and duration_ms.
 
 Lock order, everywhere: the session row (outcome only), then edges by id, then nodes by id, then the
