@@ -64,9 +64,12 @@ def append(organization, actor, action: str, payload: dict, scope: dict | None =
         # could miss the event of the writer it waited for, and fork the chain.
         with connection.cursor() as cur:
             cur.execute("SELECT pg_advisory_xact_lock(%s, %s)", [_LOCK_CLASS, org_id])
-        last = AuditEvent.objects.filter(organization_id=org_id).order_by("-seq").values("seq", "hash").first()
-        seq = last["seq"] + 1 if last else 1
-        prev_hash = last["hash"] if last else GENESIS
+            # Plain SQL: this read is on every write path, and building it through the ORM cost more than running it.
+            cur.execute(f"SELECT seq, hash FROM {AuditEvent._meta.db_table} WHERE organization_id = %s ORDER BY seq DESC LIMIT 1",
+                        [org_id])
+            last = cur.fetchone()
+        seq = last[0] + 1 if last else 1
+        prev_hash = last[1] if last else GENESIS
         # Microsecond precision is what PostgreSQL stores; truncate now so verify recomputes the same.
         now = datetime.now(timezone.utc)
         label = actor_label(actor)
