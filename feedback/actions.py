@@ -507,12 +507,15 @@ def apply_outcome(actor, graph: Graph, external_id: str, outcome: str, *, alpha:
     if not graph.feedback_enabled:
         return fall_through("feedback_disabled", "feedback is disabled for this graph", **context)
     with transaction.atomic():
-        locked = _lock_session(graph, external_id)
-        if locked is None:
+        state = _lock_session(graph, external_id, outcome, idempotency_key)
+        if state is None:
             return fall_through("unknown_session", "outcome for an unknown session", **context)
-        session_id, current_outcome = locked
-        retry_id, previous_id, has_injection, has_selected, batch_id, revision, policy_alpha, score = _outcome_checks(
-            graph, session_id, outcome, idempotency_key)
+        session_id, current_outcome, unchanged, *facts = state
+        if not unchanged:
+            # We waited for the lock on a session another report changed after this statement began:
+            # its facts came from the statement's snapshot, so read them again (a new snapshot).
+            facts = _outcome_facts(graph, session_id, outcome, idempotency_key)
+        retry_id, previous_id, has_injection, has_selected, batch_id, revision, policy_alpha, score = facts
         if retry_id is not None:
             return _existing(UpdateBatch.objects.get(pk=retry_id))
         if previous_id is not None and current_outcome == outcome:
@@ -532,45 +535,62 @@ def apply_outcome(actor, graph: Graph, external_id: str, outcome: str, *, alpha:
         return _audit_batch(batch, actor, {"session": external_id, "outcome": outcome, "alpha": alpha, "correction_of": previous_id})
 
 
-# The session's selected candidates (``c``), for the existence check and as the outcome's targets.
-_SELECTED_CANDIDATES = """
-    FROM feedback_injectioncandidate c JOIN feedback_contextinjection j ON j.id = c.injection_id
-    WHERE j.session_id = %(session)s AND c.graph_id = %(graph)s AND c.selected
-"""
-
-
-def _lock_session(graph: Graph, external_id: str) -> tuple[int, str | None] | None:
-    """Lock the session row (it serialises every outcome report of the session); its (id, outcome) or None.
-
-    Its own statement: the checks that follow must read what the writer we may have waited for committed.
+def _selected_candidates(session: str = "%(session)s") -> str:
+    """FROM/WHERE of the selected candidates (``c``) of session ``session`` (an SQL expression)."""
+    return f"""
+        FROM feedback_injectioncandidate c JOIN feedback_contextinjection j ON j.id = c.injection_id
+        WHERE j.session_id = {session} AND c.graph_id = %(graph)s AND c.selected
     """
-    with connection.cursor() as cur:
-        cur.execute("SELECT id, outcome FROM feedback_agentsession WHERE graph_id = %s AND external_id = %s FOR UPDATE",
-                    [graph.pk, external_id])
-        return cur.fetchone()
 
 
-def _outcome_checks(graph: Graph, session_id: int, outcome: str, key: str | None) -> tuple:
-    """One statement for what an outcome report needs to know once its session is locked.
+def _facts_sql(session: str, outcome: str) -> str:
+    """What an outcome report needs to know about session ``session`` (an SQL expression), as a select list.
 
-    (the batch of this very report if it is a retry, the session's last outcome batch, has an
+    The batch of this very report if it is a retry, the session's last outcome batch, has an
     injection, has a selected candidate, a reserved id for the new batch, and from the current
-    policy (``Graph.current_policy``: the newest revision) its revision, EMA alpha and the outcome's score).
+    policy (``p``, see ``_CURRENT_POLICY``) its revision, EMA alpha and the outcome's score.
+    """
+    return f"""(SELECT id FROM feedback_updatebatch WHERE idempotency_key = %(key)s),
+               (SELECT id FROM feedback_updatebatch WHERE trigger_session_id = {session} AND kind = 'outcome'
+                ORDER BY id DESC LIMIT 1),
+               EXISTS (SELECT 1 FROM feedback_contextinjection WHERE session_id = {session}),
+               EXISTS (SELECT 1 {_selected_candidates(session)}),
+               nextval(pg_get_serial_sequence('{UpdateBatch._meta.db_table}', 'id')),
+               p.revision, p.ema_alpha, p.outcome_{outcome}"""
+
+
+# ``Graph.current_policy`` (the newest revision), as a relation ``p``.
+_CURRENT_POLICY = f"(SELECT * FROM {PolicyRevision._meta.db_table} WHERE graph_id = %(graph)s ORDER BY revision DESC LIMIT 1) p"
+
+
+def _lock_session(graph: Graph, external_id: str, outcome: str, key: str | None) -> tuple | None:
+    """Lock the session row (it serialises every outcome report of the session) and read, in the same
+    statement, its id, outcome, whether it is unchanged since the statement began, and its facts
+    (``_facts_sql``); None for an unknown session.
+
+    Under READ COMMITTED the facts come from the statement's snapshot, taken before the lock. If we
+    waited for another report of this session that committed, the locked row is that report's new
+    version (its ``xmin`` differs from the snapshot's) and the facts may miss its batch: the caller
+    then reads them again (``_outcome_facts``). Every outcome batch updates its session row.
     """
     with connection.cursor() as cur:
         cur.execute(
-            f"""SELECT (SELECT id FROM feedback_updatebatch WHERE idempotency_key = %(key)s),
-                       (SELECT id FROM feedback_updatebatch WHERE trigger_session_id = %(session)s AND kind = 'outcome'
-                        ORDER BY id DESC LIMIT 1),
-                       EXISTS (SELECT 1 FROM feedback_contextinjection WHERE session_id = %(session)s),
-                       EXISTS (SELECT 1 {_SELECTED_CANDIDATES}),
-                       nextval(pg_get_serial_sequence('{UpdateBatch._meta.db_table}', 'id')),
-                       p.revision, p.ema_alpha, p.outcome_{outcome}
-                FROM (SELECT revision, ema_alpha, outcome_{outcome} FROM {PolicyRevision._meta.db_table}
-                      WHERE graph_id = %(graph)s ORDER BY revision DESC LIMIT 1) p""",
-            {"key": key, "session": session_id, "graph": graph.pk},
+            f"""SELECT s.id, s.outcome, s.xmin = (SELECT o.xmin FROM feedback_agentsession o WHERE o.id = s.id),
+                       {_facts_sql("s.id", outcome)}
+                FROM feedback_agentsession s CROSS JOIN {_CURRENT_POLICY}
+                WHERE s.graph_id = %(graph)s AND s.external_id = %(external_id)s
+                FOR UPDATE OF s""",
+            {"graph": graph.pk, "external_id": external_id, "key": key},
         )
         return cur.fetchone()
+
+
+def _outcome_facts(graph: Graph, session_id: int, outcome: str, key: str | None) -> list:
+    """The facts of ``_lock_session`` read again, in a new statement (so a new snapshot)."""
+    with connection.cursor() as cur:
+        cur.execute(f"SELECT {_facts_sql('%(session)s', outcome)} FROM {_CURRENT_POLICY}",
+                    {"graph": graph.pk, "session": session_id, "key": key})
+        return list(cur.fetchone())
 
 
 def _write_outcome(batch: UpdateBatch, session_id: int, outcome: str, *, new_expr: str, started: float) -> None:
@@ -579,7 +599,7 @@ def _write_outcome(batch: UpdateBatch, session_id: int, outcome: str, *, new_exp
     batch's counts, finish time and duration (the action's time up to the end of the statement).
     """
     changes = [
-        Change(table, "feedback_weight", f"SELECT c.{kind}_id {_SELECTED_CANDIDATES} AND c.{kind}_id IS NOT NULL",
+        Change(table, "feedback_weight", f"SELECT c.{kind}_id {_selected_candidates()} AND c.{kind}_id IS NOT NULL",
                new_expr=new_expr, event_expr="%(outcome)s", ids_only=True)
         for kind, table in (("edge", EDGE_TABLE), ("node", NODE_TABLE))
     ]
