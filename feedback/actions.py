@@ -9,7 +9,8 @@ Each one:
   ``WeightChangeBlock`` arrays for the bulk actions over id ranges) and one ``AuditEvent``;
 - changes weights with set-based SQL: one statement per (table, field) that locks the target rows
   in id order, updates them from a VALUES/unnest/ledger relation and inserts the history rows from
-  the UPDATE's RETURNING (no Python loop issuing per-row queries);
+  the UPDATE's RETURNING (no Python loop issuing per-row queries); the per-report actions chain
+  their (table, field) steps in one statement (``_apply_changes``), keeping the same lock order;
 - returns a ``Result`` with node_updates, edge_updates, triplet_embeddings and duration_ms.
 
 Lock order, everywhere: the session row (outcome only), then edges by id, then nodes by id, then the
@@ -31,11 +32,10 @@ from dataclasses import asdict, dataclass, field
 from datetime import datetime, timedelta, timezone
 
 from django.db import IntegrityError, OperationalError, connection, transaction
-from django.db.models import Q
 from psycopg.errors import DeadlockDetected
 
 from graphadmin import audit
-from graphadmin.models import Edge, Graph, Node
+from graphadmin.models import Edge, Graph, Node, PolicyRevision
 from graphadmin.models.policy import POLICY_NUMBERS
 
 from .models import OUTCOMES, SIGNALS, AgentSession, InjectionCandidate, UpdateBatch, UseEvent, WeightChangeBlock, WeightHistory
@@ -91,29 +91,31 @@ class Result:
 # The set-based core shared by every action.
 
 
-def _history_insert(history: str, target: str) -> str:
-    """The CTE ``ins`` writing the history of the updated rows ``u`` (id, before, after, event, use_event_id).
+def _history_insert(history: str, target: str, *, name: str = "ins", source: str = "u", field: str | None = None) -> str:
+    """The CTE ``name`` writing the history of the updated rows ``source`` (id, before, after, event, use_event_id).
 
     ``rows``: one WeightChange per change. ``blocks``: one WeightChangeBlock per event and id range of
     ``BLOCK_SPAN`` ids, holding the changes as three aligned arrays in the order the UPDATE wrote
     them (bulk actions over id ranges; use events are not recorded there). The span bound keeps a
     block small whatever the batch (a one-chunk normalize of a million edges, its rollback), so one
-    edge's history never reads more than one span of a batch. Decay and normalize chunks write in id order (their UPDATE
-    walks the primary key), so their ids come out sorted without a sort step, which would cost
-    about a sixth of the chunk. ``ins`` returns the number of changes each inserted row holds.
+    edge's history never reads more than one span of a batch. Decay and normalize chunks write in
+    id order (their UPDATE walks the primary key), so their ids come out sorted without a sort step,
+    which would cost about a sixth of the chunk. The CTE returns the number of changes each inserted
+    row holds (``size``). ``field``: the field name as a literal (default: the ``%(field)s`` parameter).
     """
+    field_sql = f"'{field}'" if field else "%(field)s"
     if history == "rows":
-        return f"""ins AS (
+        return f"""{name} AS (
             INSERT INTO feedback_weightchange (batch_id, graph_id, {target}_id, field, before, after, event, use_event_id, created_at)
-            SELECT %(batch)s, %(graph)s, u.id, %(field)s, u.before, u.after, u.event, u.use_event_id, %(now)s FROM u
+            SELECT %(batch)s, %(graph)s, u.id, {field_sql}, u.before, u.after, u.event, u.use_event_id, %(now)s FROM {source} u
             RETURNING 1 AS size
         )"""
     if history == "blocks":
-        return f"""ins AS (
+        return f"""{name} AS (
             INSERT INTO feedback_weightchangeblock (batch_id, graph_id, target, field, event, created_at, id_min, id_max, size, ids, before, after)
-            SELECT %(batch)s, %(graph)s, '{target}', %(field)s, u.event, %(now)s, min(u.id), max(u.id), count(*),
+            SELECT %(batch)s, %(graph)s, '{target}', {field_sql}, u.event, %(now)s, min(u.id), max(u.id), count(*),
                    array_agg(u.id), array_agg(u.before), array_agg(u.after)
-            FROM u GROUP BY u.event, u.id / {BLOCK_SPAN}
+            FROM {source} u GROUP BY u.event, u.id / {BLOCK_SPAN}
             RETURNING size
         )"""
     raise ValueError(f"unknown history shape {history!r}")
@@ -217,21 +219,109 @@ def _update_range(*, graph_id: int, batch_id: int, lo: int, hi: int, where: str,
     return written
 
 
-def _start_batch(graph: Graph, kind: str, actor, *, session=None, key=None, details=None, serialized=False, **extra) -> UpdateBatch | None:
-    """Insert the batch row; None when ``key`` is already taken (a concurrent or earlier run).
+@dataclass(frozen=True)
+class Change:
+    """One (table, field) change of a combined statement (``_apply_changes``).
 
-    ``serialized``: the caller holds a lock that already serialises every writer of this key (the
-    session row for outcomes), so the savepoint guarding the unique key is not needed.
+    ``rows_sql`` is the input relation ``i``: with ``ids_only`` it yields target ids only (repeats
+    are fine: it is read as a semi-join, no DISTINCT needed); otherwise ``id`` plus the columns the
+    expressions use, one row per target. The expressions see ``i`` and ``i.before`` as in ``_apply``.
     """
+
+    table: str
+    field_name: str
+    rows_sql: str
+    new_expr: str
+    event_expr: str = "i.event"
+    use_event_expr: str = "NULL::bigint"
+    ids_only: bool = False
+
+
+def _change_ctes(k: int, change: Change) -> list[str]:
+    """The CTEs of change ``k``: lock (``l<k>``), update (``u<k>``), history (``h<k>``), count (``c<k>``).
+
+    Change ``k``'s rows are locked only after change ``k - 1`` wrote its history (the gate reads
+    ``c<k-1>``), so one statement takes its row locks in the same order as separate statements would.
+    """
+    table, field_name = change.table, change.field_name
+    target = "edge" if table == EDGE_TABLE else "node"
+    gate = f"AND (SELECT n FROM c{k - 1}) >= 0" if k else ""
+    if change.ids_only:
+        lock = f"""SELECT t.id, t.{field_name} AS before FROM {table} t
+                   WHERE t.graph_id = %(graph)s AND t.id IN ({change.rows_sql}) {gate} ORDER BY t.id FOR UPDATE OF t"""
+    else:
+        lock = f"""SELECT i.*, t.{field_name} AS before FROM {table} t JOIN ({change.rows_sql}) i ON i.id = t.id
+                   WHERE t.graph_id = %(graph)s {gate} ORDER BY t.id FOR UPDATE OF t"""
+    return [
+        f"l{k} AS MATERIALIZED ({lock})",
+        f"""u{k} AS (
+            UPDATE {table} t SET {field_name} = n.after
+            FROM (SELECT i.id, i.before, ({change.new_expr})::double precision AS after, ({change.event_expr})::text AS event,
+                         ({change.use_event_expr}) AS use_event_id FROM l{k} AS i) n
+            WHERE t.id = n.id AND n.after IS DISTINCT FROM n.before
+            RETURNING t.id, n.before, n.after, n.event, n.use_event_id)""",
+        _history_insert("rows", target, name=f"h{k}", source=f"u{k}", field=field_name),
+        f"c{k} AS (SELECT count(*) AS n FROM h{k})",
+    ]
+
+
+def _apply_changes(changes: list[Change], *, graph_id: int, batch_id: int, params: dict, now: datetime,
+                   then: tuple[str, ...] = (), returning: tuple[str, ...] = ()) -> tuple[list[int], tuple]:
+    """``_apply`` for several (table, field) changes in one statement (one round trip, one plan).
+
+    Same guarantees as ``_apply``: each change locks its rows in id order and reads ``before`` after
+    the lock; the changes run in list order (edges before nodes), each after the previous one's
+    history is written. ``then`` adds CTEs that run in the same statement (they may read the counts
+    ``c0``, ``c1``, ...), ``returning`` extra values of the final row. Returns (history rows written
+    per change, the extra values). No conflict accounting: rollback uses ``_apply``.
+    """
+    ctes = [cte for k, change in enumerate(changes) for cte in _change_ctes(k, change)] + list(then)
+    selected = [f"(SELECT n FROM c{k})" for k in range(len(changes))] + list(returning)
+    sql = f"WITH {', '.join(ctes)} SELECT {', '.join(selected)}"
+    with connection.cursor() as cur:
+        cur.execute(sql, {**params, "graph": graph_id, "batch": batch_id, "now": now})
+        row = cur.fetchone()
+    return list(row[: len(changes)]), tuple(row[len(changes):])
+
+
+def _batch_insert_cte(batch: UpdateBatch, computed: dict[str, str]) -> tuple[str, dict]:
+    """A CTE ``b`` inserting ``batch`` (unsaved, its id reserved) inside a combined statement.
+
+    The columns come from the model; ``computed`` gives SQL for those known only in the statement
+    (counts, finish time). Returns the CTE and its parameters. History rows may be written before
+    the batch row in the same statement: their foreign key is checked at commit.
+    """
+    columns, values, params = [], [], {}
+    for f in UpdateBatch._meta.concrete_fields:
+        columns.append(connection.ops.quote_name(f.column))
+        if f.column in computed:
+            values.append(computed[f.column])
+        else:
+            params[f"b_{f.column}"] = f.get_db_prep_save(getattr(batch, f.attname), connection)
+            values.append(f"%(b_{f.column})s")
+    sql = (f"b AS (INSERT INTO {UpdateBatch._meta.db_table} ({', '.join(columns)}) VALUES ({', '.join(values)}) "
+           "RETURNING finished_at, duration_ms)")
+    return sql, params
+
+
+def _new_batch(graph: Graph, kind: str, actor, *, session=None, key=None, details=None, **extra) -> UpdateBatch:
+    """An unsaved batch row: the trigger (session, user or task label), key, details and start time."""
     user = actor if getattr(actor, "is_authenticated", False) else None
     task = actor if isinstance(actor, str) else ""
-    fields = dict(graph=graph, kind=kind, trigger_session=session, trigger_user=user, trigger_task=task,
-                  idempotency_key=key, details=details or {}, started_at=datetime.now(timezone.utc), **extra)
-    if serialized or not key:
-        return UpdateBatch.objects.create(**fields)
+    return UpdateBatch(graph=graph, kind=kind, trigger_session=session, trigger_user=user, trigger_task=task,
+                       idempotency_key=key, details=details or {}, started_at=datetime.now(timezone.utc), **extra)
+
+
+def _start_batch(graph: Graph, kind: str, actor, *, session=None, key=None, details=None, **extra) -> UpdateBatch | None:
+    """Insert the batch row; None when ``key`` is already taken (a concurrent or earlier run)."""
+    batch = _new_batch(graph, kind, actor, session=session, key=key, details=details, **extra)
+    if not key:
+        batch.save(force_insert=True)
+        return batch
     try:
         with transaction.atomic():
-            return UpdateBatch.objects.create(**fields)
+            batch.save(force_insert=True)
+            return batch
     except IntegrityError:
         if UpdateBatch.objects.filter(idempotency_key=key).exists():
             return None
@@ -244,15 +334,20 @@ def _finish(batch: UpdateBatch, actor, started: float, *, node_updates=0, edge_u
     batch.finished_at = datetime.now(timezone.utc)
     batch.duration_ms = round((time.perf_counter() - started) * 1000.0, 3)
     batch.save(update_fields=["node_updates", "edge_updates", "conflicts", "details", "finished_at", "duration_ms"])
+    return _audit_batch(batch, actor, audit_extra)
+
+
+def _audit_batch(batch: UpdateBatch, actor, audit_extra=None) -> Result:
+    """Append the finished batch's one AuditEvent; return the Result."""
     payload = {
-        "batch": batch.pk, "kind": batch.kind, "node_updates": node_updates, "edge_updates": edge_updates,
-        "conflicts": conflicts, **(audit_extra or {}),
+        "batch": batch.pk, "kind": batch.kind, "node_updates": batch.node_updates, "edge_updates": batch.edge_updates,
+        "conflicts": batch.conflicts, **(audit_extra or {}),
     }
     audit.append(
         batch.graph.organization_id, actor, AUDIT_ACTIONS[batch.kind], payload,
         scope={"graph": batch.graph_id, "graph_slug": batch.graph.slug},
     )
-    return Result("applied", batch.pk, node_updates, edge_updates, 0, batch.duration_ms, conflicts, batch.details)
+    return Result("applied", batch.pk, batch.node_updates, batch.edge_updates, 0, batch.duration_ms, batch.conflicts, batch.details)
 
 
 def _existing(batch: UpdateBatch, status: str = "duplicate") -> Result:
@@ -337,22 +432,20 @@ def apply_uses(actor, session: AgentSession, items: list[UseItem], *, source: st
             existing = UpdateBatch.objects.get(idempotency_key=idempotency_key)
             transaction.set_rollback(True)
             return _existing(existing)
-        now = batch.started_at
-        new_expr = "CASE WHEN i.event = 'negative' THEN i.before - %(neg)s * i.before ELSE i.before + %(lr)s * (1 - i.before) END"
-        counts = {}
+        new_expr = f"CASE WHEN i.event = 'negative' THEN i.before - {neg!r} * i.before ELSE i.before + {lr!r} * (1 - i.before) END"
+        kinds, changes, params = [], [], {}
         for kind, table, field_name in (("edge", EDGE_TABLE, "weight"), ("node", NODE_TABLE, "feedback_weight")):
             chosen = [(i, e) for i, e in zip(unique, events) if i.kind == kind]
             if not chosen:
-                counts[kind] = 0
                 continue
-            rows = "SELECT * FROM unnest(%(p0)s::bigint[], %(p1)s::text[], %(p2)s::bigint[]) AS x(id, event, use_event_id)"
-            written, _c, _s = _apply(
-                table=table, field_name=field_name, graph_id=graph.pk, batch_id=batch.pk, rows_sql=rows,
-                rows_params=[[i.id for i, _ in chosen], [i.signal for i, _ in chosen], [e.pk for _, e in chosen]],
-                new_expr=new_expr.replace("%(neg)s", repr(neg)).replace("%(lr)s", repr(lr)),
-                use_event_expr="i.use_event_id", now=now,
-            )
-            counts[kind] = written
+            params.update({f"{kind}_ids": [i.id for i, _ in chosen], f"{kind}_signals": [i.signal for i, _ in chosen],
+                           f"{kind}_events": [e.pk for _, e in chosen]})
+            rows = (f"SELECT * FROM unnest(%({kind}_ids)s::bigint[], %({kind}_signals)s::text[], %({kind}_events)s::bigint[])"
+                    " AS x(id, event, use_event_id)")
+            kinds.append(kind)
+            changes.append(Change(table, field_name, rows, new_expr=new_expr, use_event_expr="i.use_event_id"))
+        written, _ = _apply_changes(changes, graph_id=graph.pk, batch_id=batch.pk, params=params, now=batch.started_at)
+        counts = {"edge": 0, "node": 0, **dict(zip(kinds, written))}
         return _finish(batch, actor, started, node_updates=counts["node"], edge_updates=counts["edge"],
                        audit_extra={"session": session.external_id, "source": source})
 
@@ -474,62 +567,122 @@ def apply_outcome(actor, graph: Graph, external_id: str, outcome: str, *, alpha:
     started = time.perf_counter()
     if outcome not in OUTCOMES:
         raise FeedbackError("outcome", f"must be one of {', '.join(OUTCOMES)}.")
-    policy = graph.current_policy()
-    alpha = _bounded("ema_alpha", alpha, policy.ema_alpha)
+    alpha = _bounded("ema_alpha", alpha, None)  # an override is checked first; the policy's is read below
     context = {"graph": graph.pk, "session": external_id, "outcome": outcome}
     if not graph.feedback_enabled:
         return fall_through("feedback_disabled", "feedback is disabled for this graph", **context)
     with transaction.atomic():
-        session = AgentSession.objects.select_for_update().filter(graph=graph, external_id=external_id).first()
-        if session is None:
+        state = _lock_session(graph, external_id, outcome, idempotency_key)
+        if state is None:
             return fall_through("unknown_session", "outcome for an unknown session", **context)
-        # One query for both: the batch of this very report (a retry), and the session's last outcome batch.
-        earlier = list(
-            UpdateBatch.objects.filter(Q(trigger_session=session, kind="outcome") | Q(idempotency_key=idempotency_key or "-"))
-            .order_by("-id")
-        )
-        done = next((b for b in earlier if idempotency_key and b.idempotency_key == idempotency_key), None)
-        if done:
-            return _existing(done)
-        previous = next((b for b in earlier if b.kind == "outcome" and b.trigger_session_id == session.pk), None)
-        if previous is not None and session.outcome == outcome:
-            return _existing(previous)
-        with connection.cursor() as cur:
-            cur.execute(
-                """SELECT EXISTS (SELECT 1 FROM feedback_contextinjection WHERE session_id = %(s)s),
-                          EXISTS (SELECT 1 FROM feedback_injectioncandidate c JOIN feedback_contextinjection j ON j.id = c.injection_id
-                                  WHERE j.session_id = %(s)s AND c.graph_id = %(g)s AND c.selected)""",
-                {"s": session.pk, "g": graph.pk},
-            )
-            has_injection, has_selected = cur.fetchone()
+        session_id, current_outcome, unchanged, *facts = state
+        if not unchanged:
+            # We waited for the lock on a session another report changed after this statement began:
+            # its facts came from the statement's snapshot, so read them again (a new snapshot).
+            facts = _outcome_facts(graph, session_id, outcome, idempotency_key)
+        retry_id, previous_id, has_injection, has_selected, batch_id, revision, policy_alpha, score = facts
+        if retry_id is not None:
+            return _existing(UpdateBatch.objects.get(pk=retry_id))
+        if previous_id is not None and current_outcome == outcome:
+            return _existing(UpdateBatch.objects.get(pk=previous_id))
         if not has_injection:
             return fall_through("no_injection", "the session has no context injection", **context)
         if not has_selected:
             return fall_through("nothing_surfaced", "the session's injections surfaced nothing", **context)
-        score = policy.outcome_score(outcome)
-        batch = _start_batch(
-            graph, "outcome", actor, session=session, key=idempotency_key, correction_of=previous, serialized=True,
-            details={"outcome": outcome, "score": score, "alpha": alpha, "policy_revision": policy.revision,
-                     **({"correction_of": previous.pk, "previous_outcome": session.outcome} if previous else {})},
+        alpha = policy_alpha if alpha is None else alpha
+        batch = _new_batch(
+            graph, "outcome", actor, key=idempotency_key, id=batch_id, correction_of_id=previous_id,
+            details={"outcome": outcome, "score": score, "alpha": alpha, "policy_revision": revision,
+                     **({"correction_of": previous_id, "previous_outcome": current_outcome} if previous_id else {})},
         )
-        now = batch.started_at
-        counts = {}
-        for kind, table in (("edge", EDGE_TABLE), ("node", NODE_TABLE)):
-            rows = f"""
-                SELECT DISTINCT c.{kind}_id AS id FROM feedback_injectioncandidate c
-                JOIN feedback_contextinjection j ON j.id = c.injection_id
-                WHERE j.session_id = %(p0)s AND c.graph_id = %(graph)s AND c.selected AND c.{kind}_id IS NOT NULL
-            """
-            counts[kind], _c, _s = _apply(
-                table=table, field_name="feedback_weight", graph_id=graph.pk, batch_id=batch.pk, rows_sql=rows,
-                rows_params=[session.pk], new_expr=f"{alpha!r} * {score!r} + (1 - {alpha!r}) * i.before",
-                event_expr=f"'{outcome}'", now=now,
-            )
-        session.outcome, session.outcome_at = outcome, now
-        session.save(update_fields=["outcome", "outcome_at"])
-        return _finish(batch, actor, started, node_updates=counts["node"], edge_updates=counts["edge"],
-                       audit_extra={"session": external_id, "outcome": outcome, "alpha": alpha,
-                                    "correction_of": previous.pk if previous else None})
+        batch.trigger_session_id = session_id
+        _write_outcome(batch, session_id, outcome, new_expr=f"{alpha!r} * {score!r} + (1 - {alpha!r}) * i.before", started=started)
+        return _audit_batch(batch, actor, {"session": external_id, "outcome": outcome, "alpha": alpha, "correction_of": previous_id})
+
+
+def _selected_candidates(session: str = "%(session)s") -> str:
+    """FROM/WHERE of the selected candidates (``c``) of session ``session`` (an SQL expression)."""
+    return f"""
+        FROM feedback_injectioncandidate c JOIN feedback_contextinjection j ON j.id = c.injection_id
+        WHERE j.session_id = {session} AND c.graph_id = %(graph)s AND c.selected
+    """
+
+
+def _facts_sql(session: str, outcome: str) -> str:
+    """What an outcome report needs to know about session ``session`` (an SQL expression), as a select list.
+
+    The batch of this very report if it is a retry, the session's last outcome batch, has an
+    injection, has a selected candidate, a reserved id for the new batch, and from the current
+    policy (``p``, see ``_CURRENT_POLICY``) its revision, EMA alpha and the outcome's score.
+    """
+    return f"""(SELECT id FROM feedback_updatebatch WHERE idempotency_key = %(key)s),
+               (SELECT id FROM feedback_updatebatch WHERE trigger_session_id = {session} AND kind = 'outcome'
+                ORDER BY id DESC LIMIT 1),
+               EXISTS (SELECT 1 FROM feedback_contextinjection WHERE session_id = {session}),
+               EXISTS (SELECT 1 {_selected_candidates(session)}),
+               nextval(pg_get_serial_sequence('{UpdateBatch._meta.db_table}', 'id')),
+               p.revision, p.ema_alpha, p.outcome_{outcome}"""
+
+
+# ``Graph.current_policy`` (the newest revision), as a relation ``p``.
+_CURRENT_POLICY = f"(SELECT * FROM {PolicyRevision._meta.db_table} WHERE graph_id = %(graph)s ORDER BY revision DESC LIMIT 1) p"
+
+
+def _lock_session(graph: Graph, external_id: str, outcome: str, key: str | None) -> tuple | None:
+    """Lock the session row (it serialises every outcome report of the session) and read, in the same
+    statement, its id, outcome, whether it is unchanged since the statement began, and its facts
+    (``_facts_sql``); None for an unknown session.
+
+    Under READ COMMITTED the facts come from the statement's snapshot, taken before the lock. If we
+    waited for another report of this session that committed, the locked row is that report's new
+    version (its ``xmin`` differs from the snapshot's) and the facts may miss its batch: the caller
+    then reads them again (``_outcome_facts``). Every outcome batch updates its session row.
+    """
+    with connection.cursor() as cur:
+        cur.execute(
+            f"""SELECT s.id, s.outcome, s.xmin = (SELECT o.xmin FROM feedback_agentsession o WHERE o.id = s.id),
+                       {_facts_sql("s.id", outcome)}
+                FROM feedback_agentsession s CROSS JOIN {_CURRENT_POLICY}
+                WHERE s.graph_id = %(graph)s AND s.external_id = %(external_id)s
+                FOR UPDATE OF s""",
+            {"graph": graph.pk, "external_id": external_id, "key": key},
+        )
+        return cur.fetchone()
+
+
+def _outcome_facts(graph: Graph, session_id: int, outcome: str, key: str | None) -> list:
+    """The facts of ``_lock_session`` read again, in a new statement (so a new snapshot)."""
+    with connection.cursor() as cur:
+        cur.execute(f"SELECT {_facts_sql('%(session)s', outcome)} FROM {_CURRENT_POLICY}",
+                    {"graph": graph.pk, "session": session_id, "key": key})
+        return list(cur.fetchone())
+
+
+def _write_outcome(batch: UpdateBatch, session_id: int, outcome: str, *, new_expr: str, started: float) -> None:
+    """The outcome's writes, in one statement: the EMA on the selected edges then nodes with their
+    history, the session's outcome, and the batch row with its counts (written once). Sets the
+    batch's counts, finish time and duration (the action's time up to the end of the statement).
+    """
+    changes = [
+        Change(table, "feedback_weight", f"SELECT c.{kind}_id {_selected_candidates()} AND c.{kind}_id IS NOT NULL",
+               new_expr=new_expr, event_expr="%(outcome)s", ids_only=True)
+        for kind, table in (("edge", EDGE_TABLE), ("node", NODE_TABLE))
+    ]
+    # Duration: Python's time before the statement plus the statement's own, each on one clock.
+    duration = "(%(elapsed_ms)s + 1000 * extract(epoch FROM clock_timestamp() - statement_timestamp()))::double precision"
+    insert_batch, batch_params = _batch_insert_cte(batch, {
+        "edge_updates": "(SELECT n FROM c0)", "node_updates": "(SELECT n FROM c1)",
+        "finished_at": f"%(b_started_at)s + {duration} * interval '1 millisecond'",
+        "duration_ms": f"round({duration}::numeric, 3)",
+    })
+    set_outcome = "s AS (UPDATE feedback_agentsession SET outcome = %(outcome)s, outcome_at = %(now)s WHERE id = %(session)s)"
+    (edges, nodes), (finished_at, duration_ms) = _apply_changes(
+        changes, graph_id=batch.graph_id, batch_id=batch.pk, now=batch.started_at,
+        params={**batch_params, "session": session_id, "outcome": outcome,
+                "elapsed_ms": (time.perf_counter() - started) * 1000.0},
+        then=(set_outcome, insert_batch), returning=("(SELECT finished_at FROM b)", "(SELECT duration_ms FROM b)"),
+    )
+    batch.edge_updates, batch.node_updates, batch.finished_at, batch.duration_ms = edges, nodes, finished_at, duration_ms
 
 
 # --------------------------------------------------------------------------------------------------

@@ -105,6 +105,37 @@ def test_the_same_report_delivered_twice_at_once_applies_once(oscar, acme_graph,
 
 
 @pytest.mark.django_db(transaction=True)
+def test_the_same_outcome_reported_at_once_applies_once(oscar, acme_graph, small_graph, edges):
+    """Reporters of one session queue on its row lock; those that waited must see the batch the
+    first one committed (their checks run after the lock, in a new snapshot) and answer duplicate."""
+    make_session(acme_graph, "dup-outcome", [(small_graph["b"], edges["ab"], True)])
+    barrier = threading.Barrier(4)
+    results, errors = [], []
+
+    def report(key):
+        try:
+            barrier.wait(timeout=30)
+            results.append(actions.apply_outcome(oscar, acme_graph, "dup-outcome", "accepted", idempotency_key=key))
+        except Exception as exc:
+            errors.append(exc)
+        finally:
+            connection.close()
+
+    # Two deliveries of one report (same key) and two separate reports of the same outcome.
+    threads = [threading.Thread(target=report, args=(key,)) for key in ("r1", "r1", "r2", None)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(timeout=60)
+    assert not errors
+    assert sorted(r.status for r in results) == ["applied", "duplicate", "duplicate", "duplicate"]
+    assert len({r.batch_id for r in results}) == 1
+    edges["ab"].refresh_from_db()
+    assert edges["ab"].feedback_weight == pytest.approx(0.55)
+    assert UpdateBatch.objects.count() == 1 and WeightChange.objects.count() == 2
+
+
+@pytest.mark.django_db(transaction=True)
 def test_decay_running_beside_use_reports_loses_no_update(oscar, acme_graph, small_graph, edges):
     """Decay chunks (plain UPDATE, block history) and use reports (locking path, row history) interleave:
     every edge's history, rows and block elements together, is one chain ending at its weight."""

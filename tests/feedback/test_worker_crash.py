@@ -1,7 +1,7 @@
 """A worker killed in the middle of a batch leaves no partial batch; the retried task applies once.
 
 The test holds a row lock on the surfaced edge, so the worker's outcome batch stops mid-transaction
-(its batch row written, its weight UPDATE waiting). The worker is then killed with SIGKILL. Nothing
+(its session locked, its weight statement waiting for the edge). The worker is then killed with SIGKILL. Nothing
 of the batch may become visible. The task is then delivered again with the same idempotency key (a
 Redis broker redelivers an unacknowledged task by itself with acks_late; kombu's filesystem demo
 broker drops it, so the test re-sends it as the redelivery would) and must apply exactly once.
@@ -74,7 +74,7 @@ def test_killed_worker_leaves_no_partial_batch_and_retry_applies_once(tmp_path, 
         def blocked_backends():
             return watcher.execute(
                 "SELECT pid FROM pg_stat_activity WHERE datname = current_database() AND wait_event_type = 'Lock'"
-                " AND query LIKE '%%WITH i AS%%'"
+                " AND query LIKE '%%INSERT INTO feedback_weightchange%%'"
             ).fetchall()
 
         try:
