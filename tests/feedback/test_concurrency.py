@@ -16,6 +16,31 @@ from feedback.models import UpdateBatch, UseEvent, WeightChange
 
 from .conftest import make_session
 
+def run_at_once(*calls):
+    """Run each callable in its own thread (own connection), all released together; return the results.
+
+    Any exception in a thread (a deadlock, a lost lock) fails the test."""
+    barrier = threading.Barrier(len(calls))
+    results, errors = [], []
+
+    def run(call):
+        try:
+            barrier.wait(timeout=30)
+            results.append(call())
+        except Exception as exc:
+            errors.append(exc)
+        finally:
+            connection.close()
+
+    threads = [threading.Thread(target=run, args=(call,)) for call in calls]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(timeout=60)
+    assert not errors
+    return results
+
+
 RULES = {
     "explicit": lambda w: w + 0.1 * (1 - w),
     "negative": lambda w: w - 0.1 * w,
@@ -28,30 +53,16 @@ RULES = {
 def test_eight_concurrent_reporters_lose_no_update(oscar, acme_graph, small_graph, edges):
     n = small_graph
     sessions = [make_session(acme_graph, f"c{i}", [(n["b"], edges["ab"], True), (n["c"], edges["bc"], True)]) for i in range(8)]
-    barrier = threading.Barrier(8)
-    errors = []
 
     def report(i):
-        try:
-            barrier.wait(timeout=30)
-            if i % 2 == 0:
-                signal = "explicit" if i % 4 == 0 else "negative"
-                # Opposite order of items in alternate threads: the engine must lock in id order anyway.
-                items = [UseItem("edge", edges["ab"].pk, signal), UseItem("edge", edges["bc"].pk, signal)]
-                actions.apply_uses(oscar, sessions[i], items if i % 4 else items[::-1])
-            else:
-                actions.apply_outcome(oscar, acme_graph, f"c{i}", "accepted" if i % 4 == 1 else "rejected")
-        except Exception as exc:  # surfaced below: a deadlock or lost lock would land here
-            errors.append(exc)
-        finally:
-            connection.close()
+        if i % 2 == 0:
+            signal = "explicit" if i % 4 == 0 else "negative"
+            # Opposite order of items in alternate threads: the engine must lock in id order anyway.
+            items = [UseItem("edge", edges["ab"].pk, signal), UseItem("edge", edges["bc"].pk, signal)]
+            return actions.apply_uses(oscar, sessions[i], items if i % 4 else items[::-1])
+        return actions.apply_outcome(oscar, acme_graph, f"c{i}", "accepted" if i % 4 == 1 else "rejected")
 
-    threads = [threading.Thread(target=report, args=(i,)) for i in range(8)]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join(timeout=60)
-    assert not errors
+    run_at_once(*(lambda i=i: report(i) for i in range(8)))
     assert UpdateBatch.objects.count() == 8
 
     for edge in edges.values():
@@ -79,24 +90,11 @@ def test_eight_concurrent_reporters_lose_no_update(oscar, acme_graph, small_grap
 @pytest.mark.django_db(transaction=True)
 def test_the_same_report_delivered_twice_at_once_applies_once(oscar, acme_graph, small_graph, edges):
     session = make_session(acme_graph, "dup", [(small_graph["b"], edges["ab"], True)])
-    barrier = threading.Barrier(4)
-    results, errors = [], []
 
     def report():
-        try:
-            barrier.wait(timeout=30)
-            results.append(actions.apply_uses(oscar, session, [UseItem("edge", edges["ab"].pk, "explicit")], idempotency_key="same-report"))
-        except Exception as exc:
-            errors.append(exc)
-        finally:
-            connection.close()
+        return actions.apply_uses(oscar, session, [UseItem("edge", edges["ab"].pk, "explicit")], idempotency_key="same-report")
 
-    threads = [threading.Thread(target=report) for _ in range(4)]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join(timeout=60)
-    assert not errors
+    results = run_at_once(*[report] * 4)
     assert sorted(r.status for r in results) == ["applied", "duplicate", "duplicate", "duplicate"]
     assert len({r.batch_id for r in results}) == 1
     edges["ab"].refresh_from_db()
@@ -109,25 +107,12 @@ def test_the_same_outcome_reported_at_once_applies_once(oscar, acme_graph, small
     """Reporters of one session queue on its row lock; those that waited must see the batch the
     first one committed (their checks run after the lock, in a new snapshot) and answer duplicate."""
     make_session(acme_graph, "dup-outcome", [(small_graph["b"], edges["ab"], True)])
-    barrier = threading.Barrier(4)
-    results, errors = [], []
 
     def report(key):
-        try:
-            barrier.wait(timeout=30)
-            results.append(actions.apply_outcome(oscar, acme_graph, "dup-outcome", "accepted", idempotency_key=key))
-        except Exception as exc:
-            errors.append(exc)
-        finally:
-            connection.close()
+        return actions.apply_outcome(oscar, acme_graph, "dup-outcome", "accepted", idempotency_key=key)
 
     # Two deliveries of one report (same key) and two separate reports of the same outcome.
-    threads = [threading.Thread(target=report, args=(key,)) for key in ("r1", "r1", "r2", None)]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join(timeout=60)
-    assert not errors
+    results = run_at_once(*(lambda key=key: report(key) for key in ("r1", "r1", "r2", None)))
     assert sorted(r.status for r in results) == ["applied", "duplicate", "duplicate", "duplicate"]
     assert len({r.batch_id for r in results}) == 1
     edges["ab"].refresh_from_db()
@@ -145,28 +130,13 @@ def test_decay_running_beside_use_reports_loses_no_update(oscar, acme_graph, sma
 
     later = datetime.now(timezone.utc) + timedelta(days=15)
     sessions = [make_session(acme_graph, f"d{i}", [(small_graph["b"], edges["ab"], True)]) for i in range(4)]
-    barrier = threading.Barrier(5)
-    errors = []
 
-    def run(i):
-        try:
-            barrier.wait(timeout=30)
-            if i == 4:
-                actions.decay(oscar, acme_graph, now=later, chunk_size=1)
-            else:
-                items = [UseItem("edge", edges["ab"].pk, "explicit"), UseItem("edge", edges["bc"].pk, "explicit")]
-                actions.apply_uses(oscar, sessions[i], items if i % 2 else items[::-1])
-        except Exception as exc:
-            errors.append(exc)
-        finally:
-            connection.close()
+    def report(i):
+        items = [UseItem("edge", edges["ab"].pk, "explicit"), UseItem("edge", edges["bc"].pk, "explicit")]
+        return actions.apply_uses(oscar, sessions[i], items if i % 2 else items[::-1])
 
-    threads = [threading.Thread(target=run, args=(i,)) for i in range(5)]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join(timeout=60)
-    assert not errors
+    run_at_once(lambda: actions.decay(oscar, acme_graph, now=later, chunk_size=1),
+                *(lambda i=i: report(i) for i in range(4)))
     rules = {**RULES, "decay": lambda w: max(0.1, w * 0.95)}
     for edge in edges.values():
         edge.refresh_from_db()
