@@ -31,7 +31,7 @@ import uuid
 from dataclasses import asdict, dataclass, field
 from datetime import datetime, timedelta, timezone
 
-from django.db import IntegrityError, OperationalError, connection, transaction
+from django.db import OperationalError, connection, transaction
 from psycopg.errors import DeadlockDetected
 
 from graphadmin import audit
@@ -186,12 +186,12 @@ def _update_range(*, graph_id: int, batch_id: int, lo: int, hi: int, where: str,
 
     The bulk path of decay and normalize: one plain UPDATE whose RETURNING gives the replaced value
     (``old.weight``, PostgreSQL 18), so no separate locking pass and no per-row history. The rows are
-    visited through the primary key in id order, the order every other writer locks in: sequential
-    and bitmap scans are off for the statement, and the graph condition is written so no index can
-    serve it (``graph_id + 0``; otherwise, on a graph holding most of the table, the planner scans
-    the whole graph_id index and filters the range). ``new_expr`` names the current value ``{w}``.
-    Returns the changes written. On a server older than 18 the same change goes through ``_apply``
-    (a locking pass first).
+    visited through the primary key in id order, the order every other writer locks in: the caller
+    (``_edge_chunk_once``) turns sequential and bitmap scans off for its transaction, and the graph
+    condition is written so no index can serve it (``graph_id + 0``; otherwise, on a graph holding
+    most of the table, the planner scans the whole graph_id index and filters the range).
+    ``new_expr`` names the current value ``{w}``. Returns the changes written. On a server older
+    than 18 the same change goes through ``_apply`` (a locking pass first).
     """
     params = {**params, "graph": graph_id, "batch": batch_id, "field": "weight", "now": now, "event": event, "lo": lo, "hi": hi}
     rows = f"e.id >= %(lo)s AND e.id < %(hi)s AND e.graph_id + 0 = %(graph)s AND {where}"
@@ -213,7 +213,6 @@ def _update_range(*, graph_id: int, batch_id: int, lo: int, hi: int, where: str,
         SELECT coalesce(sum(size), 0) FROM ins
     """
     with connection.cursor() as cur:
-        cur.execute("SELECT set_config('enable_seqscan', 'off', true), set_config('enable_bitmapscan', 'off', true)")
         cur.execute(sql, params)
         (written,) = cur.fetchone()
     return written
@@ -291,17 +290,25 @@ def _batch_insert_cte(batch: UpdateBatch, computed: dict[str, str]) -> tuple[str
     (counts, finish time). Returns the CTE and its parameters. History rows may be written before
     the batch row in the same statement: their foreign key is checked at commit.
     """
+    columns, values, params = _batch_row(batch, computed)
+    sql = f"b AS (INSERT INTO {UpdateBatch._meta.db_table} ({columns}) VALUES ({values}) RETURNING finished_at, duration_ms)"
+    return sql, params
+
+
+def _batch_row(batch: UpdateBatch, computed: dict[str, str] | None = None) -> tuple[str, str, dict]:
+    """The INSERT column list, VALUES list and parameters of an unsaved batch (the model's columns;
+    ``computed``: SQL for some of them; an unset id is left to the sequence)."""
     columns, values, params = [], [], {}
     for f in UpdateBatch._meta.concrete_fields:
+        if f.primary_key and batch.pk is None:
+            continue
         columns.append(connection.ops.quote_name(f.column))
-        if f.column in computed:
+        if computed and f.column in computed:
             values.append(computed[f.column])
         else:
             params[f"b_{f.column}"] = f.get_db_prep_save(getattr(batch, f.attname), connection)
             values.append(f"%(b_{f.column})s")
-    sql = (f"b AS (INSERT INTO {UpdateBatch._meta.db_table} ({', '.join(columns)}) VALUES ({', '.join(values)}) "
-           "RETURNING finished_at, duration_ms)")
-    return sql, params
+    return ", ".join(columns), ", ".join(values), params
 
 
 def _new_batch(graph: Graph, kind: str, actor, *, session=None, key=None, details=None, **extra) -> UpdateBatch:
@@ -318,14 +325,18 @@ def _start_batch(graph: Graph, kind: str, actor, *, session=None, key=None, deta
     if not key:
         batch.save(force_insert=True)
         return batch
-    try:
-        with transaction.atomic():
-            batch.save(force_insert=True)
-            return batch
-    except IntegrityError:
-        if UpdateBatch.objects.filter(idempotency_key=key).exists():
-            return None
-        raise
+    # One statement, no savepoint: a taken key (committed, or in a concurrent transaction that then
+    # commits) inserts nothing.
+    columns, values, params = _batch_row(batch)
+    with connection.cursor() as cur:
+        cur.execute(f"INSERT INTO {UpdateBatch._meta.db_table} ({columns}) VALUES ({values}) "
+                    "ON CONFLICT (idempotency_key) DO NOTHING RETURNING id", params)
+        row = cur.fetchone()
+    if row is None:
+        return None
+    batch.pk = row[0]
+    batch._state.adding, batch._state.db = False, connection.alias
+    return batch
 
 
 def _finish(batch: UpdateBatch, actor, started: float, *, node_updates=0, edge_updates=0, conflicts=0, audit_extra=None) -> Result:
@@ -739,11 +750,14 @@ def _edge_chunk(graph: Graph, kind: str, actor, *, key: str, lo: int, hi: int, d
 
 def _edge_chunk_once(graph, kind, actor, *, key, lo, hi, details, where, params, new_expr, audit_extra, summary):
     chunk_started = time.perf_counter()
-    own_transaction = not connection.in_atomic_block
+    # Settings for this chunk's transaction: the UPDATE walks the primary key (see _update_range), and
+    # the commit does not wait for its WAL flush (never relaxed for a caller's own transaction).
+    settings = ["set_config('enable_seqscan', 'off', true)", "set_config('enable_bitmapscan', 'off', true)"]
+    if not connection.in_atomic_block:
+        settings.append("set_config('synchronous_commit', 'off', true)")
     with transaction.atomic():
-        if own_transaction:  # never relax the commit of a caller's transaction
-            with connection.cursor() as cur:
-                cur.execute("SELECT set_config('synchronous_commit', 'off', true)")
+        with connection.cursor() as cur:
+            cur.execute(f"SELECT {', '.join(settings)}")
         batch = _start_batch(graph, kind, actor, key=key, details=details)
         if batch is None:
             summary["skipped_chunks"] += 1
