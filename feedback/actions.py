@@ -44,8 +44,8 @@ log = logging.getLogger(__name__)
 
 EDGE_TABLE = Edge._meta.db_table
 NODE_TABLE = Node._meta.db_table
-DECAY_CHUNK = 20000  # edge ids per decay/normalize transaction: each chunk holds its row locks ~50 ms
-BLOCK_SPAN = DECAY_CHUNK  # ids covered by one history block at most (a decay chunk writes one block)
+DECAY_CHUNK = 50000  # edge ids per decay/normalize transaction: each chunk holds its row locks ~0.2 s
+BLOCK_SPAN = 10000  # ids covered by one history block at most (one edge's history reads one block per batch)
 CONFLICT_SAMPLE = 100  # conflicts listed by id in a rollback batch's details (all are counted)
 AUDIT_ACTIONS = {
     "reinforce": "graph.feedback",

@@ -219,7 +219,7 @@ class WeightChangeBlock(models.Model):
     """The changes of one field of many nodes or edges by one batch, as three aligned arrays.
 
     Written by the bulk actions (decay, normalize, and the rollback of a block batch): one row per
-    chunk and event instead of one row per change, so a decay of a million edges writes about 50
+    chunk and event instead of one row per change, so a decay of a million edges writes about 100
     rows, some 25 bytes per edge. ``before[i]`` and ``after[i]`` belong to ``ids[i]`` (a decay or
     normalize chunk's ids are in ascending order); ``id_min``/``id_max`` bound ``ids``, so the
     history of one edge reads only the blocks whose span holds it. Append-only (trigger) and
