@@ -421,7 +421,7 @@ class Bench:
         action, raw, block_bytes = [], [], []
         start = datetime.now(timezone.utc) + timedelta(days=14)
         edges = 0
-        for r in range(max(rounds, 5)):  # decay rounds are short: a few more of them steady the median
+        for r in range(max(rounds, 7)):  # decay rounds are short: a few more of them steady the median
             now = start + timedelta(days=7 * r)
             _period, _start, cutoff = actions.decay_period(self.graph, now)
             _vacuum_edges()
@@ -587,7 +587,7 @@ def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--scale", default="0.05", help="Fraction of the full size, or 'full' (1.0).")
     parser.add_argument("--iterations", type=int, default=None, help="Timed runs per path (default 50; 30 at full scale).")
-    parser.add_argument("--rounds", type=int, default=None, help="Rollback repetitions (default 3; 2 at full scale); decay runs at least 5 rounds.")
+    parser.add_argument("--rounds", type=int, default=None, help="Rollback repetitions (default 3; 2 at full scale); decay runs at least 7 rounds.")
     parser.add_argument("--page-iterations", type=int, default=None, help="Timed GETs per dashboard page (default 10).")
     parser.add_argument("--no-write", action="store_true", help="Print the table only; leave docs/performance.md alone.")
     parser.add_argument("--json", help="Also write the rows to this file.")
@@ -641,7 +641,7 @@ def main(argv=None):
     table = render_table(bench.rows)
     header = (f"Scale {'full' if full else f'{scale:g}'}: {info['nodes']:,} nodes, {info['edges']:,} edges, "
               f"{hist['weight_changes']:,} weight changes, {hist['batches']:,} batches, {hist['sessions']:,} sessions. "
-              f"{iterations} timed runs per path ({max(rounds, 5)} for decay, {rounds} for rollback, {page_iterations} per page); "
+              f"{iterations} timed runs per path ({max(rounds, 7)} for decay, {rounds} for rollback, {page_iterations} per page); "
               f"generation {gen_s:.0f} s, whole run {total_s / 60:.1f} min.")
     mline = (f"Machine: {m['cores']} cores, {m['memory']}, {m['cpu']}; PostgreSQL {m['postgresql']}, pgvector {m['pgvector']}; "
              f"Python {m['python']}; commit {m['commit']}; {datetime.now(timezone.utc):%Y-%m-%d %H:%M} UTC.")
