@@ -245,6 +245,22 @@ def _change_ctes(k: int, change: Change) -> list[str]:
     table, field_name = change.table, change.field_name
     target = "edge" if table == EDGE_TABLE else "node"
     gate = f"AND (SELECT n FROM c{k - 1}) >= 0" if k else ""
+    history = [_history_insert("rows", target, name=f"h{k}", source=f"u{k}", field=field_name),
+               f"c{k} AS (SELECT count(*) AS n FROM h{k})"]
+    if change.ids_only and connection.pg_version >= 180000:
+        # No locking pass: the UPDATE locks as it goes, in id order (a primary-key scan over the sorted
+        # id array; the caller has turned sequential and bitmap scans off), re-reads a row another
+        # writer changed meanwhile, and RETURNING old.* gives the value it replaced.
+        new = change.new_expr.replace("i.before", f"t.{field_name}")
+        return [
+            f"""u{k} AS (
+                UPDATE {table} t SET {field_name} = ({new})::double precision
+                WHERE t.graph_id = %(graph)s AND t.id = ANY(ARRAY({change.rows_sql})) {gate}
+                  AND ({new}) IS DISTINCT FROM t.{field_name}
+                RETURNING t.id, old.{field_name} AS before, new.{field_name} AS after, ({change.event_expr})::text AS event,
+                          ({change.use_event_expr}) AS use_event_id)""",
+            *history,
+        ]
     if change.ids_only:
         lock = f"""SELECT t.id, t.{field_name} AS before FROM {table} t
                    WHERE t.graph_id = %(graph)s AND t.id IN ({change.rows_sql}) {gate} ORDER BY t.id FOR UPDATE OF t"""
@@ -259,8 +275,7 @@ def _change_ctes(k: int, change: Change) -> list[str]:
                          ({change.use_event_expr}) AS use_event_id FROM l{k} AS i) n
             WHERE t.id = n.id AND n.after IS DISTINCT FROM n.before
             RETURNING t.id, n.before, n.after, n.event, n.use_event_id)""",
-        _history_insert("rows", target, name=f"h{k}", source=f"u{k}", field=field_name),
-        f"c{k} AS (SELECT count(*) AS n FROM h{k})",
+        *history,
     ]
 
 
@@ -635,6 +650,10 @@ def _facts_sql(session: str, outcome: str) -> str:
                p.revision, p.ema_alpha, p.outcome_{outcome}"""
 
 
+# For the rest of the transaction, plan row scans through indexes (the write's primary-key scans then
+# lock rows in id order, see ``_change_ctes``): two values to drop from the statement's row.
+_ID_ORDER_SCANS = "set_config('enable_seqscan', 'off', true), set_config('enable_bitmapscan', 'off', true)"
+
 # ``Graph.current_policy`` (the newest revision), as a relation ``p``.
 _CURRENT_POLICY = f"(SELECT * FROM {PolicyRevision._meta.db_table} WHERE graph_id = %(graph)s ORDER BY revision DESC LIMIT 1) p"
 
@@ -652,13 +671,15 @@ def _lock_session(graph: Graph, external_id: str, outcome: str, key: str | None)
     with connection.cursor() as cur:
         cur.execute(
             f"""SELECT s.id, s.outcome, s.xmin = (SELECT o.xmin FROM feedback_agentsession o WHERE o.id = s.id),
-                       {_facts_sql("s.id", outcome)}
+                       {_facts_sql("s.id", outcome)},
+                       {_ID_ORDER_SCANS}
                 FROM feedback_agentsession s CROSS JOIN {_CURRENT_POLICY}
                 WHERE s.graph_id = %(graph)s AND s.external_id = %(external_id)s
                 FOR UPDATE OF s""",
             {"graph": graph.pk, "external_id": external_id, "key": key},
         )
-        return cur.fetchone()
+        row = cur.fetchone()
+        return row[:-2] if row else None
 
 
 def _outcome_facts(graph: Graph, session_id: int, outcome: str, key: str | None) -> list:
