@@ -74,3 +74,17 @@ def test_retried_report_with_its_key_applies_once_even_after_a_correction(oscar,
     assert retried.status == "duplicate" and retried.batch_id == first.batch_id
     assert UpdateBatch.objects.filter(kind="outcome").count() == 2
     assert reload(edges["ab"]).feedback_weight == pytest.approx(0.495)
+
+
+@pytest.mark.parametrize("pg_version", [180000, 170000])
+def test_both_write_paths_record_the_same_history(oscar, acme_graph, surfaced, edges, small_graph, monkeypatch, pg_version):
+    """PostgreSQL 18: one UPDATE with RETURNING old.*; older servers: a locking pass first. Same result."""
+    from django.db import connection
+
+    monkeypatch.setattr(connection, "pg_version", pg_version, raising=False)
+    actions.apply_outcome(oscar, acme_graph, "s1", "accepted")
+    result = actions.apply_outcome(oscar, acme_graph, "s1", "rejected")  # a correction, from 0.55
+    changes = list(WeightChange.objects.filter(batch_id=result.batch_id))
+    ids = [edges["ab"].pk, edges["bc"].pk, small_graph["b"].pk, small_graph["c"].pk]
+    assert sorted(c.edge_id or c.node_id for c in changes) == sorted(ids)
+    assert all(c.before == pytest.approx(0.55) and c.after == pytest.approx(0.495) for c in changes)  # 0.9 * 0.55
