@@ -831,31 +831,29 @@ def decay(actor, graph: Graph, *, now: datetime | None = None, chunk_size: int =
     Chunk semantics: the graph's edge ids are cut into fixed ranges ``[k * chunk_size, (k + 1) *
     chunk_size)``; each range is its own short transaction and, when it changes anything, its own
     UpdateBatch (kind ``decay``, idempotency key ``decay:<graph>:<period>:<k>``) with its
-    WeightChanges and AuditEvent. So row locks are held for one chunk only, a killed run leaves
+    history blocks and AuditEvent. So row locks are held for one chunk only, a killed run leaves
     whole chunk batches and no partial one, and a second run in the same period skips every chunk
     already applied (the ranges do not depend on what changed). Archived edges, edges at or below
     the floor, and edges traversed since the cutoff are untouched. The returned Result sums the run;
-    ``details`` lists the chunk batches. ``dry_run`` counts what would change and writes nothing.
+    ``details`` lists the chunk batches. ``dry_run`` counts what would change (``decay_preview``)
+    and writes nothing.
     """
     started = time.perf_counter()
     policy = graph.current_policy()
     period, _start, cutoff = decay_period(graph, now)
     rate, floor = policy.decay_rate, policy.weight_floor
-    chunks = _chunks(graph, chunk_size)
     details = {"period": period, "cutoff": cutoff.isoformat(), "rate": rate, "floor": floor}
     summary = {**details, "batches": [], "skipped_chunks": 0}
+    chunks = _chunks(graph, chunk_size)
     if not chunks or rate >= 1.0:
         return Result("nothing_to_change", details=summary, duration_ms=round((time.perf_counter() - started) * 1000, 3))
+    if dry_run:
+        edges = decay_preview(graph, now=now, limit=0)["edges"]
+        return Result("dry_run", None, 0, edges, 0, round((time.perf_counter() - started) * 1000, 3), details=summary)
+    params = {"floor": floor, "cutoff": cutoff, "rate": rate}
     edges = 0
     for k in chunks:
         lo, hi = k * chunk_size, (k + 1) * chunk_size
-        params = {"floor": floor, "cutoff": cutoff, "rate": rate}
-        if dry_run:
-            with connection.cursor() as cur:
-                cur.execute(f"SELECT count(*) FROM {EDGE_TABLE} e WHERE e.graph_id = %(graph)s AND e.id >= %(lo)s AND e.id < %(hi)s"
-                            f" AND {DECAY_WHERE}", {**params, "graph": graph.pk, "lo": lo, "hi": hi})
-                edges += cur.fetchone()[0]
-            continue
         written, _batch = _edge_chunk(
             graph, "decay", actor, key=f"decay:{graph.pk}:{period}:{k}", lo=lo, hi=hi, details={**details, "id_range": [lo, hi]},
             where=DECAY_WHERE, params=params,
@@ -864,8 +862,6 @@ def decay(actor, graph: Graph, *, now: datetime | None = None, chunk_size: int =
         )
         edges += written
     duration = round((time.perf_counter() - started) * 1000, 3)
-    if dry_run:
-        return Result("dry_run", None, 0, edges, 0, duration, details=summary)
     return _chunked_result(summary, edges, duration)
 
 

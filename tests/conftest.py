@@ -127,12 +127,17 @@ def celery_worker_process(django_db_setup, django_db_blocker, tmp_path_factory):
         time.sleep(0.2)
     proc.log_path = log_path
     yield proc
+    stop(proc)
+    log.close()
+
+
+def stop(proc: subprocess.Popen, timeout: float = 20) -> None:
+    """Stop a child process: SIGTERM, then SIGKILL if it has not exited within ``timeout`` seconds."""
     proc.terminate()
     try:
-        proc.wait(timeout=20)
+        proc.wait(timeout=timeout)
     except subprocess.TimeoutExpired:
         proc.kill()
-    log.close()
 
 # The ranked graph (fixture ``rg``) shared by ranking, feedback and dashboard tests.
 TEXTS = {

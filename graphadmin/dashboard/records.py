@@ -37,39 +37,26 @@ def _recent_changes(graph, kind: str, target_id: int):
     return list(reversed(list(WeightHistory.objects.of(graph, kind, target_id, latest=HISTORY_LIMIT))))
 
 
+def _record_page(request, access, kind: str, record, title: str, **context):
+    """A node or edge page: the record, its latest 20 changes and its history chart (last 500 changes)."""
+    changes = _recent_changes(access.graph, kind, record.pk)
+    return render(request, f"dashboard/{kind}.html", {
+        "access": access, kind: record, "changes": changes[-20:][::-1],
+        "history": _history_figure(title, changes) if changes else None, **context,
+    })
+
+
 @login_required
 def node_detail(request, graph_id, node_id):
     access = graph_access(request, graph_id)
     node = get_object_or_404(Node.objects.filter(graph=access.graph), pk=node_id)
     outgoing = Edge.objects.filter(graph=access.graph, source=node).select_related("target", "edge_type").order_by("-weight")[:100]
     incoming = Edge.objects.filter(graph=access.graph, target=node).select_related("source", "edge_type").order_by("-weight")[:100]
-    changes = _recent_changes(access.graph, "node", node.pk)
-    return render(
-        request,
-        "dashboard/node.html",
-        {
-            "access": access,
-            "node": node,
-            "outgoing": outgoing,
-            "incoming": incoming,
-            "changes": changes[-20:][::-1],
-            "history": _history_figure(f"History of {node.title}", changes) if changes else None,
-        },
-    )
+    return _record_page(request, access, "node", node, f"History of {node.title}", outgoing=outgoing, incoming=incoming)
 
 
 @login_required
 def edge_detail(request, graph_id, edge_id):
     access = graph_access(request, graph_id)
     edge = get_object_or_404(Edge.objects.filter(graph=access.graph).select_related("source", "target", "edge_type"), pk=edge_id)
-    changes = _recent_changes(access.graph, "edge", edge.pk)
-    return render(
-        request,
-        "dashboard/edge.html",
-        {
-            "access": access,
-            "edge": edge,
-            "changes": changes[-20:][::-1],
-            "history": _history_figure("Weight history", changes) if changes else None,
-        },
-    )
+    return _record_page(request, access, "edge", edge, "Weight history")

@@ -23,7 +23,7 @@ from feedback.models import AgentSession, ContextInjection, UpdateBatch
 from graphadmin.models import Edge, Node
 from mcp import ClientSession
 from mcp.client.stdio import StdioServerParameters, stdio_client
-from tests.conftest import ROOT
+from tests.conftest import ROOT, stop
 
 TOOLS = {"graph_search", "graph_context", "graph_record_use", "graph_improve", "graph_explain"}
 
@@ -284,11 +284,7 @@ def test_streamable_http_needs_a_bearer_token_per_request(rg, rita, tmp_path):
 
         names, hits, refused = anyio.run(main)
     finally:
-        proc.terminate()
-        try:
-            proc.wait(timeout=20)
-        except subprocess.TimeoutExpired:
-            proc.kill()
+        stop(proc)
         log.close()
     assert names == TOOLS
     assert len(hits["results"]) == 2
