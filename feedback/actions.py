@@ -38,7 +38,17 @@ from graphadmin import audit
 from graphadmin.models import Edge, Graph, Node, PolicyRevision
 from graphadmin.models.policy import POLICY_NUMBERS
 
-from .models import OUTCOMES, SIGNALS, AgentSession, InjectionCandidate, UpdateBatch, UseEvent, WeightChangeBlock, WeightHistory
+from .models import (
+    OUTCOMES,
+    SIGNALS,
+    AgentSession,
+    InjectionCandidate,
+    UpdateBatch,
+    UseEvent,
+    WeightChange,
+    WeightChangeBlock,
+    WeightHistory,
+)
 
 log = logging.getLogger(__name__)
 
@@ -373,7 +383,7 @@ def _audit_batch(batch: UpdateBatch, actor, audit_extra=None) -> Result:
         batch.graph.organization_id, actor, AUDIT_ACTIONS[batch.kind], payload,
         scope={"graph": batch.graph_id, "graph_slug": batch.graph.slug},
     )
-    return Result("applied", batch.pk, batch.node_updates, batch.edge_updates, 0, batch.duration_ms, batch.conflicts, batch.details)
+    return _existing(batch, "applied")
 
 
 def _existing(batch: UpdateBatch, status: str = "duplicate") -> Result:
@@ -505,7 +515,7 @@ STOPWORDS = frozenset(
 
 def distinctive_grams(text: str) -> set[str]:
     """Word unigrams (3+ letters, not stopwords) and bigrams of adjacent such words, lower-cased."""
-    words = [w for w in WORD.findall(text.lower())]
+    words = WORD.findall(text.lower())
     grams: set[str] = set()
     previous = None
     for word in words:
@@ -721,7 +731,7 @@ def _write_outcome(batch: UpdateBatch, session_id: int, outcome: str, *, new_exp
 # 3. Decay
 
 
-def decay_period(graph: Graph, now: datetime | None = None) -> tuple[int, datetime, datetime]:
+def decay_period(graph: Graph, now: datetime | None = None, *, policy=None) -> tuple[int, datetime, datetime]:
     """(period index, start of the current period, cutoff) for the graph's policy at ``now``.
 
     Periods are ``decay_period_days`` long, counted from the Unix epoch in UTC. The run for period
@@ -729,7 +739,7 @@ def decay_period(graph: Graph, now: datetime | None = None) -> tuple[int, dateti
     during the last full period, nor since.
     """
     now = now or datetime.now(timezone.utc)
-    days = graph.current_policy().decay_period_days
+    days = (policy or graph.current_policy()).decay_period_days
     epoch = datetime(1970, 1, 1, tzinfo=timezone.utc)
     index = (now - epoch).days // days
     start = epoch + timedelta(days=index * days)
@@ -773,7 +783,7 @@ def _edge_chunk_once(graph, kind, actor, *, key, lo, hi, details, where, params,
     chunk_started = time.perf_counter()
     # Settings for this chunk's transaction: the UPDATE walks the primary key (see _update_range), and
     # the commit does not wait for its WAL flush (never relaxed for a caller's own transaction).
-    settings = ["set_config('enable_seqscan', 'off', true)", "set_config('enable_bitmapscan', 'off', true)"]
+    settings = [_ID_ORDER_SCANS]
     if not connection.in_atomic_block:
         settings.append("set_config('synchronous_commit', 'off', true)")
     with transaction.atomic():
@@ -840,7 +850,7 @@ def decay(actor, graph: Graph, *, now: datetime | None = None, chunk_size: int =
     """
     started = time.perf_counter()
     policy = graph.current_policy()
-    period, _start, cutoff = decay_period(graph, now)
+    period, _start, cutoff = decay_period(graph, now, policy=policy)
     rate, floor = policy.decay_rate, policy.weight_floor
     details = {"period": period, "cutoff": cutoff.isoformat(), "rate": rate, "floor": floor}
     summary = {**details, "batches": [], "skipped_chunks": 0}
@@ -868,7 +878,7 @@ def decay(actor, graph: Graph, *, now: datetime | None = None, chunk_size: int =
 def decay_preview(graph: Graph, *, now: datetime | None = None, limit: int = 20) -> dict:
     """What ``decay`` would change now, without writing: the count and the first ``limit`` edges."""
     policy = graph.current_policy()
-    period, _start, cutoff = decay_period(graph, now)
+    period, _start, cutoff = decay_period(graph, now, policy=policy)
     rate, floor = policy.decay_rate, policy.weight_floor
     params = {"graph": graph.pk, "cutoff": cutoff, "floor": floor, "rate": rate, "limit": limit}
     with connection.cursor() as cur:
@@ -984,11 +994,12 @@ def rollback(actor, batch: UpdateBatch, *, force: bool = False) -> Result:
     started = time.perf_counter()
     with transaction.atomic():
         target = UpdateBatch.objects.select_for_update().select_related("graph").get(pk=batch.pk)
-        if target.status == "rolled_back" or UpdateBatch.objects.filter(rollback_of=target).exists():
+        # rollback() is the only writer of rollback_of, and it marks the batch rolled_back in the same transaction.
+        if target.status == "rolled_back":
             raise RollbackRefused(f"batch {target.pk} has already been rolled back.")
-        if (target.node_updates or target.edge_updates) and not WeightHistory.objects.filter(batch=target).exists():
-            raise RollbackRefused(f"batch {target.pk}'s weight history has expired (retention); it cannot be rolled back.")
         history = "blocks" if WeightChangeBlock.objects.filter(batch=target).exists() else "rows"
+        if (target.node_updates or target.edge_updates) and history == "rows" and not WeightChange.objects.filter(batch=target).exists():
+            raise RollbackRefused(f"batch {target.pk}'s weight history has expired (retention); it cannot be rolled back.")
         graph = target.graph
         new = _start_batch(graph, "rollback", actor, rollback_of=target,
                            details={"rollback_of": target.pk, "rolled_back_kind": target.kind, "force": force})

@@ -57,7 +57,6 @@ BATCH_ID = OpenApiParameter("id", int, OpenApiParameter.PATH, description="The b
 
 
 # Authenticated first (an anonymous caller gets 401/403, not a tenancy 404), then the role for writes.
-PERMISSIONS = [IsAuthenticated, RoleForWrites]
 
 
 def _enqueue(task, **kwargs) -> str:
@@ -163,9 +162,10 @@ def report_outcome(user, graph, external_id: str, data: dict, client_key: str = 
         previous = UpdateBatch.objects.filter(trigger_session=session, kind="outcome").order_by("-id").first()
         if previous is not None:
             return {"status": "duplicate", "batch": previous.pk}, status.HTTP_200_OK
-    if not session.injections.exists():
-        return _no_op(actions.fall_through("no_injection", "the session has no context injection", **context))
+    # A selected candidate implies an injection: one query in the usual case.
     if not InjectionCandidate.objects.filter(graph_id=session.graph_id, injection__session=session, selected=True).exists():
+        if not session.injections.exists():
+            return _no_op(actions.fall_through("no_injection", "the session has no context injection", **context))
         return _no_op(actions.fall_through("nothing_surfaced", "the session's injections surfaced nothing", **context))
     key = _key(client_key, "outcome", session)
     task_id = _enqueue(tasks.apply_outcome_task, graph_id=session.graph_id, external_id=external_id, outcome=outcome,
@@ -176,7 +176,6 @@ def report_outcome(user, graph, external_id: str, data: dict, client_key: str = 
 class SessionReportView(GraphScopedMixin, APIView):
     """Base of the three session reports: graph through tenancy, analyst role; the work is in report_*()."""
 
-    permission_classes = PERMISSIONS
     write_role = "analyst"
     serializer_class = None
     report = None
@@ -224,7 +223,6 @@ class OutcomeView(SessionReportView):
 
 
 class GraphOperationView(GraphScopedMixin, APIView):
-    permission_classes = PERMISSIONS
     write_role = "operator"
 
 
@@ -270,7 +268,6 @@ class MetricsView(GraphScopedMixin, generics.ListAPIView):
     """A graph's daily metrics rollup between ``from`` and ``to`` (UTC dates, inclusive; default: last 30 days)."""
 
     serializer_class = DailyMetricSerializer
-    permission_classes = PERMISSIONS
     pagination_class = None
 
     def get_queryset(self):
@@ -293,7 +290,7 @@ class MetricsView(GraphScopedMixin, generics.ListAPIView):
 class BatchScopedMixin:
     """Batches of the caller's organizations; another organization's batch is a 404."""
 
-    permission_classes = PERMISSIONS
+    permission_classes = [IsAuthenticated, RoleForWrites]
     write_role = "operator"
 
     def batch(self) -> UpdateBatch:

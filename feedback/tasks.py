@@ -39,6 +39,10 @@ def _refused(exc: actions.FeedbackError, **context) -> dict:
     return {"status": "refused", "field": exc.field, "reason": exc.message, **context}
 
 
+def _graph(graph_id):
+    return Graph.objects.select_related("organization").filter(pk=graph_id).first()
+
+
 def _session(graph_id, external_id):
     return AgentSession.objects.select_related("graph", "graph__organization").filter(graph_id=graph_id, external_id=external_id).first()
 
@@ -73,7 +77,7 @@ def apply_response_task(graph_id: int, external_id: str, response: str, idempote
 def apply_outcome_task(graph_id: int, external_id: str, outcome: str, alpha=None, idempotency_key: str | None = None,
                        user_id: int | None = None) -> dict:
     """Apply a session's outcome EMA (``actions.apply_outcome``)."""
-    graph = Graph.objects.select_related("organization").filter(pk=graph_id).first()
+    graph = _graph(graph_id)
     if graph is None:
         return actions.fall_through("unknown_graph", "outcome for an unknown graph", graph=graph_id, session=external_id).as_dict()
     try:
@@ -86,7 +90,7 @@ def apply_outcome_task(graph_id: int, external_id: str, outcome: str, alpha=None
 @shared_task(name="feedback.decay_graph")
 def decay_graph_task(graph_id: int, user_id: int | None = None) -> dict:
     """Decay one graph for the current period (idempotent per period and chunk)."""
-    graph = Graph.objects.select_related("organization").filter(pk=graph_id).first()
+    graph = _graph(graph_id)
     if graph is None:
         return {"status": "unknown_graph", "graph": graph_id}
     return actions.decay(_actor(user_id, "task:feedback.decay"), graph).as_dict()
@@ -104,7 +108,7 @@ def decay_all_task() -> list[int]:
 @shared_task(name="feedback.normalize_graph")
 def normalize_graph_task(graph_id: int, idempotency_key: str | None = None, user_id: int | None = None) -> dict:
     """Rescale a graph's edge weights so the largest is 1.0 (``actions.normalize``)."""
-    graph = Graph.objects.select_related("organization").filter(pk=graph_id).first()
+    graph = _graph(graph_id)
     if graph is None:
         return {"status": "unknown_graph", "graph": graph_id}
     return actions.normalize(_actor(user_id, "task:feedback.normalize"), graph, idempotency_key=idempotency_key).as_dict()

@@ -190,16 +190,17 @@ def do_explain(user, injection_id: int, i, j, node) -> dict:
         raise ToolError(f"Injection {injection_id} not found.")
     params = _validated(rs.ExplainQuerySerializer, {"i": i, "j": j})
     i, j = params.get("i"), params.get("j")
+    if node is not None and (i is not None or j is not None):
+        raise _invalid({"node": ["Give either node, or the ranks i and j, not both."]})
+    result = service.explain(injection)
+    candidates = result["candidates"]
     if node is not None:
-        if i is not None or j is not None:
-            raise _invalid({"node": ["Give either node, or the ranks i and j, not both."]})
-        rank = injection.candidates.filter(node_id=node).order_by("rank").values_list("rank", flat=True).first()
+        rank = min((c["rank"] for c in candidates if c["node"] == node), default=None)
         if rank is None:
             raise _invalid({"node": [f"Node {node} is not a candidate of injection {injection.pk}."]})
-        count = injection.candidates.count()
         # Compare with the candidate just above it; the top candidate with the runner-up.
-        i, j = (rank, rank - 1) if rank > 1 else ((1, 2) if count > 1 else (None, None))
-    result = call_service(service.explain, injection, i, j)
+        i, j = (rank, rank - 1) if rank > 1 else ((1, 2) if len(candidates) > 1 else (None, None))
+    result["comparison"] = call_service(service.compare, candidates, i, j)
     result["feedback_batches"] = [
         {"id": b.pk, "kind": b.kind, "status": b.status, "node_updates": b.node_updates, "edge_updates": b.edge_updates,
          "conflicts": b.conflicts, "details": b.details, "finished_at": b.finished_at}

@@ -350,21 +350,27 @@ def explain(injection: ContextInjection, i: int | None = None, j: int | None = N
         "injection": injection.pk, "session": injection.session.external_id, "query": injection.query, "mode": injection.mode,
         "policy_revision": injection.policy_revision.revision, "budget_unit": injection.budget_unit,
         "budget": injection.budget, "spent": injection.spent, "created_at": injection.created_at,
-        "candidates": [candidate_dict(c) for c in cands], "comparison": None,
+        "candidates": [candidate_dict(c) for c in cands],
     }
-    if i is not None or j is not None:
-        if i is None or j is None:
-            raise RankingInputError({"i" if i is None else "j": ["Give both i and j to compare two ranks."]})
-        by_rank = {c.rank: c for c in cands}
-        for name, value in (("i", i), ("j", j)):
-            if value not in by_rank:
-                raise RankingInputError({name: [f"No candidate at rank {value} (this injection has {len(cands)})."]})
-        ci, cj = by_rank[i], by_rank[j]
-        result["comparison"] = {
-            "i": i, "j": j, "total_i": ci.total, "total_j": cj.total, "difference": ci.total - cj.total,
-            "components": scoring.explain_pair(ci.components, cj.components),
-        }
+    result["comparison"] = compare(result["candidates"], i, j)
     return result
+
+
+def compare(candidates: list[dict], i: int | None, j: int | None) -> dict | None:
+    """Why rank i beat rank j, from ``explain``'s candidate dicts; None when neither rank is given."""
+    if i is None and j is None:
+        return None
+    if i is None or j is None:
+        raise RankingInputError({"i" if i is None else "j": ["Give both i and j to compare two ranks."]})
+    by_rank = {c["rank"]: c for c in candidates}
+    for name, value in (("i", i), ("j", j)):
+        if value not in by_rank:
+            raise RankingInputError({name: [f"No candidate at rank {value} (this injection has {len(candidates)})."]})
+    ci, cj = by_rank[i], by_rank[j]
+    return {
+        "i": i, "j": j, "total_i": ci["total"], "total_j": cj["total"], "difference": ci["total"] - cj["total"],
+        "components": scoring.explain_pair(ci["components"], cj["components"]),
+    }
 
 
 # ---------------------------------------------------------------------------------------------

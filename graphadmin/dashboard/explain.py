@@ -70,13 +70,13 @@ def injection_detail(request, graph_id, injection_id):
     )
     i, j = request.GET.get("i"), request.GET.get("j")
     comparison_error = None
+    explained = service.explain(injection)
     try:
-        explained = service.explain(
-            injection, int(i) if i and i.isdigit() else None, int(j) if j and j.isdigit() else None
+        explained["comparison"] = service.compare(
+            explained["candidates"], int(i) if i and i.isdigit() else None, int(j) if j and j.isdigit() else None
         )
     except RankingInputError as exc:
         comparison_error = "; ".join(f"{k}: {' '.join(v)}" for k, v in exc.errors.items())
-        explained = service.explain(injection)
     candidates = explained["candidates"]
     titles = dict(Node.objects.filter(graph=access.graph, pk__in=[c["node"] for c in candidates]).values_list("pk", "title"))
     for c in candidates:

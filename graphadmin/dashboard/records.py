@@ -32,17 +32,12 @@ def _history_figure(title: str, changes) -> dict:
     return charts.figure(title, series, yaxis={"range": [0, 1], "title": {"text": "value"}})
 
 
-def _recent_changes(graph, kind: str, target_id: int):
-    """The latest changes of one node or edge, oldest first, from both history shapes."""
-    return list(reversed(list(WeightHistory.objects.of(graph, kind, target_id, latest=HISTORY_LIMIT))))
-
-
 def _record_page(request, access, kind: str, record, title: str, **context):
     """A node or edge page: the record, its latest 20 changes and its history chart (last 500 changes)."""
-    changes = _recent_changes(access.graph, kind, record.pk)
+    latest = list(WeightHistory.objects.of(access.graph, kind, record.pk, latest=HISTORY_LIMIT))  # newest first
     return render(request, f"dashboard/{kind}.html", {
-        "access": access, kind: record, "changes": changes[-20:][::-1],
-        "history": _history_figure(title, changes) if changes else None, **context,
+        "access": access, kind: record, "changes": latest[:20],
+        "history": _history_figure(title, latest[::-1]) if latest else None, **context,
     })
 
 
