@@ -110,12 +110,12 @@ def _json(payload: Any) -> Any:
 def _graph(user, graph_id: int, role: str):
     """The graph through the caller's tenancy (else 'not found'), with at least ``role`` (else refused)."""
     from graphadmin.models import Graph
-    from graphadmin.models.tenancy import role_at_least, role_for
+    from graphadmin.models.tenancy import role_at_least
 
-    graph = Graph.objects.for_user(user).filter(pk=graph_id).first()
+    graph = Graph.objects.with_role(user).filter(pk=graph_id).first()
     if graph is None:
         raise ToolError(f"Graph {graph_id} not found.")
-    if not role_at_least(role_for(user, graph.organization_id), role):
+    if not role_at_least(graph.user_role, role):
         raise ToolError(f"Permission denied: your role in this organization may not do this (needs {role}).")
     return graph
 

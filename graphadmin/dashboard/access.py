@@ -8,7 +8,7 @@ from django.core.exceptions import PermissionDenied
 from django.shortcuts import get_object_or_404
 
 from graphadmin.models import Graph
-from graphadmin.models.tenancy import role_at_least, role_for
+from graphadmin.models.tenancy import role_at_least
 
 
 @dataclass(frozen=True)
@@ -29,8 +29,7 @@ class Access:
 
 def graph_access(request, graph_id: int, needed: str = "reviewer") -> Access:
     """Fetch the graph through the user's organizations (404 otherwise) and require ``needed``."""
-    graph = get_object_or_404(Graph.objects.for_user(request.user).select_related("organization"), pk=graph_id)
-    role = role_for(request.user, graph.organization_id)
-    if not role_at_least(role, needed):
+    graph = get_object_or_404(Graph.objects.with_role(request.user).select_related("organization"), pk=graph_id)
+    if not role_at_least(graph.user_role, needed):
         raise PermissionDenied(f"This page needs the {needed} role.")
-    return Access(graph=graph, role=role)
+    return Access(graph=graph, role=graph.user_role)

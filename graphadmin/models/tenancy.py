@@ -30,6 +30,12 @@ class TenantQuerySet(models.QuerySet):
         prefix = f"{self.org_path}__" if self.org_path else ""
         return self.filter(**{f"{prefix}memberships__user": user, f"{prefix}memberships__role__in": roles})
 
+    def with_role(self, user):
+        """``for_user``, each row annotated with the user's role in its organization as ``user_role`` (one query)."""
+        memberships = Membership.objects.filter(user_id=getattr(user, "pk", None), organization=models.OuterRef(self.org_path))
+        role = memberships.values("role")[:1]
+        return self.for_user(user).annotate(user_role=models.Subquery(role))
+
 
 class Organization(models.Model):
     """A tenant. Users see and touch only the data of organizations they are members of."""

@@ -362,25 +362,24 @@ def embed_pending(graph_id: int, progress: ProgressFn | None = None) -> dict:
     are not touched, and each batch is written in one statement.
     """
     embedder = get_embedder()
-    size = settings.EMBED_BATCH_SIZE
-    done = {"nodes": 0, "edges": 0}
-    node_ids = list(Node.objects.filter(graph_id=graph_id, archived=False, embedding__isnull=True).values_list("id", flat=True))
-    for i in range(0, len(node_ids), size):
+    return {
+        "nodes": _fill_missing(Node, "embedding", ("title", "text"), node_embedding_text, graph_id, embedder, progress),
+        "edges": _fill_missing(Edge, "triplet_embedding", ("source__title", "edge_type__name", "target__title"), triplet_text,
+                               graph_id, embedder),
+    }
+
+
+def _fill_missing(model, field: str, columns: tuple, text_of, graph_id: int, embedder, progress: ProgressFn | None = None) -> int:
+    """Embed the active rows of ``model`` whose ``field`` is empty, EMBED_BATCH_SIZE per transaction."""
+    missing = {f"{field}__isnull": True}
+    ids = list(model.objects.filter(graph_id=graph_id, archived=False, **missing).values_list("id", flat=True))
+    done, size = 0, settings.EMBED_BATCH_SIZE
+    for i in range(0, len(ids), size):
         with transaction.atomic():
-            rows = list(Node.objects.filter(graph_id=graph_id, id__in=node_ids[i : i + size], embedding__isnull=True).values_list("id", "title", "text"))
-            vecs = embedder.embed([node_embedding_text(t, x) for _i, t, x in rows])
-            Node.objects.bulk_update([Node(id=pk, embedding=v) for (pk, _t, _x), v in zip(rows, vecs)], ["embedding"])
-        done["nodes"] += len(rows)
+            rows = list(model.objects.filter(graph_id=graph_id, id__in=ids[i : i + size], **missing).values_list("id", *columns))
+            vecs = embedder.embed([text_of(*row[1:]) for row in rows])
+            model.objects.bulk_update([model(id=row[0], **{field: v}) for row, v in zip(rows, vecs)], [field])
+        done += len(rows)
         if progress:
-            progress("embed", done["nodes"], len(node_ids))
-    edge_ids = list(Edge.objects.filter(graph_id=graph_id, archived=False, triplet_embedding__isnull=True).values_list("id", flat=True))
-    for i in range(0, len(edge_ids), size):
-        with transaction.atomic():
-            rows = list(
-                Edge.objects.filter(graph_id=graph_id, id__in=edge_ids[i : i + size], triplet_embedding__isnull=True)
-                .values_list("id", "source__title", "edge_type__name", "target__title")
-            )
-            vecs = embedder.embed([triplet_text(s, n, t) for _i, s, n, t in rows])
-            Edge.objects.bulk_update([Edge(id=pk, triplet_embedding=v) for (pk, *_rest), v in zip(rows, vecs)], ["triplet_embedding"])
-        done["edges"] += len(rows)
+            progress("embed", done, len(ids))
     return done
