@@ -32,6 +32,7 @@ from dataclasses import asdict, dataclass, field
 from datetime import datetime, timedelta, timezone
 
 from django.db import OperationalError, connection, transaction
+from django.db.models import Q
 from psycopg.errors import DeadlockDetected
 
 from graphadmin import audit
@@ -422,13 +423,17 @@ class UseItem:
 
 def apply_uses(actor, session: AgentSession, items: list[UseItem], *, source: str = "api",
                learning_rate: float | None = None, idempotency_key: str | None = None) -> Result:
-    """Record use events and reinforce what was used: ``w += lr * (1 - w)``; negative: ``w -= rate * w``.
+    """Record use events and reinforce what was used and the paths that surfaced it.
 
-    Edges move ``weight``; nodes (which have no reinforcement weight of their own) move
-    ``feedback_weight``. Surfaced but unreported items do not change. Each target moves at most once
-    per call; the same target with two different signals in one call is refused. ``learning_rate``
-    overrides the policy's (for both signals) within its bounds. With ``idempotency_key`` a repeated
-    call (a retried task) returns the first batch.
+    A used node moves up, ``w += lr * (1 - w)``, and so does every edge on the path that surfaced
+    it in this session's injections (credit to the path, ``path_credit``); a node flagged negative
+    moves down, ``w -= negative_rate * w``, with the last edge of its path. Edges move ``weight``;
+    nodes (which have no reinforcement weight of their own) move ``feedback_weight``. Surfaced but
+    unreported items do not change. Each node or edge moves at most once per session: a target
+    already credited (or flagged) in this session is skipped, so reporting a use again moves
+    nothing more. The same target with two different signals in one call is refused.
+    ``learning_rate`` overrides the policy's (for both signals) within its bounds. With
+    ``idempotency_key`` a repeated call (a retried task) returns the first batch.
     """
     started = time.perf_counter()
     graph = session.graph
@@ -450,19 +455,30 @@ def apply_uses(actor, session: AgentSession, items: list[UseItem], *, source: st
     neg = _bounded("negative_rate", learning_rate, policy.negative_rate)
 
     with transaction.atomic():
+        # The session row orders concurrent reports of one session, so "once per session" holds; the
+        # checks below run after the lock, so a report that waited sees what the first one committed.
+        AgentSession.objects.select_for_update().filter(pk=session.pk).first()
         if idempotency_key:
             done = UpdateBatch.objects.filter(idempotency_key=idempotency_key).first()
             if done:
                 return _existing(done)
         _check_targets(graph, unique)
+        targets = [(i, source) for i in unique] + [(i, "path") for i in path_credit(session, unique)]
+        credited = _already_credited(session, [i for i, _s in targets])
+        targets = [(i, s) for i, s in targets if (i.kind, i.id) not in credited]
+        if not targets:
+            return fall_through("already_credited", "every reported item was already credited in this session",
+                                graph=graph.pk, session=session.external_id)
         events = UseEvent.objects.bulk_create([
-            UseEvent(graph=graph, session=session, injection_id=i.injection_id, signal=i.signal, source=source,
+            UseEvent(graph=graph, session=session, injection_id=i.injection_id, signal=i.signal, source=s,
                      node_id=i.id if i.kind == "node" else None, edge_id=i.id if i.kind == "edge" else None)
-            for i in unique
+            for i, s in targets
         ])
+        reported = [i for i, s in targets if s != "path"]
         batch = _start_batch(graph, "reinforce", actor, session=session, key=idempotency_key,
                              details={"learning_rate": lr, "negative_rate": neg, "source": source,
-                                      "signals": {s: sum(1 for i in unique if i.signal == s) for s in SIGNALS}})
+                                      "signals": {s: sum(1 for i in reported if i.signal == s) for s in SIGNALS},
+                                      "path_edges": sorted(i.id for i, s in targets if s == "path")})
         if batch is None:
             # A concurrent run with the same key committed first: drop our use events, answer with its batch.
             existing = UpdateBatch.objects.get(idempotency_key=idempotency_key)
@@ -471,7 +487,7 @@ def apply_uses(actor, session: AgentSession, items: list[UseItem], *, source: st
         new_expr = f"CASE WHEN i.event = 'negative' THEN i.before - {neg!r} * i.before ELSE i.before + {lr!r} * (1 - i.before) END"
         kinds, changes, params = [], [], {}
         for kind, table, field_name in (("edge", EDGE_TABLE, "weight"), ("node", NODE_TABLE, "feedback_weight")):
-            chosen = [(i, e) for i, e in zip(unique, events) if i.kind == kind]
+            chosen = [(i, e) for (i, _s), e in zip(targets, events) if i.kind == kind]
             if not chosen:
                 continue
             params.update({f"{kind}_ids": [i.id for i, _ in chosen], f"{kind}_signals": [i.signal for i, _ in chosen],
@@ -484,6 +500,45 @@ def apply_uses(actor, session: AgentSession, items: list[UseItem], *, source: st
         counts = {"edge": 0, "node": 0, **dict(zip(kinds, written))}
         return _finish(batch, actor, started, node_updates=counts["node"], edge_updates=counts["edge"],
                        audit_extra={"session": session.external_id, "source": source})
+
+
+def path_credit(session: AgentSession, items: list[UseItem]) -> list[UseItem]:
+    """The edges a report credits besides its items: the paths that surfaced the reported nodes.
+
+    For each node used (explicit or implicit), every edge on its path in the session's injections
+    where it was selected; for a node flagged negative, the last edge of each such path. An edge
+    credited both ways (one used node's path, another's wrong last step) moves up only: a path that
+    led to something useful is not blamed for a detour. Edges reported themselves keep their own
+    signal. One query.
+    """
+    nodes = {i.id: i for i in items if i.kind == "node"}
+    if not nodes:
+        return []
+    rows = InjectionCandidate.objects.filter(
+        graph_id=session.graph_id, injection__session=session, node_id__in=list(nodes), selected=True
+    ).values_list("node_id", "injection_id", "edge_id", "features")
+    reported_edges = {i.id for i in items if i.kind == "edge"}
+    credit: dict[int, UseItem] = {}
+    for node_id, injection_id, edge_id, features in rows:
+        path = (features or {}).get("path") or ([edge_id] if edge_id else [])
+        item = nodes[node_id]
+        edges = path[-1:] if item.signal == "negative" else path
+        for edge in edges:
+            if edge in reported_edges:
+                continue
+            previous = credit.get(edge)
+            if previous is None or (previous.signal == "negative" and item.signal != "negative"):
+                credit[edge] = UseItem("edge", edge, item.signal, injection_id)
+    return [credit[e] for e in sorted(credit)]
+
+
+def _already_credited(session: AgentSession, items: list[UseItem]) -> set[tuple[str, int]]:
+    """The (kind, id) among ``items`` that already have a use event in this session (one query)."""
+    nodes = [i.id for i in items if i.kind == "node"]
+    edges = [i.id for i in items if i.kind == "edge"]
+    found = UseEvent.objects.filter(graph_id=session.graph_id, session=session).filter(
+        Q(node_id__in=nodes) | Q(edge_id__in=edges)).values_list("node_id", "edge_id")
+    return {("node", n) if n else ("edge", e) for n, e in found}
 
 
 def _check_targets(graph: Graph, items: list[UseItem]) -> None:
@@ -558,7 +613,7 @@ def detect_implicit(candidates: list[dict], response: str, threshold: float, min
 def apply_response(actor, session: AgentSession, response: str, *, idempotency_key: str | None = None) -> Result:
     """Detect which selected candidates of the session the response used, and reinforce them as implicit.
 
-    A used candidate reinforces its node and the edge it was reached through (if any).
+    A used candidate reinforces its node and, through ``apply_uses``, the path that surfaced it.
     """
     graph = session.graph
     if not graph.feedback_enabled:
@@ -576,11 +631,7 @@ def apply_response(actor, session: AgentSession, response: str, *, idempotency_k
     used = detect_implicit(candidates, response, graph.current_policy().implicit_threshold)
     if not used:
         return fall_through("nothing_detected", "the response used no surfaced item", graph=graph.pk, session=session.external_id)
-    items = []
-    for c in used:
-        items.append(UseItem("node", c["node_id"], "implicit", c["injection_id"]))
-        if c["edge_id"]:
-            items.append(UseItem("edge", c["edge_id"], "implicit", c["injection_id"]))
+    items = [UseItem("node", c["node_id"], "implicit", c["injection_id"]) for c in used]
     return apply_uses(actor, session, items, source="response", idempotency_key=idempotency_key)
 
 
