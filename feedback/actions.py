@@ -64,6 +64,7 @@ AUDIT_ACTIONS = {
     "decay": "graph.decay",
     "normalize": "graph.normalize",
     "manual": "graph.weights.set",
+    "link": "graph.links.learn",
     "rollback": "batch.rollback",
 }
 
@@ -1028,6 +1029,134 @@ def set_weights(actor, graph: Graph, values: list[ManualValue], *, reason: str =
 
 
 # --------------------------------------------------------------------------------------------------
+# 4b. Links the graph learns: co_used edges
+
+CO_USED = "co_used"
+CO_USED_DESCRIPTION = "Learned: both notes were used in the same accepted sessions (created by feedback, not by an import)."
+
+
+def co_used_pairs(session: AgentSession, threshold: int) -> list[tuple[int, int, int]]:
+    """(a, b, sessions) for pairs of nodes used in ``session`` that are used together in at least
+    ``threshold`` accepted sessions of the graph and that no edge links (either way, any type; an
+    archived co_used edge counts, so a rolled-back link stays undone). a < b.
+
+    "Used" is an explicit or implicit use event on the node itself (path credit is not a use).
+    Raw SQL: a self-join of the session's uses with the graph's, grouped by pair, that the ORM
+    would write as several queries; every table filtered by graph_id.
+    """
+    sql = f"""
+        WITH mine AS (
+            SELECT DISTINCT u.node_id FROM feedback_useevent u
+            WHERE u.graph_id = %(graph)s AND u.session_id = %(session)s AND u.node_id IS NOT NULL
+              AND u.signal IN ('explicit', 'implicit') AND u.source <> 'path'
+        ),
+        pairs AS (SELECT a.node_id AS a, b.node_id AS b FROM mine a JOIN mine b ON a.node_id < b.node_id),
+        together AS (
+            SELECT p.a, p.b, count(DISTINCT ua.session_id) AS n
+            FROM pairs p
+            JOIN feedback_useevent ua ON ua.graph_id = %(graph)s AND ua.node_id = p.a
+                 AND ua.signal IN ('explicit', 'implicit') AND ua.source <> 'path'
+            JOIN feedback_useevent ub ON ub.graph_id = %(graph)s AND ub.node_id = p.b AND ub.session_id = ua.session_id
+                 AND ub.signal IN ('explicit', 'implicit') AND ub.source <> 'path'
+            JOIN feedback_agentsession s ON s.id = ua.session_id AND s.graph_id = %(graph)s AND s.outcome = 'accepted'
+            GROUP BY p.a, p.b
+            HAVING count(DISTINCT ua.session_id) >= %(threshold)s
+        )
+        SELECT t.a, t.b, t.n FROM together t
+        WHERE NOT EXISTS (
+            SELECT 1 FROM {EDGE_TABLE} e
+            JOIN graphadmin_edgetype et ON et.id = e.edge_type_id AND et.graph_id = %(graph)s
+            WHERE e.graph_id = %(graph)s AND ((e.source_id = t.a AND e.target_id = t.b) OR (e.source_id = t.b AND e.target_id = t.a))
+              AND (NOT e.archived OR et.name = %(co_used)s)
+        )
+        ORDER BY t.a, t.b
+    """
+    with connection.cursor() as cur:
+        cur.execute(sql, {"graph": session.graph_id, "session": session.pk, "threshold": threshold, "co_used": CO_USED})
+        return [tuple(r) for r in cur.fetchall()]
+
+
+def link_co_used(actor, session: AgentSession) -> Result:
+    """Link what keeps being used together: a ``co_used`` edge for each pair of ``co_used_pairs``.
+
+    Run after an accepted outcome. Co-use is symmetric and expansion follows edges forward, so each
+    pair gets an edge both ways, weight and feedback weight neutral (0.5), with its triplet
+    embedding. The edge type ``co_used`` (priority 0) is created on first use and tuned like any
+    other. One ``link`` batch (details: the edges and the pairs) and one audit event; rolling the
+    batch back archives the edges. A clean no-op when feedback is off, the session is not accepted
+    or no pair qualifies.
+    """
+    from graphadmin.embeddings import embed_texts
+    from graphadmin.models import EdgeType
+    from graphadmin.vault.load import triplet_text
+
+    started = time.perf_counter()
+    graph = session.graph
+    context = {"graph": graph.pk, "session": session.external_id}
+    if not graph.feedback_enabled:
+        return fall_through("feedback_disabled", "feedback is disabled for this graph", **context)
+    if session.outcome != "accepted":
+        return fall_through("not_accepted", "links are learned from accepted sessions only", **context)
+    policy = graph.current_policy()
+    with transaction.atomic():
+        # The session lock orders two links of the same session; ON CONFLICT below, two sessions'.
+        AgentSession.objects.select_for_update().filter(pk=session.pk).first()
+        pairs = co_used_pairs(session, policy.co_use_min_sessions)
+        if not pairs:
+            return fall_through("no_new_links", "no unlinked pair was used together often enough", **context)
+        edge_type, _ = EdgeType.objects.get_or_create(graph=graph, name=CO_USED,
+                                                      defaults={"priority": 0.0, "description": CO_USED_DESCRIPTION})
+        titles = dict(Node.objects.filter(graph=graph, pk__in={n for a, b, _n in pairs for n in (a, b)}).values_list("id", "title"))
+        ends = [(a, b) for a, b, _n in pairs] + [(b, a) for a, b, _n in pairs]
+        vectors = embed_texts([triplet_text(titles[a], CO_USED, titles[b]) for a, b in ends])
+        batch = _start_batch(graph, "link", actor, session=session,
+                             details={"threshold": policy.co_use_min_sessions, "pairs": [list(p) for p in pairs]})
+        with connection.cursor() as cur:
+            cur.execute(
+                f"""INSERT INTO {EDGE_TABLE} (graph_id, source_id, target_id, edge_type_id, weight, feedback_weight,
+                                              triplet_embedding, archived, created_at, updated_at)
+                    SELECT %(graph)s, x.s, x.t, %(type)s, 0.5, 0.5, x.v::vector, false, now(), now()
+                    FROM unnest(%(sources)s::bigint[], %(targets)s::bigint[], %(vectors)s::text[]) AS x(s, t, v)
+                    ON CONFLICT (source_id, target_id, edge_type_id) DO NOTHING
+                    RETURNING id""",
+                {"graph": graph.pk, "type": edge_type.pk, "sources": [a for a, _b in ends], "targets": [b for _a, b in ends],
+                 "vectors": [_vector_text(v) for v in vectors]},
+            )
+            created = sorted(r[0] for r in cur.fetchall())
+        batch.details["created_edges"] = created
+        return _finish(batch, actor, started, edge_updates=len(created),
+                       audit_extra={"session": session.external_id, "created_edges": created, "edge_type": CO_USED})
+
+
+def _vector_text(vector) -> str | None:
+    if vector is None or not any(vector):
+        return None
+    return "[" + ",".join(repr(float(x)) for x in vector) + "]"
+
+
+def _rollback_links(actor, target: UpdateBatch, started: float, *, undo: bool) -> Result:
+    """Roll back a ``link`` batch (archive the edges it created) or the rollback of one (restore them).
+
+    Links hold no weight change to restore: the edges themselves are what the batch made. An edge
+    already in the wanted state is left alone and counted as a conflict.
+    """
+    graph = target.graph
+    edges = target.details.get("created_edges" if target.kind == "link" else "edges", [])
+    new = _start_batch(graph, "rollback", actor, rollback_of=target,
+                       details={"rollback_of": target.pk, "rolled_back_kind": "link" if undo else "link_rollback",
+                                "edges": edges, "force": False})
+    changed = list(Edge.objects.filter(graph=graph, pk__in=edges, archived=not undo).values_list("pk", flat=True))
+    Edge.objects.filter(graph=graph, pk__in=changed).update(archived=undo)
+    conflicts = len(edges) - len(changed)
+    new.details.update({"archived" if undo else "restored": sorted(changed), "conflict_ids": {}})
+    target.status = "rolled_back"
+    target.save(update_fields=["status"])
+    return _finish(new, actor, started, edge_updates=len(changed), conflicts=conflicts,
+                   audit_extra={"rollback_of": target.pk, "rolled_back_kind": new.details["rolled_back_kind"], "forced": False,
+                                "edges": sorted(changed)})
+
+
+# --------------------------------------------------------------------------------------------------
 # 5. Rollback
 
 
@@ -1048,6 +1177,9 @@ def rollback(actor, batch: UpdateBatch, *, force: bool = False) -> Result:
         # rollback() is the only writer of rollback_of, and it marks the batch rolled_back in the same transaction.
         if target.status == "rolled_back":
             raise RollbackRefused(f"batch {target.pk} has already been rolled back.")
+        if target.kind == "link" or target.details.get("rolled_back_kind") in ("link", "link_rollback"):
+            return _rollback_links(actor, target, started, undo=target.kind == "link" or
+                                   target.details.get("rolled_back_kind") == "link_rollback")
         history = "blocks" if WeightChangeBlock.objects.filter(batch=target).exists() else "rows"
         if (target.node_updates or target.edge_updates) and history == "rows" and not WeightChange.objects.filter(batch=target).exists():
             raise RollbackRefused(f"batch {target.pk}'s weight history has expired (retention); it cannot be rolled back.")

@@ -247,9 +247,10 @@ def entry_points(graph_id: int, query_vector, k_nodes: int, k_triplets: int) -> 
     """The retrieval's vector entry points: the top ``k_nodes`` nodes and top ``k_triplets`` triplets.
 
     Both through their HNSW index (approximate), in one transaction so the search settings are set
-    once (see ``vector_candidates``). Triplets whose ends are archived are left out.
+    once (see ``vector_candidates``). Triplets whose ends are archived are left out. No savepoint:
+    inside a caller's transaction the settings simply last until it ends (they only widen the search).
     """
-    with transaction.atomic(), connection.cursor() as cur:
+    with transaction.atomic(savepoint=False), connection.cursor() as cur:
         cur.execute(
             "SELECT set_config('hnsw.ef_search', %s, true), set_config('hnsw.iterative_scan', 'relaxed_order', true)",
             [str(ef_search_for(max(k_nodes, k_triplets)))],
@@ -315,7 +316,7 @@ def similar_surfaced(graph_id: int, query_vector, node_ids, n: int = SIMILAR_INJ
     """
     if query_vector is None or not node_ids:
         return 0, {}
-    with transaction.atomic(), connection.cursor() as cur:
+    with transaction.atomic(savepoint=False), connection.cursor() as cur:
         cur.execute("SELECT set_config('hnsw.ef_search', %s, true)", [str(ef_search_for(n))])
         cur.execute(SIMILAR_SURFACED_SQL, {"graph": graph_id, "query": vector_literal(query_vector), "n": n, "ids": list(node_ids)})
         found, ids = cur.fetchone()

@@ -17,9 +17,11 @@ Two modes (docs/ranking.md has the full formulas):
       recency     = 0.5 ** (age_days / recency_half_life_days)   (age unknown: 0)
       feedback    = feedback_weight - 0.5                 (the node's learned EMA, around neutral)
       path        = blended weight of the edge that reached it - 0.5   (no edge: 0, neutral)
+      priority    = priority of that edge's type                 (no edge: 0)
       exploration = 1 - share of similar past retrievals that surfaced it   (no history: 0)
       total       = coef_vector * vector + coef_hop * hop + coef_persona * persona + coef_recency * recency
-                    + feedback_influence * feedback + coef_path * path + exploration_coef * exploration
+                    + feedback_influence * feedback + coef_path * path + coef_priority * priority
+                    + exploration_coef * exploration
 
   The learned terms are biases around neutral: an untouched node (0.5) and an untouched edge (0.5)
   add nothing, so learning never filters a candidate out, it only moves it.
@@ -149,7 +151,7 @@ class NodeCandidate:
     days since the node's last activity, None when unknown. ``persona``: the caller's affinity for
     this node, already resolved (see ``persona_affinity``). ``feedback_weight``: the node's learned
     EMA. ``path_weight``: the blended weight of the edge that reached it (None: it entered without
-    one). ``novelty``: 1 minus the share of similar past retrievals that surfaced it (None: no
+    one); ``priority``: that edge's type priority (0 without one). ``novelty``: 1 minus the share of similar past retrievals that surfaced it (None: no
     history to compare with).
     """
 
@@ -160,6 +162,7 @@ class NodeCandidate:
     persona: float = 0.0
     feedback_weight: float = NEUTRAL
     path_weight: float | None = None
+    priority: float = 0.0
     novelty: float | None = None
 
     @property
@@ -244,7 +247,7 @@ def score_edge(c: EdgeCandidate, policy: Policy) -> Scored:
 
 
 def score_node(c: NodeCandidate, policy: Policy) -> Scored:
-    """The score of one candidate node: vector, hop, persona, recency, feedback, path and exploration.
+    """The score of one candidate node: vector, hop, persona, recency, feedback, path, priority and exploration.
 
     ``feedback`` and ``path`` are the learned numbers, each a bias around neutral (0.5 adds
     nothing); ``exploration`` is 0 whenever the policy's exploration coefficient is 0.
@@ -257,6 +260,7 @@ def score_node(c: NodeCandidate, policy: Policy) -> Scored:
         _component("recency", recency_factor(c.age_days, policy.recency_half_life_days), policy.coef_recency),
         _component("feedback", c.feedback_weight - NEUTRAL, policy.feedback_influence),
         _component("path", path, policy.coef_path),
+        _component("priority", c.priority, policy.coef_priority),
         _component("exploration", c.novelty or 0.0, policy.exploration),
     )
     return Scored(c, math.fsum(x.contribution for x in components), components)

@@ -182,7 +182,7 @@ class Candidate:
         edge = self.edge.candidate if self.edge else None
         return {
             "node_id": c.node_id, "vector": c.vector, "hops": c.hops, "age_days": c.age_days, "persona": c.persona,
-            "feedback_weight": c.feedback_weight, "path_weight": c.path_weight, "novelty": c.novelty,
+            "feedback_weight": c.feedback_weight, "path_weight": c.path_weight, "priority": c.priority, "novelty": c.novelty,
             "tokens": self.row.tokens, "entry": self.entry, "path": list(self.path), "path_hops": self.path_hops,
             "edge_id": edge.edge_id if edge else None, "edge_type": edge.edge_type if edge else None,
             "edge_source": edge.source_id if edge else None, "edge_target": edge.target_id if edge else None,
@@ -302,13 +302,13 @@ def _best(node_id, options, row: sql.NodeRow, policy: scoring.Policy, persona, n
     affinity = scoring.persona_affinity(row.kind, row.tags, persona or {})
     best = None
     for entry, reach in options:
-        weight = None
+        weight, priority = None, 0.0
         if reach.via is not None:
             e = reach.via.candidate
-            weight = scoring.blended_weight(e.weight, e.feedback_weight, policy.feedback_influence)
+            weight, priority = scoring.blended_weight(e.weight, e.feedback_weight, policy.feedback_influence), e.priority
         cand = scoring.NodeCandidate(
             node_id=node_id, vector=row.vector or 0.0, hops=anchor_hops if anchored else reach.hops, age_days=age,
-            persona=affinity, feedback_weight=row.feedback_weight, path_weight=weight, novelty=novelty,
+            persona=affinity, feedback_weight=row.feedback_weight, path_weight=weight, priority=priority, novelty=novelty,
         )
         scored = scoring.score_node(cand, policy)
         key = (scoring.sort_key(scored), ENTRY_ORDER[entry])
@@ -552,6 +552,7 @@ def _replay_order(inj: ContextInjection, cands: list[InjectionCandidate], policy
             node_id=c.features["node_id"], vector=c.features["vector"] or 0.0, hops=c.features.get("hops"),
             age_days=c.features.get("age_days"), persona=c.features.get("persona", 0.0),
             feedback_weight=c.features.get("feedback_weight", scoring.NEUTRAL), path_weight=c.features.get("path_weight"),
+            priority=priorities.get(c.features["edge_type"], c.features.get("priority", 0.0)) if c.features.get("edge_type") else 0.0,
             novelty=c.features.get("novelty"),
         ), policy)
         for c in cands
