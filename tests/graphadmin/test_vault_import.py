@@ -196,7 +196,7 @@ def test_command_reports_counts_and_unresolved(acme_graph, vault, capsys):
     call_command("import_vault", str(vault), "--graph", "memory", "--org", "acme")
     out = capsys.readouterr()
     assert "9 notes" in out.out and "nodes: 9 created" in out.out and "unresolved links: 2" in out.out
-    assert "Home: [[Ghost Note]] (related): no such note" in out.out
+    assert "    no such note (2):\n      Home: [[Ghost Note]] (related)\n" in out.out
     assert "not UTF-8" in out.err
     call_command("import_vault", str(vault), "--graph", "memory", "--org", "acme", "--dry-run")
     assert "Dry run" in capsys.readouterr().out and UpdateBatch.objects.count() == 1
