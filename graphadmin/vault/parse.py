@@ -63,6 +63,8 @@ _TAG_RUN = re.compile(r"(?<!\S)((?:#[\w/\-]+)+)")
 _HTML_COMMENT = re.compile(r"<!--.*?-->", re.DOTALL)
 # Dataview's inline field wrappers: [key:: value] (key shown) and (key:: value) (key hidden).
 _FIELD_WRAPPERS = {"[": "]", "(": ")"}
+# Like Dataview, longer lines are not searched for bracketed fields (the search is quadratic in a line).
+MAX_FIELD_LINE = 32768
 
 
 class VaultError(Exception):
@@ -376,9 +378,14 @@ def extract_links(body: str) -> list[tuple[str, str, str]]:
     such fields, a full-line ``key:: value`` field types every link of the line (Dataview reads a
     line's full-line field only when it has no bracketed one); any other link is ``related``.
     """
+    return _links_of(strip_code(body))
+
+
+def _links_of(text: str) -> list[tuple[str, str, str]]:
+    # extract_links on a body whose code and comments are already blanked.
     links: list[tuple[str, str, str]] = []
-    for line in strip_code(body).split("\n"):
-        fields = inline_fields(line) if "::" in line else []
+    for line in text.split("\n"):
+        fields = inline_fields(line) if "::" in line and len(line) <= MAX_FIELD_LINE else []
         line_type = "related"
         if not fields:
             match = _INLINE_FIELD.match(line)
@@ -411,7 +418,15 @@ def extract_tags(body: str) -> list[str]:
     ``[[Note#Heading]]``, ``https://x/#anchor`` (no whitespace before the '#'). A tag written in a
     heading's text (``## Plan #project``) is a tag, as in Obsidian.
     """
-    text = _HTML_COMMENT.sub(lambda m: re.sub(r"[^\n]", " ", m.group(0)), strip_code(body))
+    return _tags_of(strip_code(body))
+
+
+def _tags_of(text: str) -> list[str]:
+    # extract_tags on a body whose code and comments are already blanked.
+    if "#" not in text:
+        return []
+    if "<!--" in text:
+        text = _HTML_COMMENT.sub(" ", text)
     tags: list[str] = []
     seen: set[str] = set()
     for run in _TAG_RUN.finditer(text):
@@ -494,6 +509,7 @@ def parse_note(path: str, data: bytes, warnings: list[str]) -> Note | None:
             meta = loaded
         elif loaded is not None:
             warnings.append(f"{path}: frontmatter is not a mapping; imported without it.")
+    stripped = strip_code(body)  # links, fields and tags in code and comments do not count
     key = path[: -len(NOTE_SUFFIX)]
     stem = PurePosixPath(key).name
     parts = key.split("/")
@@ -508,10 +524,10 @@ def parse_note(path: str, data: bytes, warnings: list[str]) -> Note | None:
         kind=re.sub(r"[^a-z0-9_\-]+", "-", str(kind).strip().lower()).strip("-")[:50] or "note",
         text=body,
         aliases=_clean_list(meta.get("aliases", meta.get("alias"))),
-        tags=_merge_tags(_clean_list(meta.get("tags", meta.get("tag")), strip_hash=True), extract_tags(body)),
+        tags=_merge_tags(_clean_list(meta.get("tags", meta.get("tag")), strip_hash=True), _tags_of(stripped)),
         content_hash=hashlib.sha256(data).hexdigest(),
     )
-    note.raw_links = frontmatter_links(meta) + extract_links(body)
+    note.raw_links = frontmatter_links(meta) + _links_of(stripped)
     return note
 
 

@@ -198,3 +198,11 @@ def test_field_forms_in_extract_links():
         ("G", "derived_from", "wiki"), ("H", "related", "wiki"),
         ("I", "related", "wiki"),
     ]
+
+
+def test_lines_longer_than_dataview_reads_have_no_bracketed_fields(monkeypatch):
+    from graphadmin.vault import parse
+
+    monkeypatch.setattr(parse, "MAX_FIELD_LINE", 20)
+    assert extract_links("[x:: [[A]]]") == [("A", "x", "wiki")]
+    assert extract_links("[x:: [[A]]] and then some more") == [("A", "related", "wiki")]
