@@ -590,7 +590,7 @@ class Resolver:
         self.other_names = {PurePosixPath(f).name.lower() for f in other_files}
 
     def attachment(self, target: str) -> str | None:
-        """For a link to a file that is not a note: 'present' or 'missing' (ATTACHMENT_MISSING); else None.
+        """For a link to a file that is not a note: 'present' or ATTACHMENT_MISSING; None for a note link.
 
         A file of the vault with that path or name is present; a missing file counts only when its
         suffix is a known attachment format ('Release 1.2' is a note name with a dot).
