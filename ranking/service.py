@@ -143,7 +143,10 @@ TRIPLET_K = 20  # triplet entry points (edges by their "source -> type -> target
 EXPANSION_SEEDS = 10  # the best entry points expansion grows from (start nodes always)
 MAX_EXPANDED = 50  # new nodes best-first expansion may add
 MAX_EXCLUDE = 1000
-ENTRY_ORDER = {"start": 0, "vector": 1, "triplet": 2, "expansion": 3}  # tie-break between two ways in
+# Tie-break between two equally good ways in: a start node is the caller's; then a triplet hit, so a
+# node that is also an end of a matching link carries that link as its path (its use credits the
+# link, and a reinforced link lifts the node for questions that match it); then a plain vector hit.
+ENTRY_ORDER = {"start": 0, "triplet": 1, "vector": 2, "expansion": 3}
 
 
 @dataclass
@@ -269,7 +272,7 @@ def retrieve(
     for n in sorted(provisional, key=lambda n: scoring.sort_key(provisional[n])):
         if len(seeds) >= len(start_nodes) + EXPANSION_SEEDS:
             break
-        seeds.setdefault(n, min(ways[n], key=lambda w: ENTRY_ORDER[w[0]])[1])
+        seeds.setdefault(n, min(ways[n], key=lambda w: len(w[1].path))[1])  # expansion grows from the node itself
     if seeds and hops:
         edge_rows = sql.edge_candidates(graph.pk, list(seeds), qvec, hops, revision.fanout_cap)
         scored_edges = [scoring.score_edge(_edge_candidate(r), pol) for r in edge_rows]
@@ -549,7 +552,7 @@ def _replay_order(inj: ContextInjection, cands: list[InjectionCandidate], policy
     # Retrieval (and older hybrid) logs: every candidate is a node with its frozen features.
     scored = [
         scoring.score_node(scoring.NodeCandidate(
-            node_id=c.features["node_id"], vector=c.features["vector"] or 0.0, hops=c.features.get("hops"),
+            node_id=c.node_id, vector=c.features.get("vector") or 0.0, hops=c.features.get("hops"),
             age_days=c.features.get("age_days"), persona=c.features.get("persona", 0.0),
             feedback_weight=c.features.get("feedback_weight", scoring.NEUTRAL), path_weight=c.features.get("path_weight"),
             priority=priorities.get(c.features["edge_type"], c.features.get("priority", 0.0)) if c.features.get("edge_type") else 0.0,

@@ -10,9 +10,9 @@ import pytest
 from django.contrib.auth import get_user_model
 
 from feedback import actions, metrics
-from feedback.models import ContextInjection, UpdateBatch
+from feedback.models import WeightChange, ContextInjection, UpdateBatch
 from graphadmin.demo import ensure_demo
-from graphadmin.models import Edge, Node
+from graphadmin.models import Edge
 from ranking import service
 from tests.browser import chromium, login
 
@@ -25,11 +25,10 @@ def _activity(graph):
     if ContextInjection.objects.filter(graph=graph).exists():
         return
     agent = get_user_model().objects.get(username="analyst")
-    start = Node.objects.get(graph=graph, key__iendswith="system overview")
     for n, query in enumerate(["how are parcels tracked", "why kafka for events", "routing engine dependencies"]):
-        ctx = service.assemble_context(graph, session_id=f"demo-{n}", query=query, start_nodes=[start.pk], budget=5)
-        first = ctx.selected[0]
-        actions.apply_uses(agent, ctx.injection.session, [actions.UseItem("edge", first["edge"], "explicit")])
+        ctx = service.assemble_context(graph, session_id=f"demo-{n}", query=query, budget=5)
+        used = next((i for i in ctx.selected if i["path"]), ctx.selected[0])
+        actions.apply_uses(agent, ctx.injection.session, [actions.UseItem("node", used["node"], "explicit")])
         actions.apply_outcome(agent, graph, f"demo-{n}", ["accepted", "rework", "rejected"][n])
     metrics.rollup(graph, date.today())
 
@@ -41,7 +40,8 @@ def test_screenshots_of_every_page(live_server, monkeypatch):
     g = graph.pk
     injection = ContextInjection.objects.filter(graph=graph).order_by("-id").first()
     batch = UpdateBatch.objects.filter(graph=graph, kind="reinforce").order_by("-id").first()
-    edge = Edge.objects.filter(graph=graph, pk__in=batch.changes.values("edge_id")).first()
+    # An edge with weight history (moved by path credit or an outcome), so its page has a chart.
+    edge = Edge.objects.filter(graph=graph, pk__in=WeightChange.objects.filter(graph=graph, edge__isnull=False).values("edge_id")).first()
     pages = {
         "overview": (f"/g/{g}/", True),
         "explain": (f"/g/{g}/explain/", False),
