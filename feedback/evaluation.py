@@ -462,7 +462,7 @@ def write_plot(report: Report, path: str | os.PathLike) -> None:
     ax.set_xticks(rounds)
     ax.grid(alpha=0.3)
     ax.legend(fontsize=8, loc="lower right")
-    ax.set_title(f"evaluate_learning: {Path(report.config['vault']).name}, {len(report.questions)} questions", fontsize=9)
+    ax.set_title(f"evaluate_learning: {report.config['vault']}, {len(report.questions)} questions", fontsize=9)
     fig.tight_layout()
     fig.savefig(path)
     plt.close(fig)

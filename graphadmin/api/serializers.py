@@ -58,7 +58,7 @@ class EdgeTypeSerializer(serializers.ModelSerializer):
 class NodeSerializer(serializers.ModelSerializer):
     feedback_weight = FiniteFloatField(min_value=0.0, max_value=1.0, required=False)
     embedding = EmbeddingField(required=False, allow_null=True, write_only=True)
-    embedded = serializers.SerializerMethodField(help_text="Whether the node has its embedding (a large import fills them in a task).")
+    embedded = serializers.SerializerMethodField(help_text="Whether the node has its embedding (large imports embed in a task).")
     aliases = StringListField(required=False)
     tags = StringListField(required=False)
 

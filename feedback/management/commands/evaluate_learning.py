@@ -35,7 +35,7 @@ class Command(BaseCommand):
         parser.add_argument("--budget", type=int, default=None, help="Context budget in items (default: the policy's).")
         parser.add_argument("--negative-rate", type=float, default=0.3,
                             help="Probability that a session flags one given, non-useful note as wrong (default 0.3).")
-        parser.add_argument("--set", dest="settings", action="append", default=[], metavar="NAME=VALUE",
+        parser.add_argument("--set", dest="policy_set", action="append", default=[], metavar="NAME=VALUE",
                             help="A policy change for both graphs, e.g. --set learning_rate=0.2 (repeatable).")
         parser.add_argument("--wait-timeout", type=float, default=300.0,
                             help="Seconds to wait for the worker to apply a round's reports or an import's embeddings.")
@@ -49,7 +49,7 @@ class Command(BaseCommand):
             raise CommandError("--token is required (or GRAPHADMIN_TOKEN); see docs/learning.md: manage.py agent_token.")
         try:
             questions = evaluation.load_questions(o["questions"])
-            policy = evaluation.parse_settings(o["settings"])
+            policy = evaluation.parse_settings(o["policy_set"])
             with GraphClient(o["url"], o["token"], timeout=o["timeout"], retries=3) as client:
                 org = o["org"] or self._only_organization(client)
                 cfg = evaluation.Config(
