@@ -258,10 +258,17 @@ def _setup_graph(client: GraphClient, cfg: Config, slug: str, archive: bytes, cf
         raise EvaluationError(f"importing the vault into {slug} was refused ({exc.status_code}: {exc.errors}).") from exc
     log(f"graph {graph['id']} {slug}: imported {result['counts']} (embedding: {result['embedding']})")
     if cfg.policy:
+        # The API ignores names it does not know (a partial update): refuse them here instead, so a
+        # misspelt --set never measures the defaults while claiming otherwise.
+        known = set(client.policy(graph["id"])) - {"revision", "created_at", "created_by", "note"}
+        unknown = sorted(set(cfg.policy) - known)
+        if unknown:
+            raise EvaluationError(f"--set: unknown policy names {unknown}; the server's policy has {sorted(known)}.")
         try:
-            client.update_policy(graph["id"], cfg.policy, note=cfg_note)
+            revision = client.update_policy(graph["id"], cfg.policy, note=cfg_note)
         except ApiError as exc:
             raise EvaluationError(f"policy change {cfg.policy} refused ({exc.status_code}: {exc.errors}).") from exc
+        log(f"graph {graph['id']} {slug}: policy revision {revision['revision']} with {cfg.policy}")
     return {"id": graph["id"], "slug": slug, "import": result}
 
 

@@ -53,7 +53,8 @@ def test_two_rounds_learning_against_frozen(live_server, acme, alice, celery_wor
     vault, questions = tiny
     out, report_path = io.StringIO(), tmp_path / "report.json"
     call_command("evaluate_learning", str(vault), str(questions), url=live_server.url, token=Token.objects.create(user=alice).key,
-                 org="acme", rounds=2, seed=3, negative_rate=1.0, json_out=str(report_path), stdout=out, stderr=io.StringIO())
+                 org="acme", rounds=2, seed=3, negative_rate=1.0, policy_set=["learning_rate=0.2", "ceiling_mode=soft"],
+                 json_out=str(report_path), stdout=out, stderr=io.StringIO())
     printed = out.getvalue()
     report = json.loads(report_path.read_text())
 
@@ -73,6 +74,10 @@ def test_two_rounds_learning_against_frozen(live_server, acme, alice, celery_wor
     frozen = Graph.objects.get(pk=report["graphs"]["frozen"]["id"])
     assert learning.slug.endswith("-learning") and frozen.slug.endswith("-frozen") and learning.organization == acme
     assert learning.nodes.filter(archived=False).count() == frozen.nodes.filter(archived=False).count() == len(NOTES)
+    for graph in (learning, frozen):  # --set changed both policies, once, before any question
+        policy = graph.current_policy()
+        assert (policy.revision, policy.learning_rate) == (2, 0.2)
+        assert not graph.injections.filter(policy_revision__revision=1).exists()
 
     # Every call was question-only with its own session: 4 questions x 3 rounds per graph.
     assert AgentSession.objects.filter(graph=learning).count() == AgentSession.objects.filter(graph=frozen).count() == 12
@@ -97,13 +102,20 @@ def test_two_rounds_learning_against_frozen(live_server, acme, alice, celery_wor
 
 
 @pytest.mark.django_db(transaction=True)
-def test_refusals_are_clear(live_server, acme, oscar, tiny):
+def test_refusals_are_clear(live_server, acme, alice, oscar, tiny):
     vault, questions = tiny
     token = Token.objects.create(user=oscar).key  # an operator may not create graphs
     with pytest.raises(CommandError, match="admin role"):
         call_command("evaluate_learning", str(vault), str(questions), url=live_server.url, token=token, org="acme",
                      stdout=io.StringIO(), stderr=io.StringIO())
     assert not Graph.objects.exists()
+    alice_token = Token.objects.create(user=alice).key
+    with pytest.raises(CommandError, match=r"unknown policy names \['exploration'\]"):
+        call_command("evaluate_learning", str(vault), str(questions), url=live_server.url, token=alice_token, org="acme",
+                     policy_set=["exploration=0"], stdout=io.StringIO(), stderr=io.StringIO())
+    with pytest.raises(CommandError, match="learning_rate"):
+        call_command("evaluate_learning", str(vault), str(questions), url=live_server.url, token=alice_token, org="acme",
+                     policy_set=["learning_rate=7"], stdout=io.StringIO(), stderr=io.StringIO())
     with pytest.raises(CommandError, match="--token is required"):
         call_command("evaluate_learning", str(vault), str(questions), url=live_server.url, token="", stdout=io.StringIO())
 
