@@ -229,6 +229,14 @@ class Report:
             "test_change": round(ls - fs, 4), "test_change_allowed": -0.02, "test_met": ls - fs >= -0.02 - 1e-9,
         }
 
+    def moved(self) -> dict:
+        """Per split, how many questions the learning graph answers better or worse than frozen (recall@5, last round)."""
+        out = {side: {"better": 0, "worse": 0, "same": 0} for side in SPLITS}
+        for q in self.questions:
+            diff = q["recall5"]["learning"][-1] - q["recall5"]["frozen"][-1]
+            out[q["split"]]["better" if diff > 1e-9 else "worse" if diff < -1e-9 else "same"] += 1
+        return out
+
     def table(self) -> str:
         """The per-round table: hit@5, recall@5, MRR@5 for learning and frozen, train and test."""
         head = (f"{'round':>5} {'split':<5} | {'learning':^20} | {'frozen':^20} | {'recall@5':>8}\n"
@@ -391,7 +399,8 @@ def evaluate(client: GraphClient, vault: str | os.PathLike, questions: list[Ques
         config={**asdict(cfg), "vault": str(vault), "k": K, "run": run},
         graphs=graphs, train=train, test=test,
         questions=[{"index": i, "q": q.q, "useful": q.useful, "split": "train" if i in is_train else "test",
-                    "top": {name: [] for name in GRAPHS}} for i, q in enumerate(questions)],
+                    "top": {name: [] for name in GRAPHS}, "recall5": {name: [] for name in GRAPHS}}
+                   for i, q in enumerate(questions)],
         started_at=started.isoformat(),
     )
     for r in range(cfg.rounds + 1):
@@ -409,8 +418,10 @@ def evaluate(client: GraphClient, vault: str | os.PathLike, questions: list[Ques
                 except ApiError as exc:
                     raise EvaluationError(f"context refused on {name} ({exc.status_code}: {exc.errors}).") from exc
                 ranked = ranked_keys(ctx["items"])
-                scores[name][side].append(score(ranked, q.useful))
+                scored = score(ranked, q.useful)
+                scores[name][side].append(scored)
                 report.questions[i]["top"][name].append(ranked[:K])
+                report.questions[i]["recall5"][name].append(scored["recall5"])
                 if name == "learning" and side == "train":
                     given[i] = (session, ctx["items"])
         row = {"round": r, **{name: {s: {m: _mean(scores[name][s], m) for m in METRICS} | {"n": len(scores[name][s])}

@@ -69,6 +69,7 @@ def test_two_rounds_learning_against_frozen(live_server, acme, alice, celery_wor
             assert f"{r['round']:>5} {side:<5} |" in printed
     assert sorted(report["train"] + report["test"]) == [0, 1, 2, 3] and len(report["train"]) == 2
     assert [r["feedback"]["sessions"] for r in report["rounds"]] == [2, 2, 0]  # the last round only measures
+    assert all(sum(m.values()) == 2 for m in report["moved"].values()) and "questions by recall@5 against frozen" in printed
 
     learning = Graph.objects.get(pk=report["graphs"]["learning"]["id"])
     frozen = Graph.objects.get(pk=report["graphs"]["frozen"]["id"])

@@ -79,6 +79,9 @@ class Command(BaseCommand):
             f"{'met' if t['train_met'] else 'missed'}); test {t['test_change'] * 100:+.1f} points "
             f"(allowed {t['test_change_allowed'] * 100:+.1f}: {'met' if t['test_met'] else 'missed'})"
         )
+        moved = report.moved()
+        self.stdout.write("last round, questions by recall@5 against frozen: " + "; ".join(
+            f"{side} {m['better']} better, {m['worse']} worse, {m['same']} same" for side, m in moved.items()))
         for r in report.rounds:
             f = r["feedback"]
             if f["sessions"]:
@@ -90,7 +93,7 @@ class Command(BaseCommand):
                     + (f"; {f['not_queued']} not queued" if f["not_queued"] else ""))
         if o["json_out"]:
             with open(o["json_out"], "w", encoding="utf-8") as fh:
-                json.dump({**report.as_dict(), "targets": t}, fh, indent=2)
+                json.dump({**report.as_dict(), "targets": t, "moved": moved}, fh, indent=2)
             self.stdout.write(f"wrote {o['json_out']}")
         if o["plot"]:
             try:
