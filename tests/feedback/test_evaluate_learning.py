@@ -111,9 +111,9 @@ def test_refusals_are_clear(live_server, acme, alice, oscar, tiny):
                      stdout=io.StringIO(), stderr=io.StringIO())
     assert not Graph.objects.exists()
     alice_token = Token.objects.create(user=alice).key
-    with pytest.raises(CommandError, match=r"unknown policy names \['exploration'\]"):
+    with pytest.raises(CommandError, match=r"unknown policy names \['explorashun'\]"):
         call_command("evaluate_learning", str(vault), str(questions), url=live_server.url, token=alice_token, org="acme",
-                     policy_set=["exploration=0"], stdout=io.StringIO(), stderr=io.StringIO())
+                     policy_set=["explorashun=0"], stdout=io.StringIO(), stderr=io.StringIO())
     with pytest.raises(CommandError, match="learning_rate"):
         call_command("evaluate_learning", str(vault), str(questions), url=live_server.url, token=alice_token, org="acme",
                      policy_set=["learning_rate=7"], stdout=io.StringIO(), stderr=io.StringIO())
