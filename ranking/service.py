@@ -186,6 +186,7 @@ class Candidate:
         return {
             "node_id": c.node_id, "vector": c.vector, "hops": c.hops, "age_days": c.age_days, "persona": c.persona,
             "feedback_weight": c.feedback_weight, "path_weight": c.path_weight, "priority": c.priority, "novelty": c.novelty,
+            "memory": c.memory,
             "tokens": self.row.tokens, "entry": self.entry, "path": list(self.path), "path_hops": self.path_hops,
             "edge_id": edge.edge_id if edge else None, "edge_type": edge.edge_type if edge else None,
             "edge_source": edge.source_id if edge else None, "edge_target": edge.target_id if edge else None,
@@ -282,15 +283,15 @@ def retrieve(
             way(node_id, "expansion", reach)
 
     distances = sql.anchor_distances(graph.pk, anchors, list(rows), pol.max_hops) if anchors else None
-    found, surfaced = sql.similar_surfaced(graph.pk, qvec, list(rows)) if pol.exploration else (0, {})
+    novelty, memory = scoring.recall_similar(sql.similar_retrievals(graph.pk, qvec, list(rows)), rows) \
+        if (pol.exploration or pol.coef_memory) else ({}, {})
     candidates = []
     for node_id, options in ways.items():
         if node_id in exclude or node_id not in rows:
             continue
-        novelty = 1.0 - surfaced.get(node_id, 0) / found if found else None
         anchor_hops = distances.get(node_id) if distances is not None else None
-        scored, (entry, reach) = _best(node_id, options, rows[node_id], pol, persona, now, novelty,
-                                       distances is not None, anchor_hops)
+        scored, (entry, reach) = _best(node_id, options, rows[node_id], pol, persona, now, novelty.get(node_id),
+                                       memory.get(node_id), distances is not None, anchor_hops)
         candidates.append(Candidate(scored, rows[node_id], entry, reach.path, reach.via, reach.hops))
     ranked = sorted(candidates, key=lambda c: (scoring.sort_key(c.scored), ENTRY_ORDER[c.entry]))
     for p, c in enumerate(ranked, start=1):
@@ -298,7 +299,8 @@ def retrieve(
     return SearchResult(revision, ranked, considered=len(ranked))
 
 
-def _best(node_id, options, row: sql.NodeRow, policy: scoring.Policy, persona, now, novelty, anchored=False, anchor_hops=None):
+def _best(node_id, options, row: sql.NodeRow, policy: scoring.Policy, persona, now, novelty, memory=None, anchored=False,
+          anchor_hops=None):
     """The best-scoring way a node was reached: (its Scored, (entry, Reach))."""
     now = now or datetime.now(timezone.utc)
     age = (now - row.touched_at).total_seconds() / 86400.0 if row.touched_at else None
@@ -312,6 +314,7 @@ def _best(node_id, options, row: sql.NodeRow, policy: scoring.Policy, persona, n
         cand = scoring.NodeCandidate(
             node_id=node_id, vector=row.vector or 0.0, hops=anchor_hops if anchored else reach.hops, age_days=age,
             persona=affinity, feedback_weight=row.feedback_weight, path_weight=weight, priority=priority, novelty=novelty,
+            memory=memory,
         )
         scored = scoring.score_node(cand, policy)
         key = (scoring.sort_key(scored), ENTRY_ORDER[entry])
@@ -556,7 +559,7 @@ def _replay_order(inj: ContextInjection, cands: list[InjectionCandidate], policy
             age_days=c.features.get("age_days"), persona=c.features.get("persona", 0.0),
             feedback_weight=c.features.get("feedback_weight", scoring.NEUTRAL), path_weight=c.features.get("path_weight"),
             priority=priorities.get(c.features["edge_type"], c.features.get("priority", 0.0)) if c.features.get("edge_type") else 0.0,
-            novelty=c.features.get("novelty"),
+            novelty=c.features.get("novelty"), memory=c.features.get("memory"),
         ), policy)
         for c in cands
     ]
