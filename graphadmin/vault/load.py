@@ -376,9 +376,15 @@ def embed_pending(graph_id: int, progress: ProgressFn | None = None) -> dict:
     }
 
 
+def _stale(model_name: str) -> Q:
+    # A vector of a named model other than ``model_name``. Rows without a vector are embed_pending's;
+    # a vector a caller sent without naming its model ('') is the caller's, and left alone.
+    return Q(embedding_model__gt="") & ~Q(embedding_model=model_name)
+
+
 def stale_rows(graph_id: int, model_name: str) -> dict:
-    """How many of a graph's nodes and edges (archived too) have no vector of ``model_name``."""
-    stale = ~Q(embedding_model=model_name)
+    """How many of a graph's nodes and edges (archived too) have a vector of another model than ``model_name``."""
+    stale = _stale(model_name)
     return {
         "nodes": Node.objects.filter(stale, graph_id=graph_id).count(),
         "edges": Edge.objects.filter(stale, graph_id=graph_id).count(),
@@ -386,17 +392,17 @@ def stale_rows(graph_id: int, model_name: str) -> dict:
 
 
 def do_reembed(graph: Graph, *, actor, progress: ProgressFn | None = None) -> dict:
-    """Re-embed every node and edge of ``graph`` (archived ones too) whose vector is not the configured model's.
+    """Re-embed every node and edge of ``graph`` (archived ones too) whose vector was made by another model.
 
     Batches of EMBED_BATCH_SIZE, one transaction each, so a large graph never holds one long
     transaction; until the last batch the graph has vectors of two models and retrieval refuses it
-    (409) rather than compare them. Rows without a vector are embedded too; rows whose text gives the
-    model nothing to embed end with no vector and no model (a second run tries them again, and
-    otherwise finds nothing to do). A vector a caller sent without naming its model is replaced by
-    the model's embedding of the row's text. Audited as ``graph.reembed``.
+    (409) rather than compare them. Idempotent: a second run finds nothing to do. Rows whose text
+    gives the model nothing to embed end with no vector and no model. Rows without a vector
+    (embed_pending fills them) and vectors a caller sent without naming a model are left alone.
+    Audited as ``graph.reembed``.
     """
     embedder = get_embedder()
-    stale = ~Q(embedding_model=embedder.model_name)
+    stale = _stale(embedder.model_name)
     started = time.perf_counter()
     before = stored_models(graph.pk)
     total = sum(stale_rows(graph.pk, embedder.model_name).values())
