@@ -15,18 +15,12 @@ from graphadmin.models import Edge, Node
 
 pytestmark = pytest.mark.django_db
 
-CASES = {
-    "hashing-japanese": ("graphadmin.embeddings.HashingEmbedder", "日本語のノート", "東京は日本の首都です。"),
-    "hashing-it": ("graphadmin.embeddings.HashingEmbedder", "It", ""),
-    "minilm-emoji": ("graphadmin.embeddings.MiniLMEmbedder", "🙂", "🚀🚀"),
-}
-
-
-@pytest.fixture
-def embedder_and_note(case, settings):
-    path, title, text = CASES[case]
-    settings.EMBEDDER = path  # before rg embeds its notes
-    return title, text
+HASHING, MINILM = "graphadmin.embeddings.HashingEmbedder", "graphadmin.embeddings.MiniLMEmbedder"
+CASES = [
+    pytest.param(("日本語のノート", "東京は日本の首都です。"), marks=pytest.mark.embedder(HASHING), id="hashing-japanese"),
+    pytest.param(("It", ""), marks=pytest.mark.embedder(HASHING), id="hashing-it"),
+    pytest.param(("🙂", "🚀🚀"), marks=pytest.mark.embedder(MINILM), id="minilm-emoji"),
+]
 
 
 def _finite(value):
@@ -40,9 +34,9 @@ def _finite(value):
             _finite(v)
 
 
-@pytest.mark.parametrize("case", list(CASES))
-def test_a_note_without_tokens_has_no_vector_and_every_retrieval_answers(embedder_and_note, rg, api, ana):
-    title, text = embedder_and_note
+@pytest.mark.parametrize("note", CASES)
+def test_a_note_without_tokens_has_no_vector_and_every_retrieval_answers(note, rg, api, ana):
+    title, text = note
     graph, nodes = rg["graph"], rg["nodes"]
     [vec] = embed_texts([f"{title}\n\n{text}"])
     assert vec is None
