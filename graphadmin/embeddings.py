@@ -137,8 +137,9 @@ class MiniLMEmbedder:
     """
 
     max_length = 256
-    # Texts are run in length-sorted sub-batches so short texts are not padded to a long one's length.
-    sub_batch = 32
+    # Texts are run in length-sorted sub-batches so short texts are not padded to a long one's length;
+    # small ones: on 2 cores, int8 runs of 4-8 texts gave more texts per second than runs of 32 or 64.
+    sub_batch = 8
 
     def __init__(self, model_path: str | None = None, tokenizer_path: str | None = None, threads: int | None = None):
         try:

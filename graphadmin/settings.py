@@ -118,8 +118,9 @@ EMBEDDER = env.str("EMBEDDER", default="graphadmin.embeddings.MiniLMEmbedder")
 # MiniLMEmbedder: other files than the installed packages' (an ONNX export, a tokenizer.json).
 MINILM_ONNX_PATH = env.str("MINILM_ONNX_PATH", default="")
 MINILM_TOKENIZER_PATH = env.str("MINILM_TOKENIZER_PATH", default="")
-# onnxruntime threads per process (0: onnxruntime's choice, one per physical core).
-EMBED_THREADS = env.int("EMBED_THREADS", default=0)
+# onnxruntime threads per process (0: onnxruntime's choice, one per physical core). One by default:
+# web processes and workers run side by side, and on a busy 2-core machine two threads per process were slower.
+EMBED_THREADS = env.int("EMBED_THREADS", default=1)
 # Query texts whose vectors each process keeps (least recently used dropped); 0 disables the cache.
 QUERY_EMBED_CACHE_SIZE = env.int("QUERY_EMBED_CACHE_SIZE", default=1024)
 # OpenAIEmbedder: an OpenAI-compatible /v1/embeddings server.
