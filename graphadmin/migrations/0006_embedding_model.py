@@ -10,7 +10,6 @@ was NaN.
 import django.db.models.lookups
 from django.db import migrations, models
 
-
 LEGACY_MODEL = "unknown (before migration 0006)"
 
 FORWARD = [

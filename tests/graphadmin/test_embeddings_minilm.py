@@ -74,7 +74,7 @@ def test_text_with_no_known_token_has_no_vector(minilm, text):
 
 def test_other_scripts_embed_with_the_tokenizer_of_the_model(minilm):
     # bert-base-uncased's vocabulary has CJK characters (split one per token), Cyrillic, Greek, ...
-    ja, ru, en = minilm.embed(["東京は日本の首都です。", "Москва — столица России.", "The budget was approved."])
+    ja, ru = minilm.embed(["東京は日本の首都です。", "Москва — столица России."])
     assert ja is not None and ru is not None and math.isclose(sum(x * x for x in ja), 1.0, rel_tol=1e-5)
 
 
