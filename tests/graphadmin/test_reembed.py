@@ -91,3 +91,20 @@ def test_unknown_graph_is_a_command_error(db):
 
     with pytest.raises(CommandError, match="No graph 'nope'"):
         call_command("reembed", "--graph", "nope")
+
+
+@pytest.mark.django_db(transaction=True)
+def test_the_mcp_tools_refuse_another_models_vectors_with_the_reason(acme_graph, rita, settings, tmp_path):
+    from rest_framework.authtoken.models import Token
+
+    from tests.graphadmin.test_mcp_server import error, with_server
+
+    settings.EMBEDDER = HASHING
+    import_vault(acme_graph, parse_vault(FIXTURE), "command:test", embed="sync")
+    token = Token.objects.create(user=rita)
+
+    async def script(client):  # the server runs the default embedder (MiniLM)
+        return error(await client.call_tool("graph_search", {"graph_id": acme_graph.pk, "query": "architecture"}))
+
+    reason = with_server(token.key, script, tmp_path)
+    assert "were made by hashing-v1" in reason and "manage.py reembed --graph memory" in reason
