@@ -31,12 +31,12 @@ class Migration(migrations.Migration):
         migrations.AddField(
             model_name='edge',
             name='embedding_model',
-            field=models.CharField(blank=True, default='', help_text="The model that made the triplet embedding ('' when there is none, or a caller sent it unnamed).", max_length=200),
+            field=models.CharField(blank=True, db_default='', default='', help_text="The model that made the triplet embedding ('' when there is none, or a caller sent it unnamed).", max_length=200),
         ),
         migrations.AddField(
             model_name='node',
             name='embedding_model',
-            field=models.CharField(blank=True, default='', help_text="The model that made the embedding ('' when there is none, or a caller sent it without naming its model).", max_length=200),
+            field=models.CharField(blank=True, db_default='', default='', help_text="The model that made the embedding ('' when there is none, or a caller sent it without naming its model).", max_length=200),
         ),
         migrations.RunSQL([(q, p) if p else q for q, p in FORWARD], migrations.RunSQL.noop),
         migrations.AddIndex(

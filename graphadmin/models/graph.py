@@ -113,7 +113,7 @@ class Node(models.Model):
     content_hash = models.CharField(max_length=64, blank=True)
     embedding = VectorField(dimensions=settings.EMBEDDING_DIM, null=True, blank=True)
     embedding_model = models.CharField(
-        max_length=200, blank=True, default="",
+        max_length=200, blank=True, default="", db_default="",
         help_text="The model that made the embedding ('' when there is none, or a caller sent it without naming its model).",
     )
     feedback_weight = models.FloatField(default=WEIGHT_DEFAULT)
@@ -179,7 +179,7 @@ class Edge(models.Model):
     feedback_weight = models.FloatField(default=WEIGHT_DEFAULT, help_text="Outcome EMA in [0, 1].")
     triplet_embedding = VectorField(dimensions=settings.EMBEDDING_DIM, null=True, blank=True)
     embedding_model = models.CharField(
-        max_length=200, blank=True, default="",
+        max_length=200, blank=True, default="", db_default="",
         help_text="The model that made the triplet embedding ('' when there is none, or a caller sent it unnamed).",
     )
     archived = models.BooleanField(default=False)
