@@ -32,6 +32,7 @@ from dataclasses import asdict, dataclass, field
 from datetime import datetime, timedelta, timezone
 
 from django.db import OperationalError, connection, transaction
+from django.db.models import Q
 from psycopg.errors import DeadlockDetected
 
 from graphadmin import audit
@@ -63,6 +64,7 @@ AUDIT_ACTIONS = {
     "decay": "graph.decay",
     "normalize": "graph.normalize",
     "manual": "graph.weights.set",
+    "link": "graph.links.learn",
     "rollback": "batch.rollback",
 }
 
@@ -422,13 +424,17 @@ class UseItem:
 
 def apply_uses(actor, session: AgentSession, items: list[UseItem], *, source: str = "api",
                learning_rate: float | None = None, idempotency_key: str | None = None) -> Result:
-    """Record use events and reinforce what was used: ``w += lr * (1 - w)``; negative: ``w -= rate * w``.
+    """Record use events and reinforce what was used and the paths that surfaced it.
 
-    Edges move ``weight``; nodes (which have no reinforcement weight of their own) move
-    ``feedback_weight``. Surfaced but unreported items do not change. Each target moves at most once
-    per call; the same target with two different signals in one call is refused. ``learning_rate``
-    overrides the policy's (for both signals) within its bounds. With ``idempotency_key`` a repeated
-    call (a retried task) returns the first batch.
+    A used node moves up, ``w += lr * (1 - w)``, and so does every edge on the path that surfaced
+    it in this session's injections (credit to the path, ``path_credit``); a node flagged negative
+    moves down, ``w -= negative_rate * w``, with the last edge of its path. Edges move ``weight``;
+    nodes (which have no reinforcement weight of their own) move ``feedback_weight``. Surfaced but
+    unreported items do not change. Each node or edge moves at most once per session: a target
+    already credited (or flagged) in this session is skipped, so reporting a use again moves
+    nothing more. The same target with two different signals in one call is refused.
+    ``learning_rate`` overrides the policy's (for both signals) within its bounds. With
+    ``idempotency_key`` a repeated call (a retried task) returns the first batch.
     """
     started = time.perf_counter()
     graph = session.graph
@@ -450,19 +456,30 @@ def apply_uses(actor, session: AgentSession, items: list[UseItem], *, source: st
     neg = _bounded("negative_rate", learning_rate, policy.negative_rate)
 
     with transaction.atomic():
+        # The session row orders concurrent reports of one session, so "once per session" holds; the
+        # checks below run after the lock, so a report that waited sees what the first one committed.
+        AgentSession.objects.select_for_update().filter(pk=session.pk).first()
         if idempotency_key:
             done = UpdateBatch.objects.filter(idempotency_key=idempotency_key).first()
             if done:
                 return _existing(done)
         _check_targets(graph, unique)
+        targets = [(i, source) for i in unique] + [(i, "path") for i in path_credit(session, unique)]
+        credited = _already_credited(session, [i for i, _s in targets])
+        targets = [(i, s) for i, s in targets if (i.kind, i.id) not in credited]
+        if not targets:
+            return fall_through("already_credited", "every reported item was already credited in this session",
+                                graph=graph.pk, session=session.external_id)
         events = UseEvent.objects.bulk_create([
-            UseEvent(graph=graph, session=session, injection_id=i.injection_id, signal=i.signal, source=source,
+            UseEvent(graph=graph, session=session, injection_id=i.injection_id, signal=i.signal, source=s,
                      node_id=i.id if i.kind == "node" else None, edge_id=i.id if i.kind == "edge" else None)
-            for i in unique
+            for i, s in targets
         ])
+        reported = [i for i, s in targets if s != "path"]
         batch = _start_batch(graph, "reinforce", actor, session=session, key=idempotency_key,
                              details={"learning_rate": lr, "negative_rate": neg, "source": source,
-                                      "signals": {s: sum(1 for i in unique if i.signal == s) for s in SIGNALS}})
+                                      "signals": {s: sum(1 for i in reported if i.signal == s) for s in SIGNALS},
+                                      "path_edges": sorted(i.id for i, s in targets if s == "path")})
         if batch is None:
             # A concurrent run with the same key committed first: drop our use events, answer with its batch.
             existing = UpdateBatch.objects.get(idempotency_key=idempotency_key)
@@ -471,7 +488,7 @@ def apply_uses(actor, session: AgentSession, items: list[UseItem], *, source: st
         new_expr = f"CASE WHEN i.event = 'negative' THEN i.before - {neg!r} * i.before ELSE i.before + {lr!r} * (1 - i.before) END"
         kinds, changes, params = [], [], {}
         for kind, table, field_name in (("edge", EDGE_TABLE, "weight"), ("node", NODE_TABLE, "feedback_weight")):
-            chosen = [(i, e) for i, e in zip(unique, events) if i.kind == kind]
+            chosen = [(i, e) for (i, _s), e in zip(targets, events) if i.kind == kind]
             if not chosen:
                 continue
             params.update({f"{kind}_ids": [i.id for i, _ in chosen], f"{kind}_signals": [i.signal for i, _ in chosen],
@@ -484,6 +501,45 @@ def apply_uses(actor, session: AgentSession, items: list[UseItem], *, source: st
         counts = {"edge": 0, "node": 0, **dict(zip(kinds, written))}
         return _finish(batch, actor, started, node_updates=counts["node"], edge_updates=counts["edge"],
                        audit_extra={"session": session.external_id, "source": source})
+
+
+def path_credit(session: AgentSession, items: list[UseItem]) -> list[UseItem]:
+    """The edges a report credits besides its items: the paths that surfaced the reported nodes.
+
+    For each node used (explicit or implicit), every edge on its path in the session's injections
+    where it was selected; for a node flagged negative, the last edge of each such path. An edge
+    credited both ways (one used node's path, another's wrong last step) moves up only: a path that
+    led to something useful is not blamed for a detour. Edges reported themselves keep their own
+    signal. One query.
+    """
+    nodes = {i.id: i for i in items if i.kind == "node"}
+    if not nodes:
+        return []
+    rows = InjectionCandidate.objects.filter(
+        graph_id=session.graph_id, injection__session=session, node_id__in=list(nodes), selected=True
+    ).values_list("node_id", "injection_id", "edge_id", "features")
+    reported_edges = {i.id for i in items if i.kind == "edge"}
+    credit: dict[int, UseItem] = {}
+    for node_id, injection_id, edge_id, features in rows:
+        path = (features or {}).get("path") or ([edge_id] if edge_id else [])
+        item = nodes[node_id]
+        edges = path[-1:] if item.signal == "negative" else path
+        for edge in edges:
+            if edge in reported_edges:
+                continue
+            previous = credit.get(edge)
+            if previous is None or (previous.signal == "negative" and item.signal != "negative"):
+                credit[edge] = UseItem("edge", edge, item.signal, injection_id)
+    return [credit[e] for e in sorted(credit)]
+
+
+def _already_credited(session: AgentSession, items: list[UseItem]) -> set[tuple[str, int]]:
+    """The (kind, id) among ``items`` that already have a use event in this session (one query)."""
+    nodes = [i.id for i in items if i.kind == "node"]
+    edges = [i.id for i in items if i.kind == "edge"]
+    found = UseEvent.objects.filter(graph_id=session.graph_id, session=session).filter(
+        Q(node_id__in=nodes) | Q(edge_id__in=edges)).values_list("node_id", "edge_id")
+    return {("node", n) if n else ("edge", e) for n, e in found}
 
 
 def _check_targets(graph: Graph, items: list[UseItem]) -> None:
@@ -558,7 +614,7 @@ def detect_implicit(candidates: list[dict], response: str, threshold: float, min
 def apply_response(actor, session: AgentSession, response: str, *, idempotency_key: str | None = None) -> Result:
     """Detect which selected candidates of the session the response used, and reinforce them as implicit.
 
-    A used candidate reinforces its node and the edge it was reached through (if any).
+    A used candidate reinforces its node and, through ``apply_uses``, the path that surfaced it.
     """
     graph = session.graph
     if not graph.feedback_enabled:
@@ -576,11 +632,7 @@ def apply_response(actor, session: AgentSession, response: str, *, idempotency_k
     used = detect_implicit(candidates, response, graph.current_policy().implicit_threshold)
     if not used:
         return fall_through("nothing_detected", "the response used no surfaced item", graph=graph.pk, session=session.external_id)
-    items = []
-    for c in used:
-        items.append(UseItem("node", c["node_id"], "implicit", c["injection_id"]))
-        if c["edge_id"]:
-            items.append(UseItem("edge", c["edge_id"], "implicit", c["injection_id"]))
+    items = [UseItem("node", c["node_id"], "implicit", c["injection_id"]) for c in used]
     return apply_uses(actor, session, items, source="response", idempotency_key=idempotency_key)
 
 
@@ -977,6 +1029,134 @@ def set_weights(actor, graph: Graph, values: list[ManualValue], *, reason: str =
 
 
 # --------------------------------------------------------------------------------------------------
+# 4b. Links the graph learns: co_used edges
+
+CO_USED = "co_used"
+CO_USED_DESCRIPTION = "Learned: both notes were used in the same accepted sessions (created by feedback, not by an import)."
+
+
+def co_used_pairs(session: AgentSession, threshold: int) -> list[tuple[int, int, int]]:
+    """(a, b, sessions) for pairs of nodes used in ``session`` that are used together in at least
+    ``threshold`` accepted sessions of the graph and that no edge links (either way, any type; an
+    archived co_used edge counts, so a rolled-back link stays undone). a < b.
+
+    "Used" is an explicit or implicit use event on the node itself (path credit is not a use).
+    Raw SQL: a self-join of the session's uses with the graph's, grouped by pair, that the ORM
+    would write as several queries; every table filtered by graph_id.
+    """
+    sql = f"""
+        WITH mine AS (
+            SELECT DISTINCT u.node_id FROM feedback_useevent u
+            WHERE u.graph_id = %(graph)s AND u.session_id = %(session)s AND u.node_id IS NOT NULL
+              AND u.signal IN ('explicit', 'implicit') AND u.source <> 'path'
+        ),
+        pairs AS (SELECT a.node_id AS a, b.node_id AS b FROM mine a JOIN mine b ON a.node_id < b.node_id),
+        together AS (
+            SELECT p.a, p.b, count(DISTINCT ua.session_id) AS n
+            FROM pairs p
+            JOIN feedback_useevent ua ON ua.graph_id = %(graph)s AND ua.node_id = p.a
+                 AND ua.signal IN ('explicit', 'implicit') AND ua.source <> 'path'
+            JOIN feedback_useevent ub ON ub.graph_id = %(graph)s AND ub.node_id = p.b AND ub.session_id = ua.session_id
+                 AND ub.signal IN ('explicit', 'implicit') AND ub.source <> 'path'
+            JOIN feedback_agentsession s ON s.id = ua.session_id AND s.graph_id = %(graph)s AND s.outcome = 'accepted'
+            GROUP BY p.a, p.b
+            HAVING count(DISTINCT ua.session_id) >= %(threshold)s
+        )
+        SELECT t.a, t.b, t.n FROM together t
+        WHERE NOT EXISTS (
+            SELECT 1 FROM {EDGE_TABLE} e
+            JOIN graphadmin_edgetype et ON et.id = e.edge_type_id AND et.graph_id = %(graph)s
+            WHERE e.graph_id = %(graph)s AND ((e.source_id = t.a AND e.target_id = t.b) OR (e.source_id = t.b AND e.target_id = t.a))
+              AND (NOT e.archived OR et.name = %(co_used)s)
+        )
+        ORDER BY t.a, t.b
+    """
+    with connection.cursor() as cur:
+        cur.execute(sql, {"graph": session.graph_id, "session": session.pk, "threshold": threshold, "co_used": CO_USED})
+        return [tuple(r) for r in cur.fetchall()]
+
+
+def link_co_used(actor, session: AgentSession) -> Result:
+    """Link what keeps being used together: a ``co_used`` edge for each pair of ``co_used_pairs``.
+
+    Run after an accepted outcome. Co-use is symmetric and expansion follows edges forward, so each
+    pair gets an edge both ways, weight and feedback weight neutral (0.5), with its triplet
+    embedding. The edge type ``co_used`` (priority 0) is created on first use and tuned like any
+    other. One ``link`` batch (details: the edges and the pairs) and one audit event; rolling the
+    batch back archives the edges. A clean no-op when feedback is off, the session is not accepted
+    or no pair qualifies.
+    """
+    from graphadmin.embeddings import embed_texts
+    from graphadmin.models import EdgeType
+    from graphadmin.vault.load import triplet_text
+
+    started = time.perf_counter()
+    graph = session.graph
+    context = {"graph": graph.pk, "session": session.external_id}
+    if not graph.feedback_enabled:
+        return fall_through("feedback_disabled", "feedback is disabled for this graph", **context)
+    if session.outcome != "accepted":
+        return fall_through("not_accepted", "links are learned from accepted sessions only", **context)
+    policy = graph.current_policy()
+    with transaction.atomic():
+        # The session lock orders two links of the same session; ON CONFLICT below, two sessions'.
+        AgentSession.objects.select_for_update().filter(pk=session.pk).first()
+        pairs = co_used_pairs(session, policy.co_use_min_sessions)
+        if not pairs:
+            return fall_through("no_new_links", "no unlinked pair was used together often enough", **context)
+        edge_type, _ = EdgeType.objects.get_or_create(graph=graph, name=CO_USED,
+                                                      defaults={"priority": 0.0, "description": CO_USED_DESCRIPTION})
+        titles = dict(Node.objects.filter(graph=graph, pk__in={n for a, b, _n in pairs for n in (a, b)}).values_list("id", "title"))
+        ends = [(a, b) for a, b, _n in pairs] + [(b, a) for a, b, _n in pairs]
+        vectors = embed_texts([triplet_text(titles[a], CO_USED, titles[b]) for a, b in ends])
+        batch = _start_batch(graph, "link", actor, session=session,
+                             details={"threshold": policy.co_use_min_sessions, "pairs": [list(p) for p in pairs]})
+        with connection.cursor() as cur:
+            cur.execute(
+                f"""INSERT INTO {EDGE_TABLE} (graph_id, source_id, target_id, edge_type_id, weight, feedback_weight,
+                                              triplet_embedding, archived, created_at, updated_at)
+                    SELECT %(graph)s, x.s, x.t, %(type)s, 0.5, 0.5, x.v::vector, false, now(), now()
+                    FROM unnest(%(sources)s::bigint[], %(targets)s::bigint[], %(vectors)s::text[]) AS x(s, t, v)
+                    ON CONFLICT (source_id, target_id, edge_type_id) DO NOTHING
+                    RETURNING id""",
+                {"graph": graph.pk, "type": edge_type.pk, "sources": [a for a, _b in ends], "targets": [b for _a, b in ends],
+                 "vectors": [_vector_text(v) for v in vectors]},
+            )
+            created = sorted(r[0] for r in cur.fetchall())
+        batch.details["created_edges"] = created
+        return _finish(batch, actor, started, edge_updates=len(created),
+                       audit_extra={"session": session.external_id, "created_edges": created, "edge_type": CO_USED})
+
+
+def _vector_text(vector) -> str | None:
+    if vector is None or not any(vector):
+        return None
+    return "[" + ",".join(repr(float(x)) for x in vector) + "]"
+
+
+def _rollback_links(actor, target: UpdateBatch, started: float, *, undo: bool) -> Result:
+    """Roll back a ``link`` batch (archive the edges it created) or the rollback of one (restore them).
+
+    Links hold no weight change to restore: the edges themselves are what the batch made. An edge
+    already in the wanted state is left alone and counted as a conflict.
+    """
+    graph = target.graph
+    edges = target.details.get("created_edges" if target.kind == "link" else "edges", [])
+    new = _start_batch(graph, "rollback", actor, rollback_of=target,
+                       details={"rollback_of": target.pk, "rolled_back_kind": "link" if undo else "link_rollback",
+                                "edges": edges, "force": False})
+    changed = list(Edge.objects.filter(graph=graph, pk__in=edges, archived=not undo).values_list("pk", flat=True))
+    Edge.objects.filter(graph=graph, pk__in=changed).update(archived=undo)
+    conflicts = len(edges) - len(changed)
+    new.details.update({"archived" if undo else "restored": sorted(changed), "conflict_ids": {}})
+    target.status = "rolled_back"
+    target.save(update_fields=["status"])
+    return _finish(new, actor, started, edge_updates=len(changed), conflicts=conflicts,
+                   audit_extra={"rollback_of": target.pk, "rolled_back_kind": new.details["rolled_back_kind"], "forced": False,
+                                "edges": sorted(changed)})
+
+
+# --------------------------------------------------------------------------------------------------
 # 5. Rollback
 
 
@@ -997,6 +1177,9 @@ def rollback(actor, batch: UpdateBatch, *, force: bool = False) -> Result:
         # rollback() is the only writer of rollback_of, and it marks the batch rolled_back in the same transaction.
         if target.status == "rolled_back":
             raise RollbackRefused(f"batch {target.pk} has already been rolled back.")
+        if target.kind == "link" or target.details.get("rolled_back_kind") in ("link", "link_rollback"):
+            return _rollback_links(actor, target, started, undo=target.kind == "link" or
+                                   target.details.get("rolled_back_kind") == "link_rollback")
         history = "blocks" if WeightChangeBlock.objects.filter(batch=target).exists() else "rows"
         if (target.node_updates or target.edge_updates) and history == "rows" and not WeightChange.objects.filter(batch=target).exists():
             raise RollbackRefused(f"batch {target.pk}'s weight history has expired (retention); it cannot be rolled back.")

@@ -169,6 +169,7 @@ def _top_used(p: dict) -> dict:
         SELECT (SELECT count(*) FROM s),
                (SELECT count(DISTINCT top.session_id) FROM top JOIN feedback_useevent u
                   ON u.session_id = top.session_id AND u.graph_id = %(graph)s AND u.signal IN ('explicit', 'implicit')
+                 AND u.source <> 'path'
                  AND (u.node_id = top.node_id OR u.edge_id = top.edge_id))
         """,
         {**p, "k": TOP_K},

@@ -14,13 +14,14 @@ from django.contrib.postgres.fields import ArrayField
 from django.db import models
 from django.db.models import Q
 from django.urls import reverse
+from pgvector.django import HnswIndex, VectorField
 
 from graphadmin.models import Edge, Graph, Node, PolicyRevision
 from graphadmin.models.tenancy import TenantQuerySet
 
 OUTCOMES = ("accepted", "rework", "rejected")
 SIGNALS = ("explicit", "implicit", "negative")
-BATCH_KINDS = ("reinforce", "outcome", "decay", "normalize", "manual", "import", "rollback")
+BATCH_KINDS = ("reinforce", "outcome", "decay", "normalize", "manual", "import", "link", "rollback")
 BATCH_STATUSES = ("applied", "rolled_back")
 
 
@@ -56,17 +57,24 @@ class ContextInjection(models.Model):
     session = models.ForeignKey(AgentSession, on_delete=models.CASCADE, related_name="injections")
     policy_revision = models.ForeignKey(PolicyRevision, on_delete=models.PROTECT, related_name="injections")
     query = models.TextField(blank=True)
-    mode = models.CharField(max_length=20, default="traversal", help_text="traversal or hybrid")
+    mode = models.CharField(max_length=20, default="retrieve", help_text="retrieve (the pipeline); traversal or hybrid (older logs)")
     budget_unit = models.CharField(max_length=10, default="items", help_text="items or tokens")
     budget = models.PositiveIntegerField(default=0)
     spent = models.PositiveIntegerField(default=0)
     params = models.JSONField(default=dict, blank=True, help_text="The request as received: start nodes, k, hops, anchors.")
+    # The query's embedding: past retrievals nearest to a new query are its "similar questions"
+    # (the exploration bonus counts what they surfaced).
+    query_embedding = VectorField(dimensions=settings.EMBEDDING_DIM, null=True, blank=True)
     created_at = models.DateTimeField(auto_now_add=True, db_index=True)
 
     objects = GraphScopedQuerySet.as_manager()
 
     class Meta:
-        indexes = [models.Index(fields=["graph", "-created_at"], name="injection_graph_recent")]
+        indexes = [
+            models.Index(fields=["graph", "-created_at"], name="injection_graph_recent"),
+            HnswIndex(name="injection_query_hnsw", fields=["query_embedding"], m=16, ef_construction=64,
+                      opclasses=["vector_cosine_ops"]),
+        ]
 
     def __str__(self):
         return f"injection {self.pk} ({self.session})"

@@ -80,11 +80,15 @@ def apply_outcome_task(graph_id: int, external_id: str, outcome: str, alpha=None
     graph = _graph(graph_id)
     if graph is None:
         return actions.fall_through("unknown_graph", "outcome for an unknown graph", graph=graph_id, session=external_id).as_dict()
+    actor = _actor(user_id, "task:feedback.apply_outcome")
     try:
-        return actions.apply_outcome(_actor(user_id, "task:feedback.apply_outcome"), graph, external_id, outcome, alpha=alpha,
-                                     idempotency_key=idempotency_key).as_dict()
+        result = actions.apply_outcome(actor, graph, external_id, outcome, alpha=alpha, idempotency_key=idempotency_key).as_dict()
     except actions.FeedbackError as exc:
         return _refused(exc, graph=graph_id, session=external_id)
+    if outcome == "accepted" and result["status"] == "applied":
+        # An accepted session may complete a pair of notes used together often enough to be linked.
+        result["links"] = actions.link_co_used(actor, _session(graph_id, external_id)).as_dict()
+    return result
 
 
 @shared_task(name="feedback.decay_graph")

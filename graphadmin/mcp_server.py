@@ -135,7 +135,8 @@ def do_search(user, graph_id: int, args: dict) -> dict:
     graph = _graph(user, graph_id, "reviewer")
     data = _validated(rs.SearchRequestSerializer, args)
     result = call_service(service.search, graph, query=data["query"], vector=data["vector"], k=data["k"],
-                           anchors=data["anchors"], persona=data["persona"])
+                           anchors=data["anchors"], start_nodes=data["start_nodes"], exclude=data["exclude"],
+                           persona=data["persona"])
     return search_payload(result)
 
 
@@ -147,7 +148,7 @@ def do_context(user, graph_id: int, args: dict) -> dict:
     data = _validated(rs.ContextRequestSerializer, args)
     result = call_service(
         service.assemble_context, graph, session_id=data["session"], query=data["query"], vector=data["vector"],
-        start_nodes=data["start_nodes"], anchors=data["anchors"], persona=data["persona"],
+        start_nodes=data["start_nodes"], anchors=data["anchors"], exclude=data["exclude"], persona=data["persona"],
         budget_unit=data["budget_unit"], budget=data["budget"], k=data["k"], hops=data["hops"],
     )
     return context_payload(result, data["session"])
@@ -311,14 +312,19 @@ def build_server(*, token: str | None = None, http: bool = False, host: str = "1
         anchors: Annotated[list[int], Field(description="Node ids you are already at: hits near them (undirected hops) "
                                                         f"rank higher. At most {service.MAX_START_NODES}.",
                                             json_schema_extra={"maxItems": service.MAX_START_NODES})] = [],
+        exclude: Annotated[list[int], Field(description="Node ids you already hold: never returned.",
+                                            json_schema_extra={"maxItems": service.MAX_EXCLUDE})] = [],
         persona: Persona = {},
     ) -> dict:
-        """Hybrid search of the graph: vector similarity to the query, then hop proximity to your anchor
-        nodes, persona affinity and recency. Returns the hits in rank order, each with its node id, key,
-        title, kind, the raw vector score, hops from the anchors (proximity, not causation), the total
-        score and every score component (raw value, coefficient, contribution). Logs nothing: use
-        graph_context to retrieve context for a session."""
-        return await run(do_search, graph_id, {"query": query, "vector": vector, "k": k, "anchors": anchors, "persona": persona})
+        """Search the graph with the same pipeline as graph_context: the notes and the links
+        ("source -> type -> target") nearest to your question, then the notes they lead to, ranked by
+        similarity, proximity, what earlier sessions found useful (learned weights), persona and
+        recency. Returns the hits in rank order, each with its node id, key, title, kind, the raw
+        vector score, how it entered (vector, triplet, start, expansion) and its path of edge ids,
+        the total score and every component (raw value, coefficient, contribution). Logs nothing:
+        use graph_context to retrieve context for a session."""
+        return await run(do_search, graph_id, {"query": query, "vector": vector, "k": k, "anchors": anchors,
+                                               "exclude": exclude, "persona": persona})
 
     @server.tool(name="graph_context", annotations=appends)
     async def graph_context(
@@ -326,30 +332,35 @@ def build_server(*, token: str | None = None, http: bool = False, host: str = "1
         session: Session,
         query: Query = "",
         vector: Vector = None,
-        start_nodes: Annotated[list[int], Field(description="Traversal mode: node ids to start from (best-first over their "
-                                                            f"edges by traversal score). At most {service.MAX_START_NODES}. "
-                                                            "Without them: hybrid mode (needs a query or vector).",
+        start_nodes: Annotated[list[int], Field(description="Optional: node ids to start from besides the question's hits "
+                                                            f"(they are candidates too). At most {service.MAX_START_NODES}. "
+                                                            "Usually omitted: ask with the question only.",
                                                 json_schema_extra={"maxItems": service.MAX_START_NODES})] = [],
         anchors: NodeIds = [],
+        exclude: Annotated[list[int], Field(description="Node ids you already hold: never returned.",
+                                            json_schema_extra={"maxItems": service.MAX_EXCLUDE})] = [],
         persona: Persona = {},
         budget_unit: Annotated[Literal["items", "tokens"], Field(description="What the budget counts.")] = "items",
         budget: Annotated[int | None, Field(description=f"At most {service.MAX_BUDGET_ITEMS} items or {service.MAX_BUDGET_TOKENS} "
                                                         "estimated tokens; default: the graph policy's.",
                                             json_schema_extra=_bounds(1, service.MAX_BUDGET_TOKENS))] = None,
-        k: Annotated[int, Field(description=f"Hybrid mode: vector candidates considered, 1..{service.MAX_SEARCH_K}.",
+        k: Annotated[int, Field(description=f"Note vector hits taken as entry points, 1..{service.MAX_SEARCH_K}.",
                                 json_schema_extra=_bounds(1, service.MAX_SEARCH_K))] = 50,
         hops: Annotated[int | None, Field(description=f"Traversal depth, 1..{service.MAX_HOPS}; default and bound: the policy's max_hops.",
                                           json_schema_extra=_bounds(1, service.MAX_HOPS))] = None,
     ) -> dict:
-        """Retrieve context for your session: candidates ranked best-first, selected until the budget is
-        spent, the rest cut. The whole candidate set is logged as a context injection (its id is
-        `injection`), which is what your later feedback (graph_record_use, graph_improve) and
-        graph_explain refer to. Returns `items` (rank, node id, key, title, kind, text, tokens, score,
-        hops, and in traversal mode the edge id and type), plus budget, spent and how many candidates
-        were considered. The session is created on first use."""
+        """Retrieve context for your session from your question: the notes and links nearest to it, the
+        notes they lead to (best-first along the graph's edges), ranked by similarity, proximity and
+        what earlier sessions found useful, selected until the budget is spent, the rest cut. The
+        whole candidate set is logged as a context injection (its id is `injection`), which your
+        later feedback (graph_record_use, graph_improve) and graph_explain refer to. Returns `items`
+        (rank, node id, key, title, kind, text, tokens, score, hops, how it entered and its path of
+        edge ids), plus budget, spent and how many candidates were considered. The session is
+        created on first use. Then report the items you used with graph_record_use: that credits
+        them and the edges that led to them, so the next agent asking the same gets better context."""
         return await run(do_context, graph_id, {
             "session": session, "query": query, "vector": vector, "start_nodes": start_nodes, "anchors": anchors,
-            "persona": persona, "budget_unit": budget_unit, "budget": budget, "k": k, "hops": hops,
+            "exclude": exclude, "persona": persona, "budget_unit": budget_unit, "budget": budget, "k": k, "hops": hops,
         })
 
     @server.tool(name="graph_record_use", annotations=appends)

@@ -40,7 +40,8 @@ def search_payload(result: service.SearchResult) -> dict:
             {
                 "rank": hit.rank, "node": hit.row.node_id, "stable_id": hit.scored.stable_id, "key": hit.row.key,
                 "title": hit.row.title, "kind": hit.row.kind, "vector_score": hit.row.vector,
-                "hops": hit.scored.candidate.hops, "total": hit.scored.total, "components": hit.scored.components_dict(),
+                "hops": hit.scored.candidate.hops, "entry": hit.entry, "path": list(hit.path),
+                "total": hit.scored.total, "components": hit.scored.components_dict(),
             }
             for hit in result.items
         ],
@@ -95,7 +96,7 @@ class RankView(_RankingView):
 
 
 class SearchView(_RankingView):
-    """Hybrid search: vector candidates, then hop proximity to anchors, persona affinity and recency."""
+    """The retrieval pipeline's ranked candidates (vector and triplet entry points, expansion), without a budget or log."""
 
     serializer_class = s.SearchRequestSerializer
 
@@ -104,13 +105,13 @@ class SearchView(_RankingView):
         data = self.parse()
         result = call_service(
             service.search, self.graph(), query=data["query"], vector=data["vector"], k=data["k"], anchors=data["anchors"],
-            persona=data["persona"],
+            start_nodes=data["start_nodes"], exclude=data["exclude"], persona=data["persona"],
         )
         return Response(search_payload(result))
 
 
 class ContextView(_RankingView):
-    """Budgeted best-first context assembly, logged as a ContextInjection with every candidate considered."""
+    """The retrieval pipeline's candidates within a budget, logged as a ContextInjection with every candidate considered."""
 
     serializer_class = s.ContextRequestSerializer
 
@@ -119,7 +120,7 @@ class ContextView(_RankingView):
         data = self.parse()
         result = call_service(
             service.assemble_context, self.graph(), session_id=data["session"], query=data["query"], vector=data["vector"],
-            start_nodes=data["start_nodes"], anchors=data["anchors"], persona=data["persona"],
+            start_nodes=data["start_nodes"], anchors=data["anchors"], exclude=data["exclude"], persona=data["persona"],
             budget_unit=data["budget_unit"], budget=data["budget"], k=data["k"], hops=data["hops"],
         )
         return Response(context_payload(result, data["session"]), status=status.HTTP_201_CREATED)

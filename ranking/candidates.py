@@ -5,6 +5,11 @@
   out-edges by stored weight (so a hub cannot blow the query up); each node is expanded once, at
   its shortest depth. Joined with the target's embedding (pgvector cosine distance ``<=>``) and the
   edge type's priority.
+* ``entry_points``: the entry points of a retrieval: the HNSW top-k nodes for a query vector and
+  the HNSW top-k edges by triplet embedding ("source -> type -> target"), in one transaction.
+* ``node_rows``: the same facts as a vector hit, for nodes given by id (start nodes, triplet ends).
+* ``similar_surfaced``: how often each candidate was surfaced by the most similar past retrievals
+  of the graph (the exploration bonus's input).
 * ``vector_candidates``: the HNSW top-k nodes for a query vector. ``hnsw.ef_search`` is set to
   max(2k, EF_SEARCH_MIN = 800) for the transaction (pgvector's default of 40 silently returns fewer rows than
   asked for beyond 40) and iterative index scans are on, so the graph filter cannot starve the
@@ -56,6 +61,9 @@ class EdgeRow:
     target_title: str
     target_kind: str
     tokens: int
+    target_feedback_weight: float = 0.5
+    target_tags: tuple = ()
+    target_touched_at: datetime | None = None
 
 
 @dataclass(frozen=True)
@@ -67,9 +75,24 @@ class NodeRow:
     title: str
     kind: str
     tags: list
-    vector: float
+    vector: float | None
     touched_at: datetime | None
     tokens: int
+    feedback_weight: float = 0.5
+
+
+@dataclass(frozen=True)
+class TripletRow:
+    """One triplet hit: an edge whose "source -> type -> target" embedding is near the query."""
+
+    edge_id: int
+    source_id: int
+    target_id: int
+    weight: float
+    feedback_weight: float
+    edge_type: str
+    priority: float
+    similarity: float
 
 
 # Token estimate in SQL, equal to scoring.estimate_tokens(title + "\n" + text).
@@ -113,10 +136,12 @@ def edge_candidates_sql(hops: int) -> str:
     SELECT a.id, a.source_id, a.target_id, a.hops, a.weight, a.feedback_weight, et.name, et.priority,
            CASE WHEN %(query)s::vector IS NULL OR t.embedding IS NULL THEN NULL
                 ELSE 1 - (t.embedding <=> %(query)s::vector) END AS similarity,
-           t.key, t.title, t.kind, {_TOKENS} AS tokens
+           t.key, t.title, t.kind, {_TOKENS} AS tokens, t.feedback_weight, t.tags,
+           GREATEST(t.updated_at, s.last_used_at) AS touched_at
     FROM expanded a
     JOIN {_NODE} t ON t.id = a.target_id AND t.graph_id = %(graph)s
     JOIN graphadmin_edgetype et ON et.id = a.edge_type_id AND et.graph_id = %(graph)s
+    LEFT JOIN graphadmin_nodestats s ON s.node_id = t.id AND s.graph_id = %(graph)s
     ORDER BY a.hops, a.weight DESC, a.id
     LIMIT {MAX_EDGE_CANDIDATES}
     """
@@ -132,8 +157,8 @@ def edge_candidates(graph_id: int, start_nodes, query_vector, hops: int, fanout_
     return [
         EdgeRow(
             edge_id=r[0], source_id=r[1], target_id=r[2], hops=r[3], weight=r[4], feedback_weight=r[5], edge_type=r[6],
-            priority=r[7], similarity=None if r[8] is None else float(r[8]), target_key=r[9], target_title=r[10],
-            target_kind=r[11], tokens=r[12],
+            priority=r[7], similarity=_finite(r[8]), target_key=r[9], target_title=r[10],
+            target_kind=r[11], tokens=r[12], target_feedback_weight=r[13], target_tags=tuple(_json(r[14])), target_touched_at=r[15],
         )
         for r in rows
     ]
@@ -152,9 +177,17 @@ def ef_search_for(k: int) -> int:
     return min(1000, max(2 * k, EF_SEARCH_MIN))
 
 
+def _finite(value) -> float | None:
+    """A similarity as a float, or None when absent or not a number (a zero vector gives NaN)."""
+    if value is None:
+        return None
+    value = float(value)
+    return value if value == value and abs(value) != float("inf") else None
+
+
 VECTOR_SQL = f"""
 SELECT t.id, t.key, t.title, t.kind, t.tags, 1 - top.distance AS vector,
-       GREATEST(t.updated_at, s.last_used_at) AS touched_at, {_TOKENS} AS tokens
+       GREATEST(t.updated_at, s.last_used_at) AS touched_at, {_TOKENS} AS tokens, t.feedback_weight
 FROM (
     SELECT n.id, n.embedding <=> %(query)s::vector AS distance
     FROM {_NODE} n
@@ -185,10 +218,112 @@ def vector_candidates(graph_id: int, query_vector, k: int) -> list[NodeRow]:
         )
         cur.execute(VECTOR_SQL, {"graph": graph_id, "query": vector_literal(query_vector), "k": k})
         rows = cur.fetchall()
-    return [
-        NodeRow(node_id=r[0], key=r[1], title=r[2], kind=r[3], tags=_json(r[4]), vector=float(r[5]), touched_at=r[6], tokens=r[7])
-        for r in rows
-    ]
+    return [_node_row(r) for r in rows]
+
+
+def _node_row(r) -> NodeRow:
+    return NodeRow(node_id=r[0], key=r[1], title=r[2], kind=r[3], tags=_json(r[4]), vector=_finite(r[5]), touched_at=r[6],
+                   tokens=r[7], feedback_weight=r[8])
+
+
+TRIPLET_SQL = f"""
+SELECT e.id, e.source_id, e.target_id, e.weight, e.feedback_weight, et.name, et.priority, 1 - top.distance AS similarity
+FROM (
+    SELECT e.id, e.triplet_embedding <=> %(query)s::vector AS distance
+    FROM {_EDGE} e
+    WHERE e.graph_id = %(graph)s AND NOT e.archived AND e.triplet_embedding IS NOT NULL
+    ORDER BY e.triplet_embedding <=> %(query)s::vector
+    LIMIT %(k)s
+) top
+JOIN {_EDGE} e ON e.id = top.id AND e.graph_id = %(graph)s
+JOIN {_NODE} s ON s.id = e.source_id AND s.graph_id = %(graph)s AND NOT s.archived
+JOIN {_NODE} t ON t.id = e.target_id AND t.graph_id = %(graph)s AND NOT t.archived
+JOIN graphadmin_edgetype et ON et.id = e.edge_type_id AND et.graph_id = %(graph)s
+ORDER BY top.distance, e.id
+"""
+
+
+def entry_points(graph_id: int, query_vector, k_nodes: int, k_triplets: int) -> tuple[list[NodeRow], list[TripletRow]]:
+    """The retrieval's vector entry points: the top ``k_nodes`` nodes and top ``k_triplets`` triplets.
+
+    Both through their HNSW index (approximate), in one transaction so the search settings are set
+    once (see ``vector_candidates``). Triplets whose ends are archived are left out. No savepoint:
+    inside a caller's transaction the settings simply last until it ends (they only widen the search).
+    """
+    with transaction.atomic(savepoint=False), connection.cursor() as cur:
+        cur.execute(
+            "SELECT set_config('hnsw.ef_search', %s, true), set_config('hnsw.iterative_scan', 'relaxed_order', true)",
+            [str(ef_search_for(max(k_nodes, k_triplets)))],
+        )
+        query = vector_literal(query_vector)
+        cur.execute(VECTOR_SQL, {"graph": graph_id, "query": query, "k": k_nodes})
+        nodes = [_node_row(r) for r in cur.fetchall()]
+        triplets = []
+        if k_triplets:
+            cur.execute(TRIPLET_SQL, {"graph": graph_id, "query": query, "k": k_triplets})
+            triplets = [
+                TripletRow(edge_id=r[0], source_id=r[1], target_id=r[2], weight=r[3], feedback_weight=r[4], edge_type=r[5],
+                           priority=r[6], similarity=_finite(r[7]) or 0.0)
+                for r in cur.fetchall()
+            ]
+    return nodes, triplets
+
+
+NODE_ROWS_SQL = f"""
+SELECT t.id, t.key, t.title, t.kind, t.tags,
+       CASE WHEN %(query)s::vector IS NULL OR t.embedding IS NULL THEN NULL ELSE 1 - (t.embedding <=> %(query)s::vector) END,
+       GREATEST(t.updated_at, s.last_used_at) AS touched_at, {_TOKENS} AS tokens, t.feedback_weight
+FROM {_NODE} t
+LEFT JOIN graphadmin_nodestats s ON s.node_id = t.id AND s.graph_id = %(graph)s
+WHERE t.graph_id = %(graph)s AND t.id = ANY(%(ids)s::bigint[]) AND NOT t.archived
+ORDER BY t.id
+"""
+
+
+def node_rows(graph_id: int, node_ids, query_vector) -> list[NodeRow]:
+    """The facts a node score needs, for active nodes given by id, with their similarity to the query."""
+    ids = sorted(set(node_ids))
+    if not ids:
+        return []
+    with connection.cursor() as cur:
+        cur.execute(NODE_ROWS_SQL, {"graph": graph_id, "ids": ids, "query": vector_literal(query_vector)})
+        return [_node_row(r) for r in cur.fetchall()]
+
+
+# How many of the graph's past retrievals count as "similar questions" for the exploration bonus.
+SIMILAR_INJECTIONS = 20
+
+SIMILAR_SURFACED_SQL = """
+WITH near AS MATERIALIZED (
+    SELECT i.id FROM feedback_contextinjection i
+    WHERE i.graph_id = %(graph)s AND i.query_embedding IS NOT NULL
+    ORDER BY i.query_embedding <=> %(query)s::vector
+    LIMIT %(n)s
+)
+SELECT (SELECT count(*) FROM near),
+       coalesce((SELECT array_agg(x.node_id) FROM (
+           SELECT c.node_id FROM feedback_injectioncandidate c JOIN near ON c.injection_id = near.id
+           WHERE c.graph_id = %(graph)s AND c.selected AND c.node_id = ANY(%(ids)s::bigint[])
+       ) x), '{}')
+"""
+
+
+def similar_surfaced(graph_id: int, query_vector, node_ids, n: int = SIMILAR_INJECTIONS) -> tuple[int, dict[int, int]]:
+    """(how many similar past retrievals were found, node id -> how many of them selected it).
+
+    "Similar" is the ``n`` past injections of the graph whose query embedding is nearest to this
+    query (through their HNSW index); each candidate counts once per injection that selected it.
+    """
+    if query_vector is None or not node_ids:
+        return 0, {}
+    with transaction.atomic(savepoint=False), connection.cursor() as cur:
+        cur.execute("SELECT set_config('hnsw.ef_search', %s, true)", [str(ef_search_for(n))])
+        cur.execute(SIMILAR_SURFACED_SQL, {"graph": graph_id, "query": vector_literal(query_vector), "n": n, "ids": list(node_ids)})
+        found, ids = cur.fetchone()
+    counts: dict[int, int] = {}
+    for node_id in ids:
+        counts[node_id] = counts.get(node_id, 0) + 1
+    return found, counts
 
 
 def _neighbours(source: str) -> str:

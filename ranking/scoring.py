@@ -10,11 +10,21 @@ Two modes (docs/ranking.md has the full formulas):
   ``similarity`` is the cosine similarity of the edge's target embedding to the query (0 when
   either is missing), ``priority`` the edge type's priority in [-1, 1].
 
-* **Hybrid score** of a node found by vector search::
+* **Node score** of a retrieval candidate (an entry point, a start node or a node reached by
+  expansion; docs/ranking.md "The retrieval pipeline")::
 
-      hop      = max(hop_floor, hop_decay ** hops)   (hops unknown or > max_hops: hop_floor)
-      recency  = 0.5 ** (age_days / recency_half_life_days)   (age unknown: 0)
-      total    = coef_vector * vector + coef_hop * hop + coef_persona * persona + coef_recency * recency
+      hop         = max(hop_floor, hop_decay ** hops)   (hops unknown or > max_hops: hop_floor)
+      recency     = 0.5 ** (age_days / recency_half_life_days)   (age unknown: 0)
+      feedback    = feedback_weight - 0.5                 (the node's learned EMA, around neutral)
+      path        = blended weight of the edge that reached it - 0.5   (no edge: 0, neutral)
+      priority    = priority of that edge's type                 (no edge: 0)
+      exploration = 1 - share of similar past retrievals that surfaced it   (no history: 0)
+      total       = coef_vector * vector + coef_hop * hop + coef_persona * persona + coef_recency * recency
+                    + feedback_influence * feedback + coef_path * path + coef_priority * priority
+                    + exploration_coef * exploration
+
+  The learned terms are biases around neutral: an untouched node (0.5) and an untouched edge (0.5)
+  add nothing, so learning never filters a candidate out, it only moves it.
 
   The hop factor measures *proximity* to the caller's anchors in an undirected, bounded view of
   the graph. It says nothing about causation.
@@ -52,7 +62,11 @@ RANKING_POLICY_NUMBERS = (
     "hop_decay",
     "hop_floor",
     "max_hops",
+    "coef_path",
+    "exploration",
 )
+
+NEUTRAL = 0.5  # the default of every learned weight: a bias of zero
 
 
 @dataclass(frozen=True)
@@ -71,6 +85,8 @@ class Policy:
     hop_decay: float = 0.6
     hop_floor: float = 0.25
     max_hops: int = 2
+    coef_path: float = 0.3
+    exploration: float = 0.03
 
     @classmethod
     def from_mapping(cls, values: Mapping[str, object]) -> "Policy":
@@ -127,12 +143,16 @@ class EdgeCandidate:
 
 @dataclass(frozen=True)
 class NodeCandidate:
-    """A node found by vector search, with the raw features the hybrid score reads.
+    """A retrieval candidate node, with the raw features the node score reads.
 
-    ``hops``: shortest undirected distance from the anchors, None when unreachable within the
-    bound (or no anchors were given). ``age_days``: days since the node's last activity, None when
-    unknown. ``persona``: the caller's affinity for this node, already resolved (see
-    ``persona_affinity``).
+    ``vector``: cosine similarity to the query (0 when the node has no embedding). ``hops``: edges
+    from where it entered (entry points and start nodes: 0), or, when the caller gave anchors, its
+    shortest undirected distance from them; None when unreachable within the bound. ``age_days``:
+    days since the node's last activity, None when unknown. ``persona``: the caller's affinity for
+    this node, already resolved (see ``persona_affinity``). ``feedback_weight``: the node's learned
+    EMA. ``path_weight``: the blended weight of the edge that reached it (None: it entered without
+    one); ``priority``: that edge's type priority (0 without one). ``novelty``: 1 minus the share of similar past retrievals that surfaced it (None: no
+    history to compare with).
     """
 
     node_id: int
@@ -140,6 +160,10 @@ class NodeCandidate:
     hops: int | None = None
     age_days: float | None = None
     persona: float = 0.0
+    feedback_weight: float = NEUTRAL
+    path_weight: float | None = None
+    priority: float = 0.0
+    novelty: float | None = None
 
     @property
     def stable_id(self) -> str:
@@ -223,12 +247,21 @@ def score_edge(c: EdgeCandidate, policy: Policy) -> Scored:
 
 
 def score_node(c: NodeCandidate, policy: Policy) -> Scored:
-    """The hybrid score of one node, with components vector, hop, persona and recency."""
+    """The score of one candidate node: vector, hop, persona, recency, feedback, path, priority and exploration.
+
+    ``feedback`` and ``path`` are the learned numbers, each a bias around neutral (0.5 adds
+    nothing); ``exploration`` is 0 whenever the policy's exploration coefficient is 0.
+    """
+    path = 0.0 if c.path_weight is None else c.path_weight - NEUTRAL
     components = (
         _component("vector", c.vector, policy.coef_vector),
         _component("hop", hop_factor(c.hops, policy), policy.coef_hop),
         _component("persona", c.persona, policy.coef_persona),
         _component("recency", recency_factor(c.age_days, policy.recency_half_life_days), policy.coef_recency),
+        _component("feedback", c.feedback_weight - NEUTRAL, policy.feedback_influence),
+        _component("path", path, policy.coef_path),
+        _component("priority", c.priority, policy.coef_priority),
+        _component("exploration", c.novelty or 0.0, policy.exploration),
     )
     return Scored(c, math.fsum(x.contribution for x in components), components)
 
@@ -292,6 +325,50 @@ def best_first_order(scored: Sequence[Scored], start_nodes: Iterable[int]) -> li
         expand(s.candidate.target_id)
     order.extend(rank(s for s in scored if s.stable_id not in seen))
     return order
+
+
+@dataclass(frozen=True)
+class Reach:
+    """How expansion reached a node: its hops from the seed it grew from, and the edges on the way."""
+
+    node_id: int
+    hops: int
+    path: tuple[int, ...] = ()
+    via: Scored | None = None  # the traversal score of the last edge on the path
+
+
+def expand_best_first(seeds: Mapping[int, Reach], edges: Sequence[Scored], max_hops: int, limit: int) -> dict[int, Reach]:
+    """Best-first expansion from ``seeds`` over the scored edges: the nodes it reaches and how.
+
+    The frontier starts with the edges leaving the seeds; the best edge (by ``sort_key``) is taken
+    next, its target is reached (hops and path one longer than its source's) and, while under
+    ``max_hops``, the edges leaving it join the frontier. A node is reached once, by the best edge
+    that gets to it first; seeds are never re-reached. Stops after ``limit`` new nodes. Returns the
+    new nodes only, in the order they were reached (dicts keep insertion order).
+    """
+    by_source: dict[int, list[Scored]] = {}
+    for s in edges:
+        by_source.setdefault(s.candidate.source_id, []).append(s)
+    frontier: list[tuple] = []
+    reached: dict[int, Reach] = {}
+
+    def push(reach: Reach) -> None:
+        if reach.hops >= max_hops:
+            return
+        for s in by_source.get(reach.node_id, ()):
+            heapq.heappush(frontier, (sort_key(s), id(s), s, reach))
+
+    for node_id in sorted(seeds):
+        push(seeds[node_id])
+    while frontier and len(reached) < limit:
+        _key, _i, s, parent = heapq.heappop(frontier)
+        target = s.candidate.target_id
+        if target in seeds or target in reached:
+            continue
+        reach = Reach(target, parent.hops + 1, (*parent.path, s.candidate.edge_id), s)
+        reached[target] = reach
+        push(reach)
+    return reached
 
 
 @dataclass

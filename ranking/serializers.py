@@ -45,21 +45,37 @@ class PersonaField(serializers.DictField):
         return value
 
 
+class ExcludeField(serializers.ListField):
+    """Node ids the caller already holds: left out of the result."""
+
+    def __init__(self, **kwargs):
+        kwargs.setdefault("child", serializers.IntegerField(min_value=1))
+        kwargs.setdefault("max_length", service.MAX_EXCLUDE)
+        kwargs.setdefault("required", False)
+        kwargs.setdefault("default", list)
+        kwargs.setdefault("help_text", "Node ids you already hold: never returned (they may still lead to others).")
+        super().__init__(**kwargs)
+
+
 class SearchRequestSerializer(QueryMixin):
     k = serializers.IntegerField(min_value=1, max_value=service.MAX_SEARCH_K, default=20)
-    anchors = NodeIdListField(required=False, default=list)
+    start_nodes = NodeIdListField(required=False, default=list, help_text="Entry points besides the query's vector hits.")
+    anchors = NodeIdListField(required=False, default=list, help_text="Hops (proximity) are measured from these.")
+    exclude = ExcludeField()
     persona = PersonaField(required=False, default=dict, help_text="Affinity in [-1, 1] by node kind or tag.")
 
 
 class ContextRequestSerializer(QueryMixin):
     session = serializers.CharField(max_length=200, help_text="The agent session's external id; created if new.")
-    start_nodes = NodeIdListField(required=False, default=list, help_text="Traversal mode; without them: hybrid mode.")
-    anchors = NodeIdListField(required=False, default=list)
+    start_nodes = NodeIdListField(required=False, default=list,
+                                  help_text="Optional entry points besides the query's vector and triplet hits (candidates too).")
+    anchors = NodeIdListField(required=False, default=list, help_text="Hops (proximity) are measured from these.")
+    exclude = ExcludeField()
     persona = PersonaField(required=False, default=dict)
     budget_unit = serializers.ChoiceField(choices=["items", "tokens"], default="items")
     budget = serializers.IntegerField(min_value=1, required=False, allow_null=True, default=None,
                                       help_text="Items (max 200) or estimated tokens (max 100000); default from the policy.")
-    k = serializers.IntegerField(min_value=1, max_value=service.MAX_SEARCH_K, default=50, help_text="Hybrid mode: vector candidates.")
+    k = serializers.IntegerField(min_value=1, max_value=service.MAX_SEARCH_K, default=50, help_text="Node vector hits taken as entry points.")
     hops = serializers.IntegerField(min_value=1, max_value=service.MAX_HOPS, required=False, allow_null=True, default=None)
 
     def validate(self, attrs):
@@ -67,7 +83,7 @@ class ContextRequestSerializer(QueryMixin):
         if attrs.get("budget") is not None and attrs["budget"] > limit:
             raise serializers.ValidationError({"budget": [f"At most {limit} {attrs['budget_unit']}."]})
         if not attrs["start_nodes"] and not attrs.get("query", "").strip() and attrs.get("vector") is None:
-            raise serializers.ValidationError({"start_nodes": ["Give start nodes (traversal) or a query or vector (hybrid)."]})
+            raise serializers.ValidationError({"query": ["Give a query (or a vector), or start nodes."]})
         return attrs
 
 
@@ -138,8 +154,11 @@ class SearchHitSerializer(serializers.Serializer):
     key = serializers.CharField()
     title = serializers.CharField()
     kind = serializers.CharField()
-    vector_score = serializers.FloatField(help_text="Raw cosine similarity to the query.")
-    hops = serializers.IntegerField(allow_null=True, help_text="Undirected distance from the anchors (proximity, not causation).")
+    vector_score = serializers.FloatField(allow_null=True, help_text="Raw cosine similarity to the query (null: no embedding).")
+    hops = serializers.IntegerField(allow_null=True, help_text="Edges from its entry point, or with anchors its undirected "
+                                                               "distance from them (proximity, not causation).")
+    entry = serializers.CharField(help_text="start, vector, triplet or expansion")
+    path = serializers.ListField(child=serializers.IntegerField(), help_text="Edge ids from its entry point to it.")
     total = serializers.FloatField()
     components = ComponentsField()
 
@@ -159,7 +178,9 @@ class SelectedItemSerializer(serializers.Serializer):
     tokens = serializers.IntegerField()
     total = serializers.FloatField()
     hops = serializers.IntegerField(allow_null=True)
-    edge = serializers.IntegerField(allow_null=True)
+    entry = serializers.ChoiceField(choices=["start", "vector", "triplet", "expansion"], help_text="How it entered the candidates.")
+    path = serializers.ListField(child=serializers.IntegerField(), help_text="Edge ids from its entry point to it.")
+    edge = serializers.IntegerField(allow_null=True, help_text="The last edge of its path.")
     edge_type = serializers.CharField(allow_null=True)
 
 
@@ -182,6 +203,10 @@ class CandidateSerializer(serializers.Serializer):
     node = serializers.IntegerField()
     edge = serializers.IntegerField(allow_null=True)
     hops = serializers.IntegerField(allow_null=True)
+    entry = serializers.CharField(help_text="start, vector, triplet or expansion")
+    path = serializers.ListField(child=serializers.IntegerField())
+    path_text = serializers.CharField(help_text="The path in words: A -type-> B -type-> C")
+    cut = serializers.CharField(help_text="Why it was not selected: budget, duplicate; empty when selected.")
     tokens = serializers.IntegerField()
     total = serializers.FloatField()
     features = serializers.DictField()

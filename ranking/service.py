@@ -15,7 +15,7 @@ from django.db import connection, transaction
 
 from feedback.models import AgentSession, ContextInjection, InjectionCandidate, UseEvent
 from graphadmin.embeddings import check_comparable, configured_model, embed_query
-from graphadmin.models import EdgeType, Graph, Node, PolicyRevision
+from graphadmin.models import Edge, EdgeType, Graph, Node, PolicyRevision
 
 from . import candidates as sql
 from . import scoring
@@ -144,63 +144,196 @@ def rank(graph: Graph, start_nodes, *, query: str = "", vector=None, k: int = 50
 
 
 # ---------------------------------------------------------------------------------------------
-# Search (hybrid)
+# The retrieval pipeline (behind search, context and the MCP tools)
+
+# Bounded work per request (docs/ranking.md "The retrieval pipeline").
+TRIPLET_K = 20  # triplet entry points (edges by their "source -> type -> target" embedding)
+EXPANSION_SEEDS = 10  # the best entry points expansion grows from (start nodes always)
+MAX_EXPANDED = 50  # new nodes best-first expansion may add
+MAX_EXCLUDE = 1000
+ENTRY_ORDER = {"start": 0, "vector": 1, "triplet": 2, "expansion": 3}  # tie-break between two ways in
 
 
 @dataclass
-class SearchHit:
-    """A scored vector-search hit with its node row."""
+class Candidate:
+    """A retrieval candidate: a node, how it entered, the path from its entry point, and its score.
+
+    ``entry`` is ``start`` (a start node), ``vector`` (a node embedding hit), ``triplet`` (an end of
+    an edge whose triplet embedding was hit; that edge is its path) or ``expansion`` (reached from
+    an entry point along ``path``). ``edge`` is the last edge of the path (its traversal score), if any.
+    """
 
     scored: scoring.Scored
     row: sql.NodeRow
+    entry: str
+    path: tuple[int, ...] = ()
+    edge: scoring.Scored | None = None
+    path_hops: int = 0
     rank: int = 0
 
     @property
     def node_id(self) -> int:
         return self.row.node_id
 
+    @property
+    def edge_id(self) -> int | None:
+        return self.path[-1] if self.path else None
+
+    @property
+    def edge_type(self) -> str | None:
+        return self.edge.candidate.edge_type if self.edge else None
+
     def features(self) -> dict:
+        """The raw inputs of the score and how the candidate was reached, frozen in the injection log
+        (explain shows them, what-if rescores them)."""
         c = self.scored.candidate
+        edge = self.edge.candidate if self.edge else None
         return {
-            "node_id": c.node_id, "vector": c.vector, "hops": c.hops, "age_days": c.age_days,
-            "persona": c.persona, "tokens": self.row.tokens,
+            "node_id": c.node_id, "vector": c.vector, "hops": c.hops, "age_days": c.age_days, "persona": c.persona,
+            "feedback_weight": c.feedback_weight, "path_weight": c.path_weight, "priority": c.priority, "novelty": c.novelty,
+            "tokens": self.row.tokens, "entry": self.entry, "path": list(self.path), "path_hops": self.path_hops,
+            "edge_id": edge.edge_id if edge else None, "edge_type": edge.edge_type if edge else None,
+            "edge_source": edge.source_id if edge else None, "edge_target": edge.target_id if edge else None,
+            "traversal": self.edge.total if self.edge else None,
         }
 
 
 @dataclass
 class SearchResult:
-    """Hybrid hits in rank order and the policy revision used."""
+    """Ranked candidates (best first) and the policy revision used; ``considered`` counts them all."""
 
     policy_revision: PolicyRevision
-    items: list[SearchHit]
+    items: list[Candidate]
+    considered: int = 0
+
+
+def _triplet_edge(t: sql.TripletRow, similarity: float | None) -> scoring.EdgeCandidate:
+    return scoring.EdgeCandidate(
+        edge_id=t.edge_id, source_id=t.source_id, target_id=t.target_id, hops=1, weight=t.weight,
+        feedback_weight=t.feedback_weight, priority=t.priority, similarity=similarity, edge_type=t.edge_type,
+    )
+
+
+def _row_of_edge(r: sql.EdgeRow) -> sql.NodeRow:
+    return sql.NodeRow(node_id=r.target_id, key=r.target_key, title=r.target_title, kind=r.target_kind,
+                       tags=list(r.target_tags), vector=r.similarity, touched_at=r.target_touched_at, tokens=r.tokens,
+                       feedback_weight=r.target_feedback_weight)
+
+
+def retrieve(
+    graph: Graph, *, query: str = "", vector=None, start_nodes=(), anchors=(), exclude=(), persona=None, k: int = 50,
+    hops: int | None = None, now: datetime | None = None, policy: tuple[PolicyRevision, scoring.Policy] | None = None,
+    qvec=None,
+) -> SearchResult:
+    """The one retrieval pipeline: entry points, best-first expansion, node scores, in rank order.
+
+    1. Entry points: the top ``k`` nodes by embedding and the top TRIPLET_K triplets (a triplet hit
+       brings both ends, with that edge as their path), plus the start nodes.
+    2. Expansion: best-first by traversal score from the start nodes and the best EXPANSION_SEEDS
+       entry points, up to ``hops`` (the policy's max_hops) and MAX_EXPANDED new nodes, each at most
+       ``fanout_cap`` out-edges per node.
+    3. Every node reached is scored (``scoring.score_node``); a node reached several ways keeps its
+       best. Its hops are the edges from its entry point or, with anchors, its distance from them.
+    4. ``exclude`` (ids the caller already holds) are dropped from the result (they still expand).
+    Writes nothing. Bad input raises RankingInputError naming the field.
+    """
+    start_nodes, anchors, exclude = list(dict.fromkeys(start_nodes or ())), list(anchors or ()), set(exclude or ())
+    if qvec is None:
+        qvec = query_vector(query, vector, graph)
+    if qvec is None and not start_nodes:
+        raise RankingInputError({"query": ["Give a query with searchable words, a vector, or start nodes."]})
+    revision, pol = policy or policy_of(graph)
+    hops = _check_hops(hops, pol)
+    if start_nodes:
+        check_nodes(graph, start_nodes, "start_nodes")
+    if anchors:
+        check_nodes(graph, anchors, "anchors")
+
+    rows: dict[int, sql.NodeRow] = {}
+    ways: dict[int, list[tuple]] = {}  # node id -> [(entry, Reach)]
+
+    def way(node_id: int, entry: str, reach: scoring.Reach) -> None:
+        ways.setdefault(node_id, []).append((entry, reach))
+
+    node_hits, triplets = sql.entry_points(graph.pk, qvec, k, TRIPLET_K) if qvec is not None else ([], [])
+    for r in node_hits:
+        rows[r.node_id] = r
+        way(r.node_id, "vector", scoring.Reach(r.node_id, 0))
+    for node_id in start_nodes:
+        way(node_id, "start", scoring.Reach(node_id, 0))
+    missing = {n for n in start_nodes if n not in rows} | {
+        end for t in triplets for end in (t.source_id, t.target_id) if end not in rows}
+    for r in sql.node_rows(graph.pk, missing, qvec):
+        rows[r.node_id] = r
+    for t in triplets:
+        for end in (t.source_id, t.target_id):
+            if end in rows:
+                edge = scoring.score_edge(_triplet_edge(t, rows[t.target_id].vector if t.target_id in rows else None), pol)
+                way(end, "triplet", scoring.Reach(end, 0, (t.edge_id,), edge))
+
+    # Seeds of the expansion: the start nodes and the best entry points by a provisional score.
+    provisional = {n: _best(n, ways[n], rows[n], pol, persona, now, None, None)[0] for n in ways if n in rows}
+    seeds: dict[int, scoring.Reach] = {n: scoring.Reach(n, 0) for n in start_nodes if n in rows}
+    for n in sorted(provisional, key=lambda n: scoring.sort_key(provisional[n])):
+        if len(seeds) >= len(start_nodes) + EXPANSION_SEEDS:
+            break
+        seeds.setdefault(n, min(ways[n], key=lambda w: ENTRY_ORDER[w[0]])[1])
+    if seeds and hops:
+        edge_rows = sql.edge_candidates(graph.pk, list(seeds), qvec, hops, revision.fanout_cap)
+        scored_edges = [scoring.score_edge(_edge_candidate(r), pol) for r in edge_rows]
+        targets = {r.target_id: r for r in edge_rows}
+        for node_id, reach in scoring.expand_best_first(seeds, scored_edges, hops, MAX_EXPANDED).items():
+            rows.setdefault(node_id, _row_of_edge(targets[node_id]))
+            way(node_id, "expansion", reach)
+
+    distances = sql.anchor_distances(graph.pk, anchors, list(rows), pol.max_hops) if anchors else None
+    found, surfaced = sql.similar_surfaced(graph.pk, qvec, list(rows)) if pol.exploration else (0, {})
+    candidates = []
+    for node_id, options in ways.items():
+        if node_id in exclude or node_id not in rows:
+            continue
+        novelty = 1.0 - surfaced.get(node_id, 0) / found if found else None
+        anchor_hops = distances.get(node_id) if distances is not None else None
+        scored, (entry, reach) = _best(node_id, options, rows[node_id], pol, persona, now, novelty,
+                                       distances is not None, anchor_hops)
+        candidates.append(Candidate(scored, rows[node_id], entry, reach.path, reach.via, reach.hops))
+    ranked = sorted(candidates, key=lambda c: (scoring.sort_key(c.scored), ENTRY_ORDER[c.entry]))
+    for p, c in enumerate(ranked, start=1):
+        c.rank = p
+    return SearchResult(revision, ranked, considered=len(ranked))
+
+
+def _best(node_id, options, row: sql.NodeRow, policy: scoring.Policy, persona, now, novelty, anchored=False, anchor_hops=None):
+    """The best-scoring way a node was reached: (its Scored, (entry, Reach))."""
+    now = now or datetime.now(timezone.utc)
+    age = (now - row.touched_at).total_seconds() / 86400.0 if row.touched_at else None
+    affinity = scoring.persona_affinity(row.kind, row.tags, persona or {})
+    best = None
+    for entry, reach in options:
+        weight, priority = None, 0.0
+        if reach.via is not None:
+            e = reach.via.candidate
+            weight, priority = scoring.blended_weight(e.weight, e.feedback_weight, policy.feedback_influence), e.priority
+        cand = scoring.NodeCandidate(
+            node_id=node_id, vector=row.vector or 0.0, hops=anchor_hops if anchored else reach.hops, age_days=age,
+            persona=affinity, feedback_weight=row.feedback_weight, path_weight=weight, priority=priority, novelty=novelty,
+        )
+        scored = scoring.score_node(cand, policy)
+        key = (scoring.sort_key(scored), ENTRY_ORDER[entry])
+        if best is None or key < best[0]:
+            best = (key, scored, (entry, reach))
+    return best[1], best[2]
 
 
 def search(
-    graph: Graph, *, query: str = "", vector=None, k: int = 20, anchors=(), persona=None, now: datetime | None = None,
-    policy: tuple[PolicyRevision, scoring.Policy] | None = None,
+    graph: Graph, *, query: str = "", vector=None, k: int = 20, anchors=(), start_nodes=(), exclude=(), persona=None,
+    now: datetime | None = None, policy: tuple[PolicyRevision, scoring.Policy] | None = None,
 ) -> SearchResult:
-    """Hybrid search: HNSW top-k by the query vector, then hop (proximity), persona and recency factors."""
-    qvec = query_vector(query, vector, graph)
-    if qvec is None:
-        raise RankingInputError({"query": ["Give a query with searchable words, or a vector."]})
-    revision, policy = policy or policy_of(graph)
-    anchors = list(anchors or ())
-    if anchors:
-        check_nodes(graph, anchors, "anchors")
-    rows = sql.vector_candidates(graph.pk, qvec, k)
-    distances = sql.anchor_distances(graph.pk, anchors, [r.node_id for r in rows], policy.max_hops) if anchors else {}
-    now = now or datetime.now(timezone.utc)
-    by_id = {r.node_id: r for r in rows}
-    candidates = [
-        scoring.NodeCandidate(
-            node_id=r.node_id, vector=r.vector, hops=distances.get(r.node_id),
-            age_days=(now - r.touched_at).total_seconds() / 86400.0 if r.touched_at else None,
-            persona=scoring.persona_affinity(r.kind, r.tags, persona or {}),
-        )
-        for r in rows
-    ]
-    items = [SearchHit(s, by_id[s.candidate.node_id], rank=p) for p, s in enumerate(scoring.rank_nodes(candidates, policy), start=1)]
-    return SearchResult(revision, items)
+    """The retrieval pipeline's top ``k`` candidates (``retrieve``), without a budget or a log."""
+    result = retrieve(graph, query=query, vector=vector, start_nodes=start_nodes, anchors=anchors, exclude=exclude,
+                      persona=persona, k=max(k, 50), now=now, policy=policy)
+    result.items = result.items[:k]
+    return result
 
 
 # ---------------------------------------------------------------------------------------------
@@ -225,6 +358,7 @@ def assemble_context(
     vector=None,
     start_nodes=(),
     anchors=(),
+    exclude=(),
     persona=None,
     budget_unit: str = "items",
     budget: int | None = None,
@@ -232,29 +366,20 @@ def assemble_context(
     hops: int | None = None,
     now: datetime | None = None,
 ) -> ContextResult:
-    """Best-first retrieval within a budget, logged as a ContextInjection with every candidate considered.
+    """The retrieval pipeline's candidates (``retrieve``) within a budget, logged as a ContextInjection.
 
-    With start nodes: traversal mode (best-first over the candidate edges by traversal score).
-    Without: hybrid mode (the hybrid search's top k, in rank order). Items are selected in that
-    order until the first one that does not fit the budget; the rest are cut. Counters of the
-    selected nodes and edges are bumped set-based (INSERT ... ON CONFLICT DO UPDATE).
+    Candidates in score order fill the budget until the first one that does not fit; the rest are
+    cut, with the reason. Every candidate is frozen in the log with its path and components. The
+    selected nodes are counted as surfaced and the edges on their paths as traversed (set-based).
     """
     revision, policy = policy_of(graph)
     if budget is None:
         budget = revision.default_budget_items if budget_unit == "items" else revision.default_budget_tokens
-    params = {"start_nodes": list(start_nodes), "anchors": list(anchors), "persona": persona or {}, "k": k, "hops": hops,
-              "vector": vector is not None}
-    if start_nodes:
-        mode = "traversal"
-        rows = _fetch_edges(graph, revision, policy, start_nodes, query_vector(query, vector, graph), hops)
-        by_id = {r.edge_id: r for r in rows}
-        scored = [scoring.score_edge(_edge_candidate(r), policy) for r in rows]
-        ordered = [RankedEdge(s, by_id[s.candidate.edge_id]) for s in scoring.best_first_order(scored, start_nodes)]
-    else:
-        mode = "hybrid"
-        ordered = search(
-            graph, query=query, vector=vector, k=k, anchors=anchors, persona=persona, now=now, policy=(revision, policy)
-        ).items
+    params = {"start_nodes": list(start_nodes), "anchors": list(anchors), "exclude": sorted(set(exclude)),
+              "persona": persona or {}, "k": k, "hops": hops, "vector": vector is not None}
+    qvec = query_vector(query, vector, graph)
+    ordered = retrieve(graph, query=query, vector=vector, start_nodes=start_nodes, anchors=anchors, exclude=exclude,
+                       persona=persona, k=k, hops=hops, now=now, policy=(revision, policy), qvec=qvec).items
     costs = [1 if budget_unit == "items" else item.row.tokens for item in ordered]
     selection = scoring.select_within_budget([item.node_id for item in ordered], costs, budget)
 
@@ -262,17 +387,16 @@ def assemble_context(
     with transaction.atomic():
         session, created = AgentSession.objects.get_or_create(graph=graph, external_id=session_id)
         injection = ContextInjection.objects.create(
-            graph=graph, session=session, policy_revision=revision, query=query, mode=mode, budget_unit=budget_unit,
-            budget=budget, spent=selection.spent, params=params,
+            graph=graph, session=session, policy_revision=revision, query=query, mode="retrieve", budget_unit=budget_unit,
+            budget=budget, spent=selection.spent, params=params, query_embedding=qvec,
         )
         _copy_candidates(injection, [
-            (p, selection.selected[p - 1], item.node_id, item.row.edge_id if mode == "traversal" else None,
-             _stored_hops(item, policy), item.row.tokens, item.scored.total,
-             {**item.features(), "cut": selection.reasons[p - 1]}, item.scored.components_dict())
+            (p, selection.selected[p - 1], item.node_id, item.edge_id, _stored_hops(item, policy), item.row.tokens,
+             item.scored.total, {**item.features(), "cut": selection.reasons[p - 1]}, item.scored.components_dict())
             for p, item in enumerate(ordered, start=1)
         ])
         chosen = [item for item, sel in zip(ordered, selection.selected) if sel]
-        _bump_counters(graph, mode, [i.node_id for i in chosen], [i.row.edge_id for i in chosen] if mode == "traversal" else [])
+        _bump_counters(graph, [i.node_id for i in chosen], [e for i in chosen for e in i.path])
     texts = {n["id"]: n for n in Node.objects.filter(graph=graph, pk__in=[i.node_id for i in chosen]).values("id", "key", "title", "kind", "text")}
     selected = []
     for p, (item, sel) in enumerate(zip(ordered, selection.selected), start=1):
@@ -282,8 +406,7 @@ def assemble_context(
         selected.append({
             "rank": p, "node": node["id"], "key": node["key"], "title": node["title"], "kind": node["kind"], "text": node["text"],
             "tokens": item.row.tokens, "total": item.scored.total, "hops": item.scored.candidate.hops,
-            "edge": item.row.edge_id if mode == "traversal" else None,
-            "edge_type": item.row.edge_type if mode == "traversal" else None,
+            "entry": item.entry, "path": list(item.path), "edge": item.edge_id, "edge_type": item.edge_type,
         })
     return ContextResult(injection, created, selected, considered=len(ordered))
 
@@ -309,9 +432,9 @@ def _stored_hops(item, policy: scoring.Policy) -> int:
     return policy.max_hops + 1 if hops is None else hops
 
 
-def _bump_counters(graph: Graph, mode: str, node_ids: list[int], edge_ids: list[int]) -> None:
-    """Surfaced (and, for traversal, traversed) counters of the selected nodes and edges, set-based."""
-    traversed = 1 if mode == "traversal" else 0
+def _bump_counters(graph: Graph, node_ids: list[int], edge_ids: list[int]) -> None:
+    """Surfaced counters of the selected nodes, traversed counters of the edges on their paths, set-based."""
+    traversed = 0
     with connection.cursor() as cur:
         if node_ids:
             cur.execute(
@@ -343,22 +466,55 @@ def _bump_counters(graph: Graph, mode: str, node_ids: list[int], edge_ids: list[
 # Explain
 
 
-def candidate_dict(c: InjectionCandidate) -> dict:
-    """A logged candidate as the explain endpoint shows it."""
+def candidate_dict(c: InjectionCandidate, edges: dict | None = None, titles: dict | None = None) -> dict:
+    """A logged candidate as the explain endpoint shows it: how it entered, its path, every factor.
+
+    ``edges`` (edge id -> (source id, type, target id)) and ``titles`` (node id -> title) give the path
+    in words, ``A -derived_from-> B -depends_on-> C``; without them ``path_text`` is empty.
+    """
+    f = c.features
+    path = f.get("path") or ([c.edge_id] if c.edge_id else [])
+    entry = f.get("entry") or ("expansion" if c.edge_id else "vector")
     return {
-        "rank": c.rank, "selected": c.selected, "node": c.node_id, "edge": c.edge_id, "hops": c.features.get("hops", c.hops),
-        "tokens": c.tokens, "total": c.total, "features": c.features, "components": c.components,
+        "rank": c.rank, "selected": c.selected, "node": c.node_id, "edge": c.edge_id, "hops": f.get("hops", c.hops),
+        "entry": entry, "path": path, "path_text": path_text(path, c.node_id, edges or {}, titles or {}),
+        "cut": f.get("cut", ""), "tokens": c.tokens, "total": c.total, "features": f, "components": c.components,
     }
 
 
+def path_text(path, node_id: int, edges: dict, titles: dict) -> str:
+    """A path of edge ids in words: ``A -type-> B -type-> C`` (empty when the node entered without an edge)."""
+    if not path or any(e not in edges for e in path):
+        return ""
+    first_source = edges[path[0]][0]
+    parts = [titles.get(first_source, str(first_source))]
+    for e in path:
+        _source, etype, target = edges[e]
+        parts.append(f"-{etype}-> {titles.get(target, str(target))}")
+    return " ".join(parts)
+
+
+def _path_words(graph_id: int, cands) -> tuple[dict, dict]:
+    """The edges on the candidates' paths and the titles of their ends, in two queries."""
+    ids = {e for c in cands for e in (c.features.get("path") or ([c.edge_id] if c.edge_id else []))}
+    if not ids:
+        return {}, {}
+    edges = {e["id"]: (e["source_id"], e["edge_type__name"], e["target_id"])
+             for e in Edge.objects.filter(graph_id=graph_id, pk__in=ids).values("id", "source_id", "target_id", "edge_type__name")}
+    nodes = {n for s, _t, d in edges.values() for n in (s, d)}
+    titles = dict(Node.objects.filter(graph_id=graph_id, pk__in=nodes).values_list("id", "title"))
+    return edges, titles
+
+
 def explain(injection: ContextInjection, i: int | None = None, j: int | None = None) -> dict:
-    """Every candidate of an injection with its components; with ranks i and j, why i beat j."""
+    """Every candidate of an injection with how it entered, its path and components; with ranks i and j, why i beat j."""
     cands = list(injection.candidates.order_by("rank"))
+    edges, titles = _path_words(injection.graph_id, cands)
     result = {
         "injection": injection.pk, "session": injection.session.external_id, "query": injection.query, "mode": injection.mode,
         "policy_revision": injection.policy_revision.revision, "budget_unit": injection.budget_unit,
         "budget": injection.budget, "spent": injection.spent, "created_at": injection.created_at,
-        "candidates": [candidate_dict(c) for c in cands],
+        "candidates": [candidate_dict(c, edges, titles) for c in cands],
     }
     result["comparison"] = compare(result["candidates"], i, j)
     return result
@@ -398,10 +554,14 @@ def _replay_order(inj: ContextInjection, cands: list[InjectionCandidate], policy
                 edge_type=f.get("edge_type", ""),
             ), policy))
         return [s.stable_id for s in scoring.best_first_order(scored, inj.params.get("start_nodes", []))]
+    # Retrieval (and older hybrid) logs: every candidate is a node with its frozen features.
     scored = [
         scoring.score_node(scoring.NodeCandidate(
-            node_id=c.features["node_id"], vector=c.features["vector"], hops=c.features.get("hops"),
+            node_id=c.features["node_id"], vector=c.features["vector"] or 0.0, hops=c.features.get("hops"),
             age_days=c.features.get("age_days"), persona=c.features.get("persona", 0.0),
+            feedback_weight=c.features.get("feedback_weight", scoring.NEUTRAL), path_weight=c.features.get("path_weight"),
+            priority=priorities.get(c.features["edge_type"], c.features.get("priority", 0.0)) if c.features.get("edge_type") else 0.0,
+            novelty=c.features.get("novelty"),
         ), policy)
         for c in cands
     ]

@@ -31,10 +31,17 @@ class VaultUploadSerializer(serializers.Serializer):
 
 
 class UnresolvedLinkSerializer(serializers.Serializer):
-    source = serializers.CharField()
-    target = serializers.CharField()
+    source = serializers.CharField(help_text="Key of the linking note.")
+    target = serializers.CharField(help_text="The link as written.")
     edge_type = serializers.CharField()
+    reason = serializers.CharField(help_text="no such note, ambiguous or attachment missing.")
+    candidates = serializers.ListField(child=serializers.CharField(), help_text="For ambiguous: the notes tied for the link.")
+
+
+class UnresolvedGroupSerializer(serializers.Serializer):
     reason = serializers.CharField()
+    count = serializers.IntegerField()
+    links = UnresolvedLinkSerializer(many=True)
 
 
 class ImportResultSerializer(serializers.Serializer):
@@ -45,6 +52,9 @@ class ImportResultSerializer(serializers.Serializer):
     duration_ms = serializers.FloatField()
     counts = serializers.DictField(child=serializers.IntegerField())
     unresolved = UnresolvedLinkSerializer(many=True)
+    unresolved_by_reason = UnresolvedGroupSerializer(
+        many=True, help_text="The same links grouped by reason: no such note, ambiguous, attachment missing."
+    )
     warnings = serializers.ListField(child=serializers.CharField())
 
 

@@ -21,10 +21,13 @@ POLICY_NUMBERS: dict[str, tuple[float, float, float, bool, str]] = {
     "coef_priority": (0.15, 0.0, 5.0, False, "Coefficient of the edge type's priority."),
     "feedback_influence": (0.3, 0.0, 1.0, False, "Share of the weight term taken by the edge's feedback_weight (EMA)."),
     # Hybrid retrieval factors.
-    "coef_vector": (0.6, 0.0, 5.0, False, "Coefficient of the raw vector score in hybrid search."),
-    "coef_hop": (0.2, 0.0, 5.0, False, "Coefficient of the hop (proximity) factor in hybrid search."),
-    "coef_persona": (0.1, 0.0, 5.0, False, "Coefficient of caller-provided persona affinity in hybrid search."),
-    "coef_recency": (0.1, 0.0, 5.0, False, "Coefficient of recency in hybrid search."),
+    # Node score of a retrieval candidate (entry point, start node or expanded node).
+    "coef_vector": (0.6, 0.0, 5.0, False, "Coefficient of the node's cosine similarity to the query in its score."),
+    "coef_hop": (0.2, 0.0, 5.0, False, "Coefficient of the hop (proximity) factor in a node's score."),
+    "coef_persona": (0.1, 0.0, 5.0, False, "Coefficient of caller-provided persona affinity in a node's score."),
+    "coef_recency": (0.1, 0.0, 5.0, False, "Coefficient of recency in a node's score."),
+    "coef_path": (0.3, 0.0, 5.0, False, "Coefficient of the learned weight of the edge that reached a node (around neutral 0.5)."),
+    "exploration": (0.03, 0.0, 1.0, False, "Bonus for candidates that similar past retrievals rarely surfaced; 0 changes no order."),
     "recency_half_life_days": (30.0, 1.0, 3650.0, False, "Days after which the recency factor halves."),
     "hop_decay": (0.6, 0.01, 1.0, False, "Hop factor base: max(hop_floor, hop_decay ** hops)."),
     "hop_floor": (0.25, 0.0, 1.0, False, "Hop factor for far or unreachable nodes."),
@@ -37,6 +40,7 @@ POLICY_NUMBERS: dict[str, tuple[float, float, float, bool, str]] = {
     "outcome_accepted": (1.0, 0.0, 1.0, False, "Outcome score of an accepted session."),
     "outcome_rework": (0.5, 0.0, 1.0, False, "Outcome score of a session that needed rework."),
     "outcome_rejected": (0.0, 0.0, 1.0, False, "Outcome score of a rejected session."),
+    "co_use_min_sessions": (3, 1, 1000, True, "Accepted sessions using two unlinked nodes before a co_used edge links them."),
     "implicit_threshold": (0.35, 0.05, 1.0, False, "Share of an item's distinctive n-grams found in a response to count as implicit use."),
     # Decay and ceiling.
     "decay_rate": (0.95, 0.5, 1.0, False, "Multiplier applied once per period to edges not traversed."),

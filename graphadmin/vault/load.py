@@ -5,7 +5,8 @@ vault writes nothing but its UpdateBatch and AuditEvent. Rules (docs/import.md):
 
 - a note is matched to its node by key (vault path without .md); a note under a new key whose
   content hash equals that of a node whose file disappeared is that node, renamed;
-- changed notes are updated and re-embedded; nodes whose file disappeared are archived, never
+- changed notes are updated and re-embedded (when the file and title are the same, e.g. only the
+  tags a newer parser reads changed, without re-embedding); nodes whose file disappeared are archived, never
   deleted; edges no longer in the vault are archived; an archived node or edge that comes back is
   restored with its learned weights;
 - the import never changes a weight: new edges start at the model defaults and existing edges
@@ -30,7 +31,7 @@ from graphadmin import audit
 from graphadmin.embeddings import get_embedder, stored_models
 from graphadmin.models import Edge, EdgeType, Graph, Node
 
-from .parse import ParsedVault, ProgressFn
+from .parse import ParsedVault, ProgressFn, group_unresolved
 
 SOURCE_PREFIX = "vault:"
 MISSING_PREFIX = "vault-missing:"
@@ -54,7 +55,7 @@ def _owned(source: str) -> bool:
 
 @dataclass
 class ImportResult:
-    """What an import did (or, with dry_run, would do): counts, unresolved links, warnings."""
+    """What an import did (or, with dry_run, would do): counts, unresolved links (also grouped by reason), warnings."""
 
     counts: dict
     unresolved: list[dict]
@@ -74,6 +75,7 @@ class ImportResult:
             "duration_ms": round(self.duration_ms, 1),
             "counts": self.counts,
             "unresolved": self.unresolved,
+            "unresolved_by_reason": group_unresolved(self.unresolved),
             "warnings": self.warnings,
         }
 
@@ -134,7 +136,9 @@ def _import(graph, parsed, actor, dry_run, embed, progress, started, clock) -> I
     skipped = set(parsed.skipped)
     existing = {
         row["key"]: row
-        for row in Node.objects.filter(graph=graph).values("id", "key", "title", "kind", "source", "content_hash", "archived")
+        for row in Node.objects.filter(graph=graph).values(
+            "id", "key", "title", "kind", "source", "content_hash", "archived", "tags", "aliases"
+        )
     }
 
     # --- Nodes: created, renamed, updated, archived, unchanged.
@@ -163,8 +167,18 @@ def _import(graph, parsed, actor, dry_run, embed, progress, started, clock) -> I
             or existing[key]["title"] != d.title
             or existing[key]["kind"] != d.kind
             or existing[key]["source"] != d.source
+            or existing[key]["tags"] != d.tags
+            or existing[key]["aliases"] != d.aliases
         )
     ]
+    # Same file, same title: the text and so the embedding are the same. What changed is what the
+    # embedding does not read (tags or aliases read by a newer parser, such as body tags; the kind;
+    # the source): the row is updated without a new vector.
+    meta_only = {
+        key for key in changed
+        if not existing[key]["archived"] and existing[key]["content_hash"] == desired[key].content_hash
+        and existing[key]["title"] == desired[key].title
+    }
     unchanged_nodes = len(desired) - len(new_keys) - len(renames) - len(changed)
 
     # --- Edges, planned in key space (valid before new nodes have ids).
@@ -233,7 +247,7 @@ def _import(graph, parsed, actor, dry_run, embed, progress, started, clock) -> I
         return ImportResult(counts, unresolved, list(parsed.warnings), dry_run=True, embedding="none",
                             duration_ms=(time.perf_counter() - clock) * 1000)
 
-    to_embed = len(new_keys) + len(changed) + len(renames) + len(create_edges) + len(retitle_edges)
+    to_embed = len(new_keys) + len(changed) - len(meta_only) + len(renames) + len(create_edges) + len(retitle_edges)
     mode = embed
     if mode == "auto":
         mode = "task" if to_embed > settings.VAULT_IMPORT_SYNC_EMBED_LIMIT else "sync"
@@ -266,7 +280,8 @@ def _import(graph, parsed, actor, dry_run, embed, progress, started, clock) -> I
     Node.objects.bulk_create(new_objs, batch_size=BULK)
     update_objs = []
     for key in changed:
-        update_objs.append((existing[key]["id"], desired[key]))
+        if key not in meta_only:
+            update_objs.append((existing[key]["id"], desired[key]))
     for new_key, row in renames.items():
         update_objs.append((row["id"], desired[new_key]))
     updated = [
@@ -282,6 +297,13 @@ def _import(graph, parsed, actor, dry_run, embed, progress, started, clock) -> I
          "updated_at"],
         batch_size=BULK,
     )
+    if meta_only:
+        Node.objects.bulk_update(
+            [Node(id=existing[k]["id"], kind=desired[k].kind, source=desired[k].source, aliases=desired[k].aliases,
+                  tags=desired[k].tags, updated_at=now) for k in sorted(meta_only)],
+            ["kind", "source", "aliases", "tags", "updated_at"],
+            batch_size=BULK,
+        )
     if gone:
         Node.objects.filter(graph=graph, id__in=[row["id"] for row in gone]).update(archived=True, updated_at=now)
 
@@ -327,6 +349,7 @@ def _import(graph, parsed, actor, dry_run, embed, progress, started, clock) -> I
     details = {
         "counts": counts,
         "unresolved": unresolved,
+        "unresolved_by_reason": group_unresolved(unresolved),
         "warnings": list(parsed.warnings),
         "embedding": mode,
         "renamed": {new_key: row["key"] for new_key, row in sorted(renames.items())},

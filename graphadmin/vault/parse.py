@@ -5,8 +5,15 @@ markdown file, the resolved ``Link``s between them, the unresolved links with a 
 per-file warnings. Nothing here touches the database, so every rule is unit-testable.
 
 Resolution follows Obsidian: the exact vault path first (with or without ``.md``, then
-case-insensitively, then relative to the linking note's folder for markdown links), then a unique
-file name (or unique path suffix) anywhere in the vault, case-insensitively, then a unique alias.
+case-insensitively, then relative to the linking note's folder for markdown links), then the notes
+whose file name (or path ending) matches, case-insensitively, chosen by ``pick_nearest`` (the one in
+the linking note's own folder, else the one with the shortest path; equal shortest paths are a true
+tie, reported as ambiguous), then a unique alias (the importer's own addition: Obsidian itself does
+not resolve links by alias).
+
+Besides links, a note's body gives tags (``#tag``, ``#nested/tag``) and typed links from Dataview
+inline fields: the full-line ``key:: [[X]]``, the bracketed ``[key:: [[X]]]`` and the
+parenthesised ``(key:: [[X]])``.
 """
 
 from __future__ import annotations
@@ -50,6 +57,14 @@ _WIKILINK = re.compile(r"(!?)\[\[([^\[\]\n]+?)\]\]")
 _MDLINK = re.compile(r"(!?)\[((?:[^\[\]\n]|\[[^\[\]\n]*\])*)\]\(\s*(<[^>\n]+>|[^)\s]+)(?:\s+(?:\"[^\"\n]*\"|'[^'\n]*'))?\s*\)")
 _INLINE_FIELD = re.compile(r"^\s*(?:[-*+]\s+)?([A-Za-z_][A-Za-z0-9_\- ]{0,98})::\s*(.*)$")
 _SCHEME = re.compile(r"^[a-zA-Z][a-zA-Z0-9+.\-]*:")
+# A body tag: '#' at the start of a line or after whitespace, then letters, digits, '_', '-' and '/'
+# (Obsidian's tag characters); '#a#b' is two tags. '# Heading' is a heading: no tag character follows.
+_TAG_RUN = re.compile(r"(?<!\S)((?:#[\w/\-]+)+)")
+_HTML_COMMENT = re.compile(r"<!--.*?-->", re.DOTALL)
+# Dataview's inline field wrappers: [key:: value] (key shown) and (key:: value) (key hidden).
+_FIELD_WRAPPERS = {"[": "]", "(": ")"}
+# Like Dataview, longer lines are not searched for bracketed fields (the search is quadratic in a line).
+MAX_FIELD_LINE = 32768
 
 
 class VaultError(Exception):
@@ -89,17 +104,41 @@ class Link:
     edge_type: str
 
 
+NO_SUCH_NOTE = "no such note"
+AMBIGUOUS = "ambiguous"
+ATTACHMENT_MISSING = "attachment missing"
+# The order unresolved links are grouped in (any other reason, such as 'empty link', comes after).
+UNRESOLVED_REASONS = (NO_SUCH_NOTE, AMBIGUOUS, ATTACHMENT_MISSING)
+
+
 @dataclass(frozen=True)
 class Unresolved:
-    """A link that names no note of the vault (or names several): reported, never dropped silently."""
+    """A link that names no note of the vault, names several, or names an attachment the vault lacks.
+
+    Reported, never dropped silently. ``candidates``: for ``ambiguous``, the notes tied for the link.
+    """
 
     source: str
     target: str
     edge_type: str
     reason: str
+    candidates: tuple[str, ...] = ()
 
     def as_dict(self) -> dict:
-        return {"source": self.source, "target": self.target, "edge_type": self.edge_type, "reason": self.reason}
+        return {"source": self.source, "target": self.target, "edge_type": self.edge_type, "reason": self.reason,
+                "candidates": list(self.candidates)}
+
+
+def group_unresolved(unresolved: Iterable[dict]) -> list[dict]:
+    """Unresolved links (as dicts) grouped by reason: ``[{"reason", "count", "links"}]``.
+
+    Groups come in the order of UNRESOLVED_REASONS, then any other reason in order of appearance;
+    links keep their order; a reason without links has no group.
+    """
+    groups: dict[str, list[dict]] = {reason: [] for reason in UNRESOLVED_REASONS}
+    for item in unresolved:
+        groups.setdefault(item["reason"], []).append(item)
+    return [{"reason": reason, "count": len(links), "links": links} for reason, links in groups.items() if links]
 
 
 @dataclass
@@ -282,24 +321,122 @@ def _wikilink_target(inner: str) -> str:
     return inner.replace("\\|", "|").split("|", 1)[0].strip()
 
 
+def inline_fields(line: str) -> list[tuple[int, int, str]]:
+    """(start, end, key) of each Dataview bracketed ``[key:: value]`` or parenthesised ``(key:: value)`` field.
+
+    As Dataview reads them: from an opening ``[`` or ``(``, a key without brackets up to ``::``, then
+    the value up to the matching closing bracket (nested pairs and backslash escapes respected), so
+    ``[depends_on:: [[A]], [[B]]]`` is one field holding two links.
+    """
+    fields = []
+    for opening, closing in _FIELD_WRAPPERS.items():
+        start = line.find(opening)
+        while start >= 0:
+            end, key = _inline_field_at(line, start, opening, closing)
+            if end is None:
+                start = line.find(opening, start + 1)
+                continue
+            fields.append((start, end, key))
+            start = line.find(opening, end)
+    return sorted(fields)
+
+
+def _inline_field_at(line: str, start: int, opening: str, closing: str) -> tuple[int | None, str]:
+    separator = line.find("::", start + 1)
+    if separator < 0:
+        return None, ""
+    key = line[start + 1 : separator].strip()
+    if not key or any(c in key for c in "[]()"):
+        return None, ""
+    depth, escaped = 0, False
+    for i in range(separator + 2, len(line)):
+        char = line[i]
+        if char == "\\":
+            escaped = not escaped
+            continue
+        if escaped:
+            escaped = False
+            continue
+        if char == opening:
+            depth += 1
+        elif char == closing:
+            depth -= 1
+            if depth < 0:
+                return i + 1, key
+    return None, ""
+
+
+def _field_type(key: str) -> str:
+    name = edge_type_name(key)
+    return name if EDGE_TYPE_NAME.match(name) else "related"
+
+
 def extract_links(body: str) -> list[tuple[str, str, str]]:
-    """(target, edge type, style) for every link of a body: 'wiki' or 'md' style; inline fields typed."""
+    """(target, edge type, style) for every link of a body: 'wiki' or 'md' style; inline fields typed.
+
+    A link inside a bracketed or parenthesised field takes the field's type; on a line without
+    such fields, a full-line ``key:: value`` field types every link of the line (Dataview reads a
+    line's full-line field only when it has no bracketed one); any other link is ``related``.
+    """
+    return _links_of(strip_code(body))
+
+
+def _links_of(text: str) -> list[tuple[str, str, str]]:
+    # extract_links on a body whose code and comments are already blanked.
     links: list[tuple[str, str, str]] = []
-    for line in strip_code(body).split("\n"):
-        edge_type = "related"
-        match = _INLINE_FIELD.match(line)
-        if match:
-            name = edge_type_name(match.group(1))
-            if EDGE_TYPE_NAME.match(name):
-                edge_type = name
+    for line in text.split("\n"):
+        fields = inline_fields(line) if "::" in line and len(line) <= MAX_FIELD_LINE else []
+        line_type = "related"
+        if not fields:
+            match = _INLINE_FIELD.match(line)
+            if match:
+                line_type = _field_type(match.group(1))
+
         for m in _WIKILINK.finditer(line):
-            links.append((_wikilink_target(m.group(2)), edge_type, "wiki"))
+            links.append((_wikilink_target(m.group(2)), _type_at(fields, m.start(2), line_type), "wiki"))
         for m in _MDLINK.finditer(line):
             target = m.group(3)
             if target.startswith("<") and target.endswith(">"):
                 target = target[1:-1]
-            links.append((target, edge_type, "md"))
+            # The destination's position decides: '[std::vector](X.md)' is a link, not a field's value.
+            links.append((target, _type_at(fields, m.start(3), line_type), "md"))
     return links
+
+
+def _type_at(fields: list[tuple[int, int, str]], pos: int, line_type: str) -> str:
+    # The innermost field holding the position, else the line's type.
+    inside = [(end - start, key) for start, end, key in fields if start < pos < end]
+    return _field_type(min(inside)[1]) if inside else line_type
+
+
+def extract_tags(body: str) -> list[str]:
+    """The body's tags, without '#', in order of appearance, each once (case-insensitively, as Obsidian).
+
+    Read as Obsidian does: ``#tag`` and ``#nested/tag`` at the start of a line or after whitespace,
+    with at least one character that is not a digit (``#1984`` is no tag). Not read: code spans,
+    fenced code, ``%% comments %%`` and HTML comments; ``# Heading`` (the heading marker) and
+    ``[[Note#Heading]]``, ``https://x/#anchor`` (no whitespace before the '#'). A tag written in a
+    heading's text (``## Plan #project``) is a tag, as in Obsidian.
+    """
+    return _tags_of(strip_code(body))
+
+
+def _tags_of(text: str) -> list[str]:
+    # extract_tags on a body whose code and comments are already blanked.
+    if "#" not in text:
+        return []
+    if "<!--" in text:
+        text = _HTML_COMMENT.sub(" ", text)
+    tags: list[str] = []
+    seen: set[str] = set()
+    for run in _TAG_RUN.finditer(text):
+        for tag in run.group(1).split("#")[1:]:
+            tag = tag.rstrip("/")  # '#a/#b' is the tags 'a' and 'b'
+            if not tag or tag.isdigit() or tag.lower() in seen:
+                continue
+            seen.add(tag.lower())
+            tags.append(tag)
+    return tags
 
 
 def _strings(value) -> list[str]:
@@ -346,6 +483,12 @@ def _clean_list(value, strip_hash: bool = False) -> list[str]:
     return items
 
 
+def _merge_tags(frontmatter: list[str], body: list[str]) -> list[str]:
+    # Frontmatter tags first, then body tags not already there (tags are case-insensitive).
+    seen = {t.lower() for t in frontmatter}
+    return frontmatter + [t for t in body if t.lower() not in seen]
+
+
 def parse_note(path: str, data: bytes, warnings: list[str]) -> Note | None:
     """One note from its vault path and bytes, or None (with a warning) when it cannot be read."""
     try:
@@ -366,6 +509,7 @@ def parse_note(path: str, data: bytes, warnings: list[str]) -> Note | None:
             meta = loaded
         elif loaded is not None:
             warnings.append(f"{path}: frontmatter is not a mapping; imported without it.")
+    stripped = strip_code(body)  # links, fields and tags in code and comments do not count
     key = path[: -len(NOTE_SUFFIX)]
     stem = PurePosixPath(key).name
     parts = key.split("/")
@@ -380,15 +524,49 @@ def parse_note(path: str, data: bytes, warnings: list[str]) -> Note | None:
         kind=re.sub(r"[^a-z0-9_\-]+", "-", str(kind).strip().lower()).strip("-")[:50] or "note",
         text=body,
         aliases=_clean_list(meta.get("aliases", meta.get("alias"))),
-        tags=_clean_list(meta.get("tags", meta.get("tag")), strip_hash=True),
+        tags=_merge_tags(_clean_list(meta.get("tags", meta.get("tag")), strip_hash=True), _tags_of(stripped)),
         content_hash=hashlib.sha256(data).hexdigest(),
     )
-    note.raw_links = frontmatter_links(meta) + extract_links(body)
+    note.raw_links = frontmatter_links(meta) + _links_of(stripped)
     return note
 
 
 # ---------------------------------------------------------------------------------------------
 # Resolution.
+
+
+def pick_nearest(candidates: Iterable[str], source_key: str) -> tuple[str | None, list[str]]:
+    """Obsidian's choice among the notes a link's name (or path ending) matches: (key, []) or (None, tied).
+
+    The rule, observed in Obsidian 1.13.7 through ``app.metadataCache.getFirstLinkpathDest``:
+
+    1. the candidate in the linking note's own folder (an ancestor folder counts for nothing);
+    2. otherwise the candidate with the shortest vault path (in characters, not folder depth);
+    3. several candidates of that shortest length are a true tie (Obsidian's pick among them is not
+       stable), reported as ambiguous with the tied notes.
+
+    (An exact vault path wins before this is asked: see ``Resolver.resolve``.)
+    """
+    pool = sorted(set(candidates))
+    if len(pool) <= 1:
+        return (pool[0] if pool else None), []
+    folder = posixpath.dirname(source_key)
+    own = [key for key in pool if posixpath.dirname(key) == folder]
+    if len(own) == 1:
+        return own[0], []
+    pool = own or pool  # two in the own folder (names differing only in case) tie among themselves
+    shortest = min(len(key) for key in pool)
+    best = [key for key in pool if len(key) == shortest]
+    return (best[0], []) if len(best) == 1 else (None, best)
+
+
+@dataclass(frozen=True)
+class Resolution:
+    """What a link names: ``key`` when resolved, else ``reason`` (and the tied ``candidates``)."""
+
+    key: str | None
+    reason: str = ""
+    candidates: tuple[str, ...] = ()
 
 
 class Resolver:
@@ -397,7 +575,7 @@ class Resolver:
     def __init__(self, keys: Iterable[str], aliases: dict[str, list[str]], other_files: Iterable[str]):
         self.keys = set(keys)
         self.by_lower: dict[str, list[str]] = {}
-        self.by_name: dict[str, list[str]] = {}
+        self.by_name: dict[str, list[str]] = {}  # lowercased file name -> keys: also the path-ending index
         self.by_alias: dict[str, list[str]] = {}
         for key in sorted(self.keys):
             self.by_lower.setdefault(key.lower(), []).append(key)
@@ -407,19 +585,25 @@ class Resolver:
                 bucket = self.by_alias.setdefault(alias.strip().lower(), [])
                 if key not in bucket:
                     bucket.append(key)
+        other_files = list(other_files)
         self.other_files = {f.lower() for f in other_files}
         self.other_names = {PurePosixPath(f).name.lower() for f in other_files}
 
-    def is_attachment(self, target: str) -> bool:
-        """A link to a file that is not a note: a file of the vault, or a known attachment format."""
+    def attachment(self, target: str) -> str | None:
+        """For a link to a file that is not a note: 'present' or ATTACHMENT_MISSING; None for a note link.
+
+        A file of the vault with that path or name is present; a missing file counts only when its
+        suffix is a known attachment format ('Release 1.2' is a note name with a dot).
+        """
         suffix = PurePosixPath(target).suffix.lower()
         if not suffix or suffix == NOTE_SUFFIX:
-            return False
+            return None
         low = target.lower()
         if low in self.other_files or PurePosixPath(low).name in self.other_names:
-            return True
-        # 'Release 1.2' is a note name with a dot, not an attachment: only known formats count.
-        return suffix in ATTACHMENT_SUFFIXES and self._exact(target) is None
+            return "present"
+        if suffix in ATTACHMENT_SUFFIXES and self._exact(target) is None:
+            return ATTACHMENT_MISSING
+        return None
 
     def _exact(self, path: str) -> str | None:
         if path in self.keys:
@@ -427,40 +611,45 @@ class Resolver:
         hits = self.by_lower.get(path.lower(), [])
         return hits[0] if len(hits) == 1 else None
 
-    def resolve(self, target: str, source_key: str, style: str) -> tuple[str | None, str]:
-        """(key, '') when resolved, else (None, reason)."""
+    def _by_name(self, path: str) -> list[str]:
+        """Notes named like the link's last part; for 'Folder/Note', those whose path ends so."""
+        low = path.lower()
+        name = low.rsplit("/", 1)[-1]
+        candidates = self.by_name.get(name, [])
+        if "/" in low:
+            candidates = [k for k in candidates if k.lower().endswith("/" + low)]
+        return candidates
+
+    def resolve(self, target: str, source_key: str, style: str) -> Resolution:
+        """What ``target``, written in the note ``source_key`` as a 'wiki' or 'md' link, names."""
         path = target.strip().lstrip("/")
         if path.lower().endswith(NOTE_SUFFIX):
             path = path[: -len(NOTE_SUFFIX)]
         if not path:
-            return None, "empty link"
+            return Resolution(None, "empty link")
         # 1. The exact vault path (then, for markdown links, relative to the linking note's folder).
         hit = self._exact(path)
         if hit:
-            return hit, ""
+            return Resolution(hit)
         if style == "md" or path.startswith("."):
             relative = posixpath.normpath(posixpath.join(posixpath.dirname(source_key), path))
             if not relative.startswith(".."):
                 hit = self._exact(relative)
                 if hit:
-                    return hit, ""
-        # 2. A unique file name anywhere (or a unique path suffix for 'Folder/Note'), case-insensitively.
-        low = path.lower()
-        if "/" in low:
-            candidates = [k for k in self.keys if k.lower().endswith("/" + low)]
-        else:
-            candidates = self.by_name.get(low, [])
-        if len(candidates) == 1:
-            return candidates[0], ""
+                    return Resolution(hit)
+        # 2. The file name (or path ending for 'Folder/Note'), case-insensitively: own folder, then shortest path.
+        hit, tied = pick_nearest(self._by_name(path), source_key)
+        if hit:
+            return Resolution(hit)
         # 3. A unique alias.
         by_alias = self.by_alias.get(target.strip().lower(), [])
         if len(by_alias) == 1:
-            return by_alias[0], ""
-        if len(candidates) > 1:
-            return None, "ambiguous: " + ", ".join(sorted(candidates))
+            return Resolution(by_alias[0])
+        if tied:
+            return Resolution(None, AMBIGUOUS, tuple(tied))
         if len(by_alias) > 1:
-            return None, "ambiguous alias: " + ", ".join(sorted(by_alias))
-        return None, "no such note"
+            return Resolution(None, AMBIGUOUS, tuple(sorted(by_alias)))
+        return Resolution(None, NO_SUCH_NOTE)
 
 
 def normalize_target(raw: str, style: str) -> str | None:
@@ -515,17 +704,22 @@ def parse_vault(source: str | Path | BinaryIO, progress: ProgressFn | None = Non
             target = normalize_target(raw, style)
             if target is None:
                 continue
-            if resolver.is_attachment(target):
+            attachment = resolver.attachment(target)
+            if attachment == "present":
                 attachment_links += 1
                 continue
-            key, reason = resolver.resolve(target, note.key, style)
+            if attachment == ATTACHMENT_MISSING:
+                unresolved.append(Unresolved(note.key, raw, edge_type, ATTACHMENT_MISSING))
+                continue
+            found = resolver.resolve(target, note.key, style)
+            key = found.key
             if key is None:
-                if create_missing and reason == "no such note":
+                if create_missing and found.reason == NO_SUCH_NOTE:
                     key = target[: -len(NOTE_SUFFIX)] if target.lower().endswith(NOTE_SUFFIX) else target
                     key = key.strip().lstrip("/")
                     missing.setdefault(key, PurePosixPath(key).name)
                 else:
-                    unresolved.append(Unresolved(note.key, raw, edge_type, reason))
+                    unresolved.append(Unresolved(note.key, raw, edge_type, found.reason, found.candidates))
                     continue
             if key == note.key:
                 continue  # a note linking to itself is no edge

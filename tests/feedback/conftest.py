@@ -40,6 +40,13 @@ def surfaced(acme_graph, small_graph, edges):
     return make_session(acme_graph, "s1", [(n["b"], edges["ab"], True), (n["c"], edges["bc"], True), (n["a"], None, False)])
 
 
+@pytest.fixture
+def later(acme_graph, small_graph, edges):
+    """Session 's2', surfacing the same as 's1': a second report on the same targets (once per session each)."""
+    n = small_graph
+    return make_session(acme_graph, "s2", [(n["b"], edges["ab"], True), (n["c"], edges["bc"], True), (n["a"], None, False)])
+
+
 def reload(obj):
     obj.refresh_from_db()
     return obj

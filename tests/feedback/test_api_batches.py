@@ -13,13 +13,16 @@ from .conftest import reload
 pytestmark = pytest.mark.django_db
 
 
-def test_list_query_count_does_not_grow_with_batches(api, oscar, rita, surfaced, edges):
+def test_list_query_count_does_not_grow_with_batches(api, oscar, rita, acme_graph, small_graph, surfaced, edges):
+    from .conftest import make_session
+
     actions.apply_uses(oscar, surfaced, [UseItem("edge", edges["ab"].pk, "explicit")])
     client = api(rita)
     with CaptureQueriesContext(connection) as few:
         assert client.get("/api/batches/").data["count"] == 1
-    for _ in range(5):
-        actions.apply_uses(oscar, surfaced, [UseItem("edge", edges["bc"].pk, "negative")])
+    for n in range(5):
+        session = make_session(acme_graph, f"more-{n}", [(small_graph["c"], edges["bc"], True)])
+        actions.apply_uses(oscar, session, [UseItem("edge", edges["bc"].pk, "negative")])
     with CaptureQueriesContext(connection) as many:
         data = client.get("/api/batches/").data
     assert data["count"] == 6 and len(many) == len(few)
@@ -46,9 +49,9 @@ def test_detail_and_changes(api, oscar, rita, acme_graph, surfaced, edges):
     assert changes["count"] == 4 and len(changes["results"]) == 3
 
 
-def test_rollback_endpoint_conflicts_force_and_twice(api, oscar, surfaced, edges):
+def test_rollback_endpoint_conflicts_force_and_twice(api, oscar, surfaced, later, edges):
     first = actions.apply_uses(oscar, surfaced, [UseItem("edge", edges["ab"].pk, "explicit")])
-    second = actions.apply_uses(oscar, surfaced, [UseItem("edge", edges["ab"].pk, "explicit")])
+    second = actions.apply_uses(oscar, later, [UseItem("edge", edges["ab"].pk, "explicit")])
     client = api(oscar)
     response = client.post(f"/api/batches/{first.batch_id}/rollback/", {}, format="json")
     assert response.status_code == 200 and response.data["conflicts"] == 1

@@ -15,19 +15,32 @@ pytestmark = pytest.mark.django_db
 def test_explicit_use_reinforces_edge_weight_and_node_feedback_weight(oscar, surfaced, edges, small_graph):
     result = actions.apply_uses(oscar, surfaced, [UseItem("edge", edges["ab"].pk, "explicit"), UseItem("node", small_graph["c"].pk, "explicit")])
     assert result.status == "applied"
-    assert (result.edge_updates, result.node_updates, result.triplet_embeddings) == (1, 1, 0)
+    # c was surfaced through b->c: its use credits that edge too (credit to the path).
+    assert (result.edge_updates, result.node_updates, result.triplet_embeddings) == (2, 1, 0)
     assert reload(edges["ab"]).weight == pytest.approx(0.55)  # 0.5 + 0.1 * (1 - 0.5)
     assert reload(small_graph["c"]).feedback_weight == pytest.approx(0.55)
+    assert reload(edges["bc"]).weight == pytest.approx(0.55)
     # Surfaced but not reported: unchanged.
-    assert reload(edges["bc"]).weight == 0.5
     assert reload(small_graph["b"]).feedback_weight == 0.5
     assert reload(edges["ab"]).feedback_weight == 0.5
 
 
-def test_repeated_use_has_diminishing_steps(oscar, surfaced, edges):
-    for _ in range(2):
-        actions.apply_uses(oscar, surfaced, [UseItem("edge", edges["ab"].pk, "explicit")])
+def test_repeated_use_has_diminishing_steps(oscar, surfaced, edges, acme_graph, small_graph):
+    from .conftest import make_session
+
+    again = make_session(acme_graph, "s2", [(small_graph["b"], edges["ab"], True)])
+    for session in (surfaced, again):
+        actions.apply_uses(oscar, session, [UseItem("edge", edges["ab"].pk, "explicit")])
     assert reload(edges["ab"]).weight == pytest.approx(0.595)  # 0.55 + 0.1 * 0.45
+
+
+def test_the_same_use_reported_again_in_a_session_moves_nothing_more(oscar, surfaced, edges, small_graph):
+    first = actions.apply_uses(oscar, surfaced, [UseItem("node", small_graph["c"].pk, "explicit")])
+    again = actions.apply_uses(oscar, surfaced, [UseItem("node", small_graph["c"].pk, "explicit")])
+    assert first.status == "applied" and again.status == "already_credited"
+    assert reload(small_graph["c"]).feedback_weight == pytest.approx(0.55)
+    assert reload(edges["bc"]).weight == pytest.approx(0.55)
+    assert UseEvent.objects.filter(session=surfaced).count() == 2  # the node and its path edge, once each
 
 
 def test_negative_signal_lowers_weight(oscar, surfaced, edges):
@@ -39,7 +52,7 @@ def test_learning_rate_override_within_bounds(oscar, surfaced, edges):
     actions.apply_uses(oscar, surfaced, [UseItem("edge", edges["ab"].pk, "explicit")], learning_rate=0.2)
     assert reload(edges["ab"]).weight == pytest.approx(0.6)
     with pytest.raises(actions.FeedbackError) as info:
-        actions.apply_uses(oscar, surfaced, [UseItem("edge", edges["ab"].pk, "explicit")], learning_rate=0.9)
+        actions.apply_uses(oscar, surfaced, [UseItem("edge", edges["bc"].pk, "explicit")], learning_rate=0.9)
     assert info.value.field == "learning_rate"
 
 

@@ -30,9 +30,9 @@ def test_rollback_restores_before_values(oscar, acme_graph, surfaced, edges, sma
     assert audit.payload["rollback_of"] == original.pk and audit.payload["forced"] is False
 
 
-def test_rows_changed_since_are_conflicts_left_alone(oscar, surfaced, edges):
+def test_rows_changed_since_are_conflicts_left_alone(oscar, surfaced, later, edges):
     first = actions.apply_uses(oscar, surfaced, [UseItem("edge", edges["ab"].pk, "explicit"), UseItem("edge", edges["bc"].pk, "explicit")])
-    actions.apply_uses(oscar, surfaced, [UseItem("edge", edges["ab"].pk, "explicit")])  # ab: 0.55 -> 0.595
+    actions.apply_uses(oscar, later, [UseItem("edge", edges["ab"].pk, "explicit")])  # ab: 0.55 -> 0.595
     result = actions.rollback(oscar, UpdateBatch.objects.get(pk=first.batch_id))
     assert result.conflicts == 1 and result.edge_updates == 1
     assert result.details["conflict_ids"] == {"edge.weight": [edges["ab"].pk]}
@@ -41,9 +41,9 @@ def test_rows_changed_since_are_conflicts_left_alone(oscar, surfaced, edges):
     assert UpdateBatch.objects.get(pk=result.batch_id).conflicts == 1
 
 
-def test_force_overwrites_conflicts_and_is_audited(oscar, surfaced, edges):
+def test_force_overwrites_conflicts_and_is_audited(oscar, surfaced, later, edges):
     first = actions.apply_uses(oscar, surfaced, [UseItem("edge", edges["ab"].pk, "explicit")])
-    actions.apply_uses(oscar, surfaced, [UseItem("edge", edges["ab"].pk, "negative")])
+    actions.apply_uses(oscar, later, [UseItem("edge", edges["ab"].pk, "negative")])
     result = actions.rollback(oscar, UpdateBatch.objects.get(pk=first.batch_id), force=True)
     assert result.conflicts == 1 and result.edge_updates == 1
     assert reload(edges["ab"]).weight == 0.5
@@ -91,9 +91,9 @@ def test_every_kind_is_rollbackable(kind, oscar, acme_graph, surfaced, edges, sm
     assert {n.feedback_weight for n in small_graph["a"].graph.nodes.all()} == {0.5}
 
 
-def test_rollback_command(oscar, surfaced, edges, capsys):
+def test_rollback_command(oscar, surfaced, later, edges, capsys):
     first = actions.apply_uses(oscar, surfaced, [UseItem("edge", edges["ab"].pk, "explicit")])
-    actions.apply_uses(oscar, surfaced, [UseItem("edge", edges["ab"].pk, "explicit")])
+    actions.apply_uses(oscar, later, [UseItem("edge", edges["ab"].pk, "explicit")])
     call_command("rollback", str(first.batch_id))
     assert "1 conflict(s) left alone" in capsys.readouterr().out
     with pytest.raises(CommandError, match="already been rolled back"):

@@ -123,7 +123,7 @@ def test_large_import_leaves_vectors_to_the_task_which_fills_them_in_batches(acm
         result = import_vault(acme_graph, parse_vault(FIXTURE), "command:test")
     assert result.embedding == "task" and len(callbacks) == 1
     assert Node.objects.filter(graph=acme_graph, embedding__isnull=True).count() == 9
-    assert embed_pending(acme_graph.pk) == {"nodes": 9, "edges": 21}
+    assert embed_pending(acme_graph.pk) == {"nodes": 9, "edges": 22}
     assert not Node.objects.filter(graph=acme_graph, embedding__isnull=True).exists()
     assert not Edge.objects.filter(graph=acme_graph, triplet_embedding__isnull=True).exists()
     home = Node.objects.get(graph=acme_graph, key="Home")

@@ -41,14 +41,14 @@ def test_operator_imports_a_zipped_vault(api, oscar, acme_graph):
     response = post(api(oscar), acme_graph, fixture_zip())
     assert response.status_code == 201, response.data
     body = response.json()
-    assert body["counts"]["nodes_created"] == 9 and body["counts"]["edges_created"] == 21
-    assert len(body["unresolved"]) == 3 and body["warnings"][0].startswith("Research/latin1.md")
+    assert body["counts"]["nodes_created"] == 9 and body["counts"]["edges_created"] == 22
+    assert len(body["unresolved"]) == 2 and body["warnings"][0].startswith("Research/latin1.md")
     assert Node.objects.filter(graph=acme_graph, key="Home", source="vault:Home.md").exists()
     batch = UpdateBatch.objects.get(pk=body["batch"])
     assert batch.kind == "import" and batch.trigger_user == oscar
     # The same archive again changes nothing.
     again = post(api(oscar), acme_graph, fixture_zip()).json()
-    assert again["counts"]["nodes_unchanged"] == 9 and again["counts"]["edges_unchanged"] == 21
+    assert again["counts"]["nodes_unchanged"] == 9 and again["counts"]["edges_unchanged"] == 22
 
 
 def test_dry_run_answers_200_and_writes_nothing(api, alice, acme_graph):

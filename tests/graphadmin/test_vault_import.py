@@ -37,7 +37,7 @@ def edge_set(graph, archived=False):
 def test_first_import_creates_nodes_edges_batch_and_audit(acme_graph, vault, oscar):
     result = run(acme_graph, vault, actor=oscar)
     c = result.counts
-    assert (c["nodes_created"], c["edges_created"], c["unresolved_links"], c["edge_types_created"]) == (9, 21, 3, 1)
+    assert (c["nodes_created"], c["edges_created"], c["unresolved_links"], c["edge_types_created"]) == (9, 22, 2, 1)
     assert (c["nodes_updated"], c["nodes_archived"], c["edges_archived"], c["files_skipped"]) == (0, 0, 0, 1)
     home = Node.objects.get(graph=acme_graph, key="Home")
     assert (home.title, home.kind, home.source, home.aliases, home.tags) == ("Vault home", "note", "vault:Home.md", ["Start", "Index"], ["hub", "overview"])
@@ -47,11 +47,11 @@ def test_first_import_creates_nodes_edges_batch_and_audit(acme_graph, vault, osc
     assert ("Decisions/Retry Policy", "Research/Caching Study", "derived_from") in edge_set(acme_graph)
     implements = EdgeType.objects.get(graph=acme_graph, name="implements")
     assert implements.priority == 0.0
-    assert Edge.objects.filter(graph=acme_graph, weight=0.5, feedback_weight=0.5).count() == 21
+    assert Edge.objects.filter(graph=acme_graph, weight=0.5, feedback_weight=0.5).count() == 22
 
     batch = UpdateBatch.objects.get(graph=acme_graph, kind="import")
     assert batch.trigger_user == oscar and batch.details["counts"] == c
-    assert {u["target"] for u in batch.details["unresolved"]} == {"Ghost Note", "Plan", "Old Retry Policy"}
+    assert {u["target"] for u in batch.details["unresolved"]} == {"Ghost Note", "Old Retry Policy"}
     assert batch.details["warnings"] == result.warnings
     event = AuditEvent.objects.get(organization=acme_graph.organization, action="graph.import")
     assert event.payload["counts"] == c and event.payload["batch"] == batch.pk and event.actor == "user:oscar"
@@ -65,7 +65,7 @@ def test_unchanged_reimport_touches_nothing(acme_graph, vault):
     result = run(acme_graph, vault)
     c = result.counts
     assert (c["nodes_created"], c["nodes_updated"], c["nodes_renamed"], c["nodes_archived"], c["nodes_unchanged"]) == (0, 0, 0, 0, 9)
-    assert (c["edges_created"], c["edges_archived"], c["edges_restored"], c["edges_unchanged"]) == (0, 0, 0, 21)
+    assert (c["edges_created"], c["edges_archived"], c["edges_restored"], c["edges_unchanged"]) == (0, 0, 0, 22)
     assert {n.pk: (n.updated_at, n.key) for n in Node.objects.filter(graph=acme_graph)} == before
     assert {e.pk: e.updated_at for e in Edge.objects.filter(graph=acme_graph)} == edges_before
     assert UpdateBatch.objects.filter(graph=acme_graph, kind="import").count() == 2
@@ -118,8 +118,8 @@ def test_reimport_after_edit_rename_and_deletion(acme_graph, vault):
         ("Projects/Alpha/Plan", "Components/Queue", "related"),
         ("Projects/Beta/Plan", "Projects/Alpha/Plan", "related"),
     }
-    # With Alpha's plan gone, Home's once ambiguous [[Plan]] now names Beta's plan: one new edge.
-    assert c["edges_archived"] == 3 and c["edges_created"] == 1
+    # Home's [[Plan]] named Beta's plan (the shorter path) before Alpha's went, and still does.
+    assert c["edges_archived"] == 3 and c["edges_created"] == 0
     assert ("Home", "Projects/Beta/Plan", "related") in edge_set(acme_graph)
     assert {u["target"] for u in result.unresolved} == {"Ghost Note", "Old Retry Policy", "Projects/Alpha/Plan", "Alpha/Plan"}
     assert Node.objects.get(graph=acme_graph, key="Home").updated_at == untouched_at
@@ -159,7 +159,7 @@ def test_nodes_made_through_the_api_are_left_alone(acme_graph, vault):
 
 def test_dry_run_writes_nothing(acme_graph, vault):
     result = run(acme_graph, vault, dry_run=True)
-    assert result.dry_run and result.counts["nodes_created"] == 9 and result.counts["edges_created"] == 21
+    assert result.dry_run and result.counts["nodes_created"] == 9 and result.counts["edges_created"] == 22
     assert not Node.objects.filter(graph=acme_graph).exists()
     assert not UpdateBatch.objects.exists() and not AuditEvent.objects.filter(action="graph.import").exists()
     assert not EdgeType.objects.filter(graph=acme_graph, name="implements").exists()
@@ -167,7 +167,7 @@ def test_dry_run_writes_nothing(acme_graph, vault):
 
 def test_create_missing_makes_placeholder_nodes(acme_graph, vault):
     result = import_vault(acme_graph, parse_vault(vault, create_missing=True), "command:test")
-    assert result.counts["placeholders"] == 2 and result.counts["unresolved_links"] == 1
+    assert result.counts["placeholders"] == 2 and result.counts["unresolved_links"] == 0
     ghost = Node.objects.get(graph=acme_graph, key="Ghost Note")
     assert ghost.kind == "missing" and ghost.source.startswith("vault-missing:")
     assert EdgeType.objects.filter(graph=acme_graph, name="supersedes", priority=0.0).exists()
@@ -195,8 +195,8 @@ def test_import_is_set_based(acme_graph, vault, tmp_path):
 def test_command_reports_counts_and_unresolved(acme_graph, vault, capsys):
     call_command("import_vault", str(vault), "--graph", "memory", "--org", "acme")
     out = capsys.readouterr()
-    assert "9 notes" in out.out and "nodes: 9 created" in out.out and "unresolved links: 3" in out.out
-    assert "Home: [[Ghost Note]] (related): no such note" in out.out
+    assert "9 notes" in out.out and "nodes: 9 created" in out.out and "unresolved links: 2" in out.out
+    assert "    no such note (2):\n      Home: [[Ghost Note]] (related)\n" in out.out
     assert "not UTF-8" in out.err
     call_command("import_vault", str(vault), "--graph", "memory", "--org", "acme", "--dry-run")
     assert "Dry run" in capsys.readouterr().out and UpdateBatch.objects.count() == 1

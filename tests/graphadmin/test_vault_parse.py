@@ -55,6 +55,7 @@ def test_every_link_form_resolves(parsed):
         ("Decisions/Retry Policy", "related"),  # [[X|shown]]
         ("Components/Queue", "related"),  # [text](Folder/X.md), case-insensitive [[queue]]
         ("Meeting Notes/Weekly Sync", "related"),  # URL-encoded markdown link
+        ("Projects/Beta/Plan", "related"),  # [[Plan]]: of two Plan.md outside Home's folder, the shorter path
     }
 
 
@@ -83,9 +84,9 @@ def test_typed_edges_from_frontmatter_and_inline_fields(parsed):
 
 def test_unresolved_are_reported_with_reason(parsed):
     assert [u.as_dict() for u in parsed.unresolved] == [
-        {"source": "Home", "target": "Ghost Note", "edge_type": "related", "reason": "no such note"},
-        {"source": "Home", "target": "Plan", "edge_type": "related", "reason": "ambiguous: Projects/Alpha/Plan, Projects/Beta/Plan"},
-        {"source": "Decisions/Retry Policy", "target": "Old Retry Policy", "edge_type": "supersedes", "reason": "no such note"},
+        {"source": "Home", "target": "Ghost Note", "edge_type": "related", "reason": "no such note", "candidates": []},
+        {"source": "Decisions/Retry Policy", "target": "Old Retry Policy", "edge_type": "supersedes", "reason": "no such note",
+         "candidates": []},
     ]
 
 
@@ -99,10 +100,12 @@ def test_attachments_code_comments_urls_and_same_note_links_are_not_edges(parsed
 
 def test_a_dotted_note_name_is_not_an_attachment(tmp_path):
     (tmp_path / "Release 1.2.md").write_text("notes")
+    (tmp_path / "photo.jpg").write_bytes(b"jpg")
     (tmp_path / "A.md").write_text("[[Release 1.2]] [[Release 1.3]] ![[photo.jpg]] [[data.csv]]")
     p = parse_vault(tmp_path)
     assert [(l.source, l.target) for l in p.links] == [("A", "Release 1.2")]
-    assert [u.target for u in p.unresolved] == ["Release 1.3"] and p.attachment_links == 2
+    assert [(u.target, u.reason) for u in p.unresolved] == [("Release 1.3", "no such note"), ("data.csv", "attachment missing")]
+    assert p.attachment_links == 1
 
 
 def test_strip_code_keeps_lines_and_blanks_code():
@@ -120,7 +123,7 @@ def test_frontmatter_split_and_unquoted_yaml_link():
 def test_create_missing_names_placeholders():
     p = parse_vault(FIXTURE, create_missing=True)
     assert set(p.missing) == {"Ghost Note", "Old Retry Policy"}
-    assert [u.target for u in p.unresolved] == ["Plan"]  # ambiguity is still reported, never guessed
+    assert p.unresolved == []
 
 
 def _zip(entries: dict, symlink: str | None = None) -> io.BytesIO:

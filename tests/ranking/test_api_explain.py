@@ -19,10 +19,16 @@ def injection(rg, api, rita):
 
 def test_explain_lists_every_candidate_with_components(injection, api, rita):
     body = api(rita).get(f"/api/injections/{injection}/explain/").json()
-    assert body["mode"] == "traversal" and body["policy_revision"] == 1 and body["comparison"] is None
-    assert [c["rank"] for c in body["candidates"]] == [1, 2, 3, 4, 5]
-    assert [c["selected"] for c in body["candidates"]] == [True, True, True, False, False]
-    assert all(set(c["components"]) == {"weight", "semantic", "priority"} for c in body["candidates"])
+    assert body["mode"] == "retrieve" and body["policy_revision"] == 1 and body["comparison"] is None
+    assert [c["rank"] for c in body["candidates"]] == list(range(1, 8))
+    assert [c["selected"] for c in body["candidates"]] == [True] * 3 + [False] * 4
+    assert [c["cut"] for c in body["candidates"]] == [""] * 3 + ["budget"] * 4
+    names = {"vector", "hop", "persona", "recency", "feedback", "path", "priority", "exploration"}
+    assert all(set(c["components"]) == names for c in body["candidates"])
+    for c in body["candidates"]:
+        assert c["entry"] in ("start", "vector", "triplet", "expansion")
+        # A candidate that came along an edge says so in words: "A -type-> B ...".
+        assert bool(c["path"]) == bool(c["path_text"]) and c["path_text"].count("->") == len(c["path"])
 
 
 def test_explain_pair_gives_the_component_differences_largest_first(injection, api, rita):
@@ -33,9 +39,9 @@ def test_explain_pair_gives_the_component_differences_largest_first(injection, a
     diffs = [row["difference"] for row in comp["components"]]
     assert diffs == sorted(diffs, reverse=True)
     assert math.fsum(diffs) == pytest.approx(comp["difference"])
-    weight = next(row for row in comp["components"] if row["component"] == "weight")
-    # a>b (w .9) vs a>d (w .3), feedback .5 each: 0.5 * (0.78 - 0.36)
-    assert weight["difference"] == pytest.approx(0.21) and comp["components"][0]["component"] == "weight"
+    for row in comp["components"]:
+        assert row["difference"] == pytest.approx(by_rank[1]["components"][row["component"]]["contribution"]
+                                                  - by_rank[5]["components"][row["component"]]["contribution"])
 
 
 @pytest.mark.parametrize("query,field", [("?i=1", "j"), ("?i=1&j=99", "j"), ("?i=0&j=1", "i"), ("?i=a&j=1", "i")])
@@ -50,5 +56,5 @@ def test_explain_is_404_for_another_organization(injection, api, mallory):
 
 def test_explain_query_count_is_constant(injection, api, rita, django_assert_max_num_queries):
     client = api(rita)
-    with django_assert_max_num_queries(4):  # injection (with session, policy; tenancy), candidates
+    with django_assert_max_num_queries(6):  # injection (with session, policy; tenancy), candidates, path edges, titles
         assert client.get(f"/api/injections/{injection}/explain/?i=1&j=2").status_code == 200

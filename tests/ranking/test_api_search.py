@@ -27,12 +27,13 @@ def test_search_returns_every_factor_and_the_raw_vector_score(rg, api, rita):
     assert "x" not in {x["key"] for x in results}  # archived
     assert len(results) == 7
     for x in results:
-        assert set(x["components"]) == {"vector", "hop", "persona", "recency"}
+        assert set(x["components"]) == {"vector", "hop", "persona", "recency", "feedback", "path", "priority", "exploration"}
         assert x["components"]["vector"]["raw"] == x["vector_score"]
         assert x["stable_id"] == f"node:{x['node']}"
         assert math.fsum(c["contribution"] for c in x["components"].values()) == pytest.approx(x["total"])
-        # No anchors: every node is unreachable, so every hop factor is the floor.
-        assert x["hops"] is None and x["components"]["hop"]["raw"] == 0.25
+        # No anchors: hops count the edges from the entry point (a vector hit is one: 0 hops, factor 1).
+        if x["entry"] == "vector":
+            assert x["hops"] == 0 and x["path"] == [] and x["components"]["hop"]["raw"] == 1.0
     assert [x["total"] for x in results] == sorted((x["total"] for x in results), reverse=True)
 
 
@@ -92,8 +93,8 @@ def test_bad_search_input_is_a_400_naming_the_field(rg, api, rita, payload, fiel
 def test_search_tenancy_and_query_count(rg, api, rita, mallory, django_assert_max_num_queries):
     assert api(mallory).post(url(rg["graph"]), {"query": "ranking"}, format="json").status_code == 404
     client = api(rita)
-    # savepoint/release, graph, role, the graph's embedding models, policy, anchor check, (savepoint, settings, vector
-    # search, release), distances
-    with django_assert_max_num_queries(12):
+    # savepoint/release, graph, role, the graph's embedding models, policy, anchor check, entry points (settings, nodes,
+    # triplets), node facts, expansion, distances, similar retrievals (settings, counts)
+    with django_assert_max_num_queries(16):
         r = client.post(url(rg["graph"]), {"query": "ranking", "anchors": [rg["nodes"]["a"].pk]}, format="json")
     assert r.status_code == 200

@@ -19,7 +19,7 @@ def injections(rg, api, rita):
     for session in ("s1", "s2"):
         r = client.post(
             f"/api/graphs/{rg['graph'].pk}/context/",
-            {"session": session, "query": "ranking weights", "start_nodes": [rg["nodes"]["a"].pk], "budget": 2},
+            {"session": session, "query": "ranking weights", "start_nodes": [rg["nodes"]["a"].pk], "budget": 2, "k": 1},
             format="json",
         )
         ids.append(r.json()["injection"])
@@ -40,6 +40,10 @@ def test_same_policy_changes_nothing(rg, injections, api, rita):
     assert agg["injections"] == 2 and agg["top1_flips"] == 0 and agg["mean_kendall_tau"] == 1.0 and agg["candidates_moved"] == 0
 
 
+def _order(injection_id):
+    return [f"node:{c.node_id}" for c in InjectionCandidate.objects.filter(injection_id=injection_id).order_by("rank")]
+
+
 def test_a_draft_priority_flips_top1_and_writes_nothing(rg, injections, api, rita):
     before = _snapshot()
     r = api(rita).post(
@@ -51,9 +55,10 @@ def test_a_draft_priority_flips_top1_and_writes_nothing(rg, injections, api, rit
     assert body["aggregate"]["injections"] == 1 and body["aggregate"]["top1_flips"] == 1
     inj = body["injections"][0]
     assert inj["injection"] == injections[-1]  # the most recent first
-    d = rg["edges"]["a>d"].pk
-    assert inj["top1_current"] == f"edge:{rg['edges']['a>b'].pk}" and inj["top1_draft"] == f"edge:{d}"
-    assert inj["changes"][0] == {"id": f"edge:{d}", "before": 5, "after": 1, "delta": 4}
+    d = f"node:{rg['nodes']['d'].pk}"  # reached from the start node a along a -derived_from-> d
+    order = _order(injections[-1])
+    assert inj["top1_current"] == order[0] != d and inj["top1_draft"] == d
+    assert inj["changes"][0] == {"id": d, "before": order.index(d) + 1, "after": 1, "delta": order.index(d)}
     assert inj["kendall_tau"] < 1.0
 
 
@@ -65,8 +70,9 @@ def test_used_items_give_mrr_and_hit_at_k(rg, injections, api, rita):
         url(rg["graph"]), {"edge_type_priorities": {"derived_from": 1.0}, "policy": {"coef_priority": 2.0}, "k": 1}, format="json"
     ).json()
     row = next(i for i in body["injections"] if i["injection"] == inj.pk)
-    assert row["used"] == [f"edge:{rg['edges']['a>d'].pk}"]  # the negative signal is not a use
-    assert row["mrr_current"] == pytest.approx(1 / 5) and row["mrr_draft"] == 1.0
+    d = f"node:{rg['nodes']['d'].pk}"
+    assert row["used"] == [d]  # the negative signal is not a use
+    assert row["mrr_current"] == pytest.approx(1 / (_order(inj.pk).index(d) + 1)) and row["mrr_draft"] == 1.0
     assert row["hit_current"] == 0.0 and row["hit_draft"] == 1.0
     agg = body["aggregate"]
     assert agg["injections_with_uses"] == 1 and agg["mrr_draft"] == 1.0 and agg["hit_at_k_current"] == 0.0
@@ -96,18 +102,19 @@ def test_whatif_tenancy_and_query_count(rg, injections, api, rita, mallory, djan
         assert client.post(url(rg["graph"]), {"n": 50}, format="json").status_code == 200
 
 
-def test_hybrid_injections_replay_with_their_frozen_factors(rg, api, rita):
+def test_injections_replay_with_their_frozen_factors(rg, api, rita):
     client = api(rita)
     r = client.post(
         f"/api/graphs/{rg['graph'].pk}/context/",
         {"session": "h", "query": "ranking weights", "anchors": [rg["nodes"]["g"].pk], "budget": 2, "k": 8},
         format="json",
     )
-    assert r.status_code == 201 and r.json()["mode"] == "hybrid"
+    assert r.status_code == 201 and r.json()["mode"] == "retrieve"
     same = client.post(url(rg["graph"]), {"n": 1}, format="json").json()["injections"][0]
-    assert same["mode"] == "hybrid" and not same["top1_flip"] and same["kendall_tau"] == 1.0
+    assert same["mode"] == "retrieve" and not same["top1_flip"] and same["kendall_tau"] == 1.0
     # Proximity only: the anchor itself (hop 0) must come first.
     body = client.post(
-        url(rg["graph"]), {"n": 1, "policy": {"coef_vector": 0, "coef_persona": 0, "coef_recency": 0, "coef_hop": 1}}, format="json"
+        url(rg["graph"]), {"n": 1, "policy": {"coef_vector": 0, "coef_persona": 0, "coef_recency": 0, "coef_path": 0,
+                                              "coef_priority": 0, "coef_hop": 1}}, format="json"
     ).json()
     assert body["injections"][0]["top1_draft"] == f"node:{rg['nodes']['g'].pk}"

@@ -101,7 +101,38 @@ def test_hybrid_score_by_hand():
     assert s.component("persona").contribution == approx(0.05)
     assert s.component("recency").raw == approx(0.5) and s.component("recency").contribution == approx(0.05)
     assert s.total == approx(0.76)
-    assert [x.name for x in s.components] == ["vector", "hop", "persona", "recency"]
+    assert [x.name for x in s.components] == ["vector", "hop", "persona", "recency", "feedback", "path", "priority", "exploration"]
+    # Untouched learned numbers (0.5) and no path or history add nothing.
+    assert all(s.component(n).contribution == 0.0 for n in ("feedback", "path", "priority", "exploration"))
+
+
+def test_learned_components_are_biases_around_neutral():
+    base = NodeCandidate(node_id=5, vector=0.9, hops=1)
+    learned = NodeCandidate(node_id=5, vector=0.9, hops=1, feedback_weight=0.8, path_weight=0.3, priority=0.5, novelty=1.0)
+    s = scoring.score_node(learned, P)
+    assert s.component("feedback").raw == approx(0.3) and s.component("feedback").contribution == approx(0.09)
+    assert s.component("path").raw == approx(-0.2) and s.component("path").contribution == approx(-0.06)
+    assert s.component("priority").contribution == approx(0.075)
+    assert s.component("exploration").contribution == approx(0.03)
+    assert s.total - scoring.score_node(base, P).total == approx(0.09 - 0.06 + 0.075 + 0.03)
+    # A weight below neutral lowers a candidate, never removes it.
+    low = NodeCandidate(node_id=5, vector=0.9, hops=1, feedback_weight=0.0)
+    assert scoring.score_node(low, P).total == approx(scoring.score_node(base, P).total - 0.15)
+
+
+def test_expansion_is_best_first_bounded_and_carries_the_path():
+    from ranking.scoring import Reach
+
+    edges = [EdgeCandidate(1, 10, 11, 1, weight=0.9, feedback_weight=0.5, priority=0.0),
+             EdgeCandidate(2, 10, 12, 1, weight=0.2, feedback_weight=0.5, priority=0.0),
+             EdgeCandidate(3, 11, 13, 2, weight=0.5, feedback_weight=0.5, priority=0.0),
+             EdgeCandidate(4, 13, 14, 3, weight=0.5, feedback_weight=0.5, priority=0.0),
+             EdgeCandidate(5, 12, 10, 2, weight=0.9, feedback_weight=0.5, priority=0.0)]  # back to the seed: ignored
+    scored = [scoring.score_edge(e, P) for e in edges]
+    reached = scoring.expand_best_first({10: Reach(10, 0)}, scored, max_hops=2, limit=10)
+    assert list(reached) == [11, 13, 12]  # 11 (w .9), then 13 through it (w .5) beats 12 (w .2); 14 is beyond 2 hops
+    assert (reached[13].hops, reached[13].path) == (2, (1, 3)) and reached[13].via.candidate.edge_id == 3
+    assert list(scoring.expand_best_first({10: Reach(10, 0)}, scored, max_hops=2, limit=1)) == [11]
 
 
 @pytest.mark.parametrize(

@@ -15,7 +15,7 @@ from tqdm import tqdm
 from graphadmin import services
 from graphadmin.models import Graph, Organization
 from graphadmin.vault.load import import_vault
-from graphadmin.vault.parse import VaultError, parse_vault
+from graphadmin.vault.parse import VaultError, group_unresolved, parse_vault
 
 ACTOR = "command:import_vault"
 PHASES = {"read": "notes read", "link": "notes linked", "embed": "texts embedded"}
@@ -109,8 +109,13 @@ class Command(BaseCommand):
             how = "in this import" if result.embedding == "sync" else "by the Celery task on queue 'embeddings'"
             self.stdout.write(f"  embeddings: {how}; batch {result.batch_id}, audit seq {result.audit_seq}")
         self.stdout.write(f"  unresolved links: {len(unresolved)}")
-        for u in unresolved:
-            self.stdout.write(f"    {u['source']}: [[{u['target']}]] ({u['edge_type']}): {u['reason']}")
+        for group in group_unresolved(unresolved):
+            self.stdout.write(f"    {group['reason']} ({group['count']}):")
+            for u in group["links"]:
+                line = f"      {u['source']}: [[{u['target']}]] ({u['edge_type']})"
+                if u.get("candidates"):
+                    line += ": " + " or ".join(u["candidates"])
+                self.stdout.write(line)
         for w in warnings:
             self.stderr.write(f"  warning: {w}")
 

@@ -10,7 +10,7 @@ was NaN.
 import django.db.models.lookups
 from django.db import migrations, models
 
-LEGACY_MODEL = "unknown (before migration 0006)"
+LEGACY_MODEL = "unknown (before migration 0007)"
 
 FORWARD = [
     ("UPDATE graphadmin_node SET embedding = NULL WHERE embedding IS NOT NULL AND vector_norm(embedding) = 0", None),
@@ -24,7 +24,7 @@ FORWARD = [
 class Migration(migrations.Migration):
 
     dependencies = [
-        ('graphadmin', '0005_edge_graph_id_index'),
+        ('graphadmin', '0006_policy_retrieval_numbers'),
     ]
 
     operations = [

@@ -1,0 +1,200 @@
+"""The retrieval pipeline behind context and search: each way into the candidates, exclusion, the
+learned components, credit to the path, and learning on the question-only path agents take.
+
+The graph is built with hand-made embeddings so every similarity is known exactly (no embedder).
+"""
+
+import math
+
+import pytest
+
+from feedback import actions
+from feedback.actions import UseItem
+from feedback.models import AgentSession, InjectionCandidate, UseEvent
+from graphadmin.models import Edge, EdgeType, Node
+from ranking import service
+
+pytestmark = pytest.mark.django_db
+
+DIM = 384
+
+
+def unit(*parts):
+    """A unit vector from (dimension, value) pairs."""
+    v = [0.0] * DIM
+    for i, x in parts:
+        v[i] = x
+    norm = math.sqrt(sum(x * x for x in v))
+    return [x / norm for x in v]
+
+
+Q = unit((0, 1.0))  # the query
+
+
+@pytest.fixture
+def pg(acme_graph):
+    """a (sim 1.0), b (sim 0.6): vector hits; a -> c -> e: reached by expansion only (sim 0);
+    x -> d: a triplet hit (its triplet embedding is the query); s: a node to start from."""
+    sims = {"a": 1.0, "b": 0.6, "c": 0.0, "e": 0.0, "d": 0.0, "x": 0.0, "s": 0.0}
+    nodes = {}
+    for i, (key, sim) in enumerate(sims.items()):
+        vec = unit((0, sim), (10 + i, math.sqrt(1 - sim * sim))) if sim < 1 else Q
+        nodes[key] = Node.objects.create(graph=acme_graph, key=key, title=key.upper(), text=f"note {key}", embedding=vec)
+    related = EdgeType.objects.get(graph=acme_graph, name="related")
+    edges = {}
+    for s, t in [("a", "c"), ("c", "e"), ("x", "d"), ("s", "c")]:
+        edges[f"{s}>{t}"] = Edge.objects.create(graph=acme_graph, source=nodes[s], target=nodes[t], edge_type=related,
+                                                triplet_embedding=Q if (s, t) == ("x", "d") else None)
+    return {"graph": acme_graph, "nodes": nodes, "edges": edges}
+
+
+def ctx(pg, session="s1", **kw):
+    kw.setdefault("vector", Q)
+    kw.setdefault("k", 2)
+    kw.setdefault("budget", 20)
+    return service.assemble_context(pg["graph"], session_id=session, **kw)
+
+
+def by_key(result):
+    return {item["key"]: item for item in result.selected}
+
+
+def test_each_way_in(pg):
+    n, e = pg["nodes"], pg["edges"]
+    items = by_key(ctx(pg, start_nodes=[n["s"].pk]))
+    assert (items["a"]["entry"], items["a"]["path"], items["a"]["hops"]) == ("vector", [], 0)
+    assert items["b"]["entry"] == "vector"
+    assert (items["d"]["entry"], items["d"]["path"]) == ("triplet", [e["x>d"].pk])
+    assert (items["x"]["entry"], items["x"]["path"]) == ("triplet", [e["x>d"].pk])
+    assert (items["s"]["entry"], items["s"]["hops"]) == ("start", 0)
+    assert items["c"]["entry"] == "expansion" and items["c"]["hops"] == 1 and items["c"]["path"] in ([e["a>c"].pk], [e["s>c"].pk])
+    assert (items["e"]["entry"], items["e"]["hops"]) == ("expansion", 2)
+    assert items["e"]["path"][-1] == e["c>e"].pk and len(items["e"]["path"]) == 2
+    assert items["a"]["rank"] == 1  # the best vector hit is a candidate and comes first
+
+
+def test_start_nodes_are_candidates_and_best_hits_are_kept(pg):
+    n = pg["nodes"]
+    result = ctx(pg, start_nodes=[n["s"].pk], budget=3)
+    keys = [i["key"] for i in result.selected]
+    assert keys[0] == "a" and len(keys) == 3
+    log = InjectionCandidate.objects.filter(injection=result.injection)
+    assert log.filter(node=n["s"]).exists()
+
+
+def test_exclude_drops_held_nodes_but_they_still_lead_on(pg):
+    n = pg["nodes"]
+    items = by_key(ctx(pg, exclude=[n["a"].pk]))
+    assert "a" not in items and "c" in items and items["c"]["path"] == [pg["edges"]["a>c"].pk]
+    assert not InjectionCandidate.objects.filter(node=n["a"]).exists()
+
+
+def test_the_log_is_complete_and_frozen(pg):
+    result = ctx(pg, budget=2)
+    cands = list(InjectionCandidate.objects.filter(injection=result.injection).order_by("rank"))
+    assert len(cands) == result.considered == 6  # a, b, c, e, x, d (s is not reachable without being a start node)
+    assert [c.selected for c in cands] == [True, True, False, False, False, False]
+    assert {c.features["cut"] for c in cands[2:]} == {"budget"}
+    for c in cands:
+        assert set(c.components) == {"vector", "hop", "persona", "recency", "feedback", "path", "priority", "exploration"}
+        assert c.total == pytest.approx(sum(x["contribution"] for x in c.components.values()))
+        assert {"entry", "path", "feedback_weight", "path_weight", "novelty"} <= set(c.features)
+    explained = service.explain(result.injection)
+    e = next(c for c in explained["candidates"] if c["node"] == pg["nodes"]["e"].pk)
+    assert e["entry"] == "expansion" and e["path_text"] == "A -related-> C -related-> E"
+
+
+def test_feedback_weight_is_its_own_component_and_a_bias_around_neutral(acme_graph):
+    twin = unit((0, 0.8), (1, 0.6))
+    plain = Node.objects.create(graph=acme_graph, key="plain", title="P", text="p", embedding=twin)
+    learned = Node.objects.create(graph=acme_graph, key="learned", title="L", text="l", embedding=twin, feedback_weight=0.7)
+    result = service.search(acme_graph, vector=Q, k=5)
+    first, second = result.items[:2]
+    assert (first.node_id, second.node_id) == (learned.pk, plain.pk)
+    fb = first.scored.component("feedback")
+    assert (fb.raw, fb.coefficient) == (pytest.approx(0.2), 0.3) and fb.contribution == pytest.approx(0.06)
+    assert second.scored.component("feedback").contribution == 0.0  # untouched (0.5) moves nothing
+    assert first.scored.total - second.scored.total == pytest.approx(0.06)
+
+
+def test_exploration_at_zero_changes_no_order(pg):
+    graph = pg["graph"]
+    for i in range(3):
+        ctx(pg, session=f"warm-{i}", budget=2)
+    with_bonus = service.search(graph, vector=Q, k=20).items
+    assert any(c.scored.component("exploration").contribution for c in with_bonus)
+    revision = graph.current_policy()
+    revision.pk, revision.revision, revision.exploration = None, revision.revision + 1, 0.0
+    revision.save()
+    at_zero = service.search(graph, vector=Q, k=20).items
+    assert all(c.scored.component("exploration").contribution == 0.0 for c in at_zero)
+    # At zero every total is the total without the bonus: the order is the one the other components give.
+    totals = {c.node_id: c.scored.total for c in at_zero}
+    for c in with_bonus:
+        assert totals[c.node_id] == pytest.approx(c.scored.total - c.scored.component("exploration").contribution, abs=1e-9)
+
+
+def test_exploration_bonus_goes_to_what_similar_retrievals_did_not_surface(pg):
+    for i in range(3):
+        ctx(pg, session=f"warm-{i}", budget=2)  # selects a and b
+    raw = {c.row.key: c.scored.component("exploration").raw for c in service.search(pg["graph"], vector=Q, k=20).items}
+    assert raw["a"] == raw["b"] == 0.0
+    assert raw["c"] == raw["d"] == 1.0
+
+
+def test_credit_along_a_two_hop_path(pg, oscar):
+    n, e = pg["nodes"], pg["edges"]
+    Edge.objects.filter(pk=e["a>c"].pk).update(weight=0.6)
+    result = ctx(pg, k=1)
+    assert by_key(result)["e"]["path"] == [e["a>c"].pk, e["c>e"].pk]
+    session = result.injection.session
+    done = actions.apply_uses(oscar, session, [UseItem("node", n["e"].pk, "explicit")])
+    assert (done.node_updates, done.edge_updates) == (1, 2)
+    assert Node.objects.get(pk=n["e"].pk).feedback_weight == pytest.approx(0.55)  # 0.5 + 0.1 * 0.5
+    assert Edge.objects.get(pk=e["a>c"].pk).weight == pytest.approx(0.64)  # 0.6 + 0.1 * 0.4
+    assert Edge.objects.get(pk=e["c>e"].pk).weight == pytest.approx(0.55)
+    assert set(UseEvent.objects.filter(session=session, source="path").values_list("edge_id", flat=True)) == {e["a>c"].pk, e["c>e"].pk}
+    # Once per session: the same use again, or a use of c (whose path a->c was credited), moves no edge twice.
+    again = actions.apply_uses(oscar, session, [UseItem("node", n["e"].pk, "explicit"), UseItem("node", n["c"].pk, "explicit")])
+    assert (again.node_updates, again.edge_updates) == (1, 0)
+    assert Edge.objects.get(pk=e["a>c"].pk).weight == pytest.approx(0.64)
+
+
+def test_a_negative_flag_moves_the_node_and_the_last_edge_down(pg, oscar):
+    n, e = pg["nodes"], pg["edges"]
+    session = ctx(pg, k=1).injection.session
+    actions.apply_uses(oscar, session, [UseItem("node", n["e"].pk, "negative")])
+    assert Node.objects.get(pk=n["e"].pk).feedback_weight == pytest.approx(0.45)
+    assert Edge.objects.get(pk=e["c>e"].pk).weight == pytest.approx(0.45)
+    assert Edge.objects.get(pk=e["a>c"].pk).weight == 0.5
+
+
+@pytest.fixture
+def twins(acme, alice):
+    """Two graphs with the same three notes (similarities 0.90, 0.88, 0.86 to the query): one learns, one is frozen."""
+    from graphadmin import services
+
+    out = {}
+    for slug in ("learning", "frozen"):
+        graph = services.create_graph(alice, acme, slug, slug)
+        for key, sim in (("first", 0.90), ("second", 0.88), ("third", 0.86)):
+            Node.objects.create(graph=graph, key=key, title=key, text=key, embedding=unit((0, sim), (1 + len(key), math.sqrt(1 - sim * sim))))
+        out[slug] = graph
+    return out
+
+
+def rank_of(graph, key):
+    return next(c.rank for c in service.search(graph, vector=Q, k=10).items if c.row.key == key)
+
+
+def test_question_only_learning_ranks_the_used_note_above_its_frozen_twin(twins, oscar):
+    learning, frozen = twins["learning"], twins["frozen"]
+    assert rank_of(learning, "third") == rank_of(frozen, "third") == 3
+    for i in range(3):
+        service.assemble_context(frozen, session_id=f"round-{i}", vector=Q, budget=3)
+        result = service.assemble_context(learning, session_id=f"round-{i}", vector=Q, budget=3)
+        third = next(item for item in result.selected if item["key"] == "third")
+        session = AgentSession.objects.get(graph=learning, external_id=f"round-{i}")
+        actions.apply_uses(oscar, session, [UseItem("node", third["node"], "explicit")])
+        actions.apply_outcome(oscar, learning, f"round-{i}", "accepted")
+    assert rank_of(learning, "third") < rank_of(frozen, "third") == 3
