@@ -57,7 +57,7 @@ def test_reembed_moves_a_graph_to_the_configured_model_and_retrieval_refuses_mix
 
     out = StringIO()
     call_command("reembed", "--graph", "memory", "--org", "acme", "--sync", "--no-progress", stdout=out)
-    assert "Re-embedded 8 nodes and 21 edges with all-MiniLM-L6-v2/onnx-int8" in out.getvalue()
+    assert "Re-embedded 8 nodes and 22 edges with all-MiniLM-L6-v2/onnx-int8" in out.getvalue()
     assert stored_models(graph.pk) == ["all-MiniLM-L6-v2/onnx-int8"]
     assert not Node.objects.filter(graph=graph).exclude(embedding_model="all-MiniLM-L6-v2/onnx-int8").exists()
     assert not Edge.objects.filter(graph=graph).exclude(embedding_model="all-MiniLM-L6-v2/onnx-int8").exists()

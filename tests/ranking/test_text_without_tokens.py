@@ -1,5 +1,6 @@
 """A note whose text gives the embedder nothing (Japanese for the hashing embedder, emoji for MiniLM) has no
-vector (NULL), and a graph holding one still ranks, searches and assembles context: 200, its similarity absent.
+vector (NULL), and a graph holding one still ranks, searches and assembles context: 200, its similarity absent
+(``vector_score`` null; its vector component 0).
 
 Before, such a note embedded to the zero vector, pgvector's cosine distance to it was NaN, and every
 request that reached it answered 500.
@@ -53,14 +54,17 @@ def test_a_note_without_tokens_has_no_vector_and_every_retrieval_answers(note, r
     found = client.post(f"{base}/search/", {"query": "ranking weights", "k": 50}, format="json")
     assert found.status_code == 200, found.content
     _finite(found.json())
-    assert z.pk not in {r["node"] for r in found.json()["results"]}  # no vector, no vector hit
+    hit = next(r for r in found.json()["results"] if r["node"] == z.pk)
+    assert hit["entry"] == "expansion" and hit["vector_score"] is None  # reached through a's edge; no similarity
 
+    injections = []
     for body in ({"start_nodes": [nodes["a"].pk]}, {}):
         ctx = client.post(f"{base}/context/", {"session": f"s-{len(body)}", "query": "ranking weights", **body}, format="json")
         assert ctx.status_code == 201, ctx.content
         _finite(ctx.json())
-    candidate = InjectionCandidate.objects.get(injection_id=ctx.json()["injection"] - 1, node_id=z.pk)
-    assert candidate.features["similarity"] is None
+        injections.append(ctx.json()["injection"])
+    candidate = InjectionCandidate.objects.get(injection_id=injections[0], node_id=z.pk)
+    assert candidate.features["entry"] == "expansion" and candidate.features["vector"] == 0.0  # frozen: no similarity
 
     # The note's own title as the query: a query without tokens is no query (400 on search), never NaN.
     empty = client.post(f"{base}/search/", {"query": title}, format="json")
