@@ -379,6 +379,53 @@ class Bench:
                  target="p95 <= 100 ms (set here; no target in the issues)")
         self.rows[-1].met = self.rows[-1].p95 <= 100.0
 
+    def context_question(self):
+        """context the way agents call it: the question only (its vector given, so the query embedding,
+        timed separately, is not in these figures). Database work: the pipeline's reads and writes,
+        timed per statement (the candidates' COPY is not seen by the timer, so it is left out of both
+        sides). Floor: the same reads as bare SQL: node top 50, triplet top 20, one 2-hop expansion
+        from the 10 best hits and the similar-retrieval count, plus the injection row."""
+        from django.db import connection, transaction
+
+        from ranking import candidates as sql
+        from ranking import service
+
+        floor, dbw, api = [], [], []
+        ef = str(sql.ef_search_for(50))
+        for it in range(self.n + self.warm):
+            keep = it >= self.warm
+            q = self.query()
+            qv = sql.vector_literal(q)
+            timer = DBTimer()
+            with connection.execute_wrapper(timer):
+                done = service.assemble_context(self.graph, session_id=f"bench-q-{it}-{self.rnd.random()}", vector=q)
+            body = {"injection": done.injection.pk, "considered": done.considered}
+            if keep:
+                dbw.append(timer.seconds * 1000.0)
+            with timed(api, keep):
+                r = self.client.post(f"/api/graphs/{self.graph.pk}/context/",
+                                     {"session": f"bench-q2-{it}-{self.rnd.random()}", "vector": q}, format="json")
+            assert r.status_code == 201, r.content
+            with transaction.atomic(), connection.cursor() as cur, timed(floor, keep):
+                cur.execute("SELECT set_config('hnsw.ef_search', %s, true)", [ef])
+                cur.execute(FLOOR_VECTOR, {"g": self.graph.pk, "q": qv, "k": 50})
+                hits = [row[0] for row in cur.fetchall()]
+                cur.execute("""SELECT id FROM graphadmin_edge WHERE graph_id = %(g)s AND NOT archived AND triplet_embedding IS NOT NULL
+                               ORDER BY triplet_embedding <=> %(q)s::vector LIMIT 20""", {"g": self.graph.pk, "q": qv})
+                cur.fetchall()
+                cur.execute(FLOOR_2HOP, {"g": self.graph.pk, "starts": hits[:10], "cap": self.cap, "q": qv, **self.coefs})
+                cur.fetchall()
+                cur.execute(sql.SIMILAR_SURFACED_SQL, {"graph": self.graph.pk, "query": qv, "n": sql.SIMILAR_INJECTIONS, "ids": hits})
+                cur.fetchall()
+                cur.execute("""INSERT INTO feedback_contextinjection (graph_id, session_id, policy_revision_id, query, mode, budget_unit,
+                               budget, spent, params, query_embedding, created_at)
+                               SELECT graph_id, session_id, policy_revision_id, '', 'retrieve', 'items', 10, 10, '{}', %(q)s::vector, now()
+                               FROM feedback_contextinjection WHERE id = %(i)s RETURNING id""", {"q": qv, "i": body["injection"]})
+                cur.fetchone()
+                transaction.set_rollback(True)
+        self.add("context, question only (query vector given): API", api, floor, target_ms=25.0)
+        self.add("context, question only: database work", dbw, floor, ratio_max=2.0)
+
     # -- feedback --------------------------------------------------------------------------------
 
     def _sessions(self, count: int, size: int):
@@ -685,6 +732,7 @@ def main(argv=None):
     bench.rank("rank 2 hops", lambda: [bench.rnd.choice(bench.mids)], 2)
     bench.search()
     bench.context()
+    bench.context_question()
     bench.embeddings()
     bench.uses()
     bench.outcome()

@@ -757,10 +757,15 @@ def _write_outcome(batch: UpdateBatch, session_id: int, outcome: str, *, new_exp
     history, the session's outcome, and the batch row with its counts (written once). Sets the
     batch's counts, finish time and duration (the action's time up to the end of the statement).
     """
+    # The surfaced edges are every edge on a selected candidate's path (logs older than the pipeline
+    # have no path: their one edge).
+    path_edges = (f"SELECT p.e::bigint FROM feedback_injectioncandidate c JOIN feedback_contextinjection j ON j.id = c.injection_id"
+                  f" CROSS JOIN LATERAL jsonb_array_elements_text(coalesce(c.features -> 'path', jsonb_build_array(c.edge_id))) AS p(e)"
+                  f" WHERE j.session_id = %(session)s AND c.graph_id = %(graph)s AND c.selected AND p.e IS NOT NULL")
     changes = [
-        Change(table, "feedback_weight", f"SELECT c.{kind}_id {_selected_candidates()} AND c.{kind}_id IS NOT NULL",
-               new_expr=new_expr, event_expr="%(outcome)s", ids_only=True)
-        for kind, table in (("edge", EDGE_TABLE), ("node", NODE_TABLE))
+        Change(EDGE_TABLE, "feedback_weight", path_edges, new_expr=new_expr, event_expr="%(outcome)s", ids_only=True),
+        Change(NODE_TABLE, "feedback_weight", f"SELECT c.node_id {_selected_candidates()}",
+               new_expr=new_expr, event_expr="%(outcome)s", ids_only=True),
     ]
     # Duration: Python's time before the statement plus the statement's own, each on one clock.
     duration = "(%(elapsed_ms)s + 1000 * extract(epoch FROM clock_timestamp() - statement_timestamp()))::double precision"

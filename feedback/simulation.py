@@ -7,16 +7,15 @@ noise, so vector similarity tells the agent *which topic* a note belongs to but 
 useful*: the hidden ground truth (a few useful notes per topic and project phase, of which each
 question needs some) is known only to the simulator.
 
-One session, the way an agent calls the service (traversal mode: start node = the topic's anchor,
-because that is where traversal scores, and so learned edge weights and feedback weights, apply;
-hybrid mode ranks by vector, hop, persona and recency and would not see what was learned):
+One session, the way an agent calls the service: the question only (no start node, no anchor:
+the simulator never hands the service anything from its ground truth):
 
-1. ``POST /api/graphs/{id}/context/`` with the anchor as start node, the question vector, a budget
-   in items, one hop. The assembled context is scored: hit@5 (a useful note among the first five
-   items) and reciprocal rank of the first useful note.
-2. ``POST .../sessions/{sid}/uses/``: the useful notes it was given (node and the edge it came by),
-   each ignored with probability ``p_ignore``; with probability ``p_negative`` one useless item it
-   was given is flagged ``negative``.
+1. ``POST /api/graphs/{id}/context/`` with the question vector and a budget in items. The assembled
+   context is scored: hit@5 (a useful note among the first five items) and reciprocal rank of the
+   first useful note.
+2. ``POST .../sessions/{sid}/uses/``: the useful notes it was given (the service credits the path
+   that surfaced each), each ignored with probability ``p_ignore``; with probability ``p_negative``
+   one useless note it was given is flagged ``negative``.
 3. ``POST .../sessions/{sid}/outcome/``: accepted when it found at least ``need`` useful notes,
    rework when it found some, rejected when none (flipped to a random outcome with ``p_outcome_noise``).
 
@@ -290,9 +289,10 @@ def _score(items: list[dict], useful: set[int]) -> SessionScore:
     return SessionScore(hit5, rr)
 
 
-def _context(client, graph_id: int, sid: str, topic: Topic, vector, budget: int) -> list[dict]:
-    r = client.post(f"/api/graphs/{graph_id}/context/", {"session": sid, "start_nodes": [topic.anchor], "vector": vector,
-                                                          "budget_unit": "items", "budget": budget, "hops": 1}, format="json")
+def _context(client, graph_id: int, sid: str, vector, budget: int) -> list[dict]:
+    """The agent's call: the question (here its vector) only."""
+    r = client.post(f"/api/graphs/{graph_id}/context/", {"session": sid, "vector": vector,
+                                                          "budget_unit": "items", "budget": budget}, format="json")
     if r.status_code != 201:
         raise RuntimeError(f"context: {r.status_code} {r.content[:300]!r}")
     return r.json()["items"]
@@ -335,26 +335,19 @@ def simulate(user, world: tuple[Graph, list[Topic]], frozen: tuple[Graph, list[T
             vector = _noisy(rng, topic.direction, cfg.question_noise)
             sid = f"sim-{run}-{s}"
             useful = {topic.notes[j] for j in question}
-            items = _context(client, graph.pk, sid, topic, vector, cfg.budget)
+            items = _context(client, graph.pk, sid, vector, cfg.budget)
             learn_scores.append(_score(items, useful))
             if frozen is not None:
                 fgraph, ftopics = frozen
-                fitems = _context(client, fgraph.pk, sid, ftopics[ti], vector, cfg.budget)
+                fitems = _context(client, fgraph.pk, sid, vector, cfg.budget)
                 frozen_scores.append(_score(fitems, {ftopics[ti].notes[j] for j in question}))
             # The agent: uses the useful notes it was given (sometimes misses one), sometimes flags a useless one.
             found = [i for i in items if i["node"] in useful]
             used = [i for i in found if rng.random() >= cfg.p_ignore]
-            reports = []
-            for i in used:
-                reports.append({"node": i["node"], "signal": "explicit"})
-                if i.get("edge"):
-                    reports.append({"edge": i["edge"], "signal": "explicit"})
+            reports = [{"node": i["node"], "signal": "explicit"} for i in used]
             useless = [i for i in items if i["node"] not in useful]
             if useless and rng.random() < cfg.p_negative:
-                bad = rng.choice(useless)
-                reports.append({"node": bad["node"], "signal": "negative"})
-                if bad.get("edge"):
-                    reports.append({"edge": bad["edge"], "signal": "negative"})
+                reports.append({"node": rng.choice(useless)["node"], "signal": "negative"})
             if reports:
                 r = client.post(f"/api/graphs/{graph.pk}/sessions/{sid}/uses/", {"items": reports}, format="json")
                 if r.status_code != 202:

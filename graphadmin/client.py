@@ -228,19 +228,22 @@ class GraphClient:
     # The five operations.
 
     def search(self, graph_id: int, query: str = "", *, vector: list[float] | None = None, k: int = 20,
-               anchors: list[int] | None = None, persona: dict[str, float] | None = None) -> SearchResult:
-        """Hybrid search (POST /api/graphs/{id}/search/): ranked hits with every factor. Logs nothing."""
-        body = _drop_none({"query": query, "vector": vector, "k": k, "anchors": anchors, "persona": persona})
+               anchors: list[int] | None = None, exclude: list[int] | None = None,
+               persona: dict[str, float] | None = None) -> SearchResult:
+        """Search (POST /api/graphs/{id}/search/): the retrieval pipeline's ranked hits with every factor. Logs nothing."""
+        body = _drop_none({"query": query, "vector": vector, "k": k, "anchors": anchors, "exclude": exclude, "persona": persona})
         return self._request("POST", f"/api/graphs/{graph_id}/search/", json=body)
 
     def context(self, graph_id: int, session: str, query: str = "", *, vector: list[float] | None = None,
-                start_nodes: list[int] | None = None, anchors: list[int] | None = None,
+                start_nodes: list[int] | None = None, anchors: list[int] | None = None, exclude: list[int] | None = None,
                 persona: dict[str, float] | None = None, budget_unit: Literal["items", "tokens"] = "items",
                 budget: int | None = None, k: int = 50, hops: int | None = None) -> ContextResult:
-        """Budgeted context for a session (POST /api/graphs/{id}/context/): the items and the injection id."""
+        """Budgeted context for a session (POST /api/graphs/{id}/context/): the items and the injection id.
+
+        Ask with the question only; ``start_nodes``, ``anchors`` and ``exclude`` (ids you already hold) are optional."""
         body = _drop_none({
             "session": session, "query": query, "vector": vector, "start_nodes": start_nodes, "anchors": anchors,
-            "persona": persona, "budget_unit": budget_unit, "budget": budget, "k": k, "hops": hops,
+            "exclude": exclude, "persona": persona, "budget_unit": budget_unit, "budget": budget, "k": k, "hops": hops,
         })
         return self._request("POST", f"/api/graphs/{graph_id}/context/", json=body)
 
