@@ -28,8 +28,11 @@ def _activity(graph):
     start = Node.objects.get(graph=graph, key__iendswith="system overview")
     for n, query in enumerate(["how are parcels tracked", "why kafka for events", "routing engine dependencies"]):
         ctx = service.assemble_context(graph, session_id=f"demo-{n}", query=query, start_nodes=[start.pk], budget=5)
-        first = ctx.selected[0]
-        actions.apply_uses(agent, ctx.injection.session, [actions.UseItem("edge", first["edge"], "explicit")])
+        # An edge, so the screenshots show an edge with history: the first selected item reached through one,
+        # else (with the semantic embedder the five selected are often all vector entry points) one of the start's.
+        first = next((item["edge"] for item in ctx.selected if item["edge"]), None)
+        edge = first or Edge.objects.filter(graph=graph, source=start, archived=False).order_by("id").values_list("id", flat=True)[n]
+        actions.apply_uses(agent, ctx.injection.session, [actions.UseItem("edge", edge, "explicit")])
         actions.apply_outcome(agent, graph, f"demo-{n}", ["accepted", "rework", "rejected"][n])
     metrics.rollup(graph, date.today())
 
