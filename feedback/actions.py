@@ -1091,7 +1091,7 @@ def link_co_used(actor, session: AgentSession) -> Result:
     batch back archives the edges. A clean no-op when feedback is off, the session is not accepted
     or no pair qualifies.
     """
-    from graphadmin.embeddings import embed_texts
+    from graphadmin.embeddings import configured_model, embed_texts
     from graphadmin.models import EdgeType
     from graphadmin.vault.load import triplet_text
 
@@ -1119,13 +1119,14 @@ def link_co_used(actor, session: AgentSession) -> Result:
         with connection.cursor() as cur:
             cur.execute(
                 f"""INSERT INTO {EDGE_TABLE} (graph_id, source_id, target_id, edge_type_id, weight, feedback_weight,
-                                              triplet_embedding, archived, created_at, updated_at)
-                    SELECT %(graph)s, x.s, x.t, %(type)s, 0.5, 0.5, x.v::vector, false, now(), now()
+                                              triplet_embedding, embedding_model, archived, created_at, updated_at)
+                    SELECT %(graph)s, x.s, x.t, %(type)s, 0.5, 0.5, x.v::vector,
+                           CASE WHEN x.v IS NULL THEN '' ELSE %(model)s END, false, now(), now()
                     FROM unnest(%(sources)s::bigint[], %(targets)s::bigint[], %(vectors)s::text[]) AS x(s, t, v)
                     ON CONFLICT (source_id, target_id, edge_type_id) DO NOTHING
                     RETURNING id""",
                 {"graph": graph.pk, "type": edge_type.pk, "sources": [a for a, _b in ends], "targets": [b for _a, b in ends],
-                 "vectors": [_vector_text(v) for v in vectors]},
+                 "vectors": [_vector_text(v) for v in vectors], "model": configured_model()},
             )
             created = sorted(r[0] for r in cur.fetchall())
         batch.details["created_edges"] = created

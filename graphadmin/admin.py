@@ -35,7 +35,7 @@ class NodeAdmin(TenantAdmin):
     list_filter = ["kind", "archived"]
     search_fields = ["key", "title"]
     exclude = ["embedding"]
-    readonly_fields = ["feedback_weight"]
+    readonly_fields = ["feedback_weight", "embedding_model"]  # the model of a vector the admin does not show
 
 
 @admin.register(Edge)
@@ -44,7 +44,7 @@ class EdgeAdmin(TenantAdmin):
     list_filter = ["archived"]
     raw_id_fields = ["source", "target"]
     exclude = ["triplet_embedding"]
-    readonly_fields = ["weight", "feedback_weight"]
+    readonly_fields = ["weight", "feedback_weight", "embedding_model"]
 
 
 @admin.register(NodeStats)

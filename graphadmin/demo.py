@@ -57,7 +57,19 @@ def ensure_demo() -> tuple[Graph, str]:
     if graph is None:
         graph = services.create_graph(admin, org, DEMO_GRAPH, "Harbor project memory", "The demo vault: a fictional parcel-tracking project.")
     import_demo_vault(graph)
+    reembed_if_stale(graph)
     return graph, password
+
+
+def reembed_if_stale(graph: Graph) -> dict | None:
+    """Re-embed the demo graph when its vectors are not the configured model's (a demo made before a change of EMBEDDER)."""
+    from graphadmin.embeddings import configured_model
+    from graphadmin.vault.load import do_reembed, stale_rows
+
+    stale = stale_rows(graph.pk, configured_model())
+    if not (stale["nodes"] or stale["edges"]):
+        return None
+    return do_reembed(graph, actor="command:rundemo")
 
 
 def import_demo_vault(graph: Graph) -> ImportResult | None:

@@ -46,6 +46,7 @@ from mcp_types import ToolAnnotations
 from mcp.server.auth.provider import AccessToken
 from mcp.server.mcpserver import MCPServer
 from mcp.server.mcpserver.exceptions import ToolError
+from graphadmin.embeddings import EmbeddingModelMismatch
 from graphadmin.models.policy import POLICY_NUMBERS
 from ranking.api import call_service
 from ranking import service  # the documented bounds (docs/ranking.md); needs Django set up, as every caller has
@@ -289,6 +290,8 @@ def build_server(*, token: str | None = None, http: bool = False, host: str = "1
                     return _json(work(user, *args))
             except ValidationError as exc:  # raised by the shared report functions
                 raise _invalid(exc.detail)
+            except EmbeddingModelMismatch as exc:  # the REST API's 409
+                raise ToolError(str(exc))
             finally:
                 close_old_connections()
 

@@ -113,7 +113,24 @@ WEIGHT_HISTORY_RETENTION_DAYS = env.int("WEIGHT_HISTORY_RETENTION_DAYS", default
 
 # Embeddings: the vector dimension is baked into the schema by the first migration.
 EMBEDDING_DIM = env.int("EMBEDDING_DIM", default=384)
-EMBEDDER = env.str("EMBEDDER", default="graphadmin.embeddings.HashingEmbedder")
+# The embedder (docs/embeddings.md): all-MiniLM-L6-v2 on onnxruntime, from installed packages.
+EMBEDDER = env.str("EMBEDDER", default="graphadmin.embeddings.MiniLMEmbedder")
+# MiniLMEmbedder: other files than the installed packages' (an ONNX export, a tokenizer.json).
+MINILM_ONNX_PATH = env.str("MINILM_ONNX_PATH", default="")
+MINILM_TOKENIZER_PATH = env.str("MINILM_TOKENIZER_PATH", default="")
+# onnxruntime threads per process (0: onnxruntime's choice, one per physical core). One by default:
+# web processes and workers run side by side, and on a busy 2-core machine two threads per process were slower.
+EMBED_THREADS = env.int("EMBED_THREADS", default=1)
+# Query texts whose vectors each process keeps (least recently used dropped); 0 disables the cache.
+QUERY_EMBED_CACHE_SIZE = env.int("QUERY_EMBED_CACHE_SIZE", default=1024)
+# OpenAIEmbedder: an OpenAI-compatible /v1/embeddings server.
+EMBEDDINGS_URL = env.str("EMBEDDINGS_URL", default="")
+EMBEDDINGS_MODEL = env.str("EMBEDDINGS_MODEL", default="")
+EMBEDDINGS_API_KEY = env.str("EMBEDDINGS_API_KEY", default="")
+EMBEDDINGS_TIMEOUT = env.float("EMBEDDINGS_TIMEOUT", default=30.0)
+EMBEDDINGS_RETRIES = env.int("EMBEDDINGS_RETRIES", default=3)
+EMBEDDINGS_BATCH = env.int("EMBEDDINGS_BATCH", default=64)
+EMBEDDINGS_BACKOFF = env.float("EMBEDDINGS_BACKOFF", default=0.5)
 # SentenceTransformerEmbedder: a local model folder, or the name of an installed model (package).
 SENTENCE_TRANSFORMERS_MODEL = env.str("SENTENCE_TRANSFORMERS_MODEL", default="")
 # Texts per call to the embedder; an import with more texts to embed than the limit embeds in the

@@ -18,6 +18,16 @@ def embed_graph(graph_id: int) -> dict:
     return embed_pending(graph_id)
 
 
+@shared_task(name="graphadmin.reembed_graph", acks_late=True)
+def reembed_graph(graph_id: int, actor: str = "task:reembed_graph") -> dict:
+    """Re-embed a graph's vectors made by another model than the configured one (manage.py reembed). Queue: embeddings."""
+    from graphadmin.models import Graph
+    from graphadmin.vault.load import do_reembed
+
+    graph = Graph.objects.select_related("organization").get(pk=graph_id)
+    return do_reembed(graph, actor=actor)
+
+
 @shared_task(name="graphadmin.verify_audit_chains")
 def verify_audit_chains() -> dict:
     """Verify every organization's audit chain; log a structured error for each broken one."""

@@ -14,7 +14,7 @@ from datetime import datetime, timezone
 from django.db import connection, transaction
 
 from feedback.models import AgentSession, ContextInjection, InjectionCandidate, UseEvent
-from graphadmin.embeddings import embed_texts
+from graphadmin.embeddings import check_comparable, configured_model, embed_query
 from graphadmin.models import Edge, EdgeType, Graph, Node, PolicyRevision
 
 from . import candidates as sql
@@ -46,16 +46,24 @@ def policy_of(graph: Graph) -> tuple[PolicyRevision, scoring.Policy]:
     return revision, scoring.Policy.from_mapping(revision.numbers())
 
 
-def query_vector(query: str = "", vector=None):
+def query_vector(query: str = "", vector=None, graph: Graph | None = None):
     """The vector to compare with: the caller's vector, else the embedded query text, else None.
 
-    An all-zero embedding (a query of stopwords only) has no direction, so it counts as no query.
+    A query text that gives the embedder nothing to embed (blank, or no token the model knows) has
+    no vector, so it counts as no query. Query vectors come from a bounded per-process cache.
+    With ``graph``, refuses (EmbeddingModelMismatch, a 409) to return a vector that would be compared
+    with vectors of another model: the graph's stored vectors must all be the query's model (for a
+    vector the caller sent, whose model is the caller's to vouch for: all of one model).
     """
     if vector is not None:
+        if graph is not None:
+            check_comparable(graph, query_model=None)
         return list(vector)
     if query and query.strip():
-        v = embed_texts([query])[0]
-        if any(x != 0.0 for x in v):
+        v = embed_query(query)
+        if v is not None:
+            if graph is not None:
+                check_comparable(graph, query_model=configured_model())
             return v
     return None
 
@@ -126,7 +134,7 @@ def _fetch_edges(graph: Graph, revision: PolicyRevision, policy: scoring.Policy,
 
 def rank(graph: Graph, start_nodes, *, query: str = "", vector=None, k: int = 50, hops: int | None = None) -> RankResult:
     """Every candidate edge within ``hops`` of the start nodes, scored and ranked; the top k returned."""
-    qvec = query_vector(query, vector)
+    qvec = query_vector(query, vector, graph)
     revision, policy = policy_of(graph)
     rows = _fetch_edges(graph, revision, policy, start_nodes, qvec, hops)
     by_id = {r.edge_id: r for r in rows}
@@ -235,7 +243,7 @@ def retrieve(
     """
     start_nodes, anchors, exclude = list(dict.fromkeys(start_nodes or ())), list(anchors or ()), set(exclude or ())
     if qvec is None:
-        qvec = query_vector(query, vector)
+        qvec = query_vector(query, vector, graph)
     if qvec is None and not start_nodes:
         raise RankingInputError({"query": ["Give a query with searchable words, a vector, or start nodes."]})
     revision, pol = policy or policy_of(graph)
@@ -375,7 +383,7 @@ def assemble_context(
         budget = revision.default_budget_items if budget_unit == "items" else revision.default_budget_tokens
     params = {"start_nodes": list(start_nodes), "anchors": list(anchors), "exclude": sorted(set(exclude)),
               "persona": persona or {}, "k": k, "hops": hops, "vector": vector is not None}
-    qvec = query_vector(query, vector)
+    qvec = query_vector(query, vector, graph)
     ordered = retrieve(graph, query=query, vector=vector, start_nodes=start_nodes, anchors=anchors, exclude=exclude,
                        persona=persona, k=k, hops=hops, now=now, policy=(revision, policy), qvec=qvec).items
     costs = [1 if budget_unit == "items" else item.row.tokens for item in ordered]

@@ -162,9 +162,23 @@ EDGES = [
 ]
 
 
+HASHING = "graphadmin.embeddings.HashingEmbedder"
+
+
+@pytest.fixture(autouse=True)
+def _embedder_marker(request, settings):
+    """``@pytest.mark.embedder(PATH)`` runs a test with that embedder configured (the default is MiniLMEmbedder)."""
+    marker = request.node.get_closest_marker("embedder")
+    if marker:
+        settings.EMBEDDER = marker.args[0]
+
+
 @pytest.fixture
-def rg(acme_graph):
-    """A small ranked graph in acme_graph, with embeddings from the configured embedder.
+def rg(request, acme_graph, settings):
+    """A small ranked graph in acme_graph, with embeddings from the hashing embedder (pinned for the test).
+
+    The ranking tests on it check exact orders that follow from word overlap, so they must not
+    depend on a model; a test marked ``@pytest.mark.embedder(PATH)`` gets that embedder instead.
 
     Returns a dict: graph, nodes by key, edges by 'a>b', types by name.
 
@@ -172,6 +186,8 @@ def rg(acme_graph):
         b -> e (related, w .5)   c -> e (related, w .4)      e -> g (related, w .5)
         a -> x (related, w .8; x archived)                   a -> f (related, w .7; the edge archived)
     """
+    if not request.node.get_closest_marker("embedder"):
+        settings.EMBEDDER = HASHING
     vectors = embed_texts([f"{t}\n{x}" for t, x in TEXTS.values()])
     nodes = {}
     for (key, (title, text)), vec in zip(TEXTS.items(), vectors):

@@ -10,11 +10,16 @@ from rest_framework.response import Response
 from rest_framework.views import exception_handler as drf_exception_handler
 from rest_framework.views import set_rollback
 
+from graphadmin.embeddings import EmbeddingModelMismatch
+
 
 def exception_handler(exc, context):
     response = drf_exception_handler(exc, context)
     if response is not None:
         return response
+    if isinstance(exc, EmbeddingModelMismatch):
+        set_rollback()
+        return Response(exc.as_dict(), status=status.HTTP_409_CONFLICT)
     if isinstance(exc, ProtectedError):
         set_rollback()
         return Response(

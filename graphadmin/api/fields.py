@@ -1,4 +1,4 @@
-"""Serializer fields that refuse non-finite numbers and wrong embedding dimensions by name."""
+"""Serializer fields that refuse non-finite numbers, wrong embedding dimensions and zero vectors by name."""
 
 import math
 
@@ -19,11 +19,12 @@ class FiniteFloatField(serializers.FloatField):
 
 
 class EmbeddingField(serializers.ListField):
-    """A vector of exactly EMBEDDING_DIM finite floats."""
+    """A vector of exactly EMBEDDING_DIM finite floats, not all zero."""
 
     default_error_messages = {
         "dimension": "Expected {expected} numbers, got {got}.",
         "not_finite": "NaN and Infinity are not allowed (position {index}).",
+        "zero": "An all-zero vector has no direction (its cosine similarity is undefined); send null for no embedding.",
     }
 
     def __init__(self, **kwargs):
@@ -37,6 +38,8 @@ class EmbeddingField(serializers.ListField):
         for index, value in enumerate(values):
             if not math.isfinite(value):
                 self.fail("not_finite", index=index)
+        if not any(values):
+            self.fail("zero")
         return values
 
     def to_representation(self, value):

@@ -55,6 +55,15 @@ class EdgeTypeSerializer(serializers.ModelSerializer):
         return value
 
 
+def _vector_model(attrs: dict, field: str) -> dict:
+    """A vector sent by the caller is stored with the model the caller names ('' when it names none)."""
+    if field in attrs:
+        attrs["embedding_model"] = attrs.get("embedding_model", "") if attrs[field] is not None else ""
+    elif "embedding_model" in attrs:
+        raise serializers.ValidationError({"embedding_model": [f"Name a model only together with {field}."]})
+    return attrs
+
+
 class NodeSerializer(serializers.ModelSerializer):
     feedback_weight = FiniteFloatField(min_value=0.0, max_value=1.0, required=False)
     embedding = EmbeddingField(required=False, allow_null=True, write_only=True)
@@ -65,7 +74,7 @@ class NodeSerializer(serializers.ModelSerializer):
     class Meta:
         model = Node
         fields = [
-            "id", "key", "kind", "title", "text", "source", "aliases", "tags", "embedding", "embedded",
+            "id", "key", "kind", "title", "text", "source", "aliases", "tags", "embedding", "embedded", "embedding_model",
             "feedback_weight", "archived", "created_at", "updated_at",
         ]
         read_only_fields = ["archived", "created_at", "updated_at"]
@@ -84,6 +93,9 @@ class NodeSerializer(serializers.ModelSerializer):
         if Node.objects.filter(graph=graph, key=value).exclude(pk=getattr(self.instance, "pk", None)).exists():
             raise serializers.ValidationError(f"A node with key '{value}' already exists in this graph.")
         return value
+
+    def validate(self, attrs):
+        return _vector_model(attrs, "embedding")
 
 
 class NodeRefField(serializers.PrimaryKeyRelatedField):
@@ -117,7 +129,7 @@ class EdgeSerializer(serializers.ModelSerializer):
     class Meta:
         model = Edge
         fields = [
-            "id", "source", "target", "edge_type", "weight", "feedback_weight", "triplet_embedding", "embedded",
+            "id", "source", "target", "edge_type", "weight", "feedback_weight", "triplet_embedding", "embedded", "embedding_model",
             "archived", "created_at", "updated_at",
         ]
         read_only_fields = ["archived", "created_at", "updated_at"]
@@ -141,7 +153,7 @@ class EdgeSerializer(serializers.ModelSerializer):
                 raise serializers.ValidationError(
                     {"non_field_errors": [f"An edge {source.key} -[{edge_type.name}]-> {target.key} already exists."]}
                 )
-        return attrs
+        return _vector_model(attrs, "triplet_embedding")
 
 
 def _policy_field(default, lo, hi, integer, help_text):

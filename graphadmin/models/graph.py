@@ -9,7 +9,8 @@ from __future__ import annotations
 
 from django.conf import settings
 from django.db import models
-from django.db.models import Q
+from django.db.models import F, FloatField, Func, Q
+from django.db.models.lookups import GreaterThan
 from django.urls import reverse
 from pgvector.django import HnswIndex, VectorField
 
@@ -21,6 +22,16 @@ WEIGHT_DEFAULT = 0.5
 def unit_interval(field: str, name: str) -> models.CheckConstraint:
     """A database check that ``field`` lies in [0, 1]."""
     return models.CheckConstraint(condition=Q(**{f"{field}__gte": 0.0, f"{field}__lte": 1.0}), name=name)
+
+
+def has_direction(field: str, name: str) -> models.CheckConstraint:
+    """A database check that the vector ``field`` is NULL or not all zero.
+
+    A zero vector has no direction: pgvector's cosine distance to it is NaN, which would make every
+    similarity it enters NaN. Text that gives an embedder nothing to embed stores NULL instead.
+    """
+    norm = Func(F(field), function="vector_norm", output_field=FloatField())
+    return models.CheckConstraint(condition=Q(**{f"{field}__isnull": True}) | GreaterThan(norm, 0.0), name=name)
 
 
 class GraphQuerySet(TenantQuerySet):
@@ -101,6 +112,10 @@ class Node(models.Model):
     tags = models.JSONField(default=list, blank=True)
     content_hash = models.CharField(max_length=64, blank=True)
     embedding = VectorField(dimensions=settings.EMBEDDING_DIM, null=True, blank=True)
+    embedding_model = models.CharField(
+        max_length=200, blank=True, default="", db_default="",
+        help_text="The model that made the embedding ('' when there is none, or a caller sent it without naming its model).",
+    )
     feedback_weight = models.FloatField(default=WEIGHT_DEFAULT)
     archived = models.BooleanField(default=False)
     created_at = models.DateTimeField(auto_now_add=True)
@@ -113,8 +128,11 @@ class Node(models.Model):
             models.UniqueConstraint(fields=["graph", "key"], name="node_key_per_graph"),
             models.UniqueConstraint(fields=["id", "graph"], name="node_id_graph"),
             unit_interval("feedback_weight", "node_feedback_weight_unit"),
+            has_direction("embedding", "node_embedding_not_zero"),
         ]
         indexes = [
+            # Retrieval reads the min and max model of a graph from it (graphadmin.embeddings.stored_models).
+            models.Index(fields=["graph", "embedding_model"], name="node_graph_embedding_model"),
             # m=24, ef_construction=128: at 200k clustered nodes, m=16/64 left some queries with recall@50
             # of 0.5 whatever ef_search; this build gives 0.99 mean (bench, docs/performance.md).
             HnswIndex(
@@ -160,6 +178,10 @@ class Edge(models.Model):
     weight = models.FloatField(default=WEIGHT_DEFAULT, help_text="Reinforcement weight in [0, 1].")
     feedback_weight = models.FloatField(default=WEIGHT_DEFAULT, help_text="Outcome EMA in [0, 1].")
     triplet_embedding = VectorField(dimensions=settings.EMBEDDING_DIM, null=True, blank=True)
+    embedding_model = models.CharField(
+        max_length=200, blank=True, default="", db_default="",
+        help_text="The model that made the triplet embedding ('' when there is none, or a caller sent it unnamed).",
+    )
     archived = models.BooleanField(default=False)
     created_at = models.DateTimeField(auto_now_add=True)
     updated_at = models.DateTimeField(auto_now=True)
@@ -171,9 +193,11 @@ class Edge(models.Model):
             models.UniqueConstraint(fields=["source", "target", "edge_type"], name="edge_one_per_triplet"),
             unit_interval("weight", "edge_weight_unit"),
             unit_interval("feedback_weight", "edge_feedback_weight_unit"),
+            has_direction("triplet_embedding", "edge_triplet_embedding_not_zero"),
         ]
         indexes = [
             models.Index(fields=["graph", "id"], name="edge_graph_id"),
+            models.Index(fields=["graph", "embedding_model"], name="edge_graph_embedding_model"),
             models.Index(fields=["graph", "source"], name="edge_graph_source"),
             models.Index(fields=["graph", "target"], name="edge_graph_target"),
             HnswIndex(

@@ -25,9 +25,10 @@ from datetime import datetime, timezone
 
 from django.conf import settings
 from django.db import transaction
+from django.db.models import Q
 
 from graphadmin import audit
-from graphadmin.embeddings import get_embedder
+from graphadmin.embeddings import get_embedder, stored_models
 from graphadmin.models import Edge, EdgeType, Graph, Node
 
 from .parse import ParsedVault, ProgressFn, group_unresolved
@@ -251,6 +252,7 @@ def _import(graph, parsed, actor, dry_run, embed, progress, started, clock) -> I
     if mode == "auto":
         mode = "task" if to_embed > settings.VAULT_IMPORT_SYNC_EMBED_LIMIT else "sync"
     embedder = get_embedder() if mode == "sync" else None
+    model = embedder.model_name if embedder else ""
     embedded = [0]
 
     def vectors(texts: list[str]) -> list:
@@ -274,7 +276,7 @@ def _import(graph, parsed, actor, dry_run, embed, progress, started, clock) -> I
         for k in new_keys
     ]
     for obj, vec in zip(new_objs, vectors([node_embedding_text(o.title, o.text) for o in new_objs])):
-        obj.embedding = vec
+        obj.embedding, obj.embedding_model = vec, model if vec is not None else ""
     Node.objects.bulk_create(new_objs, batch_size=BULK)
     update_objs = []
     for key in changed:
@@ -288,10 +290,11 @@ def _import(graph, parsed, actor, dry_run, embed, progress, started, clock) -> I
         for pk, d in update_objs
     ]
     for obj, vec in zip(updated, vectors([node_embedding_text(o.title, o.text) for o in updated])):
-        obj.embedding = vec
+        obj.embedding, obj.embedding_model = vec, model if vec is not None else ""
     Node.objects.bulk_update(
         updated,
-        ["key", "kind", "title", "text", "source", "aliases", "tags", "content_hash", "embedding", "archived", "updated_at"],
+        ["key", "kind", "title", "text", "source", "aliases", "tags", "content_hash", "embedding", "embedding_model", "archived",
+         "updated_at"],
         batch_size=BULK,
     )
     if meta_only:
@@ -321,7 +324,7 @@ def _import(graph, parsed, actor, dry_run, embed, progress, started, clock) -> I
     ]
     texts = [triplet_text(title_after[e.source_id], n, title_after[e.target_id]) for e, (_s, _t, n) in zip(edge_objs, create_edges)]
     for obj, vec in zip(edge_objs, vectors(texts)):
-        obj.triplet_embedding = vec
+        obj.triplet_embedding, obj.embedding_model = vec, model if vec is not None else ""
     Edge.objects.bulk_create(edge_objs, batch_size=BULK)
     if restore_edges:
         Edge.objects.filter(graph=graph, id__in=restore_edges).update(archived=False, updated_at=now)
@@ -331,8 +334,9 @@ def _import(graph, parsed, actor, dry_run, embed, progress, started, clock) -> I
         rows = list(Edge.objects.filter(graph=graph, id__in=retitle_edges).values_list("id", "source_id", "target_id", "edge_type__name"))
         vecs = vectors([triplet_text(title_after[s], n, title_after[t]) for _i, s, t, n in rows])
         Edge.objects.bulk_update(
-            [Edge(id=i, triplet_embedding=v, updated_at=now) for (i, _s, _t, _n), v in zip(rows, vecs)],
-            ["triplet_embedding", "updated_at"],
+            [Edge(id=i, triplet_embedding=v, embedding_model=model if v is not None else "", updated_at=now)
+             for (i, _s, _t, _n), v in zip(rows, vecs)],
+            ["triplet_embedding", "embedding_model", "updated_at"],
             batch_size=BULK,
         )
 
@@ -382,26 +386,80 @@ def embed_pending(graph_id: int, progress: ProgressFn | None = None) -> dict:
     """Fill every missing embedding of a graph's active nodes and edges, in batches; returns the counts.
 
     What the embeddings task runs after a large import. Idempotent: rows that already have a vector
-    are not touched, and each batch is written in one statement.
+    are not touched, and each batch is written in one statement. A text that gives the embedder
+    nothing to embed stays NULL (and is tried again by the next run: cheap, it has no tokens).
     """
     embedder = get_embedder()
+    missing = Q(archived=False)
     return {
-        "nodes": _fill_missing(Node, "embedding", ("title", "text"), node_embedding_text, graph_id, embedder, progress),
-        "edges": _fill_missing(Edge, "triplet_embedding", ("source__title", "edge_type__name", "target__title"), triplet_text,
-                               graph_id, embedder),
+        "nodes": _embed_rows(Node, "embedding", ("title", "text"), node_embedding_text, graph_id, embedder,
+                             missing & Q(embedding__isnull=True), progress),
+        "edges": _embed_rows(Edge, "triplet_embedding", ("source__title", "edge_type__name", "target__title"), triplet_text,
+                             graph_id, embedder, missing & Q(triplet_embedding__isnull=True)),
     }
 
 
-def _fill_missing(model, field: str, columns: tuple, text_of, graph_id: int, embedder, progress: ProgressFn | None = None) -> int:
-    """Embed the active rows of ``model`` whose ``field`` is empty, EMBED_BATCH_SIZE per transaction."""
-    missing = {f"{field}__isnull": True}
-    ids = list(model.objects.filter(graph_id=graph_id, archived=False, **missing).values_list("id", flat=True))
+def _stale(model_name: str) -> Q:
+    # A vector of a named model other than ``model_name``. Rows without a vector are embed_pending's;
+    # a vector a caller sent without naming its model ('') is the caller's, and left alone.
+    return Q(embedding_model__gt="") & ~Q(embedding_model=model_name)
+
+
+def stale_rows(graph_id: int, model_name: str) -> dict:
+    """How many of a graph's nodes and edges (archived too) have a vector of another model than ``model_name``."""
+    stale = _stale(model_name)
+    return {
+        "nodes": Node.objects.filter(stale, graph_id=graph_id).count(),
+        "edges": Edge.objects.filter(stale, graph_id=graph_id).count(),
+    }
+
+
+def do_reembed(graph: Graph, *, actor, progress: ProgressFn | None = None) -> dict:
+    """Re-embed every node and edge of ``graph`` (archived ones too) whose vector was made by another model.
+
+    Batches of EMBED_BATCH_SIZE, one transaction each, so a large graph never holds one long
+    transaction; until the last batch the graph has vectors of two models and retrieval refuses it
+    (409) rather than compare them. Idempotent: a second run finds nothing to do. Rows whose text
+    gives the model nothing to embed end with no vector and no model. Rows without a vector
+    (embed_pending fills them) and vectors a caller sent without naming a model are left alone.
+    Audited as ``graph.reembed``.
+    """
+    embedder = get_embedder()
+    stale = _stale(embedder.model_name)
+    started = time.perf_counter()
+    before = stored_models(graph.pk)
+    total = sum(stale_rows(graph.pk, embedder.model_name).values())
+    nodes = _embed_rows(Node, "embedding", ("title", "text"), node_embedding_text, graph.pk, embedder, stale,
+                        progress and (lambda phase, done, _n: progress(phase, done, total)))
+    edges = _embed_rows(Edge, "triplet_embedding", ("source__title", "edge_type__name", "target__title"), triplet_text,
+                        graph.pk, embedder, stale, progress and (lambda phase, done, _n: progress(phase, nodes + done, total)))
+    counts = {"nodes": nodes, "edges": edges}
+    payload = {"model": embedder.model_name, "models_before": before, **counts,
+               "duration_ms": round((time.perf_counter() - started) * 1000, 1)}
+    with transaction.atomic():
+        audit.append(graph.organization_id, actor, "graph.reembed", payload, scope={"graph": graph.pk, "graph_slug": graph.slug})
+    return payload
+
+
+def _embed_rows(model, field: str, columns: tuple, text_of, graph_id: int, embedder, where: Q,
+                progress: ProgressFn | None = None) -> int:
+    """Embed the rows of ``model`` in the graph matching ``where``, EMBED_BATCH_SIZE per transaction.
+
+    Each row gets its vector and the embedder's model name, or NULL and '' when its text has
+    nothing to embed. Rows are re-checked against ``where`` in each batch (another writer may have
+    embedded them meanwhile).
+    """
+    ids = list(model.objects.filter(where, graph_id=graph_id).order_by("id").values_list("id", flat=True))
     done, size = 0, settings.EMBED_BATCH_SIZE
     for i in range(0, len(ids), size):
         with transaction.atomic():
-            rows = list(model.objects.filter(graph_id=graph_id, id__in=ids[i : i + size], **missing).values_list("id", *columns))
+            rows = list(model.objects.filter(where, graph_id=graph_id, id__in=ids[i : i + size]).values_list("id", *columns))
             vecs = embedder.embed([text_of(*row[1:]) for row in rows])
-            model.objects.bulk_update([model(id=row[0], **{field: v}) for row, v in zip(rows, vecs)], [field])
+            model.objects.bulk_update(
+                [model(id=row[0], **{field: v, "embedding_model": embedder.model_name if v is not None else ""})
+                 for row, v in zip(rows, vecs)],
+                [field, "embedding_model"],
+            )
         done += len(rows)
         if progress:
             progress("embed", done, len(ids))

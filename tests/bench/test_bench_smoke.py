@@ -29,7 +29,7 @@ def test_bench_runs_at_tiny_scale():
     out = done.stdout
     assert "| path | p50 | p95 | floor (p50) | ratio | target | met |" in out
     for path in ("rank 1 hop", "rank 2 hops", "hybrid search: recall@50", "context assembly", "use feedback", "outcome feedback",
-                 "decay, all edges", "rollback of a"):
+                 "decay, all edges", "rollback of a", "query embedding, one sentence", "import embedding, demo vault"):
         assert path in out, path
     for name in PAGES:
         assert f"| dashboard: {name} (" in out, name

@@ -28,7 +28,11 @@ def _activity(graph):
     for n, query in enumerate(["how are parcels tracked", "why kafka for events", "routing engine dependencies"]):
         ctx = service.assemble_context(graph, session_id=f"demo-{n}", query=query, budget=5)
         used = next((i for i in ctx.selected if i["path"]), ctx.selected[0])
-        actions.apply_uses(agent, ctx.injection.session, [actions.UseItem("node", used["node"], "explicit")])
+        items = [actions.UseItem("node", used["node"], "explicit")]
+        if not used["path"]:  # an edge with history for the edge page: one leaving the used note
+            edge = Edge.objects.filter(graph=graph, source_id=used["node"], archived=False).order_by("id").first()
+            items += [actions.UseItem("edge", edge.pk, "explicit")] if edge else []
+        actions.apply_uses(agent, ctx.injection.session, items)
         actions.apply_outcome(agent, graph, f"demo-{n}", ["accepted", "rework", "rejected"][n])
     metrics.rollup(graph, date.today())
 

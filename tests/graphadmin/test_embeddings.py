@@ -1,4 +1,7 @@
-"""Embedders: the offline hashing default, the sentence-transformers adapter, and import embedding in a task."""
+"""Embedders: the hashing embedder, the sentence-transformers adapter, and import embedding in a task.
+
+The semantic default (MiniLMEmbedder) has its own file, test_embeddings_minilm.py.
+"""
 
 import math
 import shutil
@@ -31,8 +34,10 @@ def test_hashing_embedder_is_deterministic_unit_length_and_topical(settings):
     assert cosine(a, b) > cosine(a, c) + 0.1 and cosine(a, b) > cosine(b, c) + 0.1
 
 
-def test_hashing_embedder_empty_text_is_the_zero_vector():
-    assert set(HashingEmbedder().embed([""])[0]) == {0.0}
+@pytest.mark.parametrize("text", ["", "   ", "It", "It is to be.", "日本語で書かれたノート"])
+def test_hashing_embedder_gives_no_vector_for_text_without_a_content_word(text):
+    # Never a zero vector: it has no direction and pgvector's cosine distance to it is NaN.
+    assert HashingEmbedder().embed([text, "caching"])[0] is None
 
 
 def test_configured_embedder_must_match_the_schema_dimension(settings):
@@ -80,6 +85,37 @@ def test_api_refuses_a_vector_of_the_wrong_dimension(api, oscar, acme_graph, set
     assert good.status_code == 201
 
 
+def test_api_refuses_an_all_zero_vector_naming_the_field(api, oscar, acme_graph, rg, settings):
+    url = f"/api/graphs/{acme_graph.pk}/nodes/"
+    zero = [0.0] * settings.EMBEDDING_DIM
+    bad = api(oscar).post(url, {"key": "k", "title": "t", "embedding": zero}, format="json")
+    assert bad.status_code == 400 and list(bad.data) == ["embedding"] and "all-zero" in str(bad.data["embedding"])
+    nodes = rg["nodes"]
+    edge = api(oscar).post(f"/api/graphs/{acme_graph.pk}/edges/",
+                           {"source": nodes["b"].pk, "target": nodes["g"].pk, "edge_type": "related", "triplet_embedding": zero},
+                           format="json")
+    assert edge.status_code == 400 and list(edge.data) == ["triplet_embedding"]
+    assert not Node.objects.filter(graph=acme_graph, key="k").exists()
+
+
+def test_the_database_refuses_a_zero_vector_from_any_writer(acme_graph, settings):
+    from django.db import IntegrityError, transaction
+
+    with pytest.raises(IntegrityError, match="node_embedding_not_zero"), transaction.atomic():
+        Node.objects.create(graph=acme_graph, key="z", title="z", embedding=[0.0] * settings.EMBEDDING_DIM)
+
+
+def test_api_records_the_model_a_caller_names_for_its_vector(api, oscar, acme_graph, settings):
+    url = f"/api/graphs/{acme_graph.pk}/nodes/"
+    vec = [0.1] * settings.EMBEDDING_DIM
+    named = api(oscar).post(url, {"key": "n", "title": "t", "embedding": vec, "embedding_model": "bge-small"}, format="json")
+    anonymous = api(oscar).post(url, {"key": "a", "title": "t", "embedding": vec}, format="json")
+    assert named.status_code == anonymous.status_code == 201
+    assert named.data["embedding_model"] == "bge-small" and anonymous.data["embedding_model"] == ""
+    alone = api(oscar).patch(f"{url}{anonymous.data['id']}/", {"embedding_model": "x"}, format="json")
+    assert alone.status_code == 400 and "embedding_model" in alone.data
+
+
 def test_large_import_leaves_vectors_to_the_task_which_fills_them_in_batches(acme_graph, settings, django_capture_on_commit_callbacks):
     settings.VAULT_IMPORT_SYNC_EMBED_LIMIT = 5
     settings.EMBED_BATCH_SIZE = 4
@@ -91,8 +127,9 @@ def test_large_import_leaves_vectors_to_the_task_which_fills_them_in_batches(acm
     assert not Node.objects.filter(graph=acme_graph, embedding__isnull=True).exists()
     assert not Edge.objects.filter(graph=acme_graph, triplet_embedding__isnull=True).exists()
     home = Node.objects.get(graph=acme_graph, key="Home")
-    expected = HashingEmbedder().embed([f"{home.title}\n\n{home.text}"])[0]
+    expected = get_embedder().embed([f"{home.title}\n\n{home.text}"])[0]
     assert cosine(list(home.embedding), expected) > 0.9999
+    assert home.embedding_model == get_embedder().model_name == "all-MiniLM-L6-v2/onnx-int8"
     assert embed_pending(acme_graph.pk) == {"nodes": 0, "edges": 0}  # idempotent
 
 

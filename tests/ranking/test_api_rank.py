@@ -103,7 +103,8 @@ def test_a_vector_gives_the_same_similarity_as_its_text(rg, api, rita):
 
 def test_rank_runs_a_bounded_number_of_queries(rg, api, rita, django_assert_max_num_queries):
     client = api(rita)
-    # graph (tenancy), role, policy, start-node check, candidates; savepoint and release of the request's transaction.
-    with django_assert_max_num_queries(7):
+    # graph (tenancy), role, the graph's embedding models, policy, start-node check, candidates; savepoint and release
+    # of the request's transaction.
+    with django_assert_max_num_queries(8):
         r = client.post(url(rg["graph"]), {"start_nodes": [rg["nodes"]["a"].pk], "query": "ranking", "hops": 2}, format="json")
     assert r.status_code == 200

@@ -93,8 +93,8 @@ def test_bad_search_input_is_a_400_naming_the_field(rg, api, rita, payload, fiel
 def test_search_tenancy_and_query_count(rg, api, rita, mallory, django_assert_max_num_queries):
     assert api(mallory).post(url(rg["graph"]), {"query": "ranking"}, format="json").status_code == 404
     client = api(rita)
-    # savepoint/release, graph, role, policy, anchor check, entry points (settings, nodes, triplets), node facts,
-    # expansion, distances, similar retrievals (settings, counts)
-    with django_assert_max_num_queries(15):
+    # savepoint/release, graph, role, the graph's embedding models, policy, anchor check, entry points (settings, nodes,
+    # triplets), node facts, expansion, distances, similar retrievals (settings, counts)
+    with django_assert_max_num_queries(16):
         r = client.post(url(rg["graph"]), {"query": "ranking", "anchors": [rg["nodes"]["a"].pk]}, format="json")
     assert r.status_code == 200

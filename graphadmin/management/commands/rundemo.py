@@ -16,6 +16,7 @@ from django.core.management import call_command
 from django.core.management.base import BaseCommand
 
 from graphadmin.demo import ensure_demo, fill_demo_history
+from graphadmin.embeddings import configured_model
 
 
 def _interrupt(signum, frame):
@@ -50,7 +51,7 @@ class Command(BaseCommand):
         self.stdout.write(self.style.SUCCESS(
             f"\ngraphadmin is running at http://{addr}/  (graph '{graph.organization.slug}/{graph.slug}')\n"
             f"Log in as admin, operator, analyst or reviewer with password: {password}\n"
-            f"Broker: {settings.CELERY_BROKER_URL}   Press Ctrl-C to stop.\n"
+            f"Broker: {settings.CELERY_BROKER_URL}   Embedder: {configured_model()}   Press Ctrl-C to stop.\n"
         ))
         try:
             while all(p.poll() is None for p in procs.values()):
