@@ -15,8 +15,8 @@ Two modes (docs/ranking.md has the full formulas):
 
       hop         = max(hop_floor, hop_decay ** hops)   (hops unknown or > max_hops: hop_floor)
       recency     = 0.5 ** (age_days / recency_half_life_days)   (age unknown: 0)
-      feedback    = feedback_weight - 0.5                 (the node's learned EMA, around neutral)
-      path        = blended weight of the edge that reached it - 0.5   (no edge: 0, neutral)
+      feedback    = min(0, feedback_weight - 0.5)         (the node's learned EMA below neutral; see score_node)
+      path        = reinforcement weight of the edge that reached it - 0.5   (no edge: 0, neutral)
       priority    = priority of that edge's type                 (no edge: 0)
       memory      = what agents asking similar questions made of it, in [-1, 1]   (no history: 0)
       exploration = 1 - share of similar past retrievals that surfaced it   (no history: 0)
@@ -153,8 +153,8 @@ class NodeCandidate:
     shortest undirected distance from them; None when unreachable within the bound. ``age_days``:
     days since the node's last activity, None when unknown. ``persona``: the caller's affinity for
     this node, already resolved (see ``persona_affinity``). ``feedback_weight``: the node's learned
-    EMA. ``path_weight``: the blended weight of the edge that reached it (None: it entered without
-    one); ``priority``: that edge's type priority (0 without one). ``memory``: what agents asking
+    EMA. ``path_weight``: the reinforcement weight of the edge that reached it (None: it entered
+    without one); ``priority``: that edge's type priority (0 without one). ``memory``: what agents asking
     similar questions made of it (``recall_similar``; None: no history). ``novelty``: 1 minus the share of similar past retrievals that surfaced it (None: no
     history to compare with).
     """
@@ -254,8 +254,14 @@ def score_edge(c: EdgeCandidate, policy: Policy) -> Scored:
 def score_node(c: NodeCandidate, policy: Policy) -> Scored:
     """The score of one candidate node: vector, hop, persona, recency, feedback, path, priority, memory, exploration.
 
-    ``feedback`` and ``path`` are the learned numbers, each a bias around neutral (0.5 adds
-    nothing); ``exploration`` is 0 whenever the policy's exploration coefficient is 0.
+    The learned numbers are biases around neutral (0.5 adds nothing), never filters. ``feedback``
+    (the node's own EMA) only lowers: the outcome EMA moves every note a session was *given*, so in
+    a graph where most sessions end well it rises with how often a note is shown, not with whether
+    it helped; as a raise it lifted popular notes over the right ones for every other question
+    (README "Does it learn?" has the figures). Below neutral it is a reliable global signal (flagged
+    wrong, or given in sessions that found nothing). What helped is credited where it helped:
+    ``memory`` (for similar questions) and ``path`` (the links that led to it). ``exploration`` is
+    0 whenever the policy's exploration coefficient is 0.
     """
     path = 0.0 if c.path_weight is None else c.path_weight - NEUTRAL
     components = (
@@ -263,7 +269,7 @@ def score_node(c: NodeCandidate, policy: Policy) -> Scored:
         _component("hop", hop_factor(c.hops, policy), policy.coef_hop),
         _component("persona", c.persona, policy.coef_persona),
         _component("recency", recency_factor(c.age_days, policy.recency_half_life_days), policy.coef_recency),
-        _component("feedback", c.feedback_weight - NEUTRAL, policy.feedback_influence),
+        _component("feedback", min(0.0, c.feedback_weight - NEUTRAL), policy.feedback_influence),
         _component("path", path, policy.coef_path),
         _component("priority", c.priority, policy.coef_priority),
         _component("memory", c.memory or 0.0, policy.coef_memory),

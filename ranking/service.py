@@ -318,7 +318,9 @@ def _best(node_id, options, row: sql.NodeRow, policy: scoring.Policy, persona, n
         weight, priority = None, 0.0
         if reach.via is not None:
             e = reach.via.candidate
-            weight, priority = scoring.blended_weight(e.weight, e.feedback_weight, policy.feedback_influence), e.priority
+            # The link's reinforcement weight alone (uses, negatives, decay): its outcome EMA rises with
+            # how often the link is shown, like a node's (scoring.score_node), and lifted every note at its ends.
+            weight, priority = e.weight, e.priority
         cand = scoring.NodeCandidate(
             node_id=node_id, vector=row.vector or 0.0, hops=anchor_hops if anchored else reach.hops, age_days=age,
             persona=affinity, feedback_weight=row.feedback_weight, path_weight=weight, priority=priority, novelty=novelty,

@@ -107,14 +107,16 @@ def test_the_log_is_complete_and_frozen(pg):
 def test_feedback_weight_is_its_own_component_and_a_bias_around_neutral(acme_graph):
     twin = unit((0, 0.8), (1, 0.6))
     plain = Node.objects.create(graph=acme_graph, key="plain", title="P", text="p", embedding=twin)
-    learned = Node.objects.create(graph=acme_graph, key="learned", title="L", text="l", embedding=twin, feedback_weight=0.7)
-    result = service.search(acme_graph, vector=Q, k=5)
-    first, second = result.items[:2]
-    assert (first.node_id, second.node_id) == (learned.pk, plain.pk)
-    fb = first.scored.component("feedback")
-    assert (fb.raw, fb.coefficient) == (pytest.approx(0.2), 0.3) and fb.contribution == pytest.approx(0.06)
-    assert second.scored.component("feedback").contribution == 0.0  # untouched (0.5) moves nothing
-    assert first.scored.total - second.scored.total == pytest.approx(0.06)
+    flagged = Node.objects.create(graph=acme_graph, key="flagged", title="F", text="f", embedding=twin, feedback_weight=0.3)
+    shown = Node.objects.create(graph=acme_graph, key="shown", title="S", text="s", embedding=twin, feedback_weight=0.9)
+    items = {c.node_id: c for c in service.search(acme_graph, vector=Q, k=5).items}
+    fb = items[flagged.pk].scored.component("feedback")
+    assert (fb.raw, fb.coefficient) == (pytest.approx(-0.2), 0.3) and fb.contribution == pytest.approx(-0.06)
+    assert items[flagged.pk].rank == 3 and items[flagged.pk].scored.total == pytest.approx(items[plain.pk].scored.total - 0.06)
+    # Untouched (0.5) moves nothing; above neutral the EMA (which rises with how often a note is shown) lifts nothing.
+    assert items[plain.pk].scored.component("feedback").contribution == 0.0
+    assert items[shown.pk].scored.component("feedback").contribution == 0.0
+    assert items[shown.pk].scored.total == pytest.approx(items[plain.pk].scored.total)
 
 
 def test_exploration_at_zero_changes_no_order(pg):

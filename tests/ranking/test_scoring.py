@@ -108,13 +108,16 @@ def test_hybrid_score_by_hand():
 
 def test_learned_components_are_biases_around_neutral():
     base = NodeCandidate(node_id=5, vector=0.9, hops=1)
-    learned = NodeCandidate(node_id=5, vector=0.9, hops=1, feedback_weight=0.8, path_weight=0.3, priority=0.5, novelty=1.0)
+    learned = NodeCandidate(node_id=5, vector=0.9, hops=1, feedback_weight=0.2, path_weight=0.3, priority=0.5, novelty=1.0)
     s = scoring.score_node(learned, P)
-    assert s.component("feedback").raw == approx(0.3) and s.component("feedback").contribution == approx(0.09)
+    assert s.component("feedback").raw == approx(-0.3) and s.component("feedback").contribution == approx(-0.09)
     assert s.component("path").raw == approx(-0.2) and s.component("path").contribution == approx(-0.06)
     assert s.component("priority").contribution == approx(0.075)
     assert s.component("exploration").contribution == approx(0.03)
-    assert s.total - scoring.score_node(base, P).total == approx(0.09 - 0.06 + 0.075 + 0.03)
+    assert s.total - scoring.score_node(base, P).total == approx(-0.09 - 0.06 + 0.075 + 0.03)
+    # The node's own EMA only lowers (it rises with exposure, see score_node).
+    assert scoring.score_node(NodeCandidate(node_id=5, vector=0.9, hops=1, feedback_weight=0.9), P).total == approx(
+        scoring.score_node(base, P).total)
     # A weight below neutral lowers a candidate, never removes it.
     low = NodeCandidate(node_id=5, vector=0.9, hops=1, feedback_weight=0.0)
     assert scoring.score_node(low, P).total == approx(scoring.score_node(base, P).total - 0.15)
