@@ -5,7 +5,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: run test install browser bench
+.PHONY: run test install browser bench evaluate
 
 install: $(STAMP)
 
@@ -37,3 +37,15 @@ SCALE ?= 0.05
 bench: $(STAMP)
 	$(BIN)/python -m pip install --quiet --disable-pip-version-check -e '.[bench]'
 	$(BIN)/python -m bench.run --scale $(SCALE) $(BENCH_ARGS)
+
+# Does the graph learn on the agent's path? (docs/learning.md) Talks to the running `make run` over HTTP and
+# starts nothing: a token for the service user eval-agent (admin of the organization: it creates the two
+# graphs) comes from manage.py agent_token. EVAL_ARGS passes options, e.g. EVAL_ARGS="--rounds 3 --set learning_rate=0.2".
+EVAL_URL ?= http://$(or $(RUN_ADDR),127.0.0.1:8000)
+EVAL_ORG ?= demo
+EVAL_VAULT ?= demo/vault
+EVAL_QUESTIONS ?= demo/questions.json
+evaluate: $(STAMP)
+	@TOKEN=$$(DEBUG=$${DEBUG:-1} $(BIN)/python manage.py agent_token --org $(EVAL_ORG) --user eval-agent --role admin) && \
+		DEBUG=$${DEBUG:-1} $(BIN)/python manage.py evaluate_learning $(EVAL_VAULT) $(EVAL_QUESTIONS) \
+		--url $(EVAL_URL) --token "$$TOKEN" --org $(EVAL_ORG) $(EVAL_ARGS)

@@ -203,11 +203,11 @@ class GraphClient:
         self.close()
 
     def _request(self, method: str, path: str, *, json: dict | None = None, params: dict | None = None,
-                 headers: dict | None = None) -> Any:
+                 headers: dict | None = None, data: dict | None = None, files: dict | None = None) -> Any:
         attempt = 0
         while True:
             try:
-                response = self._http.request(method, path, json=json, params=params, headers=headers)
+                response = self._http.request(method, path, json=json, params=params, headers=headers, data=data, files=files)
             except httpx.TransportError:  # connection refused or reset, timeouts, protocol errors
                 if attempt >= self.retries:
                     raise
@@ -274,3 +274,54 @@ class GraphClient:
         """The update batches a session's feedback produced (GET /api/batches/?graph=&session=), newest first."""
         body = self._request("GET", "/api/batches/", params=_drop_none({"graph": graph_id, "session": session, "kind": kind}))
         return body["results"] if isinstance(body, dict) and "results" in body else body
+
+    # Set-up for tools that build graphs (evaluations, imports): graphs, vault import, nodes, policy.
+    # Graph creation needs the organization's admin role; import and policy changes need operator.
+
+    def _all_pages(self, path: str, params: dict | None = None) -> list[dict]:
+        """Every row of a paginated list (LimitOffsetPagination: follows ``next``)."""
+        rows: list[dict] = []
+        body = self._request("GET", path, params=params)
+        while True:
+            if not isinstance(body, dict) or "results" not in body:
+                return rows + list(body)
+            rows.extend(body["results"])
+            if not body.get("next"):
+                return rows
+            body = self._request("GET", body["next"])
+
+    def graphs(self) -> list[dict]:
+        """The graphs of the caller's organizations (GET /api/graphs/, every page)."""
+        return self._all_pages("/api/graphs/")
+
+    def create_graph(self, organization: str, slug: str, name: str, description: str = "") -> dict:
+        """Create a graph in an organization (POST /api/graphs/; admins): policy revision 1 and the default edge types."""
+        body = {"organization": organization, "slug": slug, "name": name, "description": description}
+        return self._request("POST", "/api/graphs/", json=body)
+
+    def import_vault(self, graph_id: int, archive: bytes, *, filename: str = "vault.zip", dry_run: bool = False,
+                     create_missing: bool = False) -> dict:
+        """Upload a zipped Obsidian vault (POST /api/graphs/{id}/import/; operators): counts, warnings, ``embedding``.
+
+        ``embedding`` is ``sync`` (vectors written with the import) or ``task`` (the Celery task fills them:
+        see ``nodes()``' ``embedded`` flag). Re-importing an unchanged vault changes nothing.
+        """
+        form = {"dry_run": "true" if dry_run else "false", "create_missing": "true" if create_missing else "false"}
+        return self._request("POST", f"/api/graphs/{graph_id}/import/", data=form,
+                             files={"file": (filename, archive, "application/zip")})
+
+    def nodes(self, graph_id: int) -> list[dict]:
+        """Every node of a graph, archived ones included (GET /api/graphs/{id}/nodes/, every page)."""
+        return self._all_pages(f"/api/graphs/{graph_id}/nodes/")
+
+    def edges(self, graph_id: int) -> list[dict]:
+        """Every edge of a graph, archived ones included (GET /api/graphs/{id}/edges/, every page)."""
+        return self._all_pages(f"/api/graphs/{graph_id}/edges/")
+
+    def policy(self, graph_id: int) -> dict:
+        """The graph's current policy revision (GET /api/graphs/{id}/policy/)."""
+        return self._request("GET", f"/api/graphs/{graph_id}/policy/")
+
+    def update_policy(self, graph_id: int, changes: dict, *, note: str = "") -> dict:
+        """Change policy values (PATCH /api/graphs/{id}/policy/; operators): a new revision. A bad value is an ApiError 400."""
+        return self._request("PATCH", f"/api/graphs/{graph_id}/policy/", json={**changes, **({"note": note} if note else {})})

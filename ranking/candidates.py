@@ -8,8 +8,8 @@
 * ``entry_points``: the entry points of a retrieval: the HNSW top-k nodes for a query vector and
   the HNSW top-k edges by triplet embedding ("source -> type -> target"), in one transaction.
 * ``node_rows``: the same facts as a vector hit, for nodes given by id (start nodes, triplet ends).
-* ``similar_surfaced``: how often each candidate was surfaced by the most similar past retrievals
-  of the graph (the exploration bonus's input).
+* ``similar_retrievals``: what the graph's most similar past retrievals selected and what their
+  agents used or flagged (the input of the exploration bonus and of the memory component).
 * ``vector_candidates``: the HNSW top-k nodes for a query vector. ``hnsw.ef_search`` is set to
   max(2k, EF_SEARCH_MIN = 800) for the transaction (pgvector's default of 40 silently returns fewer rows than
   asked for beyond 40) and iterative index scans are on, so the graph filter cannot starve the
@@ -290,40 +290,43 @@ def node_rows(graph_id: int, node_ids, query_vector) -> list[NodeRow]:
         return [_node_row(r) for r in cur.fetchall()]
 
 
-# How many of the graph's past retrievals count as "similar questions" for the exploration bonus.
+# How many of the graph's past retrievals count as "similar questions" (exploration and memory).
 SIMILAR_INJECTIONS = 20
 
-SIMILAR_SURFACED_SQL = """
+SIMILAR_RETRIEVALS_SQL = """
 WITH near AS MATERIALIZED (
-    SELECT i.id FROM feedback_contextinjection i
+    SELECT i.id, i.session_id, 1 - (i.query_embedding <=> %(query)s::vector) AS similarity
+    FROM feedback_contextinjection i
     WHERE i.graph_id = %(graph)s AND i.query_embedding IS NOT NULL
     ORDER BY i.query_embedding <=> %(query)s::vector
     LIMIT %(n)s
 )
-SELECT (SELECT count(*) FROM near),
-       coalesce((SELECT array_agg(x.node_id) FROM (
-           SELECT c.node_id FROM feedback_injectioncandidate c JOIN near ON c.injection_id = near.id
-           WHERE c.graph_id = %(graph)s AND c.selected AND c.node_id = ANY(%(ids)s::bigint[])
-       ) x), '{}')
+SELECT near.id, near.similarity, c.node_id,
+       (SELECT CASE WHEN count(*) = 0 THEN 0 WHEN bool_or(u.signal = 'negative') THEN -1 ELSE 1 END
+        FROM feedback_useevent u
+        WHERE u.graph_id = %(graph)s AND u.session_id = near.session_id AND u.node_id = c.node_id AND u.source <> 'path')
+FROM near
+LEFT JOIN feedback_injectioncandidate c
+       ON c.injection_id = near.id AND c.graph_id = %(graph)s AND c.selected AND c.node_id = ANY(%(ids)s::bigint[])
 """
 
 
-def similar_surfaced(graph_id: int, query_vector, node_ids, n: int = SIMILAR_INJECTIONS) -> tuple[int, dict[int, int]]:
-    """(how many similar past retrievals were found, node id -> how many of them selected it).
+def similar_retrievals(graph_id: int, query_vector, node_ids, n: int = SIMILAR_INJECTIONS) -> list[tuple]:
+    """What the graph's most similar past retrievals gave and what their agents made of it.
 
-    "Similar" is the ``n`` past injections of the graph whose query embedding is nearest to this
-    query (through their HNSW index); each candidate counts once per injection that selected it.
+    The ``n`` past injections whose query embedding is nearest this query (through their HNSW index),
+    one row per (injection, candidate among ``node_ids`` it selected): (injection id, similarity of
+    its query to this one, node id or None when it selected none of them, signal: 1 the session used
+    the node, -1 flagged it negative, 0 neither). Path credit is not a use here (the agent's own
+    reports only). Raw SQL: a nearest-neighbour scan joined to the log and its use events in one
+    statement, which the ORM cannot order by vector distance and aggregate at once.
     """
     if query_vector is None or not node_ids:
-        return 0, {}
+        return []
     with transaction.atomic(savepoint=False), connection.cursor() as cur:
         cur.execute("SELECT set_config('hnsw.ef_search', %s, true)", [str(ef_search_for(n))])
-        cur.execute(SIMILAR_SURFACED_SQL, {"graph": graph_id, "query": vector_literal(query_vector), "n": n, "ids": list(node_ids)})
-        found, ids = cur.fetchone()
-    counts: dict[int, int] = {}
-    for node_id in ids:
-        counts[node_id] = counts.get(node_id, 0) + 1
-    return found, counts
+        cur.execute(SIMILAR_RETRIEVALS_SQL, {"graph": graph_id, "query": vector_literal(query_vector), "n": n, "ids": list(node_ids)})
+        return [(r[0], _finite(r[1]) or 0.0, r[2], r[3] or 0) for r in cur.fetchall()]
 
 
 def _neighbours(source: str) -> str:

@@ -18,10 +18,11 @@ Two modes (docs/ranking.md has the full formulas):
       feedback    = feedback_weight - 0.5                 (the node's learned EMA, around neutral)
       path        = blended weight of the edge that reached it - 0.5   (no edge: 0, neutral)
       priority    = priority of that edge's type                 (no edge: 0)
+      memory      = what agents asking similar questions made of it, in [-1, 1]   (no history: 0)
       exploration = 1 - share of similar past retrievals that surfaced it   (no history: 0)
       total       = coef_vector * vector + coef_hop * hop + coef_persona * persona + coef_recency * recency
                     + feedback_influence * feedback + coef_path * path + coef_priority * priority
-                    + exploration_coef * exploration
+                    + coef_memory * memory + exploration_coef * exploration
 
   The learned terms are biases around neutral: an untouched node (0.5) and an untouched edge (0.5)
   add nothing, so learning never filters a candidate out, it only moves it.
@@ -63,6 +64,7 @@ RANKING_POLICY_NUMBERS = (
     "hop_floor",
     "max_hops",
     "coef_path",
+    "coef_memory",
     "exploration",
 )
 
@@ -86,6 +88,7 @@ class Policy:
     hop_floor: float = 0.25
     max_hops: int = 2
     coef_path: float = 0.3
+    coef_memory: float = 0.2
     exploration: float = 0.03
 
     @classmethod
@@ -151,7 +154,8 @@ class NodeCandidate:
     days since the node's last activity, None when unknown. ``persona``: the caller's affinity for
     this node, already resolved (see ``persona_affinity``). ``feedback_weight``: the node's learned
     EMA. ``path_weight``: the blended weight of the edge that reached it (None: it entered without
-    one); ``priority``: that edge's type priority (0 without one). ``novelty``: 1 minus the share of similar past retrievals that surfaced it (None: no
+    one); ``priority``: that edge's type priority (0 without one). ``memory``: what agents asking
+    similar questions made of it (``recall_similar``; None: no history). ``novelty``: 1 minus the share of similar past retrievals that surfaced it (None: no
     history to compare with).
     """
 
@@ -164,6 +168,7 @@ class NodeCandidate:
     path_weight: float | None = None
     priority: float = 0.0
     novelty: float | None = None
+    memory: float | None = None
 
     @property
     def stable_id(self) -> str:
@@ -247,7 +252,7 @@ def score_edge(c: EdgeCandidate, policy: Policy) -> Scored:
 
 
 def score_node(c: NodeCandidate, policy: Policy) -> Scored:
-    """The score of one candidate node: vector, hop, persona, recency, feedback, path, priority and exploration.
+    """The score of one candidate node: vector, hop, persona, recency, feedback, path, priority, memory, exploration.
 
     ``feedback`` and ``path`` are the learned numbers, each a bias around neutral (0.5 adds
     nothing); ``exploration`` is 0 whenever the policy's exploration coefficient is 0.
@@ -261,6 +266,7 @@ def score_node(c: NodeCandidate, policy: Policy) -> Scored:
         _component("feedback", c.feedback_weight - NEUTRAL, policy.feedback_influence),
         _component("path", path, policy.coef_path),
         _component("priority", c.priority, policy.coef_priority),
+        _component("memory", c.memory or 0.0, policy.coef_memory),
         _component("exploration", c.novelty or 0.0, policy.exploration),
     )
     return Scored(c, math.fsum(x.contribution for x in components), components)
@@ -325,6 +331,40 @@ def best_first_order(scored: Sequence[Scored], start_nodes: Iterable[int]) -> li
         expand(s.candidate.target_id)
     order.extend(rank(s for s in scored if s.stable_id not in seen))
     return order
+
+
+# Weight of a similar past retrieval in ``recall_similar``: its query similarity to this power, so a
+# repeat of the same question counts fully and the weight halves about every 0.08 of similarity
+# below it (0.9: 0.43, 0.7: 0.06, 0.5: 0.004): what helped for another question does not leak in.
+MEMORY_SHARPNESS = 8
+
+
+def recall_similar(retrievals: Sequence[tuple], node_ids: Iterable[int]) -> tuple[dict[int, float], dict[int, float]]:
+    """Novelty and memory of each candidate from the similar past retrievals (``similar_retrievals`` rows).
+
+    ``novelty`` = 1 - (similar retrievals that selected it) / (similar retrievals found): the
+    exploration bonus's input. ``memory`` = sum(k * signal) / (1 + sum(k)) over the similar retrievals
+    that selected it, with k = max(0, similarity) ** MEMORY_SHARPNESS and signal +1 used, -1 flagged
+    wrong, 0 neither: the similarity-weighted share of agents that found it useful, shrunk toward 0
+    while the evidence is thin (one identical question used once: 0.5; four times: 0.8). Never
+    selected by a similar retrieval: no memory (None). No retrievals: empty dicts.
+    """
+    found = {r[0] for r in retrievals}
+    if not found:
+        return {}, {}
+    selected: dict[int, set] = {}
+    weight: dict[int, float] = {}
+    evidence: dict[int, float] = {}
+    for injection, similarity, node_id, signal in retrievals:
+        if node_id is None:
+            continue
+        selected.setdefault(node_id, set()).add(injection)
+        k = max(0.0, similarity) ** MEMORY_SHARPNESS
+        weight[node_id] = weight.get(node_id, 0.0) + k
+        evidence[node_id] = evidence.get(node_id, 0.0) + k * signal
+    novelty = {n: 1.0 - len(selected.get(n, ())) / len(found) for n in node_ids}
+    memory = {n: evidence[n] / (1.0 + weight[n]) for n in weight}
+    return novelty, memory
 
 
 @dataclass(frozen=True)

@@ -151,7 +151,10 @@ TRIPLET_K = 20  # triplet entry points (edges by their "source -> type -> target
 EXPANSION_SEEDS = 10  # the best entry points expansion grows from (start nodes always)
 MAX_EXPANDED = 50  # new nodes best-first expansion may add
 MAX_EXCLUDE = 1000
-ENTRY_ORDER = {"start": 0, "vector": 1, "triplet": 2, "expansion": 3}  # tie-break between two ways in
+# Tie-break between two equally good ways in: a start node is the caller's; then a triplet hit, so a
+# node that is also an end of a matching link carries that link as its path (its use credits the
+# link, and a reinforced link lifts the node for questions that match it); then a plain vector hit.
+ENTRY_ORDER = {"start": 0, "triplet": 1, "vector": 2, "expansion": 3}
 
 
 @dataclass
@@ -191,6 +194,7 @@ class Candidate:
         return {
             "node_id": c.node_id, "vector": c.vector, "hops": c.hops, "age_days": c.age_days, "persona": c.persona,
             "feedback_weight": c.feedback_weight, "path_weight": c.path_weight, "priority": c.priority, "novelty": c.novelty,
+            "memory": c.memory,
             "tokens": self.row.tokens, "entry": self.entry, "path": list(self.path), "path_hops": self.path_hops,
             "edge_id": edge.edge_id if edge else None, "edge_type": edge.edge_type if edge else None,
             "edge_source": edge.source_id if edge else None, "edge_target": edge.target_id if edge else None,
@@ -277,7 +281,7 @@ def retrieve(
     for n in sorted(provisional, key=lambda n: scoring.sort_key(provisional[n])):
         if len(seeds) >= len(start_nodes) + EXPANSION_SEEDS:
             break
-        seeds.setdefault(n, min(ways[n], key=lambda w: ENTRY_ORDER[w[0]])[1])
+        seeds.setdefault(n, min(ways[n], key=lambda w: len(w[1].path))[1])  # expansion grows from the node itself
     if seeds and hops:
         edge_rows = sql.edge_candidates(graph.pk, list(seeds), qvec, hops, revision.fanout_cap)
         scored_edges = [scoring.score_edge(_edge_candidate(r), pol) for r in edge_rows]
@@ -287,15 +291,15 @@ def retrieve(
             way(node_id, "expansion", reach)
 
     distances = sql.anchor_distances(graph.pk, anchors, list(rows), pol.max_hops) if anchors else None
-    found, surfaced = sql.similar_surfaced(graph.pk, qvec, list(rows)) if pol.exploration else (0, {})
+    novelty, memory = scoring.recall_similar(sql.similar_retrievals(graph.pk, qvec, list(rows)), rows) \
+        if (pol.exploration or pol.coef_memory) else ({}, {})
     candidates = []
     for node_id, options in ways.items():
         if node_id in exclude or node_id not in rows:
             continue
-        novelty = 1.0 - surfaced.get(node_id, 0) / found if found else None
         anchor_hops = distances.get(node_id) if distances is not None else None
-        scored, (entry, reach) = _best(node_id, options, rows[node_id], pol, persona, now, novelty,
-                                       distances is not None, anchor_hops)
+        scored, (entry, reach) = _best(node_id, options, rows[node_id], pol, persona, now, novelty.get(node_id),
+                                       memory.get(node_id), distances is not None, anchor_hops)
         candidates.append(Candidate(scored, rows[node_id], entry, reach.path, reach.via, reach.hops))
     ranked = sorted(candidates, key=lambda c: (scoring.sort_key(c.scored), ENTRY_ORDER[c.entry]))
     for p, c in enumerate(ranked, start=1):
@@ -303,7 +307,8 @@ def retrieve(
     return SearchResult(revision, ranked, considered=len(ranked))
 
 
-def _best(node_id, options, row: sql.NodeRow, policy: scoring.Policy, persona, now, novelty, anchored=False, anchor_hops=None):
+def _best(node_id, options, row: sql.NodeRow, policy: scoring.Policy, persona, now, novelty, memory=None, anchored=False,
+          anchor_hops=None):
     """The best-scoring way a node was reached: (its Scored, (entry, Reach))."""
     now = now or datetime.now(timezone.utc)
     age = (now - row.touched_at).total_seconds() / 86400.0 if row.touched_at else None
@@ -317,6 +322,7 @@ def _best(node_id, options, row: sql.NodeRow, policy: scoring.Policy, persona, n
         cand = scoring.NodeCandidate(
             node_id=node_id, vector=row.vector or 0.0, hops=anchor_hops if anchored else reach.hops, age_days=age,
             persona=affinity, feedback_weight=row.feedback_weight, path_weight=weight, priority=priority, novelty=novelty,
+            memory=memory,
         )
         scored = scoring.score_node(cand, policy)
         key = (scoring.sort_key(scored), ENTRY_ORDER[entry])
@@ -557,11 +563,11 @@ def _replay_order(inj: ContextInjection, cands: list[InjectionCandidate], policy
     # Retrieval (and older hybrid) logs: every candidate is a node with its frozen features.
     scored = [
         scoring.score_node(scoring.NodeCandidate(
-            node_id=c.features["node_id"], vector=c.features["vector"] or 0.0, hops=c.features.get("hops"),
+            node_id=c.node_id, vector=c.features.get("vector") or 0.0, hops=c.features.get("hops"),
             age_days=c.features.get("age_days"), persona=c.features.get("persona", 0.0),
             feedback_weight=c.features.get("feedback_weight", scoring.NEUTRAL), path_weight=c.features.get("path_weight"),
             priority=priorities.get(c.features["edge_type"], c.features.get("priority", 0.0)) if c.features.get("edge_type") else 0.0,
-            novelty=c.features.get("novelty"),
+            novelty=c.features.get("novelty"), memory=c.features.get("memory"),
         ), policy)
         for c in cands
     ]

@@ -67,13 +67,14 @@ def _vector_model(attrs: dict, field: str) -> dict:
 class NodeSerializer(serializers.ModelSerializer):
     feedback_weight = FiniteFloatField(min_value=0.0, max_value=1.0, required=False)
     embedding = EmbeddingField(required=False, allow_null=True, write_only=True)
+    embedded = serializers.SerializerMethodField(help_text="Whether the node has its embedding (large imports embed in a task).")
     aliases = StringListField(required=False)
     tags = StringListField(required=False)
 
     class Meta:
         model = Node
         fields = [
-            "id", "key", "kind", "title", "text", "source", "aliases", "tags", "embedding", "embedding_model",
+            "id", "key", "kind", "title", "text", "source", "aliases", "tags", "embedding", "embedded", "embedding_model",
             "feedback_weight", "archived", "created_at", "updated_at",
         ]
         read_only_fields = ["archived", "created_at", "updated_at"]
@@ -83,6 +84,9 @@ class NodeSerializer(serializers.ModelSerializer):
         # Weights change only through the feedback actions (one write path); a new node may set its start value.
         if self.instance is not None:
             self.fields["feedback_weight"].read_only = True
+
+    def get_embedded(self, obj) -> bool:
+        return obj.embedding is not None
 
     def validate_key(self, value):
         graph = self.context["graph"]
@@ -120,11 +124,12 @@ class EdgeSerializer(serializers.ModelSerializer):
     weight = FiniteFloatField(min_value=0.0, max_value=1.0, required=False)
     feedback_weight = FiniteFloatField(min_value=0.0, max_value=1.0, required=False)
     triplet_embedding = EmbeddingField(required=False, allow_null=True, write_only=True)
+    embedded = serializers.SerializerMethodField(help_text="Whether the edge has its triplet embedding.")
 
     class Meta:
         model = Edge
         fields = [
-            "id", "source", "target", "edge_type", "weight", "feedback_weight", "triplet_embedding", "embedding_model",
+            "id", "source", "target", "edge_type", "weight", "feedback_weight", "triplet_embedding", "embedded", "embedding_model",
             "archived", "created_at", "updated_at",
         ]
         read_only_fields = ["archived", "created_at", "updated_at"]
@@ -137,6 +142,9 @@ class EdgeSerializer(serializers.ModelSerializer):
             # the feedback actions, and a different triplet is a different edge.
             for name in ("source", "target", "edge_type", "weight", "feedback_weight"):
                 self.fields[name].read_only = True
+
+    def get_embedded(self, obj) -> bool:
+        return obj.triplet_embedding is not None
 
     def validate(self, attrs):
         if self.instance is None:

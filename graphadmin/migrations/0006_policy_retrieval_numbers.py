@@ -24,6 +24,11 @@ class Migration(migrations.Migration):
         ),
         migrations.AddField(
             model_name='policyrevision',
+            name='coef_memory',
+            field=models.FloatField(default=0.2, help_text='Coefficient of what agents asking similar questions made of a node (used, flagged). [0.0..5.0]'),
+        ),
+        migrations.AddField(
+            model_name='policyrevision',
             name='exploration',
             field=models.FloatField(default=0.03, help_text='Bonus for candidates that similar past retrievals rarely surfaced; 0 changes no order. [0.0..1.0]'),
         ),
@@ -50,6 +55,10 @@ class Migration(migrations.Migration):
         migrations.AddConstraint(
             model_name='policyrevision',
             constraint=models.CheckConstraint(condition=models.Q(('coef_path__gte', 0.0), ('coef_path__lte', 5.0)), name='policy_coef_path_range'),
+        ),
+        migrations.AddConstraint(
+            model_name='policyrevision',
+            constraint=models.CheckConstraint(condition=models.Q(('coef_memory__gte', 0.0), ('coef_memory__lte', 5.0)), name='policy_coef_memory_range'),
         ),
         migrations.AddConstraint(
             model_name='policyrevision',

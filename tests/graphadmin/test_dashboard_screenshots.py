@@ -10,9 +10,9 @@ import pytest
 from django.contrib.auth import get_user_model
 
 from feedback import actions, metrics
-from feedback.models import ContextInjection, UpdateBatch
+from feedback.models import WeightChange, ContextInjection, UpdateBatch
 from graphadmin.demo import ensure_demo
-from graphadmin.models import Edge, Node
+from graphadmin.models import Edge
 from ranking import service
 from tests.browser import chromium, login
 
@@ -25,14 +25,14 @@ def _activity(graph):
     if ContextInjection.objects.filter(graph=graph).exists():
         return
     agent = get_user_model().objects.get(username="analyst")
-    start = Node.objects.get(graph=graph, key__iendswith="system overview")
     for n, query in enumerate(["how are parcels tracked", "why kafka for events", "routing engine dependencies"]):
-        ctx = service.assemble_context(graph, session_id=f"demo-{n}", query=query, start_nodes=[start.pk], budget=5)
-        # An edge, so the screenshots show an edge with history: the first selected item reached through one,
-        # else (with the semantic embedder the five selected are often all vector entry points) one of the start's.
-        first = next((item["edge"] for item in ctx.selected if item["edge"]), None)
-        edge = first or Edge.objects.filter(graph=graph, source=start, archived=False).order_by("id").values_list("id", flat=True)[n]
-        actions.apply_uses(agent, ctx.injection.session, [actions.UseItem("edge", edge, "explicit")])
+        ctx = service.assemble_context(graph, session_id=f"demo-{n}", query=query, budget=5)
+        used = next((i for i in ctx.selected if i["path"]), ctx.selected[0])
+        items = [actions.UseItem("node", used["node"], "explicit")]
+        if not used["path"]:  # an edge with history for the edge page: one leaving the used note
+            edge = Edge.objects.filter(graph=graph, source_id=used["node"], archived=False).order_by("id").first()
+            items += [actions.UseItem("edge", edge.pk, "explicit")] if edge else []
+        actions.apply_uses(agent, ctx.injection.session, items)
         actions.apply_outcome(agent, graph, f"demo-{n}", ["accepted", "rework", "rejected"][n])
     metrics.rollup(graph, date.today())
 
@@ -44,7 +44,8 @@ def test_screenshots_of_every_page(live_server, monkeypatch):
     g = graph.pk
     injection = ContextInjection.objects.filter(graph=graph).order_by("-id").first()
     batch = UpdateBatch.objects.filter(graph=graph, kind="reinforce").order_by("-id").first()
-    edge = Edge.objects.filter(graph=graph, pk__in=batch.changes.values("edge_id")).first()
+    # An edge with weight history (moved by path credit or an outcome), so its page has a chart.
+    edge = Edge.objects.filter(graph=graph, pk__in=WeightChange.objects.filter(graph=graph, edge__isnull=False).values("edge_id")).first()
     pages = {
         "overview": (f"/g/{g}/", True),
         "explain": (f"/g/{g}/explain/", False),

@@ -100,13 +100,14 @@ def test_full_agent_session_over_stdio_moves_the_weights(rg, ana, globex_graph, 
         tools = (await client.list_tools()).tools
         by_name = {t.name: t for t in tools}
         context = ok(await client.call_tool("graph_context", {
-            "graph_id": graph.pk, "session": "agent-run-1", "query": "ranking weights", "start_nodes": [nodes["a"].pk],
-            "budget": 3,
+            "graph_id": graph.pk, "session": "agent-run-1", "query": "ranking weights", "k": 2, "budget": 3,
         }))
-        used, wrong = context["items"][0], context["items"][1]
+        # The agent names the notes: one it used (reached along an edge), one it found wrong.
+        used = next(i for i in context["items"] if i["path"])
+        wrong = next(i for i in context["items"] if i["node"] != used["node"])
         record = ok(await client.call_tool("graph_record_use", {
             "graph_id": graph.pk, "session": "agent-run-1",
-            "items": [{"edge": used["edge"], "signal": "explicit"}, {"edge": wrong["edge"], "signal": "negative"}],
+            "items": [{"node": used["node"], "signal": "explicit"}, {"node": wrong["node"], "signal": "negative"}],
         }))
         reinforced = await wait_for_batches(client, context["injection"], {"reinforce"})
         improve = ok(await client.call_tool("graph_improve", {"graph_id": graph.pk, "session": "agent-run-1", "outcome": "accepted"}))
@@ -130,45 +131,51 @@ def test_full_agent_session_over_stdio_moves_the_weights(rg, ana, globex_graph, 
     assert by_name["graph_search"].annotations.read_only_hint is True
     assert by_name["graph_improve"].annotations.read_only_hint is False
 
-    # graph_context: traversal mode, three items, logged as an injection of the session.
-    assert context["mode"] == "traversal" and context["spent"] == 3 and len(context["items"]) == 3
+    # graph_context: the question only, three items, logged as an injection of the session.
+    assert context["mode"] == "retrieve" and context["spent"] == 3 and len(context["items"]) == 3
     injection = ContextInjection.objects.get(pk=context["injection"])
     assert injection.session.external_id == "agent-run-1" and injection.graph_id == graph.pk
-    selected = set(injection.candidates.filter(selected=True).values_list("edge_id", flat=True))
-    assert selected == {item["edge"] for item in context["items"]}
+    selected_nodes = set(injection.candidates.filter(selected=True).values_list("node_id", flat=True))
+    assert selected_nodes == {item["node"] for item in context["items"]}
+    surfaced_edges = {e for item in context["items"] for e in item["path"]}
+    used = next(i for i in context["items"] if i["path"])  # as the session chose them
+    wrong = next(i for i in context["items"] if i["node"] != used["node"])
 
     # graph_record_use and graph_improve go through the API's queue: answered "queued", applied by the worker.
     assert record["uses"]["status"] == "queued" and record["uses"]["task_id"]
     assert improve["status"] == "queued"
     assert again == {"session": "agent-run-1", "status": "duplicate", "batch": UpdateBatch.objects.get(kind="outcome").pk}
 
-    # Reinforcement: used w += lr * (1 - w); wrong w -= neg * w; everything else unchanged.
-    used_edge, wrong_edge = context["items"][0]["edge"], context["items"][1]["edge"]
+    # Reinforcement: the used note's path w += lr * (1 - w); the wrong note's last edge w -= neg * w; the rest unchanged.
+    up = set(used["path"])
+    down = set(wrong["path"][-1:]) - up
     after = {pk: (w, fw) for pk, w, fw in Edge.objects.filter(graph=graph).values_list("pk", "weight", "feedback_weight")}
-    w0 = before[used_edge][0]
-    assert after[used_edge][0] == pytest.approx(w0 + lr * (1 - w0))
-    w0 = before[wrong_edge][0]
-    assert after[wrong_edge][0] == pytest.approx(w0 - neg * w0)
-    for pk in set(before) - {used_edge, wrong_edge}:
-        assert after[pk][0] == pytest.approx(before[pk][0]), pk
-
-    # Outcome EMA on feedback_weight of every selected edge and node, nothing else.
     for pk in before:
-        expected = alpha * score + (1 - alpha) * before[pk][1] if pk in selected else before[pk][1]
+        w0 = before[pk][0]
+        expected = w0 + lr * (1 - w0) if pk in up else (w0 - neg * w0 if pk in down else w0)
+        assert after[pk][0] == pytest.approx(expected), pk
+
+    # Outcome EMA on feedback_weight of every surfaced edge (the selected items' paths) and node, nothing else.
+    for pk in before:
+        expected = alpha * score + (1 - alpha) * before[pk][1] if pk in surfaced_edges else before[pk][1]
         assert after[pk][1] == pytest.approx(expected), pk
-    selected_nodes = {item["node"] for item in context["items"]}
     for pk, fw in Node.objects.filter(graph=graph).values_list("pk", "feedback_weight"):
-        expected = alpha * score + (1 - alpha) * node_before[pk] if pk in selected_nodes else node_before[pk]
+        w0 = node_before[pk]
+        w0 = w0 + lr * (1 - w0) if pk == used["node"] else (w0 - neg * w0 if pk == wrong["node"] else w0)
+        expected = alpha * score + (1 - alpha) * w0 if pk in selected_nodes else w0
         assert fw == pytest.approx(expected), pk
     assert AgentSession.objects.get(graph=graph, external_id="agent-run-1").outcome == "accepted"
 
-    # graph_explain: every candidate with components, the comparison, and the session's batches.
+    # graph_explain: every candidate with components, how it entered and its path, the comparison, and the batches.
     kinds = [(b["kind"], b["status"], b["edge_updates"]) for b in explained["feedback_batches"]]
-    assert kinds == [("reinforce", "applied", 2), ("outcome", "applied", 3)]
+    assert kinds == [("reinforce", "applied", len(up | down)), ("outcome", "applied", len(surfaced_edges))]
     assert [b["kind"] for b in reinforced["feedback_batches"]] == ["reinforce"]
     assert len(explained["candidates"]) == injection.candidates.count()
-    assert set(explained["candidates"][0]["components"]) == {"weight", "semantic", "priority"}
-    assert why["comparison"]["i"] == 2 and why["comparison"]["j"] == 1
+    assert set(explained["candidates"][0]["components"]) == {"vector", "hop", "persona", "recency", "feedback", "path",
+                                                             "priority", "exploration"}
+    assert all("entry" in c and "path_text" in c for c in explained["candidates"])
+    rank = wrong["rank"]  # compared with the one above it; the top candidate with the runner-up
+    assert (why["comparison"]["i"], why["comparison"]["j"]) == ((rank, rank - 1) if rank > 1 else (1, 2))
     assert why["comparison"]["difference"] == pytest.approx(why["comparison"]["total_i"] - why["comparison"]["total_j"])
 
     # Another organization's graph and injection do not exist for this caller, and nothing was written there.
@@ -212,7 +219,7 @@ def test_roles_validation_and_revoked_token_are_tool_errors(rg, rita, tmp_path):
     # The API's own messages (its serializers validate the tool input).
     assert out["k0"] == 'Invalid input: {"k": ["Ensure this value is greater than or equal to 1."]}'
     assert out["budget"] == 'Invalid input: {"budget": ["At most 200 items."]}'
-    assert "Give start nodes (traversal) or a query or vector (hybrid)." in out["nothing"]
+    assert "Give a query (or a vector), or start nodes." in out["nothing"]
     assert "start_nodes" in out["unknown_node"] and "Unknown or archived node" in out["unknown_node"]
     # A reviewer may read and retrieve, not report feedback.
     assert out["use"].startswith("Permission denied") and out["improve"].startswith("Permission denied")

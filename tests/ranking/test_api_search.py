@@ -27,7 +27,7 @@ def test_search_returns_every_factor_and_the_raw_vector_score(rg, api, rita):
     assert "x" not in {x["key"] for x in results}  # archived
     assert len(results) == 7
     for x in results:
-        assert set(x["components"]) == {"vector", "hop", "persona", "recency", "feedback", "path", "priority", "exploration"}
+        assert set(x["components"]) == {"vector", "hop", "persona", "recency", "feedback", "path", "priority", "memory", "exploration"}
         assert x["components"]["vector"]["raw"] == x["vector_score"]
         assert x["stable_id"] == f"node:{x['node']}"
         assert math.fsum(c["contribution"] for c in x["components"].values()) == pytest.approx(x["total"])

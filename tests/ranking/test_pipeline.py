@@ -96,7 +96,7 @@ def test_the_log_is_complete_and_frozen(pg):
     assert [c.selected for c in cands] == [True, True, False, False, False, False]
     assert {c.features["cut"] for c in cands[2:]} == {"budget"}
     for c in cands:
-        assert set(c.components) == {"vector", "hop", "persona", "recency", "feedback", "path", "priority", "exploration"}
+        assert set(c.components) == {"vector", "hop", "persona", "recency", "feedback", "path", "priority", "memory", "exploration"}
         assert c.total == pytest.approx(sum(x["contribution"] for x in c.components.values()))
         assert {"entry", "path", "feedback_weight", "path_weight", "novelty"} <= set(c.features)
     explained = service.explain(result.injection)
@@ -198,3 +198,16 @@ def test_question_only_learning_ranks_the_used_note_above_its_frozen_twin(twins,
         actions.apply_uses(oscar, session, [UseItem("node", third["node"], "explicit")])
         actions.apply_outcome(oscar, learning, f"round-{i}", "accepted")
     assert rank_of(learning, "third") < rank_of(frozen, "third") == 3
+
+
+def test_memory_lifts_what_agents_used_for_the_same_question_only(twins, oscar):
+    learning = twins["learning"]
+    result = service.assemble_context(learning, session_id="m1", vector=Q, budget=3)
+    third = next(item for item in result.selected if item["key"] == "third")
+    actions.apply_uses(oscar, result.injection.session, [UseItem("node", third["node"], "explicit")])
+    same = {c.row.key: c.scored.component("memory") for c in service.search(learning, vector=Q, k=10).items}
+    assert same["third"].raw == pytest.approx(0.5) and same["third"].coefficient == 0.2  # 1 / (1 + 1)
+    assert same["first"].raw == 0.0  # given, not used: no change
+    other = unit((0, 0.3), (1, 0.954))  # another question (similarity 0.3 to the first)
+    far = {c.row.key: c.scored.component("memory").raw for c in service.search(learning, vector=other, k=10).items}
+    assert far["third"] < 0.001

@@ -101,9 +101,9 @@ def test_hybrid_score_by_hand():
     assert s.component("persona").contribution == approx(0.05)
     assert s.component("recency").raw == approx(0.5) and s.component("recency").contribution == approx(0.05)
     assert s.total == approx(0.76)
-    assert [x.name for x in s.components] == ["vector", "hop", "persona", "recency", "feedback", "path", "priority", "exploration"]
+    assert [x.name for x in s.components] == ["vector", "hop", "persona", "recency", "feedback", "path", "priority", "memory", "exploration"]
     # Untouched learned numbers (0.5) and no path or history add nothing.
-    assert all(s.component(n).contribution == 0.0 for n in ("feedback", "path", "priority", "exploration"))
+    assert all(s.component(n).contribution == 0.0 for n in ("feedback", "path", "priority", "memory", "exploration"))
 
 
 def test_learned_components_are_biases_around_neutral():
@@ -302,3 +302,18 @@ def test_aggregate():
     assert agg["mrr_current"] == 1.0 and agg["mrr_draft"] == 0.5
     assert agg["hit_at_k_current"] == 1.0 and agg["hit_at_k_draft"] == 0.0
     assert scoring.aggregate([])["mean_kendall_tau"] is None
+
+
+def test_recall_similar_weights_past_retrievals_by_similarity():
+    rows = [
+        (1, 1.0, 10, 1), (1, 1.0, 11, 0),  # the same question: 10 used, 11 given but not used
+        (2, 1.0, 10, 1), (2, 1.0, 12, -1),  # again: 10 used, 12 flagged wrong
+        (3, 0.5, 13, 1),  # a dissimilar question used 13: almost no weight here
+        (4, 0.9, None, 0),  # a similar retrieval that selected none of these candidates
+    ]
+    novelty, memory = scoring.recall_similar(rows, [10, 11, 12, 13, 14])
+    assert novelty == {10: 0.5, 11: 0.75, 12: 0.75, 13: 0.75, 14: 1.0}
+    assert memory[10] == approx(2 / 3)  # (1 + 1) / (1 + 2)
+    assert memory[11] == 0.0 and memory[12] == approx(-0.5)
+    assert 0 < memory[13] < 0.005 and 14 not in memory
+    assert scoring.recall_similar([], [10]) == ({}, {})

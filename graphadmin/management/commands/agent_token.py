@@ -1,0 +1,52 @@
+"""manage.py agent_token --org SLUG --user NAME [--role ROLE]: a service account's API token, on stdout.
+
+For tools that talk to the service over HTTP (an agent, ``manage.py evaluate_learning``): looks up
+or creates the user (no password: it logs in with its token only), gives it a membership with the
+role in the organization, and prints its DRF token (the existing one, or a new one) and nothing
+else, so ``TOKEN=$(manage.py agent_token ...)`` works. A new membership or a changed role is
+recorded in the organization's audit chain (``membership.grant``); the organization must exist.
+"""
+
+from __future__ import annotations
+
+from django.contrib.auth import get_user_model
+from django.core.management.base import BaseCommand, CommandError
+from django.db import transaction
+from rest_framework.authtoken.models import Token
+
+from graphadmin import audit
+from graphadmin.models import Membership, Organization
+from graphadmin.models.tenancy import ROLES
+
+ACTOR = "command:agent_token"
+
+
+class Command(BaseCommand):
+    help = "Print the API token of a service user with a role in an organization (created if needed)."
+
+    def add_arguments(self, parser):
+        parser.add_argument("--org", required=True, help="Slug of an existing organization.")
+        parser.add_argument("--user", required=True, help="Username of the service account (created if missing).")
+        parser.add_argument("--role", choices=ROLES, default="analyst",
+                            help="Its role in the organization (default analyst: retrieve and report feedback; "
+                                 "creating graphs needs admin).")
+
+    def handle(self, *args, org, user, role, **options):
+        organization = Organization.objects.filter(slug=org).first()
+        if organization is None:
+            raise CommandError(f"No organization '{org}' (make run creates 'demo').")
+        with transaction.atomic():
+            account, created = get_user_model().objects.get_or_create(username=user)
+            if created:
+                account.set_unusable_password()
+                account.save(update_fields=["password"])
+            elif not account.is_active:
+                raise CommandError(f"User '{user}' is inactive; reactivate it in the admin first.")
+            membership = Membership.objects.select_for_update().filter(user=account, organization=organization).first()
+            before = membership.role if membership else None
+            if before != role:
+                Membership.objects.update_or_create(user=account, organization=organization, defaults={"role": role})
+                audit.append(organization, ACTOR, "membership.grant", {"user": user, "role": role, "before": before})
+                self.stderr.write(f"{user}: role {role} in {org}" + (f" (was {before})" if before else "") + ".")
+            token, _ = Token.objects.get_or_create(user=account)
+        self.stdout.write(token.key)
