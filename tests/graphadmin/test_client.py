@@ -53,7 +53,7 @@ def test_agent_session_through_the_client(live_server, rg, ana, celery_worker_pr
         hits = gc.search(graph.pk, "vector search with HNSW", k=3)
         assert [h["rank"] for h in hits["results"]] == [1, 2, 3]
         assert set(hits["results"][0]["components"]) == {"vector", "hop", "persona", "recency", "feedback", "path", "priority",
-                                                          "exploration"}
+                                                          "memory", "exploration"}
 
         # The question only, one vector hit: what follows is reached along the graph's edges.
         ctx = gc.context(graph.pk, "client run 1", "ranking weights", k=1, budget=3)

@@ -172,7 +172,7 @@ def test_full_agent_session_over_stdio_moves_the_weights(rg, ana, globex_graph, 
     assert [b["kind"] for b in reinforced["feedback_batches"]] == ["reinforce"]
     assert len(explained["candidates"]) == injection.candidates.count()
     assert set(explained["candidates"][0]["components"]) == {"vector", "hop", "persona", "recency", "feedback", "path",
-                                                             "priority", "exploration"}
+                                                             "priority", "memory", "exploration"}
     assert all("entry" in c and "path_text" in c for c in explained["candidates"])
     rank = wrong["rank"]  # compared with the one above it; the top candidate with the runner-up
     assert (why["comparison"]["i"], why["comparison"]["j"]) == ((rank, rank - 1) if rank > 1 else (1, 2))
