@@ -415,7 +415,8 @@ class Bench:
                 cur.fetchall()
                 cur.execute(FLOOR_2HOP, {"g": self.graph.pk, "starts": hits[:10], "cap": self.cap, "q": qv, **self.coefs})
                 cur.fetchall()
-                cur.execute(sql.SIMILAR_RETRIEVALS_SQL, {"graph": self.graph.pk, "query": qv, "n": sql.SIMILAR_INJECTIONS, "ids": hits})
+                cur.execute(sql.SIMILAR_RETRIEVALS_SQL, {"graph": self.graph.pk, "query": qv, "n": sql.SIMILAR_INJECTIONS, "ids": hits,
+                                                        "model": ""})
                 cur.fetchall()
                 cur.execute("""INSERT INTO feedback_contextinjection (graph_id, session_id, policy_revision_id, query, mode, budget_unit,
                                budget, spent, params, query_embedding, created_at)

@@ -297,7 +297,7 @@ SIMILAR_RETRIEVALS_SQL = """
 WITH near AS MATERIALIZED (
     SELECT i.id, i.session_id, 1 - (i.query_embedding <=> %(query)s::vector) AS similarity
     FROM feedback_contextinjection i
-    WHERE i.graph_id = %(graph)s AND i.query_embedding IS NOT NULL
+    WHERE i.graph_id = %(graph)s AND i.query_embedding IS NOT NULL AND i.query_model = %(model)s
     ORDER BY i.query_embedding <=> %(query)s::vector
     LIMIT %(n)s
 )
@@ -311,10 +311,11 @@ LEFT JOIN feedback_injectioncandidate c
 """
 
 
-def similar_retrievals(graph_id: int, query_vector, node_ids, n: int = SIMILAR_INJECTIONS) -> list[tuple]:
+def similar_retrievals(graph_id: int, query_vector, node_ids, model: str, n: int = SIMILAR_INJECTIONS) -> list[tuple]:
     """What the graph's most similar past retrievals gave and what their agents made of it.
 
-    The ``n`` past injections whose query embedding is nearest this query (through their HNSW index),
+    The ``n`` past injections whose query embedding (made by ``model``; "" for callers' vectors) is
+    nearest this query (through their HNSW index),
     one row per (injection, candidate among ``node_ids`` it selected): (injection id, similarity of
     its query to this one, node id or None when it selected none of them, signal: 1 the session used
     the node, -1 flagged it negative, 0 neither). Path credit is not a use here (the agent's own
@@ -325,7 +326,8 @@ def similar_retrievals(graph_id: int, query_vector, node_ids, n: int = SIMILAR_I
         return []
     with transaction.atomic(savepoint=False), connection.cursor() as cur:
         cur.execute("SELECT set_config('hnsw.ef_search', %s, true)", [str(ef_search_for(n))])
-        cur.execute(SIMILAR_RETRIEVALS_SQL, {"graph": graph_id, "query": vector_literal(query_vector), "n": n, "ids": list(node_ids)})
+        cur.execute(SIMILAR_RETRIEVALS_SQL, {"graph": graph_id, "query": vector_literal(query_vector), "n": n, "ids": list(node_ids),
+                                             "model": model})
         return [(r[0], _finite(r[1]) or 0.0, r[2], r[3] or 0) for r in cur.fetchall()]
 
 

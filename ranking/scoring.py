@@ -87,7 +87,7 @@ class Policy:
     hop_decay: float = 0.6
     hop_floor: float = 0.25
     max_hops: int = 2
-    coef_path: float = 0.3
+    coef_path: float = 0.0
     coef_memory: float = 0.2
     exploration: float = 0.03
 

@@ -68,6 +68,11 @@ def query_vector(query: str = "", vector=None, graph: Graph | None = None):
     return None
 
 
+def query_model(vector=None) -> str:
+    """What a query vector is recorded as: the configured model for embedded text, "" for a caller's vector."""
+    return "" if vector is not None else configured_model()
+
+
 def check_nodes(graph: Graph, ids, field_name: str) -> None:
     """Raise RankingInputError naming ``field_name`` and listing the ids that are not active nodes of the graph."""
     missing = sql.unknown_nodes(graph.pk, ids)
@@ -291,8 +296,8 @@ def retrieve(
             way(node_id, "expansion", reach)
 
     distances = sql.anchor_distances(graph.pk, anchors, list(rows), pol.max_hops) if anchors else None
-    novelty, memory = scoring.recall_similar(sql.similar_retrievals(graph.pk, qvec, list(rows)), rows) \
-        if (pol.exploration or pol.coef_memory) else ({}, {})
+    past = sql.similar_retrievals(graph.pk, qvec, list(rows), query_model(vector)) if (pol.exploration or pol.coef_memory) else []
+    novelty, memory = scoring.recall_similar(past, rows)
     candidates = []
     for node_id, options in ways.items():
         if node_id in exclude or node_id not in rows:
@@ -396,7 +401,7 @@ def assemble_context(
         session, created = AgentSession.objects.get_or_create(graph=graph, external_id=session_id)
         injection = ContextInjection.objects.create(
             graph=graph, session=session, policy_revision=revision, query=query, mode="retrieve", budget_unit=budget_unit,
-            budget=budget, spent=selection.spent, params=params, query_embedding=qvec,
+            budget=budget, spent=selection.spent, params=params, query_embedding=qvec, query_model=query_model(vector),
         )
         _copy_candidates(injection, [
             (p, selection.selected[p - 1], item.node_id, item.edge_id, _stored_hops(item, policy), item.row.tokens,

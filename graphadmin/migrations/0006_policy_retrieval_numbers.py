@@ -20,7 +20,7 @@ class Migration(migrations.Migration):
         migrations.AddField(
             model_name='policyrevision',
             name='coef_path',
-            field=models.FloatField(default=0.3, help_text='Coefficient of the learned weight of the edge that reached a node (around neutral 0.5). [0.0..5.0]'),
+            field=models.FloatField(default=0.0, help_text='Coefficient of the reinforcement weight of the edge that reached a node (around neutral 0.5); 0: edges steer expansion only. [0.0..5.0]'),
         ),
         migrations.AddField(
             model_name='policyrevision',

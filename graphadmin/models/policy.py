@@ -26,7 +26,7 @@ POLICY_NUMBERS: dict[str, tuple[float, float, float, bool, str]] = {
     "coef_hop": (0.2, 0.0, 5.0, False, "Coefficient of the hop (proximity) factor in a node's score."),
     "coef_persona": (0.1, 0.0, 5.0, False, "Coefficient of caller-provided persona affinity in a node's score."),
     "coef_recency": (0.1, 0.0, 5.0, False, "Coefficient of recency in a node's score."),
-    "coef_path": (0.3, 0.0, 5.0, False, "Coefficient of the learned weight of the edge that reached a node (around neutral 0.5)."),
+    "coef_path": (0.0, 0.0, 5.0, False, "Coefficient of the reinforcement weight of the edge that reached a node (around neutral 0.5); 0: edges steer expansion only."),
     "coef_memory": (0.2, 0.0, 5.0, False, "Coefficient of what agents asking similar questions made of a node (used, flagged)."),
     "exploration": (0.03, 0.0, 1.0, False, "Bonus for candidates that similar past retrievals rarely surfaced; 0 changes no order."),
     "recency_half_life_days": (30.0, 1.0, 3650.0, False, "Days after which the recency factor halves."),
