@@ -1108,7 +1108,8 @@ def link_co_used(actor, session: AgentSession) -> Result:
         AgentSession.objects.select_for_update().filter(pk=session.pk).first()
         pairs = co_used_pairs(session, policy.co_use_min_sessions)
         if not pairs:
-            return fall_through("no_new_links", "no unlinked pair was used together often enough", **context)
+            # The usual case after an accepted session: not worth a warning (fall_through logs one).
+            return Result("no_new_links", details={"reason": "no unlinked pair was used together often enough", **context})
         edge_type, _ = EdgeType.objects.get_or_create(graph=graph, name=CO_USED,
                                                       defaults={"priority": 0.0, "description": CO_USED_DESCRIPTION})
         titles = dict(Node.objects.filter(graph=graph, pk__in={n for a, b, _n in pairs for n in (a, b)}).values_list("id", "title"))
