@@ -66,7 +66,7 @@ class ContextInjection(models.Model):
     # (the exploration bonus counts what they surfaced).
     query_embedding = VectorField(dimensions=settings.EMBEDDING_DIM, null=True, blank=True)
     # The model that embedded the query ("" for a vector the caller sent): only queries of one model are compared.
-    query_model = models.CharField(max_length=200, blank=True, default="")
+    query_model = models.CharField(max_length=200, blank=True, default="", db_default="")
     created_at = models.DateTimeField(auto_now_add=True, db_index=True)
 
     objects = GraphScopedQuerySet.as_manager()

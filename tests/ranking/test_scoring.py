@@ -109,6 +109,7 @@ def test_hybrid_score_by_hand():
 def test_learned_components_are_biases_around_neutral():
     base = NodeCandidate(node_id=5, vector=0.9, hops=1)
     learned = NodeCandidate(node_id=5, vector=0.9, hops=1, feedback_weight=0.2, path_weight=0.3, priority=0.5, novelty=1.0)
+    P = scoring.Policy(coef_path=0.3)  # the path term is off by default (docs/ranking.md)
     s = scoring.score_node(learned, P)
     assert s.component("feedback").raw == approx(-0.3) and s.component("feedback").contribution == approx(-0.09)
     assert s.component("path").raw == approx(-0.2) and s.component("path").contribution == approx(-0.06)
