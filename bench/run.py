@@ -413,7 +413,7 @@ class Bench:
                 cur.execute("""SELECT id FROM graphadmin_edge WHERE graph_id = %(g)s AND NOT archived AND triplet_embedding IS NOT NULL
                                ORDER BY triplet_embedding <=> %(q)s::vector LIMIT 20""", {"g": self.graph.pk, "q": qv})
                 cur.fetchall()
-                cur.execute(FLOOR_2HOP, {"g": self.graph.pk, "starts": hits[:10], "cap": self.cap, "q": qv, **self.coefs})
+                cur.execute(FLOOR_2HOP, {"g": self.graph.pk, "starts": hits[:10], "cap": min(self.cap, service.EXPANSION_FANOUT), "q": qv, **self.coefs})
                 cur.fetchall()
                 cur.execute(sql.SIMILAR_RETRIEVALS_SQL, {"graph": self.graph.pk, "query": qv, "n": sql.SIMILAR_INJECTIONS, "ids": hits,
                                                         "model": ""})

@@ -155,6 +155,7 @@ def rank(graph: Graph, start_nodes, *, query: str = "", vector=None, k: int = 50
 TRIPLET_K = 20  # triplet entry points (edges by their "source -> type -> target" embedding)
 EXPANSION_SEEDS = 10  # the best entry points expansion grows from (start nodes always)
 MAX_EXPANDED = 50  # new nodes best-first expansion may add
+EXPANSION_FANOUT = 10  # out-edges per reached node expansion considers (its top by weight; the policy's fanout_cap bounds it too)
 MAX_EXCLUDE = 1000
 # Tie-break between two equally good ways in: a start node is the caller's; then a triplet hit, so a
 # node that is also an end of a matching link carries that link as its path (its use credits the
@@ -288,7 +289,9 @@ def retrieve(
             break
         seeds.setdefault(n, min(ways[n], key=lambda w: len(w[1].path))[1])  # expansion grows from the node itself
     if seeds and hops:
-        edge_rows = sql.edge_candidates(graph.pk, list(seeds), qvec, hops, revision.fanout_cap)
+        # At most 50 new nodes are taken, so each node's top EXPANSION_FANOUT out-edges by weight are
+        # plenty to choose from (the full fan-out of 10 seeds over 2 hops would be up to 25,000 rows).
+        edge_rows = sql.edge_candidates(graph.pk, list(seeds), qvec, hops, min(revision.fanout_cap, EXPANSION_FANOUT))
         scored_edges = [scoring.score_edge(_edge_candidate(r), pol) for r in edge_rows]
         targets = {r.target_id: r for r in edge_rows}
         for node_id, reach in scoring.expand_best_first(seeds, scored_edges, hops, MAX_EXPANDED).items():
