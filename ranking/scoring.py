@@ -455,6 +455,29 @@ def select_within_budget(node_ids: Sequence[int], costs: Sequence[int], budget: 
     return Selection(selected, reasons, spent)
 
 
+def explore_slot(selection: Selection, novel: Sequence[bool], costs: Sequence[int], budget: int) -> Selection:
+    """Give the last selected item's place to the best cut candidate that similar past retrievals never showed.
+
+    What an agent is never shown it cannot report as used, so without this the graph settles on
+    the first answers it found. Applies only when at least two items are selected, none of them is
+    unseen (``novel``), and a candidate cut by the budget is unseen and fits in the freed cost: the
+    first such candidate (the best-ranked) is selected with reason ``explore`` and the last selected
+    item is cut with reason ``displaced``. One slot at most, always the last, so the best hits stay.
+    """
+    chosen = [i for i, sel in enumerate(selection.selected) if sel]
+    if len(chosen) < 2 or any(novel[i] for i in chosen):
+        return selection
+    last = chosen[-1]
+    room = costs[last] + (budget - selection.spent)
+    for j in range(last + 1, len(novel)):
+        if selection.reasons[j] == "budget" and novel[j] and costs[j] <= room:
+            selected, reasons = list(selection.selected), list(selection.reasons)
+            selected[last], reasons[last] = False, "displaced"
+            selected[j], reasons[j] = True, "explore"
+            return Selection(selected, reasons, selection.spent - costs[last] + costs[j])
+    return selection
+
+
 def estimate_tokens(text: str) -> int:
     """A model-independent token estimate: ceil(characters / 4), at least 1.
 

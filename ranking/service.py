@@ -398,6 +398,9 @@ def assemble_context(
                        persona=persona, k=k, hops=hops, now=now, policy=(revision, policy), qvec=qvec).items
     costs = [1 if budget_unit == "items" else item.row.tokens for item in ordered]
     selection = scoring.select_within_budget([item.node_id for item in ordered], costs, budget)
+    if policy.exploration:
+        # Discovery: one slot for the best candidate no similar past retrieval showed (scoring.explore_slot).
+        selection = scoring.explore_slot(selection, [item.scored.candidate.novelty == 1.0 for item in ordered], costs, budget)
 
     # Every check has passed: write.
     with transaction.atomic():

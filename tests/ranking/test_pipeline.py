@@ -137,11 +137,13 @@ def test_exploration_at_zero_changes_no_order(pg):
 
 
 def test_exploration_bonus_goes_to_what_similar_retrievals_did_not_surface(pg):
-    for i in range(3):
-        ctx(pg, session=f"warm-{i}", budget=2)  # selects a and b
-    raw = {c.row.key: c.scored.component("exploration").raw for c in service.search(pg["graph"], vector=Q, k=20).items}
-    assert raw["a"] == raw["b"] == 0.0
-    assert raw["c"] == raw["d"] == 1.0
+    warm = [ctx(pg, session=f"warm-{i}", budget=2) for i in range(3)]
+    raw = {c.node_id: c.scored.component("exploration").raw for c in service.search(pg["graph"], vector=Q, k=20).items}
+    for node_id, novelty in raw.items():
+        shown = sum(1 for r in warm if node_id in {i["node"] for i in r.selected})
+        assert novelty == pytest.approx(1 - shown / 3)
+    a = pg["nodes"]["a"].pk
+    assert raw[a] == 0.0 and max(raw.values()) == 1.0  # the best hit was shown every time; some note never
 
 
 def test_credit_along_a_two_hop_path(pg, oscar):
@@ -213,3 +215,19 @@ def test_memory_lifts_what_agents_used_for_the_same_question_only(twins, oscar):
     other = unit((0, 0.3), (1, 0.954))  # another question (similarity 0.3 to the first)
     far = {c.row.key: c.scored.component("memory").raw for c in service.search(learning, vector=other, k=10).items}
     assert far["third"] < 0.001
+
+
+def test_context_gives_one_slot_to_a_candidate_similar_questions_never_showed(pg):
+    n = pg["nodes"]
+    first = ctx(pg, session="e1", budget=2)
+    assert [i["key"] for i in first.selected] == ["a", "b"]  # no history yet: the two best hits
+    second = ctx(pg, session="e2", budget=2)
+    keys = [i["key"] for i in second.selected]
+    assert keys[0] == "a" and keys[1] not in ("a", "b")  # the best hit stays; the last place goes to an unseen note
+    log = {c.node_id: c.features["cut"] for c in InjectionCandidate.objects.filter(injection=second.injection)}
+    assert log[n["b"].pk] == "displaced" and log[second.selected[1]["node"]] == "explore"
+    # At exploration 0 there is no such slot.
+    revision = pg["graph"].current_policy()
+    revision.pk, revision.revision, revision.exploration = None, revision.revision + 1, 0.0
+    revision.save()
+    assert [i["key"] for i in ctx(pg, session="e3", budget=2).selected] == ["a", "b"]

@@ -321,3 +321,18 @@ def test_recall_similar_weights_past_retrievals_by_similarity():
     assert memory[11] == 0.0 and memory[12] == approx(-0.5)
     assert 0 < memory[13] < 0.005 and 14 not in memory
     assert scoring.recall_similar([], [10]) == ({}, {})
+
+
+def test_explore_slot_gives_the_last_place_to_the_best_unseen_candidate():
+    sel = scoring.select_within_budget([1, 2, 3, 4, 5], [1] * 5, 3)
+    out = scoring.explore_slot(sel, [False, False, False, False, True], [1] * 5, 3)
+    assert out.selected == [True, True, False, False, True]
+    assert out.reasons == ["", "", "displaced", "budget", "explore"] and out.spent == 3
+    # Nothing unseen, an unseen item already given, or a single slot: unchanged.
+    assert scoring.explore_slot(sel, [False] * 5, [1] * 5, 3) == sel
+    assert scoring.explore_slot(sel, [True, False, False, True, True], [1] * 5, 3) == sel
+    one = scoring.select_within_budget([1, 2], [1, 1], 1)
+    assert scoring.explore_slot(one, [False, True], [1, 1], 1) == one
+    # Tokens: the unseen candidate must fit in what the displaced one frees.
+    sel = scoring.select_within_budget([1, 2, 3], [5, 5, 9], 10)
+    assert scoring.explore_slot(sel, [False, False, True], [5, 5, 9], 10) == sel
