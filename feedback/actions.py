@@ -759,9 +759,9 @@ def _write_outcome(batch: UpdateBatch, session_id: int, outcome: str, *, new_exp
     """
     # The surfaced edges are every edge on a selected candidate's path (logs older than the pipeline
     # have no path: their one edge).
-    path_edges = (f"SELECT p.e::bigint FROM feedback_injectioncandidate c JOIN feedback_contextinjection j ON j.id = c.injection_id"
-                  f" CROSS JOIN LATERAL jsonb_array_elements_text(coalesce(c.features -> 'path', jsonb_build_array(c.edge_id))) AS p(e)"
-                  f" WHERE j.session_id = %(session)s AND c.graph_id = %(graph)s AND c.selected AND p.e IS NOT NULL")
+    path_edges = ("SELECT p.e::bigint FROM feedback_injectioncandidate c JOIN feedback_contextinjection j ON j.id = c.injection_id"
+                  " CROSS JOIN LATERAL jsonb_array_elements_text(coalesce(c.features -> 'path', jsonb_build_array(c.edge_id))) AS p(e)"
+                  " WHERE j.session_id = %(session)s AND c.graph_id = %(graph)s AND c.selected AND p.e IS NOT NULL")
     changes = [
         Change(EDGE_TABLE, "feedback_weight", path_edges, new_expr=new_expr, event_expr="%(outcome)s", ids_only=True),
         Change(NODE_TABLE, "feedback_weight", f"SELECT c.node_id {_selected_candidates()}",

@@ -42,7 +42,7 @@ def _wait_for(gc: GraphClient, graph_id: int, session: str, kind: str, timeout: 
 @pytest.mark.worker
 @pytest.mark.django_db(transaction=True)
 def test_agent_session_through_the_client(live_server, rg, ana, celery_worker_process):
-    graph, nodes = rg["graph"], rg["nodes"]
+    graph = rg["graph"]
     policy = graph.current_policy()
     lr, alpha, score = policy.learning_rate, policy.ema_alpha, policy.outcome_score("rework")
     before = {pk: (w, fw) for pk, w, fw in Edge.objects.filter(graph=graph).values_list("pk", "weight", "feedback_weight")}

@@ -83,7 +83,7 @@ async def wait_for_batches(client, injection_id: int, kinds: set[str], timeout: 
 @pytest.mark.worker
 @pytest.mark.django_db(transaction=True)
 def test_full_agent_session_over_stdio_moves_the_weights(rg, ana, globex_graph, celery_worker_process, tmp_path):
-    graph, nodes = rg["graph"], rg["nodes"]
+    graph = rg["graph"]
     policy = graph.current_policy()
     lr, neg, alpha = policy.learning_rate, policy.negative_rate, policy.ema_alpha
     score = policy.outcome_score("accepted")
