@@ -240,8 +240,8 @@ def retrieve(
     1. Entry points: the top ``k`` nodes by embedding and the top TRIPLET_K triplets (a triplet hit
        brings both ends, with that edge as their path), plus the start nodes.
     2. Expansion: best-first by traversal score from the start nodes and the best EXPANSION_SEEDS
-       entry points, up to ``hops`` (the policy's max_hops) and MAX_EXPANDED new nodes, each at most
-       ``fanout_cap`` out-edges per node.
+       entry points, up to ``hops`` (the policy's max_hops) and MAX_EXPANDED new nodes, over each
+       node's top EXPANSION_FANOUT out-edges by weight (and at most the policy's ``fanout_cap``).
     3. Every node reached is scored (``scoring.score_node``); a node reached several ways keeps its
        best. Its hops are the edges from its entry point or, with anchors, its distance from them.
     4. ``exclude`` (ids the caller already holds) are dropped from the result (they still expand).
