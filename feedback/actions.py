@@ -36,7 +36,9 @@ from django.db.models import Q
 from psycopg.errors import DeadlockDetected
 
 from graphadmin import audit
-from graphadmin.models import Edge, Graph, Node, PolicyRevision
+from graphadmin.embeddings import configured_model, embed_texts
+from graphadmin.models import Edge, EdgeType, Graph, Node, PolicyRevision
+from graphadmin.vault.load import triplet_text
 from graphadmin.models.policy import POLICY_NUMBERS
 
 from .models import (
@@ -485,8 +487,9 @@ def apply_uses(actor, session: AgentSession, items: list[UseItem], *, source: st
             existing = UpdateBatch.objects.get(idempotency_key=idempotency_key)
             transaction.set_rollback(True)
             return _existing(existing)
-        new_expr = f"CASE WHEN i.event = 'negative' THEN i.before - {neg!r} * i.before ELSE i.before + {lr!r} * (1 - i.before) END"
-        kinds, changes, params = [], [], {}
+        new_expr = ("CASE WHEN i.event = 'negative' THEN i.before - %(neg)s::double precision * i.before"
+                    " ELSE i.before + %(lr)s::double precision * (1 - i.before) END")
+        kinds, changes, params = [], [], {"lr": lr, "neg": neg}
         for kind, table, field_name in (("edge", EDGE_TABLE, "weight"), ("node", NODE_TABLE, "feedback_weight")):
             chosen = [(i, e) for (i, _s), e in zip(targets, events) if i.kind == kind]
             if not chosen:
@@ -684,7 +687,7 @@ def apply_outcome(actor, graph: Graph, external_id: str, outcome: str, *, alpha:
                      **({"correction_of": previous_id, "previous_outcome": current_outcome} if previous_id else {})},
         )
         batch.trigger_session_id = session_id
-        _write_outcome(batch, session_id, outcome, new_expr=f"{alpha!r} * {score!r} + (1 - {alpha!r}) * i.before", started=started)
+        _write_outcome(batch, session_id, outcome, alpha=alpha, score=score, started=started)
         return _audit_batch(batch, actor, {"session": external_id, "outcome": outcome, "alpha": alpha, "correction_of": previous_id})
 
 
@@ -752,11 +755,13 @@ def _outcome_facts(graph: Graph, session_id: int, outcome: str, key: str | None)
         return list(cur.fetchone())
 
 
-def _write_outcome(batch: UpdateBatch, session_id: int, outcome: str, *, new_expr: str, started: float) -> None:
-    """The outcome's writes, in one statement: the EMA on the selected edges then nodes with their
-    history, the session's outcome, and the batch row with its counts (written once). Sets the
-    batch's counts, finish time and duration (the action's time up to the end of the statement).
+def _write_outcome(batch: UpdateBatch, session_id: int, outcome: str, *, alpha: float, score: float, started: float) -> None:
+    """The outcome's writes, in one statement: the EMA ``alpha * score + (1 - alpha) * w`` on the
+    selected edges then nodes with their history, the session's outcome, and the batch row with its
+    counts (written once). Sets the batch's counts, finish time and duration (the action's time up
+    to the end of the statement). Both numbers are bound parameters.
     """
+    new_expr = "%(alpha)s::double precision * %(score)s::double precision + (1 - %(alpha)s::double precision) * i.before"
     # The surfaced edges are every edge on a selected candidate's path (logs older than the pipeline
     # have no path: their one edge).
     path_edges = ("SELECT p.e::bigint FROM feedback_injectioncandidate c JOIN feedback_contextinjection j ON j.id = c.injection_id"
@@ -777,7 +782,7 @@ def _write_outcome(batch: UpdateBatch, session_id: int, outcome: str, *, new_exp
     set_outcome = "s AS (UPDATE feedback_agentsession SET outcome = %(outcome)s, outcome_at = %(now)s WHERE id = %(session)s)"
     (edges, nodes), (finished_at, duration_ms) = _apply_changes(
         changes, graph_id=batch.graph_id, batch_id=batch.pk, now=batch.started_at,
-        params={**batch_params, "session": session_id, "outcome": outcome,
+        params={**batch_params, "session": session_id, "outcome": outcome, "alpha": alpha, "score": score,
                 "elapsed_ms": (time.perf_counter() - started) * 1000.0},
         then=(set_outcome, insert_batch), returning=("(SELECT finished_at FROM b)", "(SELECT duration_ms FROM b)"),
     )
@@ -1091,10 +1096,6 @@ def link_co_used(actor, session: AgentSession) -> Result:
     batch back archives the edges. A clean no-op when feedback is off, the session is not accepted
     or no pair qualifies.
     """
-    from graphadmin.embeddings import configured_model, embed_texts
-    from graphadmin.models import EdgeType
-    from graphadmin.vault.load import triplet_text
-
     started = time.perf_counter()
     graph = session.graph
     context = {"graph": graph.pk, "session": session.external_id}

@@ -208,14 +208,17 @@ def _json(value):
     return value or []
 
 
+def _hnsw_settings(cur, k: int) -> None:
+    """The HNSW search settings of a top-k query, for the rest of the transaction (set_config(..., true)
+    is SET LOCAL): ef_search_for(k), and iterative scans so a graph filter cannot starve the result."""
+    cur.execute("SELECT set_config('hnsw.ef_search', %s, true), set_config('hnsw.iterative_scan', 'relaxed_order', true)",
+                [str(ef_search_for(k))])
+
+
 def vector_candidates(graph_id: int, query_vector, k: int) -> list[NodeRow]:
     """The k nearest active nodes by cosine distance, through the HNSW index (approximate)."""
     with transaction.atomic(), connection.cursor() as cur:
-        # SET LOCAL, through set_config(..., true): the settings end with the transaction.
-        cur.execute(
-            "SELECT set_config('hnsw.ef_search', %s, true), set_config('hnsw.iterative_scan', 'relaxed_order', true)",
-            [str(ef_search_for(k))],
-        )
+        _hnsw_settings(cur, k)
         cur.execute(VECTOR_SQL, {"graph": graph_id, "query": vector_literal(query_vector), "k": k})
         rows = cur.fetchall()
     return [_node_row(r) for r in rows]
@@ -251,10 +254,7 @@ def entry_points(graph_id: int, query_vector, k_nodes: int, k_triplets: int) -> 
     inside a caller's transaction the settings simply last until it ends (they only widen the search).
     """
     with transaction.atomic(savepoint=False), connection.cursor() as cur:
-        cur.execute(
-            "SELECT set_config('hnsw.ef_search', %s, true), set_config('hnsw.iterative_scan', 'relaxed_order', true)",
-            [str(ef_search_for(max(k_nodes, k_triplets)))],
-        )
+        _hnsw_settings(cur, max(k_nodes, k_triplets))
         query = vector_literal(query_vector)
         cur.execute(VECTOR_SQL, {"graph": graph_id, "query": query, "k": k_nodes})
         nodes = [_node_row(r) for r in cur.fetchall()]
@@ -325,7 +325,7 @@ def similar_retrievals(graph_id: int, query_vector, node_ids, model: str, n: int
     if query_vector is None or not node_ids:
         return []
     with transaction.atomic(savepoint=False), connection.cursor() as cur:
-        cur.execute("SELECT set_config('hnsw.ef_search', %s, true)", [str(ef_search_for(n))])
+        _hnsw_settings(cur, n)
         cur.execute(SIMILAR_RETRIEVALS_SQL, {"graph": graph_id, "query": vector_literal(query_vector), "n": n, "ids": list(node_ids),
                                              "model": model})
         return [(r[0], _finite(r[1]) or 0.0, r[2], r[3] or 0) for r in cur.fetchall()]

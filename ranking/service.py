@@ -130,18 +130,13 @@ def _edge_candidate(r: sql.EdgeRow) -> scoring.EdgeCandidate:
     )
 
 
-def _fetch_edges(graph: Graph, revision: PolicyRevision, policy: scoring.Policy, start_nodes, qvec, hops: int | None):
-    hops = _check_hops(hops, policy)
-    check_nodes(graph, start_nodes, "start_nodes")
-    rows = sql.edge_candidates(graph.pk, start_nodes, qvec, hops, revision.fanout_cap)
-    return rows
-
-
 def rank(graph: Graph, start_nodes, *, query: str = "", vector=None, k: int = 50, hops: int | None = None) -> RankResult:
     """Every candidate edge within ``hops`` of the start nodes, scored and ranked; the top k returned."""
     qvec = query_vector(query, vector, graph)
     revision, policy = policy_of(graph)
-    rows = _fetch_edges(graph, revision, policy, start_nodes, qvec, hops)
+    hops = _check_hops(hops, policy)
+    check_nodes(graph, start_nodes, "start_nodes")
+    rows = sql.edge_candidates(graph.pk, start_nodes, qvec, hops, revision.fanout_cap)
     by_id = {r.edge_id: r for r in rows}
     ranked = scoring.rank_edges((_edge_candidate(r) for r in rows), policy)
     items = [RankedEdge(s, by_id[s.candidate.edge_id], rank=p) for p, s in enumerate(ranked[:k], start=1)]
@@ -253,6 +248,7 @@ def retrieve(
     if qvec is None and not start_nodes:
         raise RankingInputError({"query": ["Give a query with searchable words, a vector, or start nodes."]})
     revision, pol = policy or policy_of(graph)
+    now = now or datetime.now(timezone.utc)
     hops = _check_hops(hops, pol)
     if start_nodes:
         check_nodes(graph, start_nodes, "start_nodes")
@@ -309,7 +305,7 @@ def retrieve(
         scored, (entry, reach) = _best(node_id, options, rows[node_id], pol, persona, now, novelty.get(node_id),
                                        memory.get(node_id), distances is not None, anchor_hops)
         candidates.append(Candidate(scored, rows[node_id], entry, reach.path, reach.via, reach.hops))
-    ranked = sorted(candidates, key=lambda c: (scoring.sort_key(c.scored), ENTRY_ORDER[c.entry]))
+    ranked = sorted(candidates, key=lambda c: scoring.sort_key(c.scored))  # one candidate per node: the stable id decides ties
     for p, c in enumerate(ranked, start=1):
         c.rank = p
     return SearchResult(revision, ranked, considered=len(ranked))
@@ -318,7 +314,6 @@ def retrieve(
 def _best(node_id, options, row: sql.NodeRow, policy: scoring.Policy, persona, now, novelty, memory=None, anchored=False,
           anchor_hops=None):
     """The best-scoring way a node was reached: (its Scored, (entry, Reach))."""
-    now = now or datetime.now(timezone.utc)
     age = (now - row.touched_at).total_seconds() / 86400.0 if row.touched_at else None
     affinity = scoring.persona_affinity(row.kind, row.tags, persona or {})
     best = None
@@ -415,7 +410,7 @@ def assemble_context(
             for p, item in enumerate(ordered, start=1)
         ])
         chosen = [item for item, sel in zip(ordered, selection.selected) if sel]
-        _bump_counters(graph, [i.node_id for i in chosen], [e for i in chosen for e in i.path])
+        _bump_counters(graph, chosen)
     texts = {n["id"]: n for n in Node.objects.filter(graph=graph, pk__in=[i.node_id for i in chosen]).values("id", "key", "title", "kind", "text")}
     selected = []
     for p, (item, sel) in enumerate(zip(ordered, selection.selected), start=1):
@@ -451,21 +446,25 @@ def _stored_hops(item, policy: scoring.Policy) -> int:
     return policy.max_hops + 1 if hops is None else hops
 
 
-def _bump_counters(graph: Graph, node_ids: list[int], edge_ids: list[int]) -> None:
-    """Surfaced counters of the selected nodes, traversed counters of the edges on their paths, set-based."""
-    traversed = 0
+def _bump_counters(graph: Graph, chosen: list[Candidate]) -> None:
+    """Counters of what was given to the agent, set-based: each selected node is surfaced (and
+    traversed when it came along a path), each edge on a selected node's path is surfaced and
+    traversed (decay spares it)."""
+    node_ids = sorted({c.node_id for c in chosen})
+    through = sorted({c.node_id for c in chosen if c.path})
+    edge_ids = sorted({e for c in chosen for e in c.path})
     with connection.cursor() as cur:
         if node_ids:
             cur.execute(
                 """
                 INSERT INTO graphadmin_nodestats (node_id, graph_id, surfaced_count, traversed_count, used_count, last_surfaced_at)
-                SELECT n, %(graph)s, 1, %(t)s, 0, now() FROM unnest(%(ids)s::bigint[]) AS n
+                SELECT n, %(graph)s, 1, (n = ANY(%(through)s::bigint[]))::int, 0, now() FROM unnest(%(ids)s::bigint[]) AS n
                 ON CONFLICT (node_id) DO UPDATE SET
                     surfaced_count = graphadmin_nodestats.surfaced_count + 1,
                     traversed_count = graphadmin_nodestats.traversed_count + EXCLUDED.traversed_count,
                     last_surfaced_at = EXCLUDED.last_surfaced_at
                 """,
-                {"graph": graph.pk, "ids": sorted(set(node_ids)), "t": traversed},
+                {"graph": graph.pk, "ids": node_ids, "through": through},
             )
         if edge_ids:
             cur.execute(
@@ -477,7 +476,7 @@ def _bump_counters(graph: Graph, node_ids: list[int], edge_ids: list[int]) -> No
                     traversed_count = graphadmin_edgestats.traversed_count + 1,
                     last_traversed_at = EXCLUDED.last_traversed_at
                 """,
-                {"graph": graph.pk, "ids": sorted(set(edge_ids))},
+                {"graph": graph.pk, "ids": edge_ids},
             )
 
 
