@@ -378,8 +378,10 @@ def build_server(*, token: str | None = None, http: bool = False, host: str = "1
         idempotency_key: IdempotencyKey = "",
     ) -> dict:
         """Report which retrieved items your session used, so their weights learn: explicit use raises
-        an edge's weight (a node's feedback weight) by lr*(1-w), negative lowers it by lr*w; items not
-        reported do not change. Give `items`, `response` (implicit use detection), or both. Needs the
+        a note's feedback weight by lr*(1-w), and the weight of every edge on the path that surfaced it;
+        negative lowers the note and the last edge of its path by lr*w; items not reported do not
+        change, and each moves at most once per session. Later agents asking a similar question get
+        what you used ranked higher. Give `items`, `response` (implicit use detection), or both. Needs the
         analyst role. The update runs on the server's worker: the answer is `queued` with a task id
         (or a no-op status such as unknown_session with its reason); graph_explain lists the
         resulting batches."""
