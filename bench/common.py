@@ -41,8 +41,14 @@ def setup_django() -> None:
 def _create_database(db: dict) -> None:
     import psycopg
 
-    kwargs = {"host": db.get("HOST") or None, "user": db.get("USER") or None, "password": db.get("PASSWORD") or None,
-              "port": db.get("PORT") or None, "dbname": "postgres", "autocommit": True}
+    kwargs = {
+        "host": db.get("HOST") or None,
+        "user": db.get("USER") or None,
+        "password": db.get("PASSWORD") or None,
+        "port": db.get("PORT") or None,
+        "dbname": "postgres",
+        "autocommit": True,
+    }
     with psycopg.connect(**{k: v for k, v in kwargs.items() if v is not None}) as conn:
         if not conn.execute("SELECT 1 FROM pg_database WHERE datname = %s", [db["NAME"]]).fetchone():
             conn.execute(f'CREATE DATABASE "{db["NAME"]}"')

@@ -28,7 +28,7 @@ from __future__ import annotations
 import argparse
 import json
 import time
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta
 
 from bench.common import BENCH_DATABASE
 
@@ -52,8 +52,14 @@ def _drop_database():
     # Never drop anything that is not obviously a bench database (BENCH_DATABASE is configurable).
     if "bench" not in BENCH_DATABASE or db["NAME"] != BENCH_DATABASE:
         raise SystemExit(f"Refusing to drop {db['NAME']!r}: not the bench database.")
-    kwargs = {"host": db.get("HOST") or None, "user": db.get("USER") or None, "password": db.get("PASSWORD") or None,
-              "port": db.get("PORT") or None, "dbname": "postgres", "autocommit": True}
+    kwargs = {
+        "host": db.get("HOST") or None,
+        "user": db.get("USER") or None,
+        "password": db.get("PASSWORD") or None,
+        "port": db.get("PORT") or None,
+        "dbname": "postgres",
+        "autocommit": True,
+    }
     with psycopg.connect(**{k: v for k, v in kwargs.items() if v is not None}) as conn:
         conn.execute(f'DROP DATABASE IF EXISTS "{BENCH_DATABASE}" WITH (FORCE)')
 
@@ -156,8 +162,14 @@ def generate(scale: float, seed: float = 0.42, progress=lambda message: None) ->
             WHERE s.id <> t.id
             ON CONFLICT DO NOTHING
             """,
-            {"graph": graph.pk, "types": type_ids, "ntypes": len(type_ids), "nodes": nodes, "clusters": clusters,
-             "draws": int(edges_target * 1.08)},
+            {
+                "graph": graph.pk,
+                "types": type_ids,
+                "ntypes": len(type_ids),
+                "nodes": nodes,
+                "clusters": clusters,
+                "draws": int(edges_target * 1.08),
+            },
         )
         timings["edges_s"] = time.perf_counter() - t
 
@@ -198,7 +210,15 @@ def generate(scale: float, seed: float = 0.42, progress=lambda message: None) ->
         _sources, max_out = cur.fetchone()
         cur.execute("SELECT count(*) FROM graphadmin_edge WHERE graph_id = %s", [graph.pk])
         n_edges = cur.fetchone()[0]
-    return {"graph": graph.pk, "nodes": n_nodes, "edges": n_edges, "clusters": clusters, "topics": topics, "max_out_degree": max_out, **timings}
+    return {
+        "graph": graph.pk,
+        "nodes": n_nodes,
+        "edges": n_edges,
+        "clusters": clusters,
+        "topics": topics,
+        "max_out_degree": max_out,
+        **timings,
+    }
 
 
 def main(argv=None):
@@ -252,7 +272,7 @@ def generate_history(graph_id: int, scale: float, progress=print) -> dict:
     from graphadmin.audit import verify as audit_verify
 
     # The weight history is partitioned by month: create the months the generated history spans.
-    ensure_partitions(since=datetime.now(timezone.utc) - timedelta(days=HISTORY_DAYS + 1))
+    ensure_partitions(since=datetime.now(UTC) - timedelta(days=HISTORY_DAYS + 1))
     sessions = max(200, int(FULL_SESSIONS * scale))
     batches = max(200, int(FULL_BATCHES * scale))
     changes = max(20_000, int(FULL_CHANGES * scale))
@@ -261,32 +281,40 @@ def generate_history(graph_id: int, scale: float, progress=print) -> dict:
         cur.execute("SET session_replication_role = replica")
         cur.execute("SELECT organization_id FROM graphadmin_graph WHERE id = %s", [graph_id])
         org_id = cur.fetchone()[0]
-        cur.execute("SELECT id FROM graphadmin_policyrevision WHERE graph_id = %s ORDER BY revision DESC LIMIT 1", [graph_id])
+        cur.execute(
+            "SELECT id FROM graphadmin_policyrevision WHERE graph_id = %s ORDER BY revision DESC LIMIT 1", [graph_id]
+        )
         revision_id = cur.fetchone()[0]
         cur.execute("DROP TABLE IF EXISTS bench_edge_idx")
         cur.execute(
             """CREATE TEMP TABLE bench_edge_idx AS
                SELECT (row_number() OVER (ORDER BY id))::int - 1 AS i, id, source_id, target_id FROM graphadmin_edge
-               WHERE graph_id = %s AND NOT archived""", [graph_id])
+               WHERE graph_id = %s AND NOT archived""",
+            [graph_id],
+        )
         cur.execute("ALTER TABLE bench_edge_idx ADD PRIMARY KEY (i)")
         cur.execute("SELECT count(*) FROM bench_edge_idx")
         n_edges = cur.fetchone()[0]
 
         t = time.perf_counter()
-        progress(f"  history: {sessions:,} sessions with one injection of {CANDIDATES_PER_INJECTION} candidates each...")
+        progress(
+            f"  history: {sessions:,} sessions with one injection of {CANDIDATES_PER_INJECTION} candidates each..."
+        )
         cur.execute(
             """INSERT INTO feedback_agentsession (graph_id, external_id, started_at, outcome, outcome_at)
                SELECT %(g)s, 'hist-' || i, ts, o, CASE WHEN o IS NULL THEN NULL ELSE ts + interval '5 minutes' END
                FROM (SELECT i, now() - (%(days)s * (1 - i::float / %(n)s)) * interval '1 day' AS ts,
                             (ARRAY['accepted', 'accepted', 'accepted', 'rework', 'rejected', NULL])[1 + floor(random() * 6)::int] AS o
                      FROM generate_series(1, %(n)s) i) x""",
-            {"g": graph_id, "n": sessions, "days": HISTORY_DAYS})
+            {"g": graph_id, "n": sessions, "days": HISTORY_DAYS},
+        )
         cur.execute(
             """INSERT INTO feedback_contextinjection (graph_id, session_id, policy_revision_id, query, mode, budget_unit, budget,
                                                       spent, params, created_at)
                SELECT %(g)s, s.id, %(rev)s, 'question ' || s.external_id, 'traversal', 'items', 10, 10, '{}'::jsonb, s.started_at
                FROM feedback_agentsession s WHERE s.graph_id = %(g)s AND s.external_id LIKE 'hist-%%'""",
-            {"g": graph_id, "rev": revision_id})
+            {"g": graph_id, "rev": revision_id},
+        )
         # Candidates: 20 random edges per injection (hubs' edges more often: power-law draw of the index).
         cur.execute(
             """INSERT INTO feedback_injectioncandidate (injection_id, graph_id, rank, selected, node_id, edge_id, hops, tokens, total,
@@ -306,21 +334,25 @@ def generate_history(graph_id: int, scale: float, progress=print) -> dict:
                ) x
                JOIN bench_edge_idx e ON e.i = x.ei
                WHERE j.graph_id = %(g)s""",
-            {"g": graph_id, "ne": n_edges, "k": CANDIDATES_PER_INJECTION})
+            {"g": graph_id, "ne": n_edges, "k": CANDIDATES_PER_INJECTION},
+        )
         cur.execute(
             """INSERT INTO feedback_useevent (graph_id, session_id, injection_id, signal, source, node_id, created_at)
                SELECT c.graph_id, j.session_id, j.id, CASE WHEN random() < 0.1 THEN 'negative' ELSE 'explicit' END, 'api',
                       c.node_id, j.created_at + interval '2 minutes'
                FROM feedback_injectioncandidate c JOIN feedback_contextinjection j ON j.id = c.injection_id
                WHERE c.graph_id = %(g)s AND c.selected AND c.rank <= 3""",
-            {"g": graph_id})
+            {"g": graph_id},
+        )
         timings["sessions_s"] = time.perf_counter() - t
 
         t = time.perf_counter()
         progress(f"  history: {batches:,} update batches, {changes:,} weight changes...")
         cur.execute(
             """CREATE TEMP TABLE bench_session_idx AS SELECT (row_number() OVER (ORDER BY id))::int - 1 AS i, id
-               FROM feedback_agentsession WHERE graph_id = %s""", [graph_id])
+               FROM feedback_agentsession WHERE graph_id = %s""",
+            [graph_id],
+        )
         cur.execute("ALTER TABLE bench_session_idx ADD PRIMARY KEY (i)")
         # Kinds by share of batches; sizes so the decay chunks carry most of the rows, as in a running graph.
         cur.execute(
@@ -333,12 +365,15 @@ def generate_history(graph_id: int, scale: float, progress=print) -> dict:
                             CASE WHEN u < 0.45 THEN 'reinforce' WHEN u < 0.90 THEN 'outcome' WHEN u < 0.985 THEN 'decay'
                                  WHEN u < 0.992 THEN 'manual' WHEN u < 0.996 THEN 'normalize' ELSE 'rollback' END AS k
                      FROM (SELECT i, random() AS u FROM generate_series(1, %(n)s) i) r) x""",
-            {"g": graph_id, "n": batches, "days": HISTORY_DAYS, "ns": sessions})
+            {"g": graph_id, "n": batches, "days": HISTORY_DAYS, "ns": sessions},
+        )
         # Rows per batch: small for reinforce/outcome/manual, the rest split over decay/normalize/rollback.
         cur.execute(
             """CREATE TEMP TABLE bench_batch_size AS
                SELECT id, kind, started_at, CASE WHEN kind = 'reinforce' THEN 4 WHEN kind = 'outcome' THEN 20 WHEN kind = 'manual' THEN 3 ELSE 0 END AS n
-               FROM feedback_updatebatch WHERE graph_id = %(g)s""", {"g": graph_id})
+               FROM feedback_updatebatch WHERE graph_id = %(g)s""",
+            {"g": graph_id},
+        )
         cur.execute("SELECT coalesce(sum(n), 0), count(*) FILTER (WHERE n = 0) FROM bench_batch_size")
         small, bulk = cur.fetchone()
         per_bulk = max(1, (changes - int(small)) // max(1, bulk))
@@ -359,22 +394,26 @@ def generate_history(graph_id: int, scale: float, progress=print) -> dict:
                                                ELSE floor(%(ne)s * power(random(), 2))::int END AS ei
                                    FROM generate_series(1, b.n) r) x
                JOIN bench_edge_idx e ON e.i = x.ei""",
-            {"g": graph_id, "ne": n_edges})
+            {"g": graph_id, "ne": n_edges},
+        )
         cur.execute(
             """INSERT INTO feedback_weightchange (batch_id, graph_id, edge_id, node_id, field, before, after, event, created_at)
                SELECT batch_id, graph_id, edge_id, node_id, field, before, after, event, created_at FROM bench_changes
-               WHERE kind NOT IN ('decay', 'normalize', 'rollback')""")
+               WHERE kind NOT IN ('decay', 'normalize', 'rollback')"""
+        )
         cur.execute(
             """INSERT INTO feedback_weightchangeblock (batch_id, graph_id, target, field, event, created_at, id_min, id_max, size,
                                                        ids, before, after)
                SELECT batch_id, graph_id, 'edge', field, event, created_at, min(edge_id), max(edge_id), count(*),
                       array_agg(edge_id ORDER BY edge_id), array_agg(before ORDER BY edge_id), array_agg(after ORDER BY edge_id)
                FROM bench_changes WHERE kind IN ('decay', 'normalize', 'rollback')
-               GROUP BY batch_id, graph_id, field, event, created_at""")
+               GROUP BY batch_id, graph_id, field, event, created_at"""
+        )
         cur.execute(
             """UPDATE feedback_updatebatch b SET node_updates = c.nodes, edge_updates = c.edges
                FROM (SELECT batch_id, count(node_id) AS nodes, count(edge_id) AS edges FROM bench_changes GROUP BY batch_id) c
-               WHERE c.batch_id = b.id""")
+               WHERE c.batch_id = b.id"""
+        )
         cur.execute("DROP TABLE bench_batch_size")
         cur.execute("DROP TABLE bench_changes")
         timings["changes_s"] = time.perf_counter() - t
@@ -383,21 +422,40 @@ def generate_history(graph_id: int, scale: float, progress=print) -> dict:
         progress(f"  history: {batches:,} audit events (hash chain)...")
         cur.execute(
             """SELECT id, kind, started_at, node_updates, edge_updates FROM feedback_updatebatch WHERE graph_id = %s
-               ORDER BY started_at, id""", [graph_id])
+               ORDER BY started_at, id""",
+            [graph_id],
+        )
         rows = cur.fetchall()
-        cur.execute("SELECT coalesce(max(seq), 0), (SELECT hash FROM graphadmin_auditevent WHERE organization_id = %(o)s ORDER BY seq DESC LIMIT 1) "
-                    "FROM graphadmin_auditevent WHERE organization_id = %(o)s", {"o": org_id})
+        cur.execute(
+            "SELECT coalesce(max(seq), 0), (SELECT hash FROM graphadmin_auditevent WHERE organization_id = %(o)s ORDER BY seq DESC LIMIT 1) "
+            "FROM graphadmin_auditevent WHERE organization_id = %(o)s",
+            {"o": org_id},
+        )
         seq, prev = cur.fetchone()
         prev = prev or GENESIS
-        actions = {"reinforce": "graph.feedback", "outcome": "graph.feedback", "decay": "graph.decay", "normalize": "graph.normalize",
-                   "manual": "graph.weights.set", "rollback": "batch.rollback"}
+        actions = {
+            "reinforce": "graph.feedback",
+            "outcome": "graph.feedback",
+            "decay": "graph.decay",
+            "normalize": "graph.normalize",
+            "manual": "graph.weights.set",
+            "rollback": "batch.rollback",
+        }
         scope = {"graph": graph_id, "graph_slug": "bench"}
-        with cur.cursor.copy("COPY graphadmin_auditevent (organization_id, seq, created_at, actor, action, scope, payload, prev_hash, hash) "
-                             "FROM STDIN") as copy:
+        with cur.cursor.copy(
+            "COPY graphadmin_auditevent (organization_id, seq, created_at, actor, action, scope, payload, prev_hash, hash) "
+            "FROM STDIN"
+        ) as copy:
             for batch_id, kind, ts, nodes, edges in rows:
                 seq += 1
                 actor = "task:feedback.decay" if kind in ("decay", "normalize") else "task:feedback.apply_outcome"
-                payload = {"batch": batch_id, "kind": kind, "node_updates": nodes, "edge_updates": edges, "conflicts": 0}
+                payload = {
+                    "batch": batch_id,
+                    "kind": kind,
+                    "node_updates": nodes,
+                    "edge_updates": edges,
+                    "conflicts": 0,
+                }
                 h = compute_hash(prev, seq, ts, actor, actions[kind], scope, payload)
                 copy.write_row((org_id, seq, ts, actor, actions[kind], json.dumps(scope), json.dumps(payload), prev, h))
                 prev = h
@@ -411,17 +469,28 @@ def generate_history(graph_id: int, scale: float, progress=print) -> dict:
     timings["verify_s"] = time.perf_counter() - t
     with connection.cursor() as cur:
         cur.execute("SET session_replication_role = DEFAULT")
-        for table in ("feedback_agentsession", "feedback_contextinjection", "feedback_injectioncandidate", "feedback_useevent",
-                      "feedback_updatebatch", "feedback_weightchange", "feedback_weightchangeblock", "graphadmin_auditevent"):
+        for table in (
+            "feedback_agentsession",
+            "feedback_contextinjection",
+            "feedback_injectioncandidate",
+            "feedback_useevent",
+            "feedback_updatebatch",
+            "feedback_weightchange",
+            "feedback_weightchangeblock",
+            "graphadmin_auditevent",
+        ):
             cur.execute(f"ANALYZE {table}")
-        cur.execute("SELECT (SELECT count(*) FROM feedback_weightchange WHERE graph_id = %(g)s)"
-                    " + (SELECT coalesce(sum(size), 0) FROM feedback_weightchangeblock WHERE graph_id = %(g)s)", {"g": graph_id})
+        cur.execute(
+            "SELECT (SELECT count(*) FROM feedback_weightchange WHERE graph_id = %(g)s)"
+            " + (SELECT coalesce(sum(size), 0) FROM feedback_weightchangeblock WHERE graph_id = %(g)s)",
+            {"g": graph_id},
+        )
         n_changes = int(cur.fetchone()[0])
     # What the hourly metrics task does: today's rollup (the overview reads its node and edge totals).
     t = time.perf_counter()
     from feedback import metrics
     from graphadmin.models import Graph
 
-    metrics.rollup(Graph.objects.get(pk=graph_id), datetime.now(timezone.utc).date())
+    metrics.rollup(Graph.objects.get(pk=graph_id), datetime.now(UTC).date())
     timings["rollup_s"] = time.perf_counter() - t
     return {"sessions": sessions, "batches": batches, "weight_changes": n_changes, **timings}

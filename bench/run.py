@@ -32,7 +32,7 @@ import subprocess
 import time
 from contextlib import contextmanager
 from dataclasses import dataclass
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta
 
 os.environ.setdefault("CONN_MAX_AGE", "600")
 os.environ.setdefault("ALLOWED_HOSTS", "testserver,localhost")
@@ -81,10 +81,14 @@ JOIN graphadmin_node t ON t.id = a.target_id
 JOIN graphadmin_edgetype et ON et.id = a.edge_type_id
 ORDER BY score DESC, a.id
 """
-FLOOR_1HOP = "WITH h1 AS (SELECT x.* FROM unnest(%(starts)s::bigint[]) s(id)" + _EXPAND + ")" + _SCORED.format(source="h1")
+FLOOR_1HOP = (
+    "WITH h1 AS (SELECT x.* FROM unnest(%(starts)s::bigint[]) s(id)" + _EXPAND + ")" + _SCORED.format(source="h1")
+)
 FLOOR_2HOP = (
     "WITH h1 AS (SELECT x.* FROM unnest(%(starts)s::bigint[]) s(id)" + _EXPAND + "), "
-    "h2 AS (SELECT x.* FROM (SELECT DISTINCT target_id AS id FROM h1) s" + _EXPAND + ")"
+    "h2 AS (SELECT x.* FROM (SELECT DISTINCT target_id AS id FROM h1) s"
+    + _EXPAND
+    + ")"
     + _SCORED.format(source="(SELECT * FROM h1 UNION ALL SELECT * FROM h2)")
 )
 
@@ -169,11 +173,20 @@ def machine() -> dict:
         cur.execute("SELECT extversion FROM pg_extension WHERE extname = 'vector'")
         row = cur.fetchone()
     try:
-        commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=ROOT, capture_output=True, text=True).stdout.strip()
+        commit = subprocess.run(
+            ["git", "rev-parse", "--short", "HEAD"], cwd=ROOT, capture_output=True, text=True
+        ).stdout.strip()
     except OSError:
         commit = ""
-    return {"cores": os.cpu_count(), "memory": mem, "cpu": cpu, "postgresql": pg, "pgvector": row[0] if row else "",
-            "python": platform.python_version(), "commit": commit}
+    return {
+        "cores": os.cpu_count(),
+        "memory": mem,
+        "cpu": cpu,
+        "postgresql": pg,
+        "pgvector": row[0] if row else "",
+        "python": platform.python_version(),
+        "commit": commit,
+    }
 
 
 # ------------------------------------------------------------------------------------------------
@@ -200,18 +213,30 @@ class Bench:
         revision, policy = service.policy_of(self.graph)
         self.policy_row = revision
         self.cap = revision.fanout_cap
-        self.coefs = {"cw": policy.coef_weight, "cs": policy.coef_semantic, "cp": policy.coef_priority, "fi": policy.feedback_influence}
+        self.coefs = {
+            "cw": policy.coef_weight,
+            "cs": policy.coef_semantic,
+            "cp": policy.coef_priority,
+            "fi": policy.feedback_influence,
+        }
         self.rows: list[Row] = []
         g = self.graph.pk
         with connection.cursor() as cur:
             cur.execute(
                 """SELECT e.source_id, count(*) FROM graphadmin_edge e JOIN graphadmin_node n ON n.id = e.source_id AND NOT n.archived
                    JOIN graphadmin_node t ON t.id = e.target_id AND NOT t.archived
-                   WHERE e.graph_id = %s AND NOT e.archived GROUP BY e.source_id""", [g])
+                   WHERE e.graph_id = %s AND NOT e.archived GROUP BY e.source_id""",
+                [g],
+            )
             degrees = cur.fetchall()
-            cur.execute("SELECT embedding::text FROM graphadmin_node WHERE graph_id = %s AND NOT archived ORDER BY random() LIMIT 300", [g])
+            cur.execute(
+                "SELECT embedding::text FROM graphadmin_node WHERE graph_id = %s AND NOT archived ORDER BY random() LIMIT 300",
+                [g],
+            )
             self.seeds = [json.loads(r[0]) for r in cur.fetchall()]
-        self.hubs = [s for s, d in degrees if d >= self.cap] or [s for s, _d in sorted(degrees, key=lambda x: -x[1])[:20]]
+        self.hubs = [s for s, d in degrees if d >= self.cap] or [
+            s for s, _d in sorted(degrees, key=lambda x: -x[1])[:20]
+        ]
         self.mids = [s for s, d in degrees if 5 <= d < self.cap] or self.hubs
         self.active = [s for s, _d in degrees]
 
@@ -252,8 +277,18 @@ class Bench:
         from graphadmin.vault.parse import parse_vault
 
         embedder = get_embedder()
-        subjects = ["edges", "the parcel tracker", "the carrier webhook", "decay", "the ranking policy", "label printing",
-                    "the scanner app", "address validation", "the retry queue", "customs forms"]
+        subjects = [
+            "edges",
+            "the parcel tracker",
+            "the carrier webhook",
+            "decay",
+            "the ranking policy",
+            "label printing",
+            "the scanner app",
+            "address validation",
+            "the retry queue",
+            "customs forms",
+        ]
         verbs = ["get ranked", "fail at night", "handle a duplicate scan", "get rolled back", "talk to the warehouse"]
         questions = [f"How does {s} {v} when the budget runs out?" for s in subjects for v in verbs]
         self.rnd.shuffle(questions)
@@ -267,8 +302,9 @@ class Bench:
         for it in range(self.n + self.warm):
             with timed(cached, it >= self.warm):
                 embed_query(questions[0])
-        self.add(f"query embedding, one sentence, uncached ({embedder.model_name})", uncached, [],
-                 target="p50 <= 10 ms").met = summarize(uncached)["median"] <= 10.0
+        self.add(
+            f"query embedding, one sentence, uncached ({embedder.model_name})", uncached, [], target="p50 <= 10 ms"
+        ).met = summarize(uncached)["median"] <= 10.0
         self.add("query embedding, repeated query (LRU cache)", cached, [])
 
         parsed = parse_vault(DEMO_VAULT)
@@ -282,8 +318,17 @@ class Bench:
             for i in range(0, len(texts), size):
                 embedder.embed(texts[i : i + size])
             rates.append(len(texts) / (time.perf_counter() - t))
-        self.rows.append(Row(f"import embedding, demo vault ({len(parsed.notes)} notes + {len(parsed.links)} triplets)",
-                             statistics.median(rates), min(rates), None, "reported (no target)", None, unit="texts/s"))
+        self.rows.append(
+            Row(
+                f"import embedding, demo vault ({len(parsed.notes)} notes + {len(parsed.links)} triplets)",
+                statistics.median(rates),
+                min(rates),
+                None,
+                "reported (no target)",
+                None,
+                unit="texts/s",
+            )
+        )
         self.log(f"  import embedding: {statistics.median(rates):.0f} texts/s (slowest of 3 rounds {min(rates):.0f})")
 
     # -- ranking ---------------------------------------------------------------------------------
@@ -312,8 +357,11 @@ class Bench:
             if keep:
                 dbw.append(timer.seconds * 1000.0)
             with timed(api, keep):
-                r = self.client.post(f"/api/graphs/{self.graph.pk}/rank/", {"start_nodes": starts, "vector": q, "k": 50, "hops": hops},
-                                     format="json")
+                r = self.client.post(
+                    f"/api/graphs/{self.graph.pk}/rank/",
+                    {"start_nodes": starts, "vector": q, "k": 50, "hops": hops},
+                    format="json",
+                )
             assert r.status_code == 200, r.content
         self.add(f"{name}: API", api, floor, target_ms=API_TARGET_MS)
         self.add(f"{name}: database work", dbw, floor, ratio_max=2.0)
@@ -344,14 +392,25 @@ class Bench:
                 recalls.append(len(exact & {h.node_id for h in hits}) / max(1, len(exact)))
             anchors = self.rnd.sample(self.active, 2)
             with timed(api, keep):
-                r = self.client.post(f"/api/graphs/{self.graph.pk}/search/", {"vector": q, "k": 50, "anchors": anchors}, format="json")
+                r = self.client.post(
+                    f"/api/graphs/{self.graph.pk}/search/", {"vector": q, "k": 50, "anchors": anchors}, format="json"
+                )
             assert r.status_code == 200, r.content
         self.add("hybrid search k=50, 2 anchors: API", api, floor, target_ms=API_TARGET_MS)
         self.add("hybrid search: vector step", vec, floor, target_ms=10.0)
         mean = sum(recalls) / len(recalls)
         ordered = sorted(recalls)
-        self.rows.append(Row("hybrid search: recall@50 vs exact (mean, p5)", mean, ordered[len(ordered) // 20], None,
-                             "mean >= 0.95", mean >= 0.95, unit="recall"))
+        self.rows.append(
+            Row(
+                "hybrid search: recall@50 vs exact (mean, p5)",
+                mean,
+                ordered[len(ordered) // 20],
+                None,
+                "mean >= 0.95",
+                mean >= 0.95,
+                unit="recall",
+            )
+        )
         self.log(f"  recall@50: mean {mean:.3f}, p5 {ordered[len(ordered) // 20]:.2f}")
 
     def context(self):
@@ -371,12 +430,26 @@ class Bench:
                 cur.execute(FLOOR_1HOP, params)
                 cur.fetchall()
             with timed(api, keep):
-                r = self.client.post(f"/api/graphs/{self.graph.pk}/context/",
-                                     {"session": f"bench-ctx-{it}-{self.rnd.random()}", "vector": q, "start_nodes": starts,
-                                      "budget_unit": "tokens", "budget": 2000, "hops": 1}, format="json")
+                r = self.client.post(
+                    f"/api/graphs/{self.graph.pk}/context/",
+                    {
+                        "session": f"bench-ctx-{it}-{self.rnd.random()}",
+                        "vector": q,
+                        "start_nodes": starts,
+                        "budget_unit": "tokens",
+                        "budget": 2000,
+                        "hops": 1,
+                    },
+                    format="json",
+                )
             assert r.status_code == 201, r.content
-        self.add("context assembly, 10 starts (500 candidates), 2000 tokens: API", api, floor, target_ms=100.0,
-                 target="p95 <= 100 ms (set here; no target in the issues)")
+        self.add(
+            "context assembly, 10 starts (500 candidates), 2000 tokens: API",
+            api,
+            floor,
+            target_ms=100.0,
+            target="p95 <= 100 ms (set here; no target in the issues)",
+        )
         self.rows[-1].met = self.rows[-1].p95 <= 100.0
 
     def context_question(self):
@@ -403,25 +476,45 @@ class Bench:
             if keep:
                 dbw.append(timer.seconds * 1000.0)
             with timed(api, keep):
-                r = self.client.post(f"/api/graphs/{self.graph.pk}/context/",
-                                     {"session": f"bench-q2-{it}-{self.rnd.random()}", "vector": q}, format="json")
+                r = self.client.post(
+                    f"/api/graphs/{self.graph.pk}/context/",
+                    {"session": f"bench-q2-{it}-{self.rnd.random()}", "vector": q},
+                    format="json",
+                )
             assert r.status_code == 201, r.content
             with transaction.atomic(), connection.cursor() as cur, timed(floor, keep):
                 cur.execute("SELECT set_config('hnsw.ef_search', %s, true)", [ef])
                 cur.execute(FLOOR_VECTOR, {"g": self.graph.pk, "q": qv, "k": 50})
                 hits = [row[0] for row in cur.fetchall()]
-                cur.execute("""SELECT id FROM graphadmin_edge WHERE graph_id = %(g)s AND NOT archived AND triplet_embedding IS NOT NULL
-                               ORDER BY triplet_embedding <=> %(q)s::vector LIMIT 20""", {"g": self.graph.pk, "q": qv})
+                cur.execute(
+                    """SELECT id FROM graphadmin_edge WHERE graph_id = %(g)s AND NOT archived AND triplet_embedding IS NOT NULL
+                               ORDER BY triplet_embedding <=> %(q)s::vector LIMIT 20""",
+                    {"g": self.graph.pk, "q": qv},
+                )
                 cur.fetchall()
-                cur.execute(FLOOR_2HOP, {"g": self.graph.pk, "starts": hits[:10], "cap": min(self.cap, service.EXPANSION_FANOUT), "q": qv, **self.coefs})
+                cur.execute(
+                    FLOOR_2HOP,
+                    {
+                        "g": self.graph.pk,
+                        "starts": hits[:10],
+                        "cap": min(self.cap, service.EXPANSION_FANOUT),
+                        "q": qv,
+                        **self.coefs,
+                    },
+                )
                 cur.fetchall()
-                cur.execute(sql.SIMILAR_RETRIEVALS_SQL, {"graph": self.graph.pk, "query": qv, "n": sql.SIMILAR_INJECTIONS, "ids": hits,
-                                                        "model": ""})
+                cur.execute(
+                    sql.SIMILAR_RETRIEVALS_SQL,
+                    {"graph": self.graph.pk, "query": qv, "n": sql.SIMILAR_INJECTIONS, "ids": hits, "model": ""},
+                )
                 cur.fetchall()
-                cur.execute("""INSERT INTO feedback_contextinjection (graph_id, session_id, policy_revision_id, query, mode, budget_unit,
+                cur.execute(
+                    """INSERT INTO feedback_contextinjection (graph_id, session_id, policy_revision_id, query, mode, budget_unit,
                                budget, spent, params, query_embedding, created_at)
                                SELECT graph_id, session_id, policy_revision_id, '', 'retrieve', 'items', 10, 10, '{}', %(q)s::vector, now()
-                               FROM feedback_contextinjection WHERE id = %(i)s RETURNING id""", {"q": qv, "i": body["injection"]})
+                               FROM feedback_contextinjection WHERE id = %(i)s RETURNING id""",
+                    {"q": qv, "i": body["injection"]},
+                )
                 cur.fetchone()
                 transaction.set_rollback(True)
         self.add("context, question only (query vector given): API", api, floor, target_ms=25.0)
@@ -436,15 +529,19 @@ class Bench:
         from feedback.models import AgentSession, ContextInjection
 
         with connection.cursor() as cur:
-            cur.execute("""SELECT e.id, e.target_id FROM graphadmin_edge e JOIN graphadmin_node t ON t.id = e.target_id AND NOT t.archived
+            cur.execute(
+                """SELECT e.id, e.target_id FROM graphadmin_edge e JOIN graphadmin_node t ON t.id = e.target_id AND NOT t.archived
                            WHERE e.graph_id = %s AND NOT e.archived ORDER BY random() LIMIT %s""",
-                        [self.graph.pk, max(size * 4, 2000)])
+                [self.graph.pk, max(size * 4, 2000)],
+            )
             pool = cur.fetchall()
         out = []
         for i in range(count):
             chosen = self.rnd.sample(pool, size)
             session = AgentSession.objects.create(graph=self.graph, external_id=f"bench-fb-{i}-{self.rnd.random()}")
-            inj = ContextInjection.objects.create(graph=self.graph, session=session, policy_revision=self.policy_row, query="bench")
+            inj = ContextInjection.objects.create(
+                graph=self.graph, session=session, policy_revision=self.policy_row, query="bench"
+            )
             with connection.cursor() as cur:
                 cur.execute(
                     """INSERT INTO feedback_injectioncandidate (injection_id, graph_id, rank, selected, node_id, edge_id, hops, tokens,
@@ -456,7 +553,8 @@ class Bench:
                               jsonb_build_object('weight', jsonb_build_object('raw', d.weight, 'coefficient', 0.5, 'contribution', 0.5 * d.weight))
                        FROM unnest(%s::bigint[], %s::bigint[]) WITH ORDINALITY AS x(e, t, r)
                        JOIN graphadmin_edge d ON d.id = x.e JOIN graphadmin_edgetype et ON et.id = d.edge_type_id""",
-                    [inj.pk, self.graph.pk, [e for e, _ in chosen], [t for _, t in chosen]])
+                    [inj.pk, self.graph.pk, [e for e, _ in chosen], [t for _, t in chosen]],
+                )
             out.append((session, [e for e, _ in chosen], sorted({t for _, t in chosen})))
         return out
 
@@ -465,16 +563,24 @@ class Bench:
 
         from feedback.models import UpdateBatch
 
-        batch = UpdateBatch.objects.create(graph=self.graph, kind="manual", started_at=datetime.now(timezone.utc))
+        batch = UpdateBatch.objects.create(graph=self.graph, kind="manual", started_at=datetime.now(UTC))
         t = time.perf_counter()
         with transaction.atomic(), connection.cursor() as cur:
-            for table, col, ids, expr in (("graphadmin_edge", "edge_id", edges, expr_edge), ("graphadmin_node", "node_id", nodes, expr_node)):
+            for table, col, ids, expr in (
+                ("graphadmin_edge", "edge_id", edges, expr_edge),
+                ("graphadmin_node", "node_id", nodes, expr_node),
+            ):
                 if ids:
                     field = "weight" if expr.startswith("t.weight") else "feedback_weight"
-                    cur.execute(FLOOR_HISTORY.format(table=table, field=field, expr=expr, col=col), {"ids": ids, "batch": batch.pk, "g": self.graph.pk})
+                    cur.execute(
+                        FLOOR_HISTORY.format(table=table, field=field, expr=expr, col=col),
+                        {"ids": ids, "batch": batch.pk, "g": self.graph.pk},
+                    )
         return (time.perf_counter() - t) * 1000.0
 
-    def _feedback_path(self, name: str, size: int, act, floor_slice: int, expr_edge: str, expr_node: str, target: str | None = None):
+    def _feedback_path(
+        self, name: str, size: int, act, floor_slice: int, expr_edge: str, expr_node: str, target: str | None = None
+    ):
         """Time ``act(session, edges, nodes)`` on fresh sessions of ``size`` selected edges, and the history
         floor on another session's rows of the same size (so both write real changes)."""
         picks = self._sessions(2 * (self.n + self.warm), size)
@@ -493,12 +599,20 @@ class Bench:
         from feedback import actions
 
         def act(session, edges, nodes):
-            items = [actions.UseItem("edge", e, "explicit") for e in edges[:5]] + [actions.UseItem("node", n, "explicit") for n in nodes[:5]]
+            items = [actions.UseItem("edge", e, "explicit") for e in edges[:5]] + [
+                actions.UseItem("node", n, "explicit") for n in nodes[:5]
+            ]
             actions.apply_uses("bench", session, items)
 
-        self._feedback_path("use feedback, 10 items (apply_uses action)", 10, act, 5,
-                            "t.weight + 0.1 * (1 - t.weight)", "t.feedback_weight + 0.1 * (1 - t.feedback_weight)",
-                            target="p95 <= 25 ms; <= 1.5x floor (outcome's targets, applied to uses)")
+        self._feedback_path(
+            "use feedback, 10 items (apply_uses action)",
+            10,
+            act,
+            5,
+            "t.weight + 0.1 * (1 - t.weight)",
+            "t.feedback_weight + 0.1 * (1 - t.feedback_weight)",
+            target="p95 <= 25 ms; <= 1.5x floor (outcome's targets, applied to uses)",
+        )
 
     def outcome(self):
         from feedback import actions
@@ -506,8 +620,14 @@ class Bench:
         def act(session, _edges, _nodes):
             actions.apply_outcome("bench", self.graph, session.external_id, "accepted")
 
-        self._feedback_path("outcome feedback, 100 edges + targets (apply_outcome action)", 100, act, 100,
-                            "0.1 * 1.0 + 0.9 * t.feedback_weight", "0.1 * 1.0 + 0.9 * t.feedback_weight")
+        self._feedback_path(
+            "outcome feedback, 100 edges + targets (apply_outcome action)",
+            100,
+            act,
+            100,
+            "0.1 * 1.0 + 0.9 * t.feedback_weight",
+            "0.1 * 1.0 + 0.9 * t.feedback_weight",
+        )
 
     def decay_and_rollback(self, rounds: int):
         from django.db import connection, transaction
@@ -519,7 +639,7 @@ class Bench:
         rate, floor_w = policy.decay_rate, policy.weight_floor
         g = self.graph.pk
         action, raw, block_bytes = [], [], []
-        start = datetime.now(timezone.utc) + timedelta(days=14)
+        start = datetime.now(UTC) + timedelta(days=14)
         edges = 0
         for r in range(max(rounds, 7)):  # decay rounds are short: a few more of them steady the median
             now = start + timedelta(days=7 * r)
@@ -528,10 +648,12 @@ class Bench:
             t = time.perf_counter()
             with transaction.atomic(), connection.cursor() as cur:
                 # The same edges the action decays (live, above the floor, not traversed since the cutoff).
-                cur.execute("""UPDATE graphadmin_edge e SET weight = greatest(%(floor)s, weight * %(rate)s)
+                cur.execute(
+                    """UPDATE graphadmin_edge e SET weight = greatest(%(floor)s, weight * %(rate)s)
                                WHERE graph_id = %(g)s AND NOT archived AND weight > %(floor)s AND created_at < %(cutoff)s
                                  AND NOT EXISTS (SELECT 1 FROM graphadmin_edgestats s WHERE s.edge_id = e.id AND s.last_traversed_at >= %(cutoff)s)""",
-                            {"floor": floor_w, "rate": rate, "g": g, "cutoff": cutoff})
+                    {"floor": floor_w, "rate": rate, "g": g, "cutoff": cutoff},
+                )
                 transaction.set_rollback(True)  # measure only: the action below must start from the same weights
             raw.append((time.perf_counter() - t) * 1000.0)
             size_before = _history_bytes("feedback_weightchangeblock")
@@ -541,29 +663,47 @@ class Bench:
             action.append((time.perf_counter() - t) * 1000.0)
             edges = result.edge_updates
             block_bytes.append((_history_bytes("feedback_weightchangeblock") - size_before) / max(edges, 1))
-            self.log(f"  decay round {r + 1}: {edges:,} edges in {action[-1] / 1000:.2f} s (raw UPDATE {raw[-1] / 1000:.2f} s), "
-                     f"{block_bytes[-1]:.1f} bytes of history per edge")
+            self.log(
+                f"  decay round {r + 1}: {edges:,} edges in {action[-1] / 1000:.2f} s (raw UPDATE {raw[-1] / 1000:.2f} s), "
+                f"{block_bytes[-1]:.1f} bytes of history per edge"
+            )
         self.add(f"decay, all edges ({edges:,}), chunked", action, raw, ratio_max=1.5)
         with connection.cursor() as cur:
             cur.execute("SELECT count(*) FROM feedback_weightchange")
             rows = cur.fetchone()[0]
         row_bytes = _history_bytes("feedback_weightchange") / rows if rows else None
-        self.rows.append(Row("decay history, bytes per decayed edge (blocks, with indexes and TOAST)", statistics.median(block_bytes),
-                             max(block_bytes), row_bytes, "reported (no target)", None, unit="bytes"))
-        self.log(f"  history: {self.rows[-1].p50:.1f} bytes per decayed edge in blocks; {row_bytes or 0:.1f} bytes per change as rows")
+        self.rows.append(
+            Row(
+                "decay history, bytes per decayed edge (blocks, with indexes and TOAST)",
+                statistics.median(block_bytes),
+                max(block_bytes),
+                row_bytes,
+                "reported (no target)",
+                None,
+                unit="bytes",
+            )
+        )
+        self.log(
+            f"  history: {self.rows[-1].p50:.1f} bytes per decayed edge in blocks; {row_bytes or 0:.1f} bytes per change as rows"
+        )
 
         # Rollback of a batch that changed every edge (a normalize batch), against one raw restoring UPDATE.
         rb, rb_floor = [], []
         for r in range(rounds):
             with connection.cursor() as cur:
-                cur.execute("UPDATE graphadmin_edge SET weight = weight * 0.9 WHERE graph_id = %s", [g])  # normalize has work
+                cur.execute(
+                    "UPDATE graphadmin_edge SET weight = weight * 0.9 WHERE graph_id = %s", [g]
+                )  # normalize has work
             normalized = actions.normalize("bench", self.graph, chunk_size=10**12)
             batch = UpdateBatch.objects.get(pk=normalized.batch_id)
             _vacuum_edges()
             t = time.perf_counter()
             with transaction.atomic(), connection.cursor() as cur:
-                cur.execute("""UPDATE graphadmin_edge e SET weight = h.before FROM feedback_weighthistory h
-                               WHERE h.batch_id = %s AND h.edge_id = e.id AND h.field = 'weight' AND e.weight = h.after""", [batch.pk])
+                cur.execute(
+                    """UPDATE graphadmin_edge e SET weight = h.before FROM feedback_weighthistory h
+                               WHERE h.batch_id = %s AND h.edge_id = e.id AND h.field = 'weight' AND e.weight = h.after""",
+                    [batch.pk],
+                )
                 transaction.set_rollback(True)  # the floor only measures; the action below does the real rollback
             rb_floor.append((time.perf_counter() - t) * 1000.0)
             _vacuum_edges()
@@ -573,7 +713,12 @@ class Bench:
             self.log(f"  rollback {r + 1}/{rounds}: {done.edge_updates:,} restored in {rb[-1] / 1000:.2f} s")
         n = normalized.edge_updates
         target_ms = 30_000.0 * max(n, 1) / 1_000_000
-        self.add(f"rollback of a {n:,}-change batch", rb, rb_floor, target=f"<= 30 s per 1M changes ({target_ms / 1000:.1f} s)")
+        self.add(
+            f"rollback of a {n:,}-change batch",
+            rb,
+            rb_floor,
+            target=f"<= 30 s per 1M changes ({target_ms / 1000:.1f} s)",
+        )
         self.rows[-1].met = self.rows[-1].p95 <= target_ms
 
     # -- dashboard -------------------------------------------------------------------------------
@@ -589,7 +734,9 @@ class Bench:
 
         User = get_user_model()
         member, _ = User.objects.get_or_create(username="bench-operator")
-        Membership.objects.update_or_create(user=member, organization=self.graph.organization, defaults={"role": "operator"})
+        Membership.objects.update_or_create(
+            user=member, organization=self.graph.organization, defaults={"role": "operator"}
+        )
         client = Client()
         client.force_login(member)
         g = self.graph
@@ -597,9 +744,20 @@ class Bench:
         samples = {
             "injection": ContextInjection.objects.filter(graph=g).order_by("-id").values_list("id", flat=True).first(),
             "node": hub.pk,
-            "edge": Edge.objects.filter(graph=g, source=hub, archived=False).order_by("-weight").values_list("id", flat=True).first(),
-            "batch": UpdateBatch.objects.filter(graph=g, kind="outcome").order_by("-id").values_list("id", flat=True).first(),
-            "tune_form": {k: v for k, v in _initial(g.current_policy(), list(EdgeType.objects.filter(graph=g).order_by("name"))).items()},
+            "edge": Edge.objects.filter(graph=g, source=hub, archived=False)
+            .order_by("-weight")
+            .values_list("id", flat=True)
+            .first(),
+            "batch": UpdateBatch.objects.filter(graph=g, kind="outcome")
+            .order_by("-id")
+            .values_list("id", flat=True)
+            .first(),
+            "tune_form": {
+                k: v
+                for k, v in _initial(
+                    g.current_policy(), list(EdgeType.objects.filter(graph=g).order_by("name"))
+                ).items()
+            },
         }
         for name, (method, kwargs_fn, data_fn) in PAGES.items():
             url = reverse(name, kwargs={"graph_id": g.pk, **kwargs_fn(samples)})
@@ -608,7 +766,12 @@ class Bench:
                 with timed(times, it >= 2):
                     r = client.post(url, data_fn(samples)) if method == "POST" else client.get(url)
                 assert r.status_code == 200, (name, url, r.status_code)
-            self.add(f"dashboard: {name} ({method} {url.replace(str(g.pk), '<g>', 1)})", times, None, target_ms=PAGE_TARGET_MS)
+            self.add(
+                f"dashboard: {name} ({method} {url.replace(str(g.pk), '<g>', 1)})",
+                times,
+                None,
+                target_ms=PAGE_TARGET_MS,
+            )
 
 
 # ------------------------------------------------------------------------------------------------
@@ -620,7 +783,10 @@ def _history_bytes(parent: str) -> int:
     from django.db import connection
 
     with connection.cursor() as cur:
-        cur.execute("SELECT coalesce(sum(pg_total_relation_size(inhrelid)), 0) FROM pg_inherits WHERE inhparent = %s::regclass", [parent])
+        cur.execute(
+            "SELECT coalesce(sum(pg_total_relation_size(inhrelid)), 0) FROM pg_inherits WHERE inhparent = %s::regclass",
+            [parent],
+        )
         return int(cur.fetchone()[0])
 
 
@@ -688,10 +854,19 @@ def write_docs(section: str, label: str, path=None) -> None:
 def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--scale", default="0.05", help="Fraction of the full size, or 'full' (1.0).")
-    parser.add_argument("--iterations", type=int, default=None, help="Timed runs per path (default 50; 30 at full scale).")
-    parser.add_argument("--rounds", type=int, default=None, help="Rollback repetitions (default 3; 2 at full scale); decay runs at least 7 rounds.")
+    parser.add_argument(
+        "--iterations", type=int, default=None, help="Timed runs per path (default 50; 30 at full scale)."
+    )
+    parser.add_argument(
+        "--rounds",
+        type=int,
+        default=None,
+        help="Rollback repetitions (default 3; 2 at full scale); decay runs at least 7 rounds.",
+    )
     parser.add_argument("--page-iterations", type=int, default=None, help="Timed GETs per dashboard page (default 10).")
-    parser.add_argument("--no-write", action="store_true", help="Print the table only; leave docs/performance.md alone.")
+    parser.add_argument(
+        "--no-write", action="store_true", help="Print the table only; leave docs/performance.md alone."
+    )
     parser.add_argument("--json", help="Also write the rows to this file.")
     args = parser.parse_args(argv)
     full = args.scale == "full"
@@ -713,13 +888,18 @@ def main(argv=None):
     t = time.perf_counter()
     print("generating the graph (nodes, edges, HNSW index)...", flush=True)
     info = generate(scale, progress=lambda m: print(m, flush=True))
-    print(f"  {info['nodes']:,} nodes, {info['edges']:,} edges (max out-degree {info['max_out_degree']:,}) in {time.perf_counter() - t:.1f} s",
-          flush=True)
+    print(
+        f"  {info['nodes']:,} nodes, {info['edges']:,} edges (max out-degree {info['max_out_degree']:,}) in {time.perf_counter() - t:.1f} s",
+        flush=True,
+    )
     t = time.perf_counter()
     print("generating months of history...", flush=True)
     hist = generate_history(info["graph"], scale, progress=lambda m: print(m, flush=True))
-    print(f"  {hist['weight_changes']:,} weight changes, {hist['batches']:,} batches, {hist['sessions']:,} sessions in "
-          f"{time.perf_counter() - t:.1f} s", flush=True)
+    print(
+        f"  {hist['weight_changes']:,} weight changes, {hist['batches']:,} batches, {hist['sessions']:,} sessions in "
+        f"{time.perf_counter() - t:.1f} s",
+        flush=True,
+    )
     t = time.perf_counter()
     print("vacuuming the bench database (so autovacuum does not start during the measurements)...", flush=True)
     vacuum_database()
@@ -729,7 +909,9 @@ def main(argv=None):
     bench = Bench(info["graph"], iterations, log=lambda m: print(m, flush=True))
     print(f"measuring ({iterations} runs per path after warm-up)...", flush=True)
     bench.rank("rank 1 hop, 1 start (50 candidates)", lambda: [bench.rnd.choice(bench.hubs)], 1)
-    bench.rank("rank 1 hop, 10 starts (500 candidates)", lambda: bench.rnd.sample(bench.hubs, min(10, len(bench.hubs))), 1)
+    bench.rank(
+        "rank 1 hop, 10 starts (500 candidates)", lambda: bench.rnd.sample(bench.hubs, min(10, len(bench.hubs))), 1
+    )
     bench.rank("rank 2 hops", lambda: [bench.rnd.choice(bench.mids)], 2)
     bench.search()
     bench.context()
@@ -737,30 +919,43 @@ def main(argv=None):
     bench.embeddings()
     bench.uses()
     bench.outcome()
-    bench.pages(page_iterations)  # before decay/rollback: pages see the generated history, not the bench's own bulk batches
+    bench.pages(
+        page_iterations
+    )  # before decay/rollback: pages see the generated history, not the bench's own bulk batches
     bench.decay_and_rollback(rounds)
     total_s = time.perf_counter() - started
 
     m = machine()
     table = render_table(bench.rows)
-    header = (f"Scale {'full' if full else f'{scale:g}'}: {info['nodes']:,} nodes, {info['edges']:,} edges, "
-              f"{hist['weight_changes']:,} weight changes, {hist['batches']:,} batches, {hist['sessions']:,} sessions. "
-              f"{iterations} timed runs per path ({max(rounds, 7)} for decay, {rounds} for rollback, {page_iterations} per page); "
-              f"generation {gen_s:.0f} s, whole run {total_s / 60:.1f} min.")
-    mline = (f"Machine: {m['cores']} cores, {m['memory']}, {m['cpu']}; PostgreSQL {m['postgresql']}, pgvector {m['pgvector']}; "
-             f"Python {m['python']}; commit {m['commit']}; {datetime.now(timezone.utc):%Y-%m-%d %H:%M} UTC.")
+    header = (
+        f"Scale {'full' if full else f'{scale:g}'}: {info['nodes']:,} nodes, {info['edges']:,} edges, "
+        f"{hist['weight_changes']:,} weight changes, {hist['batches']:,} batches, {hist['sessions']:,} sessions. "
+        f"{iterations} timed runs per path ({max(rounds, 7)} for decay, {rounds} for rollback, {page_iterations} per page); "
+        f"generation {gen_s:.0f} s, whole run {total_s / 60:.1f} min."
+    )
+    mline = (
+        f"Machine: {m['cores']} cores, {m['memory']}, {m['cpu']}; PostgreSQL {m['postgresql']}, pgvector {m['pgvector']}; "
+        f"Python {m['python']}; commit {m['commit']}; {datetime.now(UTC):%Y-%m-%d %H:%M} UTC."
+    )
     print("\n" + header + "\n" + mline + "\n\n" + table, flush=True)
     command = "make bench" + ("" if scale == 0.05 else (" SCALE=full" if full else f" SCALE={scale:g}"))
-    section = (f"## Benchmark table (generated by `{command}`; the source of truth)\n\n{header}\n\n{mline}\n\n{table}\n\n"
-               "p50 and p95 are over the timed runs of that path; *floor* is the median of the raw-SQL floor measured in the same run "
-               "(see `bench/run.py` for each floor); *ratio* = p50 / floor. The sections below explain the figures; where they "
-               "disagree with this table, the table (the latest run) wins.")
+    section = (
+        f"## Benchmark table (generated by `{command}`; the source of truth)\n\n{header}\n\n{mline}\n\n{table}\n\n"
+        "p50 and p95 are over the timed runs of that path; *floor* is the median of the raw-SQL floor measured in the same run "
+        "(see `bench/run.py` for each floor); *ratio* = p50 / floor. The sections below explain the figures; where they "
+        "disagree with this table, the table (the latest run) wins."
+    )
     if not args.no_write:
         write_docs(section, "full" if full else ("default" if scale == 0.05 else f"scale-{scale:g}"))
         print("\nwrote the table to docs/performance.md", flush=True)
     if args.json:
         with open(args.json, "w") as fh:
-            json.dump({"info": info, "history": hist, "machine": m, "rows": [r.__dict__ for r in bench.rows]}, fh, indent=2, default=str)
+            json.dump(
+                {"info": info, "history": hist, "machine": m, "rows": [r.__dict__ for r in bench.rows]},
+                fh,
+                indent=2,
+                default=str,
+            )
     return bench.rows
 
 

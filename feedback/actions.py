@@ -29,7 +29,7 @@ import re
 import time
 import uuid
 from dataclasses import asdict, dataclass, field
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta
 
 from django.db import OperationalError, connection, transaction
 from django.db.models import Q
@@ -38,8 +38,8 @@ from psycopg.errors import DeadlockDetected
 from graphadmin import audit
 from graphadmin.embeddings import configured_model, embed_texts
 from graphadmin.models import Edge, EdgeType, Graph, Node, PolicyRevision
-from graphadmin.vault.load import triplet_text
 from graphadmin.models.policy import POLICY_NUMBERS
+from graphadmin.vault.load import triplet_text
 
 from .models import (
     OUTCOMES,
@@ -105,7 +105,9 @@ class Result:
 # The set-based core shared by every action.
 
 
-def _history_insert(history: str, target: str, *, name: str = "ins", source: str = "u", field: str | None = None) -> str:
+def _history_insert(
+    history: str, target: str, *, name: str = "ins", source: str = "u", field: str | None = None
+) -> str:
     """The CTE ``name`` writing the history of the updated rows ``source`` (id, before, after, event, use_event_id).
 
     ``rows``: one WeightChange per change. ``blocks``: one WeightChangeBlock per event and id range of
@@ -194,8 +196,18 @@ def _apply(
     return written, conflicts, list(sample)
 
 
-def _update_range(*, graph_id: int, batch_id: int, lo: int, hi: int, where: str, params: dict, new_expr: str,
-                  event: str, now: datetime) -> int:
+def _update_range(
+    *,
+    graph_id: int,
+    batch_id: int,
+    lo: int,
+    hi: int,
+    where: str,
+    params: dict,
+    new_expr: str,
+    event: str,
+    now: datetime,
+) -> int:
     """Update ``weight`` of the graph's edges ``e`` with ids in [lo, hi) matching ``where``; block history.
 
     The bulk path of decay and normalize: one plain UPDATE whose RETURNING gives the replaced value
@@ -207,13 +219,30 @@ def _update_range(*, graph_id: int, batch_id: int, lo: int, hi: int, where: str,
     ``new_expr`` names the current value ``{w}``. Returns the changes written. On a server older
     than 18 the same change goes through ``_apply`` (a locking pass first).
     """
-    params = {**params, "graph": graph_id, "batch": batch_id, "field": "weight", "now": now, "event": event, "lo": lo, "hi": hi}
+    params = {
+        **params,
+        "graph": graph_id,
+        "batch": batch_id,
+        "field": "weight",
+        "now": now,
+        "event": event,
+        "lo": lo,
+        "hi": hi,
+    }
     rows = f"e.id >= %(lo)s AND e.id < %(hi)s AND e.graph_id + 0 = %(graph)s AND {where}"
     if connection.pg_version < 180000:
         written, _c, _s = _apply(
-            table=EDGE_TABLE, field_name="weight", graph_id=graph_id, batch_id=batch_id,
-            rows_sql=f"SELECT e.id FROM {EDGE_TABLE} e WHERE {rows}", rows_params=[],
-            new_expr=new_expr.format(w="i.before"), event_expr=f"'{event}'", now=now, history="blocks", named=params,
+            table=EDGE_TABLE,
+            field_name="weight",
+            graph_id=graph_id,
+            batch_id=batch_id,
+            rows_sql=f"SELECT e.id FROM {EDGE_TABLE} e WHERE {rows}",
+            rows_params=[],
+            new_expr=new_expr.format(w="i.before"),
+            event_expr=f"'{event}'",
+            now=now,
+            history="blocks",
+            named=params,
         )
         return written
     new = new_expr.format(w="e.weight")
@@ -259,8 +288,10 @@ def _change_ctes(k: int, change: Change) -> list[str]:
     table, field_name = change.table, change.field_name
     target = "edge" if table == EDGE_TABLE else "node"
     gate = f"AND (SELECT n FROM c{k - 1}) >= 0" if k else ""
-    history = [_history_insert("rows", target, name=f"h{k}", source=f"u{k}", field=field_name),
-               f"c{k} AS (SELECT count(*) AS n FROM h{k})"]
+    history = [
+        _history_insert("rows", target, name=f"h{k}", source=f"u{k}", field=field_name),
+        f"c{k} AS (SELECT count(*) AS n FROM h{k})",
+    ]
     if change.ids_only and connection.pg_version >= 180000:
         # No locking pass: the UPDATE locks as it goes, in id order (a primary-key scan over the sorted
         # id array; the caller has turned sequential and bitmap scans off), re-reads a row another
@@ -293,8 +324,16 @@ def _change_ctes(k: int, change: Change) -> list[str]:
     ]
 
 
-def _apply_changes(changes: list[Change], *, graph_id: int, batch_id: int, params: dict, now: datetime,
-                   then: tuple[str, ...] = (), returning: tuple[str, ...] = ()) -> tuple[list[int], tuple]:
+def _apply_changes(
+    changes: list[Change],
+    *,
+    graph_id: int,
+    batch_id: int,
+    params: dict,
+    now: datetime,
+    then: tuple[str, ...] = (),
+    returning: tuple[str, ...] = (),
+) -> tuple[list[int], tuple]:
     """``_apply`` for several (table, field) changes in one statement (one round trip, one plan).
 
     Same guarantees as ``_apply``: each change locks its rows in id order and reads ``before`` after
@@ -309,7 +348,7 @@ def _apply_changes(changes: list[Change], *, graph_id: int, batch_id: int, param
     with connection.cursor() as cur:
         cur.execute(sql, {**params, "graph": graph_id, "batch": batch_id, "now": now})
         row = cur.fetchone()
-    return list(row[: len(changes)]), tuple(row[len(changes):])
+    return list(row[: len(changes)]), tuple(row[len(changes) :])
 
 
 def _batch_insert_cte(batch: UpdateBatch, computed: dict[str, str]) -> tuple[str, dict]:
@@ -344,11 +383,22 @@ def _new_batch(graph: Graph, kind: str, actor, *, session=None, key=None, detail
     """An unsaved batch row: the trigger (session, user or task label), key, details and start time."""
     user = actor if getattr(actor, "is_authenticated", False) else None
     task = actor if isinstance(actor, str) else ""
-    return UpdateBatch(graph=graph, kind=kind, trigger_session=session, trigger_user=user, trigger_task=task,
-                       idempotency_key=key, details=details or {}, started_at=datetime.now(timezone.utc), **extra)
+    return UpdateBatch(
+        graph=graph,
+        kind=kind,
+        trigger_session=session,
+        trigger_user=user,
+        trigger_task=task,
+        idempotency_key=key,
+        details=details or {},
+        started_at=datetime.now(UTC),
+        **extra,
+    )
 
 
-def _start_batch(graph: Graph, kind: str, actor, *, session=None, key=None, details=None, **extra) -> UpdateBatch | None:
+def _start_batch(
+    graph: Graph, kind: str, actor, *, session=None, key=None, details=None, **extra
+) -> UpdateBatch | None:
     """Insert the batch row; None when ``key`` is already taken (a concurrent or earlier run)."""
     batch = _new_batch(graph, kind, actor, session=session, key=key, details=details, **extra)
     if not key:
@@ -358,8 +408,11 @@ def _start_batch(graph: Graph, kind: str, actor, *, session=None, key=None, deta
     # commits) inserts nothing.
     columns, values, params = _batch_row(batch)
     with connection.cursor() as cur:
-        cur.execute(f"INSERT INTO {UpdateBatch._meta.db_table} ({columns}) VALUES ({values}) "
-                    "ON CONFLICT (idempotency_key) DO NOTHING RETURNING id", params)
+        cur.execute(
+            f"INSERT INTO {UpdateBatch._meta.db_table} ({columns}) VALUES ({values}) "
+            "ON CONFLICT (idempotency_key) DO NOTHING RETURNING id",
+            params,
+        )
         row = cur.fetchone()
     if row is None:
         return None
@@ -368,10 +421,12 @@ def _start_batch(graph: Graph, kind: str, actor, *, session=None, key=None, deta
     return batch
 
 
-def _finish(batch: UpdateBatch, actor, started: float, *, node_updates=0, edge_updates=0, conflicts=0, audit_extra=None) -> Result:
+def _finish(
+    batch: UpdateBatch, actor, started: float, *, node_updates=0, edge_updates=0, conflicts=0, audit_extra=None
+) -> Result:
     """Write the batch's counts and timings and its one AuditEvent; return the Result."""
     batch.node_updates, batch.edge_updates, batch.conflicts = node_updates, edge_updates, conflicts
-    batch.finished_at = datetime.now(timezone.utc)
+    batch.finished_at = datetime.now(UTC)
     batch.duration_ms = round((time.perf_counter() - started) * 1000.0, 3)
     batch.save(update_fields=["node_updates", "edge_updates", "conflicts", "details", "finished_at", "duration_ms"])
     return _audit_batch(batch, actor, audit_extra)
@@ -380,18 +435,27 @@ def _finish(batch: UpdateBatch, actor, started: float, *, node_updates=0, edge_u
 def _audit_batch(batch: UpdateBatch, actor, audit_extra=None) -> Result:
     """Append the finished batch's one AuditEvent; return the Result."""
     payload = {
-        "batch": batch.pk, "kind": batch.kind, "node_updates": batch.node_updates, "edge_updates": batch.edge_updates,
-        "conflicts": batch.conflicts, **(audit_extra or {}),
+        "batch": batch.pk,
+        "kind": batch.kind,
+        "node_updates": batch.node_updates,
+        "edge_updates": batch.edge_updates,
+        "conflicts": batch.conflicts,
+        **(audit_extra or {}),
     }
     audit.append(
-        batch.graph.organization_id, actor, AUDIT_ACTIONS[batch.kind], payload,
+        batch.graph.organization_id,
+        actor,
+        AUDIT_ACTIONS[batch.kind],
+        payload,
         scope={"graph": batch.graph_id, "graph_slug": batch.graph.slug},
     )
     return _existing(batch, "applied")
 
 
 def _existing(batch: UpdateBatch, status: str = "duplicate") -> Result:
-    return Result(status, batch.pk, batch.node_updates, batch.edge_updates, 0, batch.duration_ms, batch.conflicts, batch.details)
+    return Result(
+        status, batch.pk, batch.node_updates, batch.edge_updates, 0, batch.duration_ms, batch.conflicts, batch.details
+    )
 
 
 def fall_through(status: str, message: str, **context) -> Result:
@@ -424,8 +488,15 @@ class UseItem:
     injection_id: int | None = None
 
 
-def apply_uses(actor, session: AgentSession, items: list[UseItem], *, source: str = "api",
-               learning_rate: float | None = None, idempotency_key: str | None = None) -> Result:
+def apply_uses(
+    actor,
+    session: AgentSession,
+    items: list[UseItem],
+    *,
+    source: str = "api",
+    learning_rate: float | None = None,
+    idempotency_key: str | None = None,
+) -> Result:
     """Record use events and reinforce what was used and the paths that surfaced it.
 
     A used node moves up, ``w += lr * (1 - w)``, and so does every edge on the path that surfaced
@@ -441,7 +512,9 @@ def apply_uses(actor, session: AgentSession, items: list[UseItem], *, source: st
     started = time.perf_counter()
     graph = session.graph
     if not graph.feedback_enabled:
-        return fall_through("feedback_disabled", "feedback is disabled for this graph", graph=graph.pk, session=session.external_id)
+        return fall_through(
+            "feedback_disabled", "feedback is disabled for this graph", graph=graph.pk, session=session.external_id
+        )
     if not items:
         return fall_through("nothing_reported", "no items were reported", graph=graph.pk, session=session.external_id)
     for index, item in enumerate(items):
@@ -451,7 +524,9 @@ def apply_uses(actor, session: AgentSession, items: list[UseItem], *, source: st
     for index, item in enumerate(items):
         previous = seen.setdefault((item.kind, item.id), item.signal)
         if previous != item.signal:
-            raise FeedbackError(f"items[{index}]", f"{item.kind} {item.id} is reported both {previous} and {item.signal}.")
+            raise FeedbackError(
+                f"items[{index}]", f"{item.kind} {item.id} is reported both {previous} and {item.signal}."
+            )
     unique = list({(i.kind, i.id): i for i in items}.values())
     policy = graph.current_policy()
     lr = _bounded("learning_rate", learning_rate, policy.learning_rate)
@@ -470,40 +545,78 @@ def apply_uses(actor, session: AgentSession, items: list[UseItem], *, source: st
         credited = _already_credited(session, [i for i, _s in targets])
         targets = [(i, s) for i, s in targets if (i.kind, i.id) not in credited]
         if not targets:
-            return fall_through("already_credited", "every reported item was already credited in this session",
-                                graph=graph.pk, session=session.external_id)
-        events = UseEvent.objects.bulk_create([
-            UseEvent(graph=graph, session=session, injection_id=i.injection_id, signal=i.signal, source=s,
-                     node_id=i.id if i.kind == "node" else None, edge_id=i.id if i.kind == "edge" else None)
-            for i, s in targets
-        ])
+            return fall_through(
+                "already_credited",
+                "every reported item was already credited in this session",
+                graph=graph.pk,
+                session=session.external_id,
+            )
+        events = UseEvent.objects.bulk_create(
+            [
+                UseEvent(
+                    graph=graph,
+                    session=session,
+                    injection_id=i.injection_id,
+                    signal=i.signal,
+                    source=s,
+                    node_id=i.id if i.kind == "node" else None,
+                    edge_id=i.id if i.kind == "edge" else None,
+                )
+                for i, s in targets
+            ]
+        )
         reported = [i for i, s in targets if s != "path"]
-        batch = _start_batch(graph, "reinforce", actor, session=session, key=idempotency_key,
-                             details={"learning_rate": lr, "negative_rate": neg, "source": source,
-                                      "signals": {s: sum(1 for i in reported if i.signal == s) for s in SIGNALS},
-                                      "path_edges": sorted(i.id for i, s in targets if s == "path")})
+        batch = _start_batch(
+            graph,
+            "reinforce",
+            actor,
+            session=session,
+            key=idempotency_key,
+            details={
+                "learning_rate": lr,
+                "negative_rate": neg,
+                "source": source,
+                "signals": {s: sum(1 for i in reported if i.signal == s) for s in SIGNALS},
+                "path_edges": sorted(i.id for i, s in targets if s == "path"),
+            },
+        )
         if batch is None:
             # A concurrent run with the same key committed first: drop our use events, answer with its batch.
             existing = UpdateBatch.objects.get(idempotency_key=idempotency_key)
             transaction.set_rollback(True)
             return _existing(existing)
-        new_expr = ("CASE WHEN i.event = 'negative' THEN i.before - %(neg)s::double precision * i.before"
-                    " ELSE i.before + %(lr)s::double precision * (1 - i.before) END")
+        new_expr = (
+            "CASE WHEN i.event = 'negative' THEN i.before - %(neg)s::double precision * i.before"
+            " ELSE i.before + %(lr)s::double precision * (1 - i.before) END"
+        )
         kinds, changes, params = [], [], {"lr": lr, "neg": neg}
         for kind, table, field_name in (("edge", EDGE_TABLE, "weight"), ("node", NODE_TABLE, "feedback_weight")):
             chosen = [(i, e) for (i, _s), e in zip(targets, events) if i.kind == kind]
             if not chosen:
                 continue
-            params.update({f"{kind}_ids": [i.id for i, _ in chosen], f"{kind}_signals": [i.signal for i, _ in chosen],
-                           f"{kind}_events": [e.pk for _, e in chosen]})
-            rows = (f"SELECT * FROM unnest(%({kind}_ids)s::bigint[], %({kind}_signals)s::text[], %({kind}_events)s::bigint[])"
-                    " AS x(id, event, use_event_id)")
+            params.update(
+                {
+                    f"{kind}_ids": [i.id for i, _ in chosen],
+                    f"{kind}_signals": [i.signal for i, _ in chosen],
+                    f"{kind}_events": [e.pk for _, e in chosen],
+                }
+            )
+            rows = (
+                f"SELECT * FROM unnest(%({kind}_ids)s::bigint[], %({kind}_signals)s::text[], %({kind}_events)s::bigint[])"
+                " AS x(id, event, use_event_id)"
+            )
             kinds.append(kind)
             changes.append(Change(table, field_name, rows, new_expr=new_expr, use_event_expr="i.use_event_id"))
         written, _ = _apply_changes(changes, graph_id=graph.pk, batch_id=batch.pk, params=params, now=batch.started_at)
         counts = {"edge": 0, "node": 0, **dict(zip(kinds, written))}
-        return _finish(batch, actor, started, node_updates=counts["node"], edge_updates=counts["edge"],
-                       audit_extra={"session": session.external_id, "source": source})
+        return _finish(
+            batch,
+            actor,
+            started,
+            node_updates=counts["node"],
+            edge_updates=counts["edge"],
+            audit_extra={"session": session.external_id, "source": source},
+        )
 
 
 def path_credit(session: AgentSession, items: list[UseItem]) -> list[UseItem]:
@@ -540,8 +653,11 @@ def _already_credited(session: AgentSession, items: list[UseItem]) -> set[tuple[
     """The (kind, id) among ``items`` that already have a use event in this session (one query)."""
     nodes = [i.id for i in items if i.kind == "node"]
     edges = [i.id for i in items if i.kind == "edge"]
-    found = UseEvent.objects.filter(graph_id=session.graph_id, session=session).filter(
-        Q(node_id__in=nodes) | Q(edge_id__in=edges)).values_list("node_id", "edge_id")
+    found = (
+        UseEvent.objects.filter(graph_id=session.graph_id, session=session)
+        .filter(Q(node_id__in=nodes) | Q(edge_id__in=edges))
+        .values_list("node_id", "edge_id")
+    )
     return {("node", n) if n else ("edge", e) for n, e in found}
 
 
@@ -621,7 +737,9 @@ def apply_response(actor, session: AgentSession, response: str, *, idempotency_k
     """
     graph = session.graph
     if not graph.feedback_enabled:
-        return fall_through("feedback_disabled", "feedback is disabled for this graph", graph=graph.pk, session=session.external_id)
+        return fall_through(
+            "feedback_disabled", "feedback is disabled for this graph", graph=graph.pk, session=session.external_id
+        )
     rows = list(
         InjectionCandidate.objects.filter(graph=graph, injection__session=session, selected=True)
         .order_by("node_id", "-injection_id")
@@ -629,12 +747,24 @@ def apply_response(actor, session: AgentSession, response: str, *, idempotency_k
         .values("node_id", "edge_id", "injection_id", "node__title", "node__text")
     )
     if not rows:
-        return fall_through("nothing_surfaced", "the session has no selected candidates", graph=graph.pk, session=session.external_id)
-    candidates = [{"node_id": r["node_id"], "edge_id": r["edge_id"], "injection_id": r["injection_id"],
-                   "title": r["node__title"], "text": r["node__text"]} for r in rows]
+        return fall_through(
+            "nothing_surfaced", "the session has no selected candidates", graph=graph.pk, session=session.external_id
+        )
+    candidates = [
+        {
+            "node_id": r["node_id"],
+            "edge_id": r["edge_id"],
+            "injection_id": r["injection_id"],
+            "title": r["node__title"],
+            "text": r["node__text"],
+        }
+        for r in rows
+    ]
     used = detect_implicit(candidates, response, graph.current_policy().implicit_threshold)
     if not used:
-        return fall_through("nothing_detected", "the response used no surfaced item", graph=graph.pk, session=session.external_id)
+        return fall_through(
+            "nothing_detected", "the response used no surfaced item", graph=graph.pk, session=session.external_id
+        )
     items = [UseItem("node", c["node_id"], "implicit", c["injection_id"]) for c in used]
     return apply_uses(actor, session, items, source="response", idempotency_key=idempotency_key)
 
@@ -643,8 +773,15 @@ def apply_response(actor, session: AgentSession, response: str, *, idempotency_k
 # 2. Outcome EMA
 
 
-def apply_outcome(actor, graph: Graph, external_id: str, outcome: str, *, alpha: float | None = None,
-                  idempotency_key: str | None = None) -> Result:
+def apply_outcome(
+    actor,
+    graph: Graph,
+    external_id: str,
+    outcome: str,
+    *,
+    alpha: float | None = None,
+    idempotency_key: str | None = None,
+) -> Result:
     """EMA on ``feedback_weight`` of every node and edge selected in the session's injections.
 
     ``w = alpha * score(outcome) + (1 - alpha) * w``, alpha from the policy unless overridden within
@@ -682,13 +819,25 @@ def apply_outcome(actor, graph: Graph, external_id: str, outcome: str, *, alpha:
             return fall_through("nothing_surfaced", "the session's injections surfaced nothing", **context)
         alpha = policy_alpha if alpha is None else alpha
         batch = _new_batch(
-            graph, "outcome", actor, key=idempotency_key, id=batch_id, correction_of_id=previous_id,
-            details={"outcome": outcome, "score": score, "alpha": alpha, "policy_revision": revision,
-                     **({"correction_of": previous_id, "previous_outcome": current_outcome} if previous_id else {})},
+            graph,
+            "outcome",
+            actor,
+            key=idempotency_key,
+            id=batch_id,
+            correction_of_id=previous_id,
+            details={
+                "outcome": outcome,
+                "score": score,
+                "alpha": alpha,
+                "policy_revision": revision,
+                **({"correction_of": previous_id, "previous_outcome": current_outcome} if previous_id else {}),
+            },
         )
         batch.trigger_session_id = session_id
         _write_outcome(batch, session_id, outcome, alpha=alpha, score=score, started=started)
-        return _audit_batch(batch, actor, {"session": external_id, "outcome": outcome, "alpha": alpha, "correction_of": previous_id})
+        return _audit_batch(
+            batch, actor, {"session": external_id, "outcome": outcome, "alpha": alpha, "correction_of": previous_id}
+        )
 
 
 def _selected_candidates(session: str = "%(session)s") -> str:
@@ -720,7 +869,9 @@ def _facts_sql(session: str, outcome: str) -> str:
 _ID_ORDER_SCANS = "set_config('enable_seqscan', 'off', true), set_config('enable_bitmapscan', 'off', true)"
 
 # ``Graph.current_policy`` (the newest revision), as a relation ``p``.
-_CURRENT_POLICY = f"(SELECT * FROM {PolicyRevision._meta.db_table} WHERE graph_id = %(graph)s ORDER BY revision DESC LIMIT 1) p"
+_CURRENT_POLICY = (
+    f"(SELECT * FROM {PolicyRevision._meta.db_table} WHERE graph_id = %(graph)s ORDER BY revision DESC LIMIT 1) p"
+)
 
 
 def _lock_session(graph: Graph, external_id: str, outcome: str, key: str | None) -> tuple | None:
@@ -750,43 +901,80 @@ def _lock_session(graph: Graph, external_id: str, outcome: str, key: str | None)
 def _outcome_facts(graph: Graph, session_id: int, outcome: str, key: str | None) -> list:
     """The facts of ``_lock_session`` read again, in a new statement (so a new snapshot)."""
     with connection.cursor() as cur:
-        cur.execute(f"SELECT {_facts_sql('%(session)s', outcome)} FROM {_CURRENT_POLICY}",
-                    {"graph": graph.pk, "session": session_id, "key": key})
+        cur.execute(
+            f"SELECT {_facts_sql('%(session)s', outcome)} FROM {_CURRENT_POLICY}",
+            {"graph": graph.pk, "session": session_id, "key": key},
+        )
         return list(cur.fetchone())
 
 
-def _write_outcome(batch: UpdateBatch, session_id: int, outcome: str, *, alpha: float, score: float, started: float) -> None:
+def _write_outcome(
+    batch: UpdateBatch, session_id: int, outcome: str, *, alpha: float, score: float, started: float
+) -> None:
     """The outcome's writes, in one statement: the EMA ``alpha * score + (1 - alpha) * w`` on the
     selected edges then nodes with their history, the session's outcome, and the batch row with its
     counts (written once). Sets the batch's counts, finish time and duration (the action's time up
     to the end of the statement). Both numbers are bound parameters.
     """
-    new_expr = "%(alpha)s::double precision * %(score)s::double precision + (1 - %(alpha)s::double precision) * i.before"
+    new_expr = (
+        "%(alpha)s::double precision * %(score)s::double precision + (1 - %(alpha)s::double precision) * i.before"
+    )
     # The surfaced edges are every edge on a selected candidate's path (logs older than the pipeline
     # have no path: their one edge).
-    path_edges = ("SELECT p.e::bigint FROM feedback_injectioncandidate c JOIN feedback_contextinjection j ON j.id = c.injection_id"
-                  " CROSS JOIN LATERAL jsonb_array_elements_text(coalesce(c.features -> 'path', jsonb_build_array(c.edge_id))) AS p(e)"
-                  " WHERE j.session_id = %(session)s AND c.graph_id = %(graph)s AND c.selected AND p.e IS NOT NULL")
+    path_edges = (
+        "SELECT p.e::bigint FROM feedback_injectioncandidate c JOIN feedback_contextinjection j ON j.id = c.injection_id"
+        " CROSS JOIN LATERAL jsonb_array_elements_text(coalesce(c.features -> 'path', jsonb_build_array(c.edge_id))) AS p(e)"
+        " WHERE j.session_id = %(session)s AND c.graph_id = %(graph)s AND c.selected AND p.e IS NOT NULL"
+    )
     changes = [
         Change(EDGE_TABLE, "feedback_weight", path_edges, new_expr=new_expr, event_expr="%(outcome)s", ids_only=True),
-        Change(NODE_TABLE, "feedback_weight", f"SELECT c.node_id {_selected_candidates()}",
-               new_expr=new_expr, event_expr="%(outcome)s", ids_only=True),
+        Change(
+            NODE_TABLE,
+            "feedback_weight",
+            f"SELECT c.node_id {_selected_candidates()}",
+            new_expr=new_expr,
+            event_expr="%(outcome)s",
+            ids_only=True,
+        ),
     ]
     # Duration: Python's time before the statement plus the statement's own, each on one clock.
-    duration = "(%(elapsed_ms)s + 1000 * extract(epoch FROM clock_timestamp() - statement_timestamp()))::double precision"
-    insert_batch, batch_params = _batch_insert_cte(batch, {
-        "edge_updates": "(SELECT n FROM c0)", "node_updates": "(SELECT n FROM c1)",
-        "finished_at": f"%(b_started_at)s + {duration} * interval '1 millisecond'",
-        "duration_ms": f"round({duration}::numeric, 3)",
-    })
-    set_outcome = "s AS (UPDATE feedback_agentsession SET outcome = %(outcome)s, outcome_at = %(now)s WHERE id = %(session)s)"
-    (edges, nodes), (finished_at, duration_ms) = _apply_changes(
-        changes, graph_id=batch.graph_id, batch_id=batch.pk, now=batch.started_at,
-        params={**batch_params, "session": session_id, "outcome": outcome, "alpha": alpha, "score": score,
-                "elapsed_ms": (time.perf_counter() - started) * 1000.0},
-        then=(set_outcome, insert_batch), returning=("(SELECT finished_at FROM b)", "(SELECT duration_ms FROM b)"),
+    duration = (
+        "(%(elapsed_ms)s + 1000 * extract(epoch FROM clock_timestamp() - statement_timestamp()))::double precision"
     )
-    batch.edge_updates, batch.node_updates, batch.finished_at, batch.duration_ms = edges, nodes, finished_at, duration_ms
+    insert_batch, batch_params = _batch_insert_cte(
+        batch,
+        {
+            "edge_updates": "(SELECT n FROM c0)",
+            "node_updates": "(SELECT n FROM c1)",
+            "finished_at": f"%(b_started_at)s + {duration} * interval '1 millisecond'",
+            "duration_ms": f"round({duration}::numeric, 3)",
+        },
+    )
+    set_outcome = (
+        "s AS (UPDATE feedback_agentsession SET outcome = %(outcome)s, outcome_at = %(now)s WHERE id = %(session)s)"
+    )
+    (edges, nodes), (finished_at, duration_ms) = _apply_changes(
+        changes,
+        graph_id=batch.graph_id,
+        batch_id=batch.pk,
+        now=batch.started_at,
+        params={
+            **batch_params,
+            "session": session_id,
+            "outcome": outcome,
+            "alpha": alpha,
+            "score": score,
+            "elapsed_ms": (time.perf_counter() - started) * 1000.0,
+        },
+        then=(set_outcome, insert_batch),
+        returning=("(SELECT finished_at FROM b)", "(SELECT duration_ms FROM b)"),
+    )
+    batch.edge_updates, batch.node_updates, batch.finished_at, batch.duration_ms = (
+        edges,
+        nodes,
+        finished_at,
+        duration_ms,
+    )
 
 
 # --------------------------------------------------------------------------------------------------
@@ -800,9 +988,9 @@ def decay_period(graph: Graph, now: datetime | None = None, *, policy=None) -> t
     ``p`` decays edges not traversed since the start of period ``p - 1`` (the cutoff): no traversal
     during the last full period, nor since.
     """
-    now = now or datetime.now(timezone.utc)
+    now = now or datetime.now(UTC)
     days = (policy or graph.current_policy()).decay_period_days
-    epoch = datetime(1970, 1, 1, tzinfo=timezone.utc)
+    epoch = datetime(1970, 1, 1, tzinfo=UTC)
     index = (now - epoch).days // days
     start = epoch + timedelta(days=index * days)
     return index, start, start - timedelta(days=days)
@@ -817,8 +1005,21 @@ DECAY_WHERE = """
 DEADLOCK_RETRIES = 3
 
 
-def _edge_chunk(graph: Graph, kind: str, actor, *, key: str, lo: int, hi: int, details: dict, where: str, params: dict,
-                new_expr: str, audit_extra: dict, summary: dict) -> tuple[int, int | None]:
+def _edge_chunk(
+    graph: Graph,
+    kind: str,
+    actor,
+    *,
+    key: str,
+    lo: int,
+    hi: int,
+    details: dict,
+    where: str,
+    params: dict,
+    new_expr: str,
+    audit_extra: dict,
+    summary: dict,
+) -> tuple[int, int | None]:
     """One chunk of a chunked edge-weight action (decay, normalize): its own short transaction and batch.
 
     Changes ``weight`` of the edges with ids in [lo, hi) matching ``where`` (``_update_range``; block
@@ -832,8 +1033,20 @@ def _edge_chunk(graph: Graph, kind: str, actor, *, key: str, lo: int, hi: int, d
     """
     for attempt in range(DEADLOCK_RETRIES + 1):
         try:
-            return _edge_chunk_once(graph, kind, actor, key=key, lo=lo, hi=hi, details=details, where=where, params=params,
-                                    new_expr=new_expr, audit_extra=audit_extra, summary=summary)
+            return _edge_chunk_once(
+                graph,
+                kind,
+                actor,
+                key=key,
+                lo=lo,
+                hi=hi,
+                details=details,
+                where=where,
+                params=params,
+                new_expr=new_expr,
+                audit_extra=audit_extra,
+                summary=summary,
+            )
         except OperationalError as exc:
             if not isinstance(exc.__cause__, DeadlockDetected) or attempt == DEADLOCK_RETRIES:
                 raise
@@ -855,8 +1068,17 @@ def _edge_chunk_once(graph, kind, actor, *, key, lo, hi, details, where, params,
         if batch is None:
             summary["skipped_chunks"] += 1
             return 0, None
-        written = _update_range(graph_id=graph.pk, batch_id=batch.pk, lo=lo, hi=hi, where=where, params=params,
-                                new_expr=new_expr, event=kind, now=batch.started_at)
+        written = _update_range(
+            graph_id=graph.pk,
+            batch_id=batch.pk,
+            lo=lo,
+            hi=hi,
+            where=where,
+            params=params,
+            new_expr=new_expr,
+            event=kind,
+            now=batch.started_at,
+        )
         if written == 0:
             # Nothing in this range: leave no empty batch (and no audit noise) behind.
             transaction.set_rollback(True)
@@ -897,7 +1119,9 @@ def _chunked_result(summary: dict, edges: int, duration_ms: float) -> Result:
     return Result(status, batch_id, 0, edges, 0, duration_ms, details=summary)
 
 
-def decay(actor, graph: Graph, *, now: datetime | None = None, chunk_size: int = DECAY_CHUNK, dry_run: bool = False) -> Result:
+def decay(
+    actor, graph: Graph, *, now: datetime | None = None, chunk_size: int = DECAY_CHUNK, dry_run: bool = False
+) -> Result:
     """Multiply the weight of edges not traversed during the period by ``decay_rate``, never below the floor.
 
     Chunk semantics: the graph's edge ids are cut into fixed ranges ``[k * chunk_size, (k + 1) *
@@ -918,7 +1142,9 @@ def decay(actor, graph: Graph, *, now: datetime | None = None, chunk_size: int =
     summary = {**details, "batches": [], "skipped_chunks": 0}
     chunks = _chunks(graph, chunk_size)
     if not chunks or rate >= 1.0:
-        return Result("nothing_to_change", details=summary, duration_ms=round((time.perf_counter() - started) * 1000, 3))
+        return Result(
+            "nothing_to_change", details=summary, duration_ms=round((time.perf_counter() - started) * 1000, 3)
+        )
     if dry_run:
         edges = decay_preview(graph, now=now, limit=0)["edges"]
         return Result("dry_run", None, 0, edges, 0, round((time.perf_counter() - started) * 1000, 3), details=summary)
@@ -927,10 +1153,18 @@ def decay(actor, graph: Graph, *, now: datetime | None = None, chunk_size: int =
     for k in chunks:
         lo, hi = k * chunk_size, (k + 1) * chunk_size
         written, _batch = _edge_chunk(
-            graph, "decay", actor, key=f"decay:{graph.pk}:{period}:{k}", lo=lo, hi=hi, details={**details, "id_range": [lo, hi]},
-            where=DECAY_WHERE, params=params,
+            graph,
+            "decay",
+            actor,
+            key=f"decay:{graph.pk}:{period}:{k}",
+            lo=lo,
+            hi=hi,
+            details={**details, "id_range": [lo, hi]},
+            where=DECAY_WHERE,
+            params=params,
             new_expr="CASE WHEN {w} > %(floor)s THEN greatest(%(floor)s, {w} * %(rate)s) ELSE {w} END",
-            audit_extra={"period": period, "id_range": [lo, hi]}, summary=summary,
+            audit_extra={"period": period, "id_range": [lo, hi]},
+            summary=summary,
         )
         edges += written
     duration = round((time.perf_counter() - started) * 1000, 3)
@@ -953,8 +1187,15 @@ def decay_preview(graph: Graph, *, now: datetime | None = None, limit: int = 20)
         )
         sample = [{"edge": i, "before": b, "after": a} for i, b, a in cur.fetchall()]
     applied = UpdateBatch.objects.filter(idempotency_key__startswith=f"decay:{graph.pk}:{period}:").count()
-    return {"period": period, "cutoff": cutoff.isoformat(), "rate": rate, "floor": floor, "edges": total,
-            "sample": sample, "chunks_already_applied": applied}
+    return {
+        "period": period,
+        "cutoff": cutoff.isoformat(),
+        "rate": rate,
+        "floor": floor,
+        "edges": total,
+        "sample": sample,
+        "chunks_already_applied": applied,
+    }
 
 
 # --------------------------------------------------------------------------------------------------
@@ -984,11 +1225,18 @@ def normalize(actor, graph: Graph, *, chunk_size: int = DECAY_CHUNK, idempotency
     for k in _chunks(graph, chunk_size):
         lo, hi = k * chunk_size, (k + 1) * chunk_size
         written, _batch = _edge_chunk(
-            graph, "normalize", actor, key=f"normalize:{graph.pk}:{run}:{k}"[:200], lo=lo, hi=hi,
+            graph,
+            "normalize",
+            actor,
+            key=f"normalize:{graph.pk}:{run}:{k}"[:200],
+            lo=lo,
+            hi=hi,
             details={"max_weight": top, "factor": factor, "run": run, "id_range": [lo, hi]},
-            where="NOT e.archived", params={"factor": factor},
+            where="NOT e.archived",
+            params={"factor": factor},
             new_expr="least(1.0, {w} * %(factor)s)",
-            audit_extra={"max_weight": top, "id_range": [lo, hi]}, summary=summary,
+            audit_extra={"max_weight": top, "id_range": [lo, hi]},
+            summary=summary,
         )
         edges += written
     duration = round((time.perf_counter() - started) * 1000, 3)
@@ -1025,24 +1273,44 @@ def set_weights(actor, graph: Graph, values: list[ManualValue], *, reason: str =
         _check_targets(graph, [UseItem(v.kind, v.id, "explicit") for v in values])
         batch = _start_batch(graph, "manual", actor, details={"reason": reason})
         counts = {"node": 0, "edge": 0}
-        for kind, table, field_name in (("edge", EDGE_TABLE, "weight"), ("edge", EDGE_TABLE, "feedback_weight"),
-                                        ("node", NODE_TABLE, "feedback_weight")):
+        for kind, table, field_name in (
+            ("edge", EDGE_TABLE, "weight"),
+            ("edge", EDGE_TABLE, "feedback_weight"),
+            ("node", NODE_TABLE, "feedback_weight"),
+        ):
             chosen = [v for v in values if v.kind == kind and v.field == field_name]
             if not chosen:
                 continue
             rows = "SELECT * FROM unnest(%(p0)s::bigint[], %(p1)s::double precision[]) AS x(id, value)"
-            written, _c, _s = _apply(table=table, field_name=field_name, graph_id=graph.pk, batch_id=batch.pk, rows_sql=rows,
-                                     rows_params=[[v.id for v in chosen], [v.value for v in chosen]],
-                                     new_expr="i.value", event_expr="'manual'", now=batch.started_at)
+            written, _c, _s = _apply(
+                table=table,
+                field_name=field_name,
+                graph_id=graph.pk,
+                batch_id=batch.pk,
+                rows_sql=rows,
+                rows_params=[[v.id for v in chosen], [v.value for v in chosen]],
+                new_expr="i.value",
+                event_expr="'manual'",
+                now=batch.started_at,
+            )
             counts[kind] += written
-        return _finish(batch, actor, started, node_updates=counts["node"], edge_updates=counts["edge"], audit_extra={"reason": reason})
+        return _finish(
+            batch,
+            actor,
+            started,
+            node_updates=counts["node"],
+            edge_updates=counts["edge"],
+            audit_extra={"reason": reason},
+        )
 
 
 # --------------------------------------------------------------------------------------------------
 # 4b. Links the graph learns: co_used edges
 
 CO_USED = "co_used"
-CO_USED_DESCRIPTION = "Learned: both notes were used in the same accepted sessions (created by feedback, not by an import)."
+CO_USED_DESCRIPTION = (
+    "Learned: both notes were used in the same accepted sessions (created by feedback, not by an import)."
+)
 
 
 def co_used_pairs(session: AgentSession, threshold: int) -> list[tuple[int, int, int]]:
@@ -1110,14 +1378,26 @@ def link_co_used(actor, session: AgentSession) -> Result:
         pairs = co_used_pairs(session, policy.co_use_min_sessions)
         if not pairs:
             # The usual case after an accepted session: not worth a warning (fall_through logs one).
-            return Result("no_new_links", details={"reason": "no unlinked pair was used together often enough", **context})
-        edge_type, _ = EdgeType.objects.get_or_create(graph=graph, name=CO_USED,
-                                                      defaults={"priority": 0.0, "description": CO_USED_DESCRIPTION})
-        titles = dict(Node.objects.filter(graph=graph, pk__in={n for a, b, _n in pairs for n in (a, b)}).values_list("id", "title"))
+            return Result(
+                "no_new_links", details={"reason": "no unlinked pair was used together often enough", **context}
+            )
+        edge_type, _ = EdgeType.objects.get_or_create(
+            graph=graph, name=CO_USED, defaults={"priority": 0.0, "description": CO_USED_DESCRIPTION}
+        )
+        titles = dict(
+            Node.objects.filter(graph=graph, pk__in={n for a, b, _n in pairs for n in (a, b)}).values_list(
+                "id", "title"
+            )
+        )
         ends = [(a, b) for a, b, _n in pairs] + [(b, a) for a, b, _n in pairs]
         vectors = embed_texts([triplet_text(titles[a], CO_USED, titles[b]) for a, b in ends])
-        batch = _start_batch(graph, "link", actor, session=session,
-                             details={"threshold": policy.co_use_min_sessions, "pairs": [list(p) for p in pairs]})
+        batch = _start_batch(
+            graph,
+            "link",
+            actor,
+            session=session,
+            details={"threshold": policy.co_use_min_sessions, "pairs": [list(p) for p in pairs]},
+        )
         with connection.cursor() as cur:
             cur.execute(
                 f"""INSERT INTO {EDGE_TABLE} (graph_id, source_id, target_id, edge_type_id, weight, feedback_weight,
@@ -1127,13 +1407,24 @@ def link_co_used(actor, session: AgentSession) -> Result:
                     FROM unnest(%(sources)s::bigint[], %(targets)s::bigint[], %(vectors)s::text[]) AS x(s, t, v)
                     ON CONFLICT (source_id, target_id, edge_type_id) DO NOTHING
                     RETURNING id""",
-                {"graph": graph.pk, "type": edge_type.pk, "sources": [a for a, _b in ends], "targets": [b for _a, b in ends],
-                 "vectors": [_vector_text(v) for v in vectors], "model": configured_model()},
+                {
+                    "graph": graph.pk,
+                    "type": edge_type.pk,
+                    "sources": [a for a, _b in ends],
+                    "targets": [b for _a, b in ends],
+                    "vectors": [_vector_text(v) for v in vectors],
+                    "model": configured_model(),
+                },
             )
             created = sorted(r[0] for r in cur.fetchall())
         batch.details["created_edges"] = created
-        return _finish(batch, actor, started, edge_updates=len(created),
-                       audit_extra={"session": session.external_id, "created_edges": created, "edge_type": CO_USED})
+        return _finish(
+            batch,
+            actor,
+            started,
+            edge_updates=len(created),
+            audit_extra={"session": session.external_id, "created_edges": created, "edge_type": CO_USED},
+        )
 
 
 def _vector_text(vector) -> str | None:
@@ -1150,18 +1441,37 @@ def _rollback_links(actor, target: UpdateBatch, started: float, *, undo: bool) -
     """
     graph = target.graph
     edges = target.details.get("created_edges" if target.kind == "link" else "edges", [])
-    new = _start_batch(graph, "rollback", actor, rollback_of=target,
-                       details={"rollback_of": target.pk, "rolled_back_kind": "link" if undo else "link_rollback",
-                                "edges": edges, "force": False})
+    new = _start_batch(
+        graph,
+        "rollback",
+        actor,
+        rollback_of=target,
+        details={
+            "rollback_of": target.pk,
+            "rolled_back_kind": "link" if undo else "link_rollback",
+            "edges": edges,
+            "force": False,
+        },
+    )
     changed = list(Edge.objects.filter(graph=graph, pk__in=edges, archived=not undo).values_list("pk", flat=True))
     Edge.objects.filter(graph=graph, pk__in=changed).update(archived=undo)
     conflicts = len(edges) - len(changed)
     new.details.update({"archived" if undo else "restored": sorted(changed), "conflict_ids": {}})
     target.status = "rolled_back"
     target.save(update_fields=["status"])
-    return _finish(new, actor, started, edge_updates=len(changed), conflicts=conflicts,
-                   audit_extra={"rollback_of": target.pk, "rolled_back_kind": new.details["rolled_back_kind"], "forced": False,
-                                "edges": sorted(changed)})
+    return _finish(
+        new,
+        actor,
+        started,
+        edge_updates=len(changed),
+        conflicts=conflicts,
+        audit_extra={
+            "rollback_of": target.pk,
+            "rolled_back_kind": new.details["rolled_back_kind"],
+            "forced": False,
+            "edges": sorted(changed),
+        },
+    )
 
 
 # --------------------------------------------------------------------------------------------------
@@ -1186,29 +1496,53 @@ def rollback(actor, batch: UpdateBatch, *, force: bool = False) -> Result:
         if target.status == "rolled_back":
             raise RollbackRefused(f"batch {target.pk} has already been rolled back.")
         if target.kind == "link" or target.details.get("rolled_back_kind") in ("link", "link_rollback"):
-            return _rollback_links(actor, target, started, undo=target.kind == "link" or
-                                   target.details.get("rolled_back_kind") == "link_rollback")
+            return _rollback_links(
+                actor,
+                target,
+                started,
+                undo=target.kind == "link" or target.details.get("rolled_back_kind") == "link_rollback",
+            )
         history = "blocks" if WeightChangeBlock.objects.filter(batch=target).exists() else "rows"
-        if (target.node_updates or target.edge_updates) and history == "rows" and not WeightChange.objects.filter(batch=target).exists():
-            raise RollbackRefused(f"batch {target.pk}'s weight history has expired (retention); it cannot be rolled back.")
+        if (
+            (target.node_updates or target.edge_updates)
+            and history == "rows"
+            and not WeightChange.objects.filter(batch=target).exists()
+        ):
+            raise RollbackRefused(
+                f"batch {target.pk}'s weight history has expired (retention); it cannot be rolled back."
+            )
         graph = target.graph
-        new = _start_batch(graph, "rollback", actor, rollback_of=target,
-                           details={"rollback_of": target.pk, "rolled_back_kind": target.kind, "force": force})
+        new = _start_batch(
+            graph,
+            "rollback",
+            actor,
+            rollback_of=target,
+            details={"rollback_of": target.pk, "rolled_back_kind": target.kind, "force": force},
+        )
         counts = {"node": 0, "edge": 0}
         conflicts, sample = 0, {}
-        for kind, table, field_name in (("edge", EDGE_TABLE, "weight"), ("edge", EDGE_TABLE, "feedback_weight"),
-                                        ("node", NODE_TABLE, "feedback_weight")):
+        for kind, table, field_name in (
+            ("edge", EDGE_TABLE, "weight"),
+            ("edge", EDGE_TABLE, "feedback_weight"),
+            ("node", NODE_TABLE, "feedback_weight"),
+        ):
             rows = f"""
                 SELECT h.{kind}_id AS id, h.before AS restore, h.after AS expected FROM {WeightHistory._meta.db_table} h
                 WHERE h.batch_id = %(p0)s AND h.field = %(p1)s AND h.{kind}_id IS NOT NULL
             """
             matches = "i.before IS NOT DISTINCT FROM i.expected"
             written, found, ids = _apply(
-                table=table, field_name=field_name, graph_id=graph.pk, batch_id=new.pk, rows_sql=rows,
+                table=table,
+                field_name=field_name,
+                graph_id=graph.pk,
+                batch_id=new.pk,
+                rows_sql=rows,
                 rows_params=[target.pk, field_name],
                 new_expr=f"CASE WHEN {matches} OR {'true' if force else 'false'} THEN i.restore ELSE i.before END",
                 event_expr=f"CASE WHEN {matches} THEN 'rollback' ELSE 'rollback_forced' END",
-                conflict_expr=f"NOT ({matches})", now=new.started_at, history=history,
+                conflict_expr=f"NOT ({matches})",
+                now=new.started_at,
+                history=history,
             )
             counts[kind] += written
             conflicts += found
@@ -1217,9 +1551,22 @@ def rollback(actor, batch: UpdateBatch, *, force: bool = False) -> Result:
         new.details["conflict_ids"] = sample
         target.status = "rolled_back"
         target.save(update_fields=["status"])
-        result = _finish(new, actor, started, node_updates=counts["node"], edge_updates=counts["edge"], conflicts=conflicts,
-                         audit_extra={"rollback_of": target.pk, "rolled_back_kind": target.kind, "forced": force,
-                                      "conflict_ids": sample})
+        result = _finish(
+            new,
+            actor,
+            started,
+            node_updates=counts["node"],
+            edge_updates=counts["edge"],
+            conflicts=conflicts,
+            audit_extra={
+                "rollback_of": target.pk,
+                "rolled_back_kind": target.kind,
+                "forced": force,
+                "conflict_ids": sample,
+            },
+        )
         if conflicts and not force:
-            log.warning("rollback left conflicts alone", extra={"batch": target.pk, "rollback": new.pk, "conflicts": conflicts})
+            log.warning(
+                "rollback left conflicts alone", extra={"batch": target.pk, "rollback": new.pk, "conflicts": conflicts}
+            )
         return result

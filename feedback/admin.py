@@ -74,7 +74,9 @@ def rollback_batches(modeladmin, request, queryset):
     allowed = set(queryset.for_user(request.user, "operator").values_list("pk", flat=True))
     for batch in queryset.select_related("graph"):
         if not request.user.is_superuser and batch.pk not in allowed:
-            modeladmin.message_user(request, f"Batch #{batch.pk}: rolling back needs the operator role.", messages.ERROR)
+            modeladmin.message_user(
+                request, f"Batch #{batch.pk}: rolling back needs the operator role.", messages.ERROR
+            )
             continue
         try:
             result = actions.rollback(request.user, batch)
@@ -82,7 +84,8 @@ def rollback_batches(modeladmin, request, queryset):
             modeladmin.message_user(request, f"Batch #{batch.pk}: {exc}", messages.WARNING)
             continue
         modeladmin.message_user(
-            request, f"Batch #{batch.pk} rolled back by batch #{result.batch_id} ({result.conflicts} conflict(s) left alone)."
+            request,
+            f"Batch #{batch.pk} rolled back by batch #{result.batch_id} ({result.conflicts} conflict(s) left alone).",
         )
 
 

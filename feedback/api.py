@@ -51,8 +51,13 @@ from .serializers import (
 )
 
 EXTERNAL_ID = OpenApiParameter("external_id", str, OpenApiParameter.PATH, description="The agent's session id.")
-IDEMPOTENCY = OpenApiParameter("Idempotency-Key", str, OpenApiParameter.HEADER, required=False,
-                               description="Retrying a report with the same key applies it once.")
+IDEMPOTENCY = OpenApiParameter(
+    "Idempotency-Key",
+    str,
+    OpenApiParameter.HEADER,
+    required=False,
+    description="Retrying a report with the same key applies it once.",
+)
 BATCH_ID = OpenApiParameter("id", int, OpenApiParameter.PATH, description="The batch's id.")
 
 
@@ -107,7 +112,8 @@ def resolve_use_items(graph, items: list[dict]) -> list[dict]:
         edge_filter |= Q(source_id=t["source"], target_id=t["target"], edge_type__name=t["type"])
     edges = {}
     for pk, src, dst, name in Edge.objects.filter(edge_filter, graph=graph, archived=False).values_list(
-            "pk", "source_id", "target_id", "edge_type__name"):
+        "pk", "source_id", "target_id", "edge_type__name"
+    ):
         edges[pk] = pk
         edges[(src, dst, name)] = pk
     out, seen = [], {}
@@ -123,7 +129,9 @@ def resolve_use_items(graph, items: list[dict]) -> list[dict]:
                 raise ValidationError({"items": {index: {"edge": [f"Unknown edge {ref} in this graph."]}}})
             kind = "edge"
         if seen.setdefault((kind, pk), item["signal"]) != item["signal"]:
-            raise ValidationError({"items": {index: {"signal": [f"{kind} {pk} is reported with two different signals."]}}})
+            raise ValidationError(
+                {"items": {index: {"signal": [f"{kind} {pk} is reported with two different signals."]}}}
+            )
         out.append({"kind": kind, "id": pk, "signal": item["signal"]})
     return out
 
@@ -135,8 +143,15 @@ def report_uses(user, graph, external_id: str, data: dict, client_key: str = "")
         return _no_op(skipped)
     items = resolve_use_items(graph, data["items"])
     key = _key(client_key, "uses", session)
-    task_id = _enqueue(tasks.apply_uses_task, graph_id=graph.pk, external_id=external_id, items=items,
-                       learning_rate=data.get("learning_rate"), idempotency_key=key, user_id=user.pk)
+    task_id = _enqueue(
+        tasks.apply_uses_task,
+        graph_id=graph.pk,
+        external_id=external_id,
+        items=items,
+        learning_rate=data.get("learning_rate"),
+        idempotency_key=key,
+        user_id=user.pk,
+    )
     return _queued(task_id, key)
 
 
@@ -146,8 +161,14 @@ def report_response(user, graph, external_id: str, data: dict, client_key: str =
     if skipped:
         return _no_op(skipped)
     key = _key(client_key, "response", session)
-    task_id = _enqueue(tasks.apply_response_task, graph_id=graph.pk, external_id=external_id,
-                       response=data["response"], idempotency_key=key, user_id=user.pk)
+    task_id = _enqueue(
+        tasks.apply_response_task,
+        graph_id=graph.pk,
+        external_id=external_id,
+        response=data["response"],
+        idempotency_key=key,
+        user_id=user.pk,
+    )
     return _queued(task_id, key)
 
 
@@ -163,13 +184,22 @@ def report_outcome(user, graph, external_id: str, data: dict, client_key: str = 
         if previous is not None:
             return {"status": "duplicate", "batch": previous.pk}, status.HTTP_200_OK
     # A selected candidate implies an injection: one query in the usual case.
-    if not InjectionCandidate.objects.filter(graph_id=session.graph_id, injection__session=session, selected=True).exists():
+    if not InjectionCandidate.objects.filter(
+        graph_id=session.graph_id, injection__session=session, selected=True
+    ).exists():
         if not session.injections.exists():
             return _no_op(actions.fall_through("no_injection", "the session has no context injection", **context))
         return _no_op(actions.fall_through("nothing_surfaced", "the session's injections surfaced nothing", **context))
     key = _key(client_key, "outcome", session)
-    task_id = _enqueue(tasks.apply_outcome_task, graph_id=session.graph_id, external_id=external_id, outcome=outcome,
-                       alpha=data.get("alpha"), idempotency_key=key, user_id=user.pk)
+    task_id = _enqueue(
+        tasks.apply_outcome_task,
+        graph_id=session.graph_id,
+        external_id=external_id,
+        outcome=outcome,
+        alpha=data.get("alpha"),
+        idempotency_key=key,
+        user_id=user.pk,
+    )
     return _queued(task_id, key)
 
 
@@ -183,8 +213,13 @@ class SessionReportView(GraphScopedMixin, APIView):
     def post(self, request, graph_pk: int, external_id: str):
         serializer = self.serializer_class(data=request.data)
         serializer.is_valid(raise_exception=True)
-        body, code = type(self).report(request.user, self.graph(), external_id, serializer.validated_data,
-                                       request.headers.get("Idempotency-Key", ""))
+        body, code = type(self).report(
+            request.user,
+            self.graph(),
+            external_id,
+            serializer.validated_data,
+            request.headers.get("Idempotency-Key", ""),
+        )
         return Response(body, status=code)
 
 
@@ -194,7 +229,9 @@ class UsesView(SessionReportView):
     serializer_class = UsesSerializer
     report = staticmethod(report_uses)
 
-    @extend_schema(parameters=[GRAPH_ID, EXTERNAL_ID, IDEMPOTENCY], request=UsesSerializer, responses={202: AcceptedSerializer})
+    @extend_schema(
+        parameters=[GRAPH_ID, EXTERNAL_ID, IDEMPOTENCY], request=UsesSerializer, responses={202: AcceptedSerializer}
+    )
     def post(self, request, graph_pk: int, external_id: str):
         return super().post(request, graph_pk, external_id)
 
@@ -205,7 +242,11 @@ class ResponseView(SessionReportView):
     serializer_class = ResponseTextSerializer
     report = staticmethod(report_response)
 
-    @extend_schema(parameters=[GRAPH_ID, EXTERNAL_ID, IDEMPOTENCY], request=ResponseTextSerializer, responses={202: AcceptedSerializer})
+    @extend_schema(
+        parameters=[GRAPH_ID, EXTERNAL_ID, IDEMPOTENCY],
+        request=ResponseTextSerializer,
+        responses={202: AcceptedSerializer},
+    )
     def post(self, request, graph_pk: int, external_id: str):
         return super().post(request, graph_pk, external_id)
 
@@ -216,8 +257,11 @@ class OutcomeView(SessionReportView):
     serializer_class = OutcomeSerializer
     report = staticmethod(report_outcome)
 
-    @extend_schema(parameters=[GRAPH_ID, EXTERNAL_ID, IDEMPOTENCY], request=OutcomeSerializer,
-                   responses={202: AcceptedSerializer, 200: AcceptedSerializer})
+    @extend_schema(
+        parameters=[GRAPH_ID, EXTERNAL_ID, IDEMPOTENCY],
+        request=OutcomeSerializer,
+        responses={202: AcceptedSerializer, 200: AcceptedSerializer},
+    )
     def post(self, request, graph_pk: int, external_id: str):
         return super().post(request, graph_pk, external_id)
 
@@ -241,8 +285,12 @@ class NormalizeView(GraphOperationView):
     @extend_schema(parameters=[GRAPH_ID], request=None, responses={202: AcceptedSerializer})
     def post(self, request, graph_pk: int):
         # The run's key: a redelivered task skips the chunks its first run applied.
-        task_id = _enqueue(tasks.normalize_graph_task, graph_id=self.graph().pk, user_id=request.user.pk,
-                           idempotency_key=f"api-{uuid.uuid4().hex}")
+        task_id = _enqueue(
+            tasks.normalize_graph_task,
+            graph_id=self.graph().pk,
+            user_id=request.user.pk,
+            idempotency_key=f"api-{uuid.uuid4().hex}",
+        )
         return Response({"status": "queued", "task_id": task_id}, status=status.HTTP_202_ACCEPTED)
 
 
@@ -278,11 +326,13 @@ class MetricsView(GraphScopedMixin, generics.ListAPIView):
             raise ValidationError({exc.field: [str(exc)]})
         return DailyMetric.objects.filter(graph=self.graph(), day__gte=start, day__lte=end).order_by("day")
 
-    @extend_schema(parameters=[
-        GRAPH_ID,
-        OpenApiParameter("from", date, description="First day (inclusive)."),
-        OpenApiParameter("to", date, description="Last day (inclusive), default today."),
-    ])
+    @extend_schema(
+        parameters=[
+            GRAPH_ID,
+            OpenApiParameter("from", date, description="First day (inclusive)."),
+            OpenApiParameter("to", date, description="Last day (inclusive), default today."),
+        ]
+    )
     def get(self, request, *args, **kwargs):
         return super().get(request, *args, **kwargs)
 
@@ -295,7 +345,9 @@ class BatchScopedMixin:
 
     def batch(self) -> UpdateBatch:
         if not hasattr(self, "_batch"):
-            self._batch = get_object_or_404(UpdateBatch.objects.for_user(self.request.user).select_related("graph"), pk=self.kwargs["pk"])
+            self._batch = get_object_or_404(
+                UpdateBatch.objects.for_user(self.request.user).select_related("graph"), pk=self.kwargs["pk"]
+            )
         return self._batch
 
     def organization_id(self):
@@ -308,8 +360,11 @@ class BatchListView(generics.ListAPIView):
     serializer_class = UpdateBatchSerializer
 
     def get_queryset(self):
-        qs = (UpdateBatch.objects.for_user(self.request.user)
-              .select_related("trigger_session", "trigger_user", "rolled_back_by").order_by("-id"))
+        qs = (
+            UpdateBatch.objects.for_user(self.request.user)
+            .select_related("trigger_session", "trigger_user", "rolled_back_by")
+            .order_by("-id")
+        )
         params = self.request.query_params
         for name in ("graph", "kind", "status"):
             if params.get(name):
@@ -321,12 +376,16 @@ class BatchListView(generics.ListAPIView):
             qs = qs.filter(trigger_session__external_id=params["session"])
         return qs
 
-    @extend_schema(parameters=[
-        OpenApiParameter("graph", int, description="Graph id."),
-        OpenApiParameter("kind", str, description="reinforce, outcome, decay, normalize, manual, import, rollback."),
-        OpenApiParameter("status", str, description="applied or rolled_back."),
-        OpenApiParameter("session", str, description="The triggering session's external id."),
-    ])
+    @extend_schema(
+        parameters=[
+            OpenApiParameter("graph", int, description="Graph id."),
+            OpenApiParameter(
+                "kind", str, description="reinforce, outcome, decay, normalize, manual, import, rollback."
+            ),
+            OpenApiParameter("status", str, description="applied or rolled_back."),
+            OpenApiParameter("session", str, description="The triggering session's external id."),
+        ]
+    )
     def get(self, request, *args, **kwargs):
         return super().get(request, *args, **kwargs)
 
@@ -360,7 +419,9 @@ class BatchChangesView(BatchScopedMixin, generics.ListAPIView):
 class BatchRollbackView(BatchScopedMixin, APIView):
     """Roll a batch back (operators): restores before values; rows changed since are conflicts unless force."""
 
-    @extend_schema(parameters=[BATCH_ID], request=RollbackSerializer, responses={200: ResultSerializer, 409: AcceptedSerializer})
+    @extend_schema(
+        parameters=[BATCH_ID], request=RollbackSerializer, responses={200: ResultSerializer, 409: AcceptedSerializer}
+    )
     def post(self, request, pk: int):
         serializer = RollbackSerializer(data=request.data)
         serializer.is_valid(raise_exception=True)

@@ -36,10 +36,10 @@ import random
 import time
 import uuid
 import zipfile
+from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from pathlib import Path
-from typing import Callable
 
 from graphadmin.client import ApiError, GraphClient
 
@@ -174,7 +174,9 @@ def score(keys: list[str], useful: list[str]) -> dict:
     }
 
 
-def agent_reports(items: list[dict], useful: list[str], rng: random.Random, negative_rate: float) -> tuple[list[dict], str]:
+def agent_reports(
+    items: list[dict], useful: list[str], rng: random.Random, negative_rate: float
+) -> tuple[list[dict], str]:
     """What the simulated agent reports for one session: (use items, outcome).
 
     Uses: every given note that answers the question, ``explicit``; with probability ``negative_rate``
@@ -225,8 +227,12 @@ class Report:
         ls, fs = last["learning"]["test"]["recall5"], last["frozen"]["test"]["recall5"]
         needed = min(0.10, (1.0 - ft) / 2) if ft > 0.8 else 0.10
         return {
-            "train_gain": round(lt - ft, 4), "train_gain_needed": round(needed, 4), "train_met": lt - ft >= needed - 1e-9,
-            "test_change": round(ls - fs, 4), "test_change_allowed": -0.02, "test_met": ls - fs >= -0.02 - 1e-9,
+            "train_gain": round(lt - ft, 4),
+            "train_gain_needed": round(needed, 4),
+            "train_met": lt - ft >= needed - 1e-9,
+            "test_change": round(ls - fs, 4),
+            "test_change_allowed": -0.02,
+            "test_met": ls - fs >= -0.02 - 1e-9,
         }
 
     def moved(self) -> dict:
@@ -239,14 +245,18 @@ class Report:
 
     def table(self) -> str:
         """The per-round table: hit@5, recall@5, MRR@5 for learning and frozen, train and test."""
-        head = (f"{'round':>5} {'split':<5} | {'learning':^20} | {'frozen':^20} | {'recall@5':>8}\n"
-                f"{'':>5} {'':<5} | {'hit@5':>6} {'rec@5':>6} {'MRR@5':>6} | {'hit@5':>6} {'rec@5':>6} {'MRR@5':>6} | {'l - f':>8}")
+        head = (
+            f"{'round':>5} {'split':<5} | {'learning':^20} | {'frozen':^20} | {'recall@5':>8}\n"
+            f"{'':>5} {'':<5} | {'hit@5':>6} {'rec@5':>6} {'MRR@5':>6} | {'hit@5':>6} {'rec@5':>6} {'MRR@5':>6} | {'l - f':>8}"
+        )
         lines = [head, "-" * len(head.splitlines()[1])]
         for r in self.rounds:
             for s in SPLITS:
                 lm, fm = r["learning"][s], r["frozen"][s]
-                lines.append(f"{r['round']:>5} {s:<5} | {lm['hit5']:6.3f} {lm['recall5']:6.3f} {lm['mrr5']:6.3f} | "
-                             f"{fm['hit5']:6.3f} {fm['recall5']:6.3f} {fm['mrr5']:6.3f} | {lm['recall5'] - fm['recall5']:+8.3f}")
+                lines.append(
+                    f"{r['round']:>5} {s:<5} | {lm['hit5']:6.3f} {lm['recall5']:6.3f} {lm['mrr5']:6.3f} | "
+                    f"{fm['hit5']:6.3f} {fm['recall5']:6.3f} {fm['mrr5']:6.3f} | {lm['recall5'] - fm['recall5']:+8.3f}"
+                )
         return "\n".join(lines)
 
 
@@ -258,12 +268,16 @@ def _setup_graph(client: GraphClient, cfg: Config, slug: str, archive: bytes, cf
     try:
         graph = client.create_graph(cfg.organization, slug, slug, "Created by manage.py evaluate_learning.")
     except ApiError as exc:
-        raise EvaluationError(f"creating graph {slug} in '{cfg.organization}' was refused ({exc.status_code}: {exc.errors}); "
-                              "the token's user needs the admin role there.") from exc
+        raise EvaluationError(
+            f"creating graph {slug} in '{cfg.organization}' was refused ({exc.status_code}: {exc.errors}); "
+            "the token's user needs the admin role there."
+        ) from exc
     try:
         result = client.import_vault(graph["id"], archive)
     except ApiError as exc:
-        raise EvaluationError(f"importing the vault into {slug} was refused ({exc.status_code}: {exc.errors}).") from exc
+        raise EvaluationError(
+            f"importing the vault into {slug} was refused ({exc.status_code}: {exc.errors})."
+        ) from exc
     log(f"graph {graph['id']} {slug}: imported {result['counts']} (embedding: {result['embedding']})")
     if cfg.policy:
         # The API ignores names it does not know (a partial update): refuse them here instead, so a
@@ -286,12 +300,16 @@ def _wait_embedded(client: GraphClient, graph_id: int, cfg: Config) -> list[dict
     while True:
         nodes = [n for n in client.nodes(graph_id) if not n["archived"]]
         edges = [e for e in client.edges(graph_id) if not e["archived"]]
-        missing = sum(1 for n in nodes if not n.get("embedded", True)) + sum(1 for e in edges if not e.get("embedded", True))
+        missing = sum(1 for n in nodes if not n.get("embedded", True)) + sum(
+            1 for e in edges if not e.get("embedded", True)
+        )
         if not missing:
             return nodes
         if time.monotonic() > deadline:
-            raise EvaluationError(f"graph {graph_id}: {missing} nodes and edges still without embeddings after "
-                                  f"{cfg.wait_timeout:.0f}s; is a Celery worker serving the 'embeddings' queue?")
+            raise EvaluationError(
+                f"graph {graph_id}: {missing} nodes and edges still without embeddings after "
+                f"{cfg.wait_timeout:.0f}s; is a Celery worker serving the 'embeddings' queue?"
+            )
         time.sleep(cfg.poll_interval)
 
 
@@ -319,8 +337,13 @@ def send_report(client: GraphClient, graph_id: int, report: SentReport) -> dict:
     return answer
 
 
-def wait_applied(client: GraphClient, graph_id: int, pending: list[SentReport], cfg: Config,
-                 log: Callable[[str], None] = lambda line: None) -> dict:
+def wait_applied(
+    client: GraphClient,
+    graph_id: int,
+    pending: list[SentReport],
+    cfg: Config,
+    log: Callable[[str], None] = lambda line: None,
+) -> dict:
     """Block until every queued report has its applied batch; returns {"wait_s", "resent"}.
 
     The worker applies reports asynchronously (the filesystem broker delivers about one a second).
@@ -352,7 +375,8 @@ def wait_applied(client: GraphClient, graph_id: int, pending: list[SentReport], 
             raise EvaluationError(
                 f"graph {graph_id}: {waiting} feedback reports of {len(by_session)} sessions not applied after "
                 f"{cfg.wait_timeout:.0f}s (e.g. session {next(iter(by_session))!r}). Is a Celery worker running on the "
-                "server's broker (make run starts one)? Its log names a failed task.")
+                "server's broker (make run starts one)? Its log names a failed task."
+            )
         if now - last_progress > cfg.resend_after:
             last_progress = now
             for reports in by_session.values():
@@ -360,15 +384,22 @@ def wait_applied(client: GraphClient, graph_id: int, pending: list[SentReport], 
                     if report.resent < cfg.max_resends:
                         report.resent += 1
                         resent += 1
-                        log(f"{report.session}: {report.what} report not applied, nothing applied for "
-                            f"{cfg.resend_after:.0f}s: sent again (same idempotency key {report.server_key})")
+                        log(
+                            f"{report.session}: {report.what} report not applied, nothing applied for "
+                            f"{cfg.resend_after:.0f}s: sent again (same idempotency key {report.server_key})"
+                        )
                         send_report(client, graph_id, report)
         time.sleep(cfg.poll_interval)
     return {"wait_s": round(time.monotonic() - started, 2), "resent": resent}
 
 
-def evaluate(client: GraphClient, vault: str | os.PathLike, questions: list[Question], cfg: Config,
-             log: Callable[[str], None] = lambda line: None) -> Report:
+def evaluate(
+    client: GraphClient,
+    vault: str | os.PathLike,
+    questions: list[Question],
+    cfg: Config,
+    log: Callable[[str], None] = lambda line: None,
+) -> Report:
     """Run the whole evaluation (module docstring) and return its report. Writes only through the API."""
     if cfg.rounds < 0:
         raise EvaluationError("--rounds must be 0 or more.")
@@ -376,7 +407,7 @@ def evaluate(client: GraphClient, vault: str | os.PathLike, questions: list[Ques
         raise EvaluationError("--train-fraction must be between 0 and 1.")
     if not 0.0 <= cfg.negative_rate <= 1.0:
         raise EvaluationError("--negative-rate must be between 0 and 1.")
-    started = datetime.now(timezone.utc)
+    started = datetime.now(UTC)
     run = f"{started:%Y%m%d%H%M%S}-{uuid.uuid4().hex[:6]}"
     archive = zip_vault(vault)
     note = f"evaluate_learning {run}: --set {json.dumps(cfg.policy, sort_keys=True)}"
@@ -389,18 +420,30 @@ def evaluate(client: GraphClient, vault: str | os.PathLike, questions: list[Ques
         g["policy_revision"] = client.policy(g["id"])["revision"]
     unknown = sorted({k for q in questions for k in q.useful} - keys["learning"])
     if unknown:
-        raise EvaluationError(f"useful note keys not in the imported vault: {unknown[:10]}"
-                              f"{' ...' if len(unknown) > 10 else ''} (a key is the note's vault path without .md). "
-                              f"Graphs {graphs['learning']['slug']} and {graphs['frozen']['slug']} were created.")
+        raise EvaluationError(
+            f"useful note keys not in the imported vault: {unknown[:10]}"
+            f"{' ...' if len(unknown) > 10 else ''} (a key is the note's vault path without .md). "
+            f"Graphs {graphs['learning']['slug']} and {graphs['frozen']['slug']} were created."
+        )
     train, test = split(len(questions), cfg.train_fraction, cfg.seed)
     is_train = set(train)
     agent_rng = random.Random(cfg.seed + 1_000_003)
     report = Report(
         config={**asdict(cfg), "vault": str(vault), "k": K, "run": run},
-        graphs=graphs, train=train, test=test,
-        questions=[{"index": i, "q": q.q, "useful": q.useful, "split": "train" if i in is_train else "test",
-                    "top": {name: [] for name in GRAPHS}, "recall5": {name: [] for name in GRAPHS}}
-                   for i, q in enumerate(questions)],
+        graphs=graphs,
+        train=train,
+        test=test,
+        questions=[
+            {
+                "index": i,
+                "q": q.q,
+                "useful": q.useful,
+                "split": "train" if i in is_train else "test",
+                "top": {name: [] for name in GRAPHS},
+                "recall5": {name: [] for name in GRAPHS},
+            }
+            for i, q in enumerate(questions)
+        ],
         started_at=started.isoformat(),
     )
     for r in range(cfg.rounds + 1):
@@ -424,10 +467,22 @@ def evaluate(client: GraphClient, vault: str | os.PathLike, questions: list[Ques
                 report.questions[i]["recall5"][name].append(scored["recall5"])
                 if name == "learning" and side == "train":
                     given[i] = (session, ctx["items"])
-        row = {"round": r, **{name: {s: {m: _mean(scores[name][s], m) for m in METRICS} | {"n": len(scores[name][s])}
-                                     for s in SPLITS} for name in GRAPHS}}
-        feedback = {"sessions": 0, "uses": 0, "negatives": 0, "outcomes": {"accepted": 0, "rework": 0, "rejected": 0},
-                    "not_queued": 0, "wait_s": 0.0, "resent": 0}
+        row = {
+            "round": r,
+            **{
+                name: {s: {m: _mean(scores[name][s], m) for m in METRICS} | {"n": len(scores[name][s])} for s in SPLITS}
+                for name in GRAPHS
+            },
+        }
+        feedback = {
+            "sessions": 0,
+            "uses": 0,
+            "negatives": 0,
+            "outcomes": {"accepted": 0, "rework": 0, "rejected": 0},
+            "not_queued": 0,
+            "wait_s": 0.0,
+            "resent": 0,
+        }
         if r < cfg.rounds:  # the last round only measures
             pending: list[SentReport] = []
             gid = graphs["learning"]["id"]
@@ -454,10 +509,12 @@ def evaluate(client: GraphClient, vault: str | os.PathLike, questions: list[Ques
         row["seconds"] = round(time.monotonic() - t0, 2)
         report.rounds.append(row)
         lt, ft = row["learning"]["train"], row["frozen"]["train"]
-        log(f"round {r}: train recall@5 {lt['recall5']:.3f} (frozen {ft['recall5']:.3f}), test recall@5 "
+        log(
+            f"round {r}: train recall@5 {lt['recall5']:.3f} (frozen {ft['recall5']:.3f}), test recall@5 "
             f"{row['learning']['test']['recall5']:.3f} (frozen {row['frozen']['test']['recall5']:.3f}); "
-            f"{feedback['sessions']} sessions reported, {row['seconds']:.1f}s")
-    report.finished_at = datetime.now(timezone.utc).isoformat()
+            f"{feedback['sessions']} sessions reported, {row['seconds']:.1f}s"
+        )
+    report.finished_at = datetime.now(UTC).isoformat()
     return report
 
 
@@ -470,10 +527,21 @@ def write_plot(report: Report, path: str | os.PathLike) -> None:
 
     rounds = [r["round"] for r in report.rounds]
     fig, ax = plt.subplots(figsize=(6, 3.6), dpi=120)
-    styles = {("learning", "train"): ("tab:blue", "-"), ("frozen", "train"): ("tab:blue", "--"),
-              ("learning", "test"): ("tab:orange", "-"), ("frozen", "test"): ("tab:orange", "--")}
+    styles = {
+        ("learning", "train"): ("tab:blue", "-"),
+        ("frozen", "train"): ("tab:blue", "--"),
+        ("learning", "test"): ("tab:orange", "-"),
+        ("frozen", "test"): ("tab:orange", "--"),
+    }
     for (name, side), (color, line) in styles.items():
-        ax.plot(rounds, [r[name][side]["recall5"] for r in report.rounds], line, color=color, marker="o", label=f"{name}, {side}")
+        ax.plot(
+            rounds,
+            [r[name][side]["recall5"] for r in report.rounds],
+            line,
+            color=color,
+            marker="o",
+            label=f"{name}, {side}",
+        )
     ax.set_xlabel("round (feedback rounds before the measurement)")
     ax.set_ylabel("recall@5")
     ax.set_ylim(0, 1.02)

@@ -19,7 +19,7 @@ query filters by ``graph_id`` and by the day, so the rollup touches one day of t
 
 from __future__ import annotations
 
-from datetime import date, datetime, time, timedelta, timezone
+from datetime import UTC, date, datetime, time, timedelta
 
 from django.db import connection
 
@@ -45,7 +45,7 @@ def day_range(since: str | None = None, until: str | None = None) -> tuple[date,
     Raises RangeError naming the field. The API answers it with a 400; the dashboard shows it.
     """
     try:
-        end = date.fromisoformat(until) if until else datetime.now(timezone.utc).date()
+        end = date.fromisoformat(until) if until else datetime.now(UTC).date()
     except ValueError:
         raise RangeError("to", "Expected a date, YYYY-MM-DD.")
     try:
@@ -85,20 +85,34 @@ def _scores(p: dict) -> dict:
         p,
     )
     count, lo, hi, mean, spread, p10, p50, p90, selected = row
-    out = {"count": count, "selected": selected, "min": lo, "max": hi, "mean": mean, "stddev": spread,
-           "p10": p10, "p50": p50, "p90": p90, "histogram": []}
+    out = {
+        "count": count,
+        "selected": selected,
+        "min": lo,
+        "max": hi,
+        "mean": mean,
+        "stddev": spread,
+        "p10": p10,
+        "p50": p50,
+        "p90": p90,
+        "histogram": [],
+    }
     if count:
         width = (hi - lo) / BINS if hi > lo else 1.0
-        bins = dict(_all(
-            """
+        bins = dict(
+            _all(
+                """
             SELECT least(width_bucket(c.total, %(lo)s, %(lo)s + %(width)s * %(bins)s, %(bins)s), %(bins)s) AS b, count(*)
             FROM feedback_injectioncandidate c JOIN feedback_contextinjection j ON j.id = c.injection_id
             WHERE c.graph_id = %(graph)s AND j.graph_id = %(graph)s AND j.created_at >= %(start)s AND j.created_at < %(end)s
             GROUP BY b
             """,
-            {**p, "lo": lo, "width": width, "bins": BINS},
-        ))
-        out["histogram"] = [{"from": lo + width * (b - 1), "to": lo + width * b, "count": bins.get(b, 0)} for b in range(1, BINS + 1)]
+                {**p, "lo": lo, "width": width, "bins": BINS},
+            )
+        )
+        out["histogram"] = [
+            {"from": lo + width * (b - 1), "to": lo + width * b, "count": bins.get(b, 0)} for b in range(1, BINS + 1)
+        ]
     return out
 
 
@@ -145,12 +159,26 @@ def _weights(p: dict) -> list[dict]:
         hist.setdefault((name, fld), [0] * BINS)[bucket - 1] = n
     out = []
     for name, count, wmean, wmin, wmax, wp50, fmean, fmin, fmax, fp50 in rows:
-        out.append({
-            "edge_type": name, "count": count,
-            "weight": {"mean": wmean, "min": wmin, "max": wmax, "p50": wp50, "histogram": hist.get((name, "weight"), [0] * BINS)},
-            "feedback_weight": {"mean": fmean, "min": fmin, "max": fmax, "p50": fp50,
-                                "histogram": hist.get((name, "feedback_weight"), [0] * BINS)},
-        })
+        out.append(
+            {
+                "edge_type": name,
+                "count": count,
+                "weight": {
+                    "mean": wmean,
+                    "min": wmin,
+                    "max": wmax,
+                    "p50": wp50,
+                    "histogram": hist.get((name, "weight"), [0] * BINS),
+                },
+                "feedback_weight": {
+                    "mean": fmean,
+                    "min": fmin,
+                    "max": fmax,
+                    "p50": fp50,
+                    "histogram": hist.get((name, "feedback_weight"), [0] * BINS),
+                },
+            }
+        )
     return out
 
 
@@ -194,11 +222,14 @@ def _node_total(p: dict) -> int:
 
 def compute(graph, day: date) -> dict:
     """The metrics of one graph for one UTC day (no write)."""
-    start = datetime.combine(day, time.min, tzinfo=timezone.utc)
+    start = datetime.combine(day, time.min, tzinfo=UTC)
     p = {"graph": graph.pk, "start": start, "end": start + timedelta(days=1)}
     weights = _weights(p)
     return {
-        "scores": _scores(p), "updates": _updates(p), "weights": weights, "top_used": _top_used(p),
+        "scores": _scores(p),
+        "updates": _updates(p),
+        "weights": weights,
+        "top_used": _top_used(p),
         "outcomes": _outcomes(p),
         # Live edges are the per-type counts above, summed; only nodes need their own count.
         "totals": {"nodes": _node_total(p), "edges": sum(w["count"] for w in weights)},
@@ -208,6 +239,6 @@ def compute(graph, day: date) -> dict:
 def rollup(graph, day: date) -> DailyMetric:
     """Compute and upsert the DailyMetric row of one graph and day (safe to run again)."""
     row, _created = DailyMetric.objects.update_or_create(
-        graph=graph, day=day, defaults={"data": compute(graph, day), "computed_at": datetime.now(timezone.utc)}
+        graph=graph, day=day, defaults={"data": compute(graph, day), "computed_at": datetime.now(UTC)}
     )
     return row

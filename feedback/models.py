@@ -43,7 +43,9 @@ class AgentSession(models.Model):
     class Meta:
         constraints = [
             models.UniqueConstraint(fields=["graph", "external_id"], name="session_external_id_per_graph"),
-            models.CheckConstraint(condition=Q(outcome__isnull=True) | Q(outcome__in=OUTCOMES), name="session_outcome_valid"),
+            models.CheckConstraint(
+                condition=Q(outcome__isnull=True) | Q(outcome__in=OUTCOMES), name="session_outcome_valid"
+            ),
         ]
 
     def __str__(self):
@@ -57,11 +59,15 @@ class ContextInjection(models.Model):
     session = models.ForeignKey(AgentSession, on_delete=models.CASCADE, related_name="injections")
     policy_revision = models.ForeignKey(PolicyRevision, on_delete=models.PROTECT, related_name="injections")
     query = models.TextField(blank=True)
-    mode = models.CharField(max_length=20, default="retrieve", help_text="retrieve (the pipeline); traversal or hybrid (older logs)")
+    mode = models.CharField(
+        max_length=20, default="retrieve", help_text="retrieve (the pipeline); traversal or hybrid (older logs)"
+    )
     budget_unit = models.CharField(max_length=10, default="items", help_text="items or tokens")
     budget = models.PositiveIntegerField(default=0)
     spent = models.PositiveIntegerField(default=0)
-    params = models.JSONField(default=dict, blank=True, help_text="The request as received: start nodes, k, hops, anchors.")
+    params = models.JSONField(
+        default=dict, blank=True, help_text="The request as received: start nodes, k, hops, anchors."
+    )
     # The query's embedding: past retrievals nearest to a new query are its "similar questions"
     # (the exploration bonus counts what they surfaced).
     query_embedding = VectorField(dimensions=settings.EMBEDDING_DIM, null=True, blank=True)
@@ -74,8 +80,13 @@ class ContextInjection(models.Model):
     class Meta:
         indexes = [
             models.Index(fields=["graph", "-created_at"], name="injection_graph_recent"),
-            HnswIndex(name="injection_query_hnsw", fields=["query_embedding"], m=16, ef_construction=64,
-                      opclasses=["vector_cosine_ops"]),
+            HnswIndex(
+                name="injection_query_hnsw",
+                fields=["query_embedding"],
+                m=16,
+                ef_construction=64,
+                opclasses=["vector_cosine_ops"],
+            ),
         ]
 
     def __str__(self):
@@ -119,7 +130,9 @@ class UseEvent(models.Model):
 
     graph = models.ForeignKey(Graph, on_delete=models.CASCADE, related_name="+")
     session = models.ForeignKey(AgentSession, on_delete=models.CASCADE, related_name="use_events")
-    injection = models.ForeignKey(ContextInjection, on_delete=models.SET_NULL, null=True, blank=True, related_name="use_events")
+    injection = models.ForeignKey(
+        ContextInjection, on_delete=models.SET_NULL, null=True, blank=True, related_name="use_events"
+    )
     node = models.ForeignKey(Node, on_delete=models.PROTECT, null=True, blank=True, related_name="+")
     edge = models.ForeignKey(Edge, on_delete=models.PROTECT, null=True, blank=True, related_name="+")
     signal = models.CharField(max_length=20, choices=[(s, s) for s in SIGNALS])
@@ -132,7 +145,8 @@ class UseEvent(models.Model):
         constraints = [
             models.CheckConstraint(condition=Q(signal__in=SIGNALS), name="use_signal_valid"),
             models.CheckConstraint(
-                condition=(Q(node__isnull=False) & Q(edge__isnull=True)) | (Q(node__isnull=True) & Q(edge__isnull=False)),
+                condition=(Q(node__isnull=False) & Q(edge__isnull=True))
+                | (Q(node__isnull=True) & Q(edge__isnull=False)),
                 name="use_one_target",
             ),
         ]
@@ -144,8 +158,12 @@ class UpdateBatch(models.Model):
     graph = models.ForeignKey(Graph, on_delete=models.CASCADE, related_name="batches")
     kind = models.CharField(max_length=20, choices=[(k, k) for k in BATCH_KINDS])
     status = models.CharField(max_length=20, default="applied", choices=[(s, s) for s in BATCH_STATUSES])
-    trigger_session = models.ForeignKey(AgentSession, on_delete=models.SET_NULL, null=True, blank=True, related_name="batches")
-    trigger_user = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.SET_NULL, null=True, blank=True, related_name="+")
+    trigger_session = models.ForeignKey(
+        AgentSession, on_delete=models.SET_NULL, null=True, blank=True, related_name="batches"
+    )
+    trigger_user = models.ForeignKey(
+        settings.AUTH_USER_MODEL, on_delete=models.SET_NULL, null=True, blank=True, related_name="+"
+    )
     trigger_task = models.CharField(max_length=200, blank=True)
     idempotency_key = models.CharField(max_length=200, null=True, blank=True, unique=True)
     node_updates = models.PositiveIntegerField(default=0)
@@ -155,9 +173,15 @@ class UpdateBatch(models.Model):
     started_at = models.DateTimeField()
     finished_at = models.DateTimeField(null=True, blank=True)
     duration_ms = models.FloatField(default=0.0)
-    rollback_of = models.OneToOneField("self", on_delete=models.PROTECT, null=True, blank=True, related_name="rolled_back_by")
+    rollback_of = models.OneToOneField(
+        "self", on_delete=models.PROTECT, null=True, blank=True, related_name="rolled_back_by"
+    )
     correction_of = models.ForeignKey(
-        "self", on_delete=models.PROTECT, null=True, blank=True, related_name="corrections",
+        "self",
+        on_delete=models.PROTECT,
+        null=True,
+        blank=True,
+        related_name="corrections",
         help_text="For an outcome batch: the earlier outcome batch of the same session it corrects.",
     )
 
@@ -196,8 +220,12 @@ class WeightChange(models.Model):
     field = models.CharField(max_length=20, choices=[(f, f) for f in FIELDS])
     before = models.FloatField()
     after = models.FloatField()
-    event = models.CharField(max_length=50, blank=True, help_text="What caused it: explicit, implicit, negative, accepted, decay, ...")
-    use_event = models.ForeignKey(UseEvent, on_delete=models.PROTECT, null=True, blank=True, related_name="+", db_index=False)
+    event = models.CharField(
+        max_length=50, blank=True, help_text="What caused it: explicit, implicit, negative, accepted, decay, ..."
+    )
+    use_event = models.ForeignKey(
+        UseEvent, on_delete=models.PROTECT, null=True, blank=True, related_name="+", db_index=False
+    )
     created_at = models.DateTimeField(auto_now_add=True)
 
     objects = GraphScopedQuerySet.as_manager()
@@ -208,16 +236,27 @@ class WeightChange(models.Model):
         # database; id alone is unique (one sequence), which is what Django relies on.
         constraints = [
             models.CheckConstraint(
-                condition=(Q(node__isnull=False) & Q(edge__isnull=True)) | (Q(node__isnull=True) & Q(edge__isnull=False)),
+                condition=(Q(node__isnull=False) & Q(edge__isnull=True))
+                | (Q(node__isnull=True) & Q(edge__isnull=False)),
                 name="weightchange_one_target",
             ),
-            models.CheckConstraint(condition=Q(field__in=("weight", "feedback_weight")), name="weightchange_field_valid"),
+            models.CheckConstraint(
+                condition=Q(field__in=("weight", "feedback_weight")), name="weightchange_field_valid"
+            ),
         ]
         indexes = [
             models.Index(fields=["batch"], name="weightchange_batch"),
             # Partial: a change has one target, so each row enters one of the two history indexes only.
-            models.Index(fields=["graph", "edge", "created_at"], name="weightchange_edge_history", condition=Q(edge__isnull=False)),
-            models.Index(fields=["graph", "node", "created_at"], name="weightchange_node_history", condition=Q(node__isnull=False)),
+            models.Index(
+                fields=["graph", "edge", "created_at"],
+                name="weightchange_edge_history",
+                condition=Q(edge__isnull=False),
+            ),
+            models.Index(
+                fields=["graph", "node", "created_at"],
+                name="weightchange_node_history",
+                condition=Q(node__isnull=False),
+            ),
             models.Index(fields=["graph", "created_at"], name="weightchange_graph_time"),
         ]
 
@@ -302,7 +341,13 @@ class WeightHistoryManager(models.Manager.from_queryset(WeightHistoryQuerySet)):
             ORDER BY created_at DESC, change_id DESC NULLS LAST, block_id DESC, seq DESC
             {"LIMIT %(latest)s" if latest else ""}
         """
-        params = {"graph": getattr(graph, "pk", graph), "kind": kind, "target": target_id, "field": field, "latest": latest}
+        params = {
+            "graph": getattr(graph, "pk", graph),
+            "kind": kind,
+            "target": target_id,
+            "field": field,
+            "latest": latest,
+        }
         return self.raw(sql, params).prefetch_related("batch")
 
 
@@ -325,7 +370,9 @@ class WeightHistory(models.Model):
     before = models.FloatField()
     after = models.FloatField()
     event = models.CharField(max_length=50)
-    use_event = models.ForeignKey(UseEvent, on_delete=models.DO_NOTHING, db_constraint=False, null=True, related_name="+")
+    use_event = models.ForeignKey(
+        UseEvent, on_delete=models.DO_NOTHING, db_constraint=False, null=True, related_name="+"
+    )
     created_at = models.DateTimeField()
     span_min = models.BigIntegerField()
     span_max = models.BigIntegerField()

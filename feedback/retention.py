@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import logging
 import re
-from datetime import date, datetime, timedelta, timezone
+from datetime import UTC, date, datetime, timedelta
 
 from django.db import connection as default_connection
 from django.db import transaction
@@ -47,17 +47,21 @@ def existing_partitions(connection=None, parent: str = "feedback_weightchange") 
             [parent],
         )
         names = [row[0] for row in cur.fetchall()]
-    return {n: date(int(m.group(2)), int(m.group(3)), 1) for n in names if (m := _NAME.match(n)) and m.group(1) == parent}
+    return {
+        n: date(int(m.group(2)), int(m.group(3)), 1) for n in names if (m := _NAME.match(n)) and m.group(1) == parent
+    }
 
 
-def ensure_partitions(since=None, months_ahead: int = MONTHS_AHEAD, connection=None, parents=tuple(LEDGERS)) -> list[str]:
+def ensure_partitions(
+    since=None, months_ahead: int = MONTHS_AHEAD, connection=None, parents=tuple(LEDGERS)
+) -> list[str]:
     """Create each history table's monthly partitions from ``since`` (default: this month) to ``months_ahead`` months on.
 
     A month whose rows already sit in the DEFAULT partition is skipped (PostgreSQL refuses to
     create it) and logged; those rows stay until the default partition is split by hand.
     """
     connection = connection or default_connection
-    today = _month_start(datetime.now(timezone.utc))
+    today = _month_start(datetime.now(UTC))
     month = _month_start(since) if since else today
     last = today
     for _ in range(months_ahead):
@@ -72,7 +76,8 @@ def ensure_partitions(since=None, months_ahead: int = MONTHS_AHEAD, connection=N
                 name, upper = partition_name(month, parent), _next_month(month)
                 with connection.cursor() as cur:
                     cur.execute(
-                        f"SELECT EXISTS (SELECT 1 FROM {parent}_default WHERE created_at >= %s AND created_at < %s)", [month, upper]
+                        f"SELECT EXISTS (SELECT 1 FROM {parent}_default WHERE created_at >= %s AND created_at < %s)",
+                        [month, upper],
                     )
                     if cur.fetchone()[0]:
                         log.warning("weight history for %s is in the default partition; not creating %s", month, name)
@@ -95,12 +100,12 @@ def expire(actor, retention_days: int, now: datetime | None = None) -> list[dict
 
     if retention_days <= 0:
         return []
-    cutoff = (now or datetime.now(timezone.utc)) - timedelta(days=retention_days)
+    cutoff = (now or datetime.now(UTC)) - timedelta(days=retention_days)
     dropped = []
     months = [(month, parent, name) for parent in LEDGERS for name, month in existing_partitions(parent=parent).items()]
     for month, parent, name in sorted(months):
         upper = _next_month(month)
-        if datetime(upper.year, upper.month, upper.day, tzinfo=timezone.utc) > cutoff:
+        if datetime(upper.year, upper.month, upper.day, tzinfo=UTC) > cutoff:
             continue
         with transaction.atomic():
             with default_connection.cursor() as cur:
@@ -111,10 +116,23 @@ def expire(actor, retention_days: int, now: datetime | None = None) -> list[dict
                 per_org = dict(cur.fetchall())
                 cur.execute(f"ALTER TABLE {parent} DETACH PARTITION {name}")
                 cur.execute(f"DROP TABLE {name}")
-            payload = {"ledger": LEDGERS[parent], "partition": name, "month": month.isoformat(), "retention_days": retention_days}
+            payload = {
+                "ledger": LEDGERS[parent],
+                "partition": name,
+                "month": month.isoformat(),
+                "retention_days": retention_days,
+            }
             for org_id, rows in per_org.items():
                 audit.append(org_id, actor, "ledger.expire", {**payload, "rows": rows})
         total = sum(per_org.values())
         log.info("expired weight history partition", extra={"partition": name, "rows": total})
-        dropped.append({"partition": name, "ledger": LEDGERS[parent], "month": month.isoformat(), "rows": total, "per_organization": per_org})
+        dropped.append(
+            {
+                "partition": name,
+                "ledger": LEDGERS[parent],
+                "month": month.isoformat(),
+                "rows": total,
+                "per_organization": per_org,
+            }
+        )
     return dropped

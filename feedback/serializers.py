@@ -12,7 +12,9 @@ from .models import OUTCOMES, SIGNALS, DailyMetric, UpdateBatch, WeightHistory
 
 def _rate(name: str, **kwargs):
     _default, lo, hi, _integer, help_text = POLICY_NUMBERS[name]
-    return FiniteFloatField(min_value=lo, max_value=hi, required=False, help_text=f"Overrides the policy. {help_text}", **kwargs)
+    return FiniteFloatField(
+        min_value=lo, max_value=hi, required=False, help_text=f"Overrides the policy. {help_text}", **kwargs
+    )
 
 
 class EdgeKeySerializer(serializers.Serializer):
@@ -79,7 +81,9 @@ class ManualSetSerializer(serializers.Serializer):
 
 
 class RollbackSerializer(serializers.Serializer):
-    force = serializers.BooleanField(default=False, help_text="Overwrite rows changed since the batch (audited as forced).")
+    force = serializers.BooleanField(
+        default=False, help_text="Overwrite rows changed since the batch (audited as forced)."
+    )
 
 
 class AcceptedSerializer(serializers.Serializer):
@@ -123,9 +127,24 @@ class UpdateBatchSerializer(serializers.ModelSerializer):
     class Meta:
         model = UpdateBatch
         fields = [
-            "id", "graph", "kind", "status", "trigger_session", "trigger_user", "trigger_task", "idempotency_key",
-            "node_updates", "edge_updates", "conflicts", "details", "started_at", "finished_at", "duration_ms",
-            "rollback_of", "rolled_back_by", "correction_of",
+            "id",
+            "graph",
+            "kind",
+            "status",
+            "trigger_session",
+            "trigger_user",
+            "trigger_task",
+            "idempotency_key",
+            "node_updates",
+            "edge_updates",
+            "conflicts",
+            "details",
+            "started_at",
+            "finished_at",
+            "duration_ms",
+            "rollback_of",
+            "rolled_back_by",
+            "correction_of",
         ]
 
     def get_rolled_back_by(self, obj) -> int | None:

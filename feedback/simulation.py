@@ -40,7 +40,7 @@ import random
 import uuid
 from contextlib import contextmanager
 from dataclasses import asdict, dataclass, field
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta
 
 from django.conf import settings
 from django.db import transaction
@@ -124,28 +124,41 @@ class Report:
         end = min(500, shift)
         window = [b for b in pre if end - 100 < b.end <= end and b.frozen_hit5 is not None]
         gain = (_mean(b.hit5 for b in window) - _mean(b.frozen_hit5 for b in window)) if window else None
-        out = {"gain_at_500": gain, "gain_window": [window[0].start, window[-1].end] if window else None,
-               "learning_hit5_at_500": _mean(b.hit5 for b in window) if window else None,
-               "frozen_hit5_at_500": _mean(b.frozen_hit5 for b in window) if window else None}
+        out = {
+            "gain_at_500": gain,
+            "gain_window": [window[0].start, window[-1].end] if window else None,
+            "learning_hit5_at_500": _mean(b.hit5 for b in window) if window else None,
+            "frozen_hit5_at_500": _mean(b.frozen_hit5 for b in window) if window else None,
+        }
         if cfg["shift_at"] and pre:
             level = pre[-1].hit5
             post = [b for b in self.blocks if b.start >= shift]
             back = next((b for b in post if b.hit5 >= level - 0.05), None)
             best = max(post, key=lambda b: b.hit5) if post else None
-            out.update({
-                "pre_shift_level": level,
-                "recovered_after": None if back is None else back.end - shift,
-                "best_post_shift": None if best is None else best.hit5,
-                "best_post_shift_after": None if best is None else best.end - shift,
-            })
+            out.update(
+                {
+                    "pre_shift_level": level,
+                    "recovered_after": None if back is None else back.end - shift,
+                    "best_post_shift": None if best is None else best.hit5,
+                    "best_post_shift_after": None if best is None else best.end - shift,
+                }
+            )
         return out
 
     def as_dict(self) -> dict:
-        return {"config": self.config, "blocks": [asdict(b) for b in self.blocks], "decay_runs": self.decay_runs,
-                "outcomes": self.outcomes, "targets": self.targets()}
+        return {
+            "config": self.config,
+            "blocks": [asdict(b) for b in self.blocks],
+            "decay_runs": self.decay_runs,
+            "outcomes": self.outcomes,
+            "targets": self.targets(),
+        }
 
     def table(self) -> str:
-        lines = ["| sessions | phase | hit@5 learning | hit@5 frozen | MRR learning | MRR frozen |", "|---|---:|---:|---:|---:|---:|"]
+        lines = [
+            "| sessions | phase | hit@5 learning | hit@5 frozen | MRR learning | MRR frozen |",
+            "|---|---:|---:|---:|---:|---:|",
+        ]
         for b in self.blocks:
             fh = "" if b.frozen_hit5 is None else f"{b.frozen_hit5:.2f}"
             fm = "" if b.frozen_mrr is None else f"{b.frozen_mrr:.2f}"
@@ -167,7 +180,9 @@ def _noisy(rng: random.Random, base, sigma: float):
     return _unit([b + rng.gauss(0.0, sigma / math.sqrt(d)) for b in base])
 
 
-def build_world(actor, organization, slug: str, *, topics: int = 8, notes_per_topic: int = 24, seed: int = 3) -> tuple[Graph, list[Topic]]:
+def build_world(
+    actor, organization, slug: str, *, topics: int = 8, notes_per_topic: int = 24, seed: int = 3
+) -> tuple[Graph, list[Topic]]:
     """A new graph of ``topics`` topics (anchor + notes, the anchor linked to each note), deterministic in ``seed``.
 
     Two worlds built with the same seed are identical but for their ids (the frozen twin).
@@ -177,19 +192,39 @@ def build_world(actor, organization, slug: str, *, topics: int = 8, notes_per_to
     rng = random.Random(seed)
     dim = settings.EMBEDDING_DIM
     with transaction.atomic():
-        graph = services.create_graph(actor, organization, slug, f"Simulation world {slug}", "Simulated agent sessions (feedback.simulation).")
+        graph = services.create_graph(
+            actor, organization, slug, f"Simulation world {slug}", "Simulated agent sessions (feedback.simulation)."
+        )
         types = {t.name: t for t in EdgeType.objects.filter(graph=graph)}
         shared = [rng.gauss(0, 1) for _ in range(dim)]
         plan = []
         nodes = []
         for t in range(topics):
             direction = _unit([0.5 * s + rng.gauss(0, 1) for s in shared])
-            nodes.append(Node(graph=graph, key=f"topic-{t}/index", kind="note", title=f"Topic {t}: index",
-                              text=f"Index of topic {t}.", embedding=direction, source="simulation"))
+            nodes.append(
+                Node(
+                    graph=graph,
+                    key=f"topic-{t}/index",
+                    kind="note",
+                    title=f"Topic {t}: index",
+                    text=f"Index of topic {t}.",
+                    embedding=direction,
+                    source="simulation",
+                )
+            )
             for j in range(notes_per_topic):
                 kind = rng.choice(["note", "decision", "observation"])
-                nodes.append(Node(graph=graph, key=f"topic-{t}/note-{j}", kind=kind, title=f"Topic {t}, {kind} {j}",
-                                  text=f"{kind} {j} of topic {t}.", embedding=_noisy(rng, direction, 0.8), source="simulation"))
+                nodes.append(
+                    Node(
+                        graph=graph,
+                        key=f"topic-{t}/note-{j}",
+                        kind=kind,
+                        title=f"Topic {t}, {kind} {j}",
+                        text=f"{kind} {j} of topic {t}.",
+                        embedding=_noisy(rng, direction, 0.8),
+                        source="simulation",
+                    )
+                )
             plan.append(direction)
         Node.objects.bulk_create(nodes)
         by_key = dict(Node.objects.filter(graph=graph).values_list("key", "id"))
@@ -198,14 +233,28 @@ def build_world(actor, organization, slug: str, *, topics: int = 8, notes_per_to
         for t in range(topics):
             anchor = by_key[f"topic-{t}/index"]
             for j in range(notes_per_topic):
-                edges.append(Edge(graph=graph, source_id=anchor, target_id=by_key[f"topic-{t}/note-{j}"],
-                                  edge_type=types[rng.choice(type_names)], weight=rng.uniform(0.3, 0.7),
-                                  feedback_weight=rng.uniform(0.4, 0.6)))
+                edges.append(
+                    Edge(
+                        graph=graph,
+                        source_id=anchor,
+                        target_id=by_key[f"topic-{t}/note-{j}"],
+                        edge_type=types[rng.choice(type_names)],
+                        weight=rng.uniform(0.3, 0.7),
+                        feedback_weight=rng.uniform(0.4, 0.6),
+                    )
+                )
             for j in range(notes_per_topic):
                 k = rng.randrange(notes_per_topic)
                 if k != j:
-                    edges.append(Edge(graph=graph, source_id=by_key[f"topic-{t}/note-{j}"], target_id=by_key[f"topic-{t}/note-{k}"],
-                                      edge_type=types["related"], weight=rng.uniform(0.3, 0.7)))
+                    edges.append(
+                        Edge(
+                            graph=graph,
+                            source_id=by_key[f"topic-{t}/note-{j}"],
+                            target_id=by_key[f"topic-{t}/note-{k}"],
+                            edge_type=types["related"],
+                            weight=rng.uniform(0.3, 0.7),
+                        )
+                    )
         Edge.objects.bulk_create(edges, ignore_conflicts=True)
     return graph, topics_of(graph, [f"topic-{t}/index" for t in range(topics)], directions=plan)
 
@@ -218,8 +267,11 @@ def topics_of(graph: Graph, anchor_keys: list[str], *, directions=None, min_note
     out = []
     for index, key in enumerate(anchor_keys):
         anchor = Node.objects.get(graph=graph, key=key)
-        rows = list(Edge.objects.filter(graph=graph, source=anchor, archived=False, target__archived=False)
-                    .order_by("target__key", "id").values_list("target_id", "id"))
+        rows = list(
+            Edge.objects.filter(graph=graph, source=anchor, archived=False, target__archived=False)
+            .order_by("target__key", "id")
+            .values_list("target_id", "id")
+        )
         edges = {}
         for target, edge in rows:
             edges.setdefault(target, edge)
@@ -234,9 +286,13 @@ def hub_anchor_keys(graph: Graph, *, topics: int = 6, min_notes: int = 4) -> lis
     """Keys of the graph's best-connected nodes (most active out-edges), as topic anchors for an existing graph."""
     from django.db.models import Count, Q
 
-    rows = (Node.objects.filter(graph=graph, archived=False, embedding__isnull=False)
-            .annotate(n=Count("out_edges", filter=Q(out_edges__archived=False))).filter(n__gte=min_notes)
-            .order_by("-n", "key").values_list("key", flat=True)[:topics])
+    rows = (
+        Node.objects.filter(graph=graph, archived=False, embedding__isnull=False)
+        .annotate(n=Count("out_edges", filter=Q(out_edges__archived=False)))
+        .filter(n__gte=min_notes)
+        .order_by("-n", "key")
+        .values_list("key", flat=True)[:topics]
+    )
     return list(rows)
 
 
@@ -291,15 +347,25 @@ def _score(items: list[dict], useful: set[int]) -> SessionScore:
 
 def _context(client, graph_id: int, sid: str, vector, budget: int) -> list[dict]:
     """The agent's call: the question (here its vector) only."""
-    r = client.post(f"/api/graphs/{graph_id}/context/", {"session": sid, "vector": vector,
-                                                          "budget_unit": "items", "budget": budget}, format="json")
+    r = client.post(
+        f"/api/graphs/{graph_id}/context/",
+        {"session": sid, "vector": vector, "budget_unit": "items", "budget": budget},
+        format="json",
+    )
     if r.status_code != 201:
         raise RuntimeError(f"context: {r.status_code} {r.content[:300]!r}")
     return r.json()["items"]
 
 
-def simulate(user, world: tuple[Graph, list[Topic]], frozen: tuple[Graph, list[Topic]] | None = None, cfg: Config | None = None,
-             *, progress=None, start: datetime | None = None) -> Report:
+def simulate(
+    user,
+    world: tuple[Graph, list[Topic]],
+    frozen: tuple[Graph, list[Topic]] | None = None,
+    cfg: Config | None = None,
+    *,
+    progress=None,
+    start: datetime | None = None,
+) -> Report:
     """Run ``cfg.sessions`` sessions on ``world`` (and the same questions, without reports, on ``frozen``).
 
     ``user`` must be a member of the graphs' organization with the analyst role or above (reports
@@ -310,7 +376,7 @@ def simulate(user, world: tuple[Graph, list[Topic]], frozen: tuple[Graph, list[T
     rng = random.Random(cfg.seed)
     ground = Ground(topics, cfg.useful_per_topic, rng)
     client = api_client(user)
-    start = start or datetime.now(timezone.utc)
+    start = start or datetime.now(UTC)
     period_days = graph.current_policy().decay_period_days
     report = Report(config=asdict(cfg))
     report.outcomes = {"accepted": 0, "rework": 0, "rejected": 0}
@@ -325,8 +391,11 @@ def simulate(user, world: tuple[Graph, list[Topic]], frozen: tuple[Graph, list[T
             if cfg.decay and period > last_period:
                 last_period = period
                 # The periodic decay task's action, on the simulated clock.
-                actions.decay(ACTOR, Graph.objects.select_related("organization").get(pk=graph.pk),
-                              now=start + timedelta(days=period * period_days))
+                actions.decay(
+                    ACTOR,
+                    Graph.objects.select_related("organization").get(pk=graph.pk),
+                    now=start + timedelta(days=period * period_days),
+                )
                 report.decay_runs += 1
             ti = rng.randrange(len(topics))
             topic = topics[ti]
@@ -363,7 +432,10 @@ def simulate(user, world: tuple[Graph, list[Topic]], frozen: tuple[Graph, list[T
                 b0 = s + 1 - len(learn_scores)
                 block = Block(b0, s + 1, phase, _mean(x.hit5 for x in learn_scores), _mean(x.rr for x in learn_scores))
                 if frozen_scores:
-                    block.frozen_hit5, block.frozen_mrr = _mean(x.hit5 for x in frozen_scores), _mean(x.rr for x in frozen_scores)
+                    block.frozen_hit5, block.frozen_mrr = (
+                        _mean(x.hit5 for x in frozen_scores),
+                        _mean(x.rr for x in frozen_scores),
+                    )
                 report.blocks.append(block)
                 learn_scores, frozen_scores = [], []
                 if progress:
@@ -385,8 +457,15 @@ def simulated_sessions(graph: Graph) -> int:
 # Running it: a fresh world and its frozen twin, and the plots
 
 
-def run_experiment(cfg: Config, *, topics: int = 8, notes_per_topic: int = 24, policy: dict | None = None,
-                   world_seed: int = 3, progress=None) -> Report:
+def run_experiment(
+    cfg: Config,
+    *,
+    topics: int = 8,
+    notes_per_topic: int = 24,
+    policy: dict | None = None,
+    world_seed: int = 3,
+    progress=None,
+) -> Report:
     """Build a world and its frozen twin in the ``simulation`` organization, then :func:`simulate` on both.
 
     ``policy``: policy numbers to set on both graphs first (one new revision each, audited).
@@ -405,13 +484,22 @@ def run_experiment(cfg: Config, *, topics: int = 8, notes_per_topic: int = 24, p
     tag = uuid.uuid4().hex[:6]
     worlds = []
     for name in ("learning", "frozen"):
-        graph, graph_topics = build_world(users["admin"], org, f"{name}-{tag}", topics=topics, notes_per_topic=notes_per_topic, seed=world_seed)
+        graph, graph_topics = build_world(
+            users["admin"], org, f"{name}-{tag}", topics=topics, notes_per_topic=notes_per_topic, seed=world_seed
+        )
         if policy:
             services.set_policy(users["admin"], graph, policy, note="simulation policy")
         worlds.append((graph, graph_topics))
     report = simulate(users["analyst"], worlds[0], worlds[1], cfg, progress=progress)
-    report.config.update({"topics": topics, "notes_per_topic": notes_per_topic, "policy": policy or {},
-                          "learning_graph": worlds[0][0].pk, "frozen_graph": worlds[1][0].pk})
+    report.config.update(
+        {
+            "topics": topics,
+            "notes_per_topic": notes_per_topic,
+            "policy": policy or {},
+            "learning_graph": worlds[0][0].pk,
+            "frozen_graph": worlds[1][0].pk,
+        }
+    )
     return report
 
 
@@ -432,8 +520,10 @@ def write_plots(report: Report, png_path, html_path) -> None:
 
     x = [b.end for b in report.blocks]
     series = {
-        "hit@5, learning": [b.hit5 for b in report.blocks], "hit@5, frozen": [b.frozen_hit5 for b in report.blocks],
-        "MRR, learning": [b.mrr for b in report.blocks], "MRR, frozen": [b.frozen_mrr for b in report.blocks],
+        "hit@5, learning": [b.hit5 for b in report.blocks],
+        "hit@5, frozen": [b.frozen_hit5 for b in report.blocks],
+        "MRR, learning": [b.mrr for b in report.blocks],
+        "MRR, frozen": [b.frozen_mrr for b in report.blocks],
     }
     shift = report.config.get("shift_at")
     fig, axes = plt.subplots(1, 2, figsize=(11, 4), sharex=True)
@@ -454,12 +544,18 @@ def write_plots(report: Report, png_path, html_path) -> None:
     pfig = make_subplots(rows=1, cols=2, subplot_titles=("hit@5", "MRR"))
     for col, metric in ((1, "hit@5"), (2, "MRR")):
         for who, dash in (("learning", "solid"), ("frozen", "dash")):
-            pfig.add_trace(go.Scatter(x=x, y=series[f"{metric}, {who}"], name=f"{metric}, {who}", line={"dash": dash}), row=1, col=col)
+            pfig.add_trace(
+                go.Scatter(x=x, y=series[f"{metric}, {who}"], name=f"{metric}, {who}", line={"dash": dash}),
+                row=1,
+                col=col,
+            )
         if shift:
             pfig.add_vline(x=shift, line_dash="dot", line_color="grey", row=1, col=col)
     pfig.update_yaxes(range=[0, 1.02])
-    pfig.update_layout(title="Does the graph learn? Learning policy against frozen (no feedback); the ground truth shifts at the dotted line",
-                       height=450)
+    pfig.update_layout(
+        title="Does the graph learn? Learning policy against frozen (no feedback); the ground truth shifts at the dotted line",
+        height=450,
+    )
     html_path = Path(html_path)
     pfig.write_html(html_path, include_plotlyjs="plotly.min.js", full_html=True)
     shutil.copyfile(Path(plotly.__file__).parent / "package_data" / "plotly.min.js", html_path.parent / "plotly.min.js")

@@ -10,7 +10,7 @@ if the first run did commit before the crash.
 from __future__ import annotations
 
 import logging
-from datetime import date, datetime, timedelta, timezone
+from datetime import UTC, date, datetime, timedelta
 
 from celery import shared_task
 from django.contrib.auth import get_user_model
@@ -44,45 +44,78 @@ def _graph(graph_id):
 
 
 def _session(graph_id, external_id):
-    return AgentSession.objects.select_related("graph", "graph__organization").filter(graph_id=graph_id, external_id=external_id).first()
+    return (
+        AgentSession.objects.select_related("graph", "graph__organization")
+        .filter(graph_id=graph_id, external_id=external_id)
+        .first()
+    )
 
 
 @shared_task(name="feedback.apply_uses")
-def apply_uses_task(graph_id: int, external_id: str, items: list[dict], source: str = "api", learning_rate=None,
-                    idempotency_key: str | None = None, user_id: int | None = None) -> dict:
+def apply_uses_task(
+    graph_id: int,
+    external_id: str,
+    items: list[dict],
+    source: str = "api",
+    learning_rate=None,
+    idempotency_key: str | None = None,
+    user_id: int | None = None,
+) -> dict:
     """Record use events of a session and reinforce (``actions.apply_uses``)."""
     session = _session(graph_id, external_id)
     if session is None:
-        return actions.fall_through("unknown_session", "uses for an unknown session", graph=graph_id, session=external_id).as_dict()
+        return actions.fall_through(
+            "unknown_session", "uses for an unknown session", graph=graph_id, session=external_id
+        ).as_dict()
     parsed = [actions.UseItem(i["kind"], i["id"], i["signal"], i.get("injection_id")) for i in items]
     try:
-        return actions.apply_uses(_actor(user_id, "task:feedback.apply_uses"), session, parsed, source=source,
-                                  learning_rate=learning_rate, idempotency_key=idempotency_key).as_dict()
+        return actions.apply_uses(
+            _actor(user_id, "task:feedback.apply_uses"),
+            session,
+            parsed,
+            source=source,
+            learning_rate=learning_rate,
+            idempotency_key=idempotency_key,
+        ).as_dict()
     except actions.FeedbackError as exc:
         return _refused(exc, graph=graph_id, session=external_id)
 
 
 @shared_task(name="feedback.apply_response")
-def apply_response_task(graph_id: int, external_id: str, response: str, idempotency_key: str | None = None,
-                        user_id: int | None = None) -> dict:
+def apply_response_task(
+    graph_id: int, external_id: str, response: str, idempotency_key: str | None = None, user_id: int | None = None
+) -> dict:
     """Detect implicit uses in a response text and reinforce them (``actions.apply_response``)."""
     session = _session(graph_id, external_id)
     if session is None:
-        return actions.fall_through("unknown_session", "response for an unknown session", graph=graph_id, session=external_id).as_dict()
-    return actions.apply_response(_actor(user_id, "task:feedback.apply_response"), session, response,
-                                  idempotency_key=idempotency_key).as_dict()
+        return actions.fall_through(
+            "unknown_session", "response for an unknown session", graph=graph_id, session=external_id
+        ).as_dict()
+    return actions.apply_response(
+        _actor(user_id, "task:feedback.apply_response"), session, response, idempotency_key=idempotency_key
+    ).as_dict()
 
 
 @shared_task(name="feedback.apply_outcome")
-def apply_outcome_task(graph_id: int, external_id: str, outcome: str, alpha=None, idempotency_key: str | None = None,
-                       user_id: int | None = None) -> dict:
+def apply_outcome_task(
+    graph_id: int,
+    external_id: str,
+    outcome: str,
+    alpha=None,
+    idempotency_key: str | None = None,
+    user_id: int | None = None,
+) -> dict:
     """Apply a session's outcome EMA (``actions.apply_outcome``)."""
     graph = _graph(graph_id)
     if graph is None:
-        return actions.fall_through("unknown_graph", "outcome for an unknown graph", graph=graph_id, session=external_id).as_dict()
+        return actions.fall_through(
+            "unknown_graph", "outcome for an unknown graph", graph=graph_id, session=external_id
+        ).as_dict()
     actor = _actor(user_id, "task:feedback.apply_outcome")
     try:
-        result = actions.apply_outcome(actor, graph, external_id, outcome, alpha=alpha, idempotency_key=idempotency_key).as_dict()
+        result = actions.apply_outcome(
+            actor, graph, external_id, outcome, alpha=alpha, idempotency_key=idempotency_key
+        ).as_dict()
     except actions.FeedbackError as exc:
         return _refused(exc, graph=graph_id, session=external_id)
     if outcome == "accepted" and result["status"] == "applied":
@@ -115,15 +148,21 @@ def normalize_graph_task(graph_id: int, idempotency_key: str | None = None, user
     graph = _graph(graph_id)
     if graph is None:
         return {"status": "unknown_graph", "graph": graph_id}
-    return actions.normalize(_actor(user_id, "task:feedback.normalize"), graph, idempotency_key=idempotency_key).as_dict()
+    return actions.normalize(
+        _actor(user_id, "task:feedback.normalize"), graph, idempotency_key=idempotency_key
+    ).as_dict()
 
 
 @shared_task(name="feedback.normalize_all")
 def normalize_all_task() -> list[int]:
     """Beat entry: normalize every graph whose current policy uses the ``normalize`` ceiling mode."""
-    latest = PolicyRevision.objects.order_by("graph_id", "-revision").distinct("graph_id").values_list("graph_id", "ceiling_mode")
+    latest = (
+        PolicyRevision.objects.order_by("graph_id", "-revision")
+        .distinct("graph_id")
+        .values_list("graph_id", "ceiling_mode")
+    )
     ids = [graph_id for graph_id, mode in latest if mode == "normalize"]
-    today = datetime.now(timezone.utc).date().isoformat()
+    today = datetime.now(UTC).date().isoformat()
     for graph_id in ids:
         # One run per graph and day: a duplicate beat tick skips the chunks already applied.
         normalize_graph_task.delay(graph_id, idempotency_key=f"beat-{today}")
@@ -143,7 +182,7 @@ def rollup_metrics_task(graph_id: int, day: str) -> dict:
 @shared_task(name="feedback.rollup_metrics_all")
 def rollup_metrics_all_task() -> list[int]:
     """Beat entry: roll up yesterday (now complete) and today (so far) for every graph."""
-    today = datetime.now(timezone.utc).date()
+    today = datetime.now(UTC).date()
     ids = list(Graph.objects.order_by("id").values_list("id", flat=True))
     for graph_id in ids:
         for day in (today - timedelta(days=1), today):

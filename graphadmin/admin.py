@@ -3,7 +3,18 @@
 from django.contrib import admin
 
 from graphadmin.admin_tenancy import ReadOnlyAdmin, TenantAdmin
-from graphadmin.models import AuditEvent, Edge, EdgeStats, EdgeType, Graph, Membership, Node, NodeStats, Organization, PolicyRevision
+from graphadmin.models import (
+    AuditEvent,
+    Edge,
+    EdgeStats,
+    EdgeType,
+    Graph,
+    Membership,
+    Node,
+    NodeStats,
+    Organization,
+    PolicyRevision,
+)
 
 
 @admin.register(Organization)

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import hashlib
 from dataclasses import dataclass
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 
 import rfc8785
 from django.db import connection, transaction
@@ -31,7 +31,7 @@ def actor_label(actor) -> str:
 
 
 def _canonical_time(moment: datetime) -> str:
-    return moment.astimezone(timezone.utc).isoformat(timespec="microseconds")
+    return moment.astimezone(UTC).isoformat(timespec="microseconds")
 
 
 def compute_hash(prev_hash: str, seq: int, created_at: datetime, actor: str, action: str, scope, payload) -> str:
@@ -65,25 +65,29 @@ def append(organization, actor, action: str, payload: dict, scope: dict | None =
         with connection.cursor() as cur:
             cur.execute("SELECT pg_advisory_xact_lock(%s, %s)", [_LOCK_CLASS, org_id])
             # Plain SQL: this read is on every write path, and building it through the ORM cost more than running it.
-            cur.execute(f"SELECT seq, hash FROM {AuditEvent._meta.db_table} WHERE organization_id = %s ORDER BY seq DESC LIMIT 1",
-                        [org_id])
+            cur.execute(
+                f"SELECT seq, hash FROM {AuditEvent._meta.db_table} WHERE organization_id = %s ORDER BY seq DESC LIMIT 1",
+                [org_id],
+            )
             last = cur.fetchone()
         seq = last[0] + 1 if last else 1
         prev_hash = last[1] if last else GENESIS
         # Microsecond precision is what PostgreSQL stores; truncate now so verify recomputes the same.
-        now = datetime.now(timezone.utc)
+        now = datetime.now(UTC)
         label = actor_label(actor)
-        return _insert(AuditEvent(
-            organization_id=org_id,
-            seq=seq,
-            created_at=now,
-            actor=label,
-            action=action,
-            scope=scope,
-            payload=payload,
-            prev_hash=prev_hash,
-            hash=compute_hash(prev_hash, seq, now, label, action, scope, payload),
-        ))
+        return _insert(
+            AuditEvent(
+                organization_id=org_id,
+                seq=seq,
+                created_at=now,
+                actor=label,
+                action=action,
+                scope=scope,
+                payload=payload,
+                prev_hash=prev_hash,
+                hash=compute_hash(prev_hash, seq, now, label, action, scope, payload),
+            )
+        )
 
 
 def _insert(event: AuditEvent) -> AuditEvent:
@@ -151,6 +155,6 @@ def verify(organization, full: bool = True) -> Verification:
     if full and count:
         AuditCheckpoint.objects.update_or_create(
             organization_id=org_id,
-            defaults={"seq": expected_seq - 1, "hash": prev_hash, "verified_at": datetime.now(timezone.utc)},
+            defaults={"seq": expected_seq - 1, "hash": prev_hash, "verified_at": datetime.now(UTC)},
         )
     return Verification(True, count)

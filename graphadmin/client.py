@@ -25,14 +25,25 @@ from __future__ import annotations
 
 import time
 import uuid
-from urllib.parse import quote
 from typing import Any, Literal, NotRequired, TypedDict
+from urllib.parse import quote
 
 import httpx
 
 __all__ = [
-    "GraphClient", "ApiError", "ServerError", "Component", "SearchHit", "SearchResult", "ContextItem", "ContextResult",
-    "UseItem", "Report", "Candidate", "Comparison", "Explanation",
+    "GraphClient",
+    "ApiError",
+    "ServerError",
+    "Component",
+    "SearchHit",
+    "SearchResult",
+    "ContextItem",
+    "ContextResult",
+    "UseItem",
+    "Report",
+    "Candidate",
+    "Comparison",
+    "Explanation",
 ]
 
 Outcome = Literal["accepted", "rework", "rejected"]
@@ -185,11 +196,21 @@ class GraphClient:
     a timeout or a 5xx is retried, sleeping ``backoff * 2**attempt`` seconds in between.
     """
 
-    def __init__(self, base_url: str, token: str, *, timeout: float = 10.0, retries: int = 3, backoff: float = 0.25,
-                 transport: httpx.BaseTransport | None = None):
+    def __init__(
+        self,
+        base_url: str,
+        token: str,
+        *,
+        timeout: float = 10.0,
+        retries: int = 3,
+        backoff: float = 0.25,
+        transport: httpx.BaseTransport | None = None,
+    ):
         self.retries, self.backoff = retries, backoff
         self._http = httpx.Client(
-            base_url=base_url.rstrip("/"), timeout=timeout, transport=transport,
+            base_url=base_url.rstrip("/"),
+            timeout=timeout,
+            transport=transport,
             headers={"Authorization": f"Token {token}", "Accept": "application/json"},
         )
 
@@ -202,12 +223,23 @@ class GraphClient:
     def __exit__(self, *exc) -> None:
         self.close()
 
-    def _request(self, method: str, path: str, *, json: dict | None = None, params: dict | None = None,
-                 headers: dict | None = None, data: dict | None = None, files: dict | None = None) -> Any:
+    def _request(
+        self,
+        method: str,
+        path: str,
+        *,
+        json: dict | None = None,
+        params: dict | None = None,
+        headers: dict | None = None,
+        data: dict | None = None,
+        files: dict | None = None,
+    ) -> Any:
         attempt = 0
         while True:
             try:
-                response = self._http.request(method, path, json=json, params=params, headers=headers, data=data, files=files)
+                response = self._http.request(
+                    method, path, json=json, params=params, headers=headers, data=data, files=files
+                )
             except httpx.TransportError:  # connection refused or reset, timeouts, protocol errors
                 if attempt >= self.retries:
                     raise
@@ -222,49 +254,106 @@ class GraphClient:
                     raise ApiError(response.status_code, errors, method, str(response.request.url))
                 if attempt >= self.retries:
                     raise ServerError(response.status_code, response.text, method, str(response.request.url))
-            time.sleep(self.backoff * 2 ** attempt)
+            time.sleep(self.backoff * 2**attempt)
             attempt += 1
 
     # The five operations.
 
-    def search(self, graph_id: int, query: str = "", *, vector: list[float] | None = None, k: int = 20,
-               anchors: list[int] | None = None, exclude: list[int] | None = None,
-               persona: dict[str, float] | None = None) -> SearchResult:
+    def search(
+        self,
+        graph_id: int,
+        query: str = "",
+        *,
+        vector: list[float] | None = None,
+        k: int = 20,
+        anchors: list[int] | None = None,
+        exclude: list[int] | None = None,
+        persona: dict[str, float] | None = None,
+    ) -> SearchResult:
         """Search (POST /api/graphs/{id}/search/): the retrieval pipeline's ranked hits with every factor. Logs nothing."""
-        body = _drop_none({"query": query, "vector": vector, "k": k, "anchors": anchors, "exclude": exclude, "persona": persona})
+        body = _drop_none(
+            {"query": query, "vector": vector, "k": k, "anchors": anchors, "exclude": exclude, "persona": persona}
+        )
         return self._request("POST", f"/api/graphs/{graph_id}/search/", json=body)
 
-    def context(self, graph_id: int, session: str, query: str = "", *, vector: list[float] | None = None,
-                start_nodes: list[int] | None = None, anchors: list[int] | None = None, exclude: list[int] | None = None,
-                persona: dict[str, float] | None = None, budget_unit: Literal["items", "tokens"] = "items",
-                budget: int | None = None, k: int = 50, hops: int | None = None) -> ContextResult:
+    def context(
+        self,
+        graph_id: int,
+        session: str,
+        query: str = "",
+        *,
+        vector: list[float] | None = None,
+        start_nodes: list[int] | None = None,
+        anchors: list[int] | None = None,
+        exclude: list[int] | None = None,
+        persona: dict[str, float] | None = None,
+        budget_unit: Literal["items", "tokens"] = "items",
+        budget: int | None = None,
+        k: int = 50,
+        hops: int | None = None,
+    ) -> ContextResult:
         """Budgeted context for a session (POST /api/graphs/{id}/context/): the items and the injection id.
 
         Ask with the question only; ``start_nodes``, ``anchors`` and ``exclude`` (ids you already hold) are optional."""
-        body = _drop_none({
-            "session": session, "query": query, "vector": vector, "start_nodes": start_nodes, "anchors": anchors,
-            "exclude": exclude, "persona": persona, "budget_unit": budget_unit, "budget": budget, "k": k, "hops": hops,
-        })
+        body = _drop_none(
+            {
+                "session": session,
+                "query": query,
+                "vector": vector,
+                "start_nodes": start_nodes,
+                "anchors": anchors,
+                "exclude": exclude,
+                "persona": persona,
+                "budget_unit": budget_unit,
+                "budget": budget,
+                "k": k,
+                "hops": hops,
+            }
+        )
         return self._request("POST", f"/api/graphs/{graph_id}/context/", json=body)
 
     def _report(self, graph_id: int, session: str, what: str, body: dict, idempotency_key: str | None) -> Report:
         key = idempotency_key or uuid.uuid4().hex
-        return self._request("POST", f"/api/graphs/{graph_id}/sessions/{quote(session, safe='')}/{what}/", json=body,
-                             headers={"Idempotency-Key": key})
+        return self._request(
+            "POST",
+            f"/api/graphs/{graph_id}/sessions/{quote(session, safe='')}/{what}/",
+            json=body,
+            headers={"Idempotency-Key": key},
+        )
 
-    def record_use(self, graph_id: int, session: str, items: list[UseItem], *, learning_rate: float | None = None,
-                   idempotency_key: str | None = None) -> Report:
+    def record_use(
+        self,
+        graph_id: int,
+        session: str,
+        items: list[UseItem],
+        *,
+        learning_rate: float | None = None,
+        idempotency_key: str | None = None,
+    ) -> Report:
         """Report used (explicit) or wrong (negative) items (POST .../sessions/{session}/uses/); applied by the worker."""
-        return self._report(graph_id, session, "uses", _drop_none({"items": items, "learning_rate": learning_rate}), idempotency_key)
+        return self._report(
+            graph_id, session, "uses", _drop_none({"items": items, "learning_rate": learning_rate}), idempotency_key
+        )
 
-    def record_response(self, graph_id: int, session: str, response: str, *, idempotency_key: str | None = None) -> Report:
+    def record_response(
+        self, graph_id: int, session: str, response: str, *, idempotency_key: str | None = None
+    ) -> Report:
         """Send the response text for implicit use detection (POST .../sessions/{session}/response/)."""
         return self._report(graph_id, session, "response", {"response": response}, idempotency_key)
 
-    def improve(self, graph_id: int, session: str, outcome: Outcome, *, alpha: float | None = None,
-                idempotency_key: str | None = None) -> Report:
+    def improve(
+        self,
+        graph_id: int,
+        session: str,
+        outcome: Outcome,
+        *,
+        alpha: float | None = None,
+        idempotency_key: str | None = None,
+    ) -> Report:
         """Report the session's outcome (POST .../sessions/{session}/outcome/): EMA on the worker."""
-        return self._report(graph_id, session, "outcome", _drop_none({"outcome": outcome, "alpha": alpha}), idempotency_key)
+        return self._report(
+            graph_id, session, "outcome", _drop_none({"outcome": outcome, "alpha": alpha}), idempotency_key
+        )
 
     def explain(self, injection_id: int, *, i: int | None = None, j: int | None = None) -> Explanation:
         """Every candidate of an injection with its components; with i and j, why rank i beat rank j."""
@@ -272,7 +361,9 @@ class GraphClient:
 
     def batches(self, graph_id: int, session: str, kind: str | None = None) -> list[dict]:
         """The update batches a session's feedback produced (GET /api/batches/?graph=&session=), newest first."""
-        body = self._request("GET", "/api/batches/", params=_drop_none({"graph": graph_id, "session": session, "kind": kind}))
+        body = self._request(
+            "GET", "/api/batches/", params=_drop_none({"graph": graph_id, "session": session, "kind": kind})
+        )
         return body["results"] if isinstance(body, dict) and "results" in body else body
 
     # Set-up for tools that build graphs (evaluations, imports): graphs, vault import, nodes, policy.
@@ -299,16 +390,24 @@ class GraphClient:
         body = {"organization": organization, "slug": slug, "name": name, "description": description}
         return self._request("POST", "/api/graphs/", json=body)
 
-    def import_vault(self, graph_id: int, archive: bytes, *, filename: str = "vault.zip", dry_run: bool = False,
-                     create_missing: bool = False) -> dict:
+    def import_vault(
+        self,
+        graph_id: int,
+        archive: bytes,
+        *,
+        filename: str = "vault.zip",
+        dry_run: bool = False,
+        create_missing: bool = False,
+    ) -> dict:
         """Upload a zipped Obsidian vault (POST /api/graphs/{id}/import/; operators): counts, warnings, ``embedding``.
 
         ``embedding`` is ``sync`` (vectors written with the import) or ``task`` (the Celery task fills them:
         see ``nodes()``' ``embedded`` flag). Re-importing an unchanged vault changes nothing.
         """
         form = {"dry_run": "true" if dry_run else "false", "create_missing": "true" if create_missing else "false"}
-        return self._request("POST", f"/api/graphs/{graph_id}/import/", data=form,
-                             files={"file": (filename, archive, "application/zip")})
+        return self._request(
+            "POST", f"/api/graphs/{graph_id}/import/", data=form, files={"file": (filename, archive, "application/zip")}
+        )
 
     def nodes(self, graph_id: int) -> list[dict]:
         """Every node of a graph, archived ones included (GET /api/graphs/{id}/nodes/, every page)."""
@@ -324,4 +423,6 @@ class GraphClient:
 
     def update_policy(self, graph_id: int, changes: dict, *, note: str = "") -> dict:
         """Change policy values (PATCH /api/graphs/{id}/policy/; operators): a new revision. A bad value is an ApiError 400."""
-        return self._request("PATCH", f"/api/graphs/{graph_id}/policy/", json={**changes, **({"note": note} if note else {})})
+        return self._request(
+            "PATCH", f"/api/graphs/{graph_id}/policy/", json={**changes, **({"note": note} if note else {})}
+        )

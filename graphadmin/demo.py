@@ -9,6 +9,7 @@ The users cover every role so each page can be tried as each of them.
 from __future__ import annotations
 
 import secrets
+from datetime import UTC
 
 from django.conf import settings
 from django.contrib.auth import get_user_model
@@ -23,7 +24,15 @@ DEMO_ORG = "demo"
 DEMO_GRAPH = "demo"
 DEMO_ROLES = {"admin": "admin", "operator": "operator", "analyst": "analyst", "reviewer": "reviewer"}
 DEMO_VAULT = settings.BASE_DIR / "demo" / "vault"
-CHANGE_COUNTS = ("nodes_created", "nodes_updated", "nodes_renamed", "nodes_archived", "edges_created", "edges_restored", "edges_archived")
+CHANGE_COUNTS = (
+    "nodes_created",
+    "nodes_updated",
+    "nodes_renamed",
+    "nodes_archived",
+    "edges_created",
+    "edges_restored",
+    "edges_archived",
+)
 
 
 def demo_password() -> str:
@@ -55,7 +64,9 @@ def ensure_demo() -> tuple[Graph, str]:
     admin = User.objects.get(username="admin")
     graph = Graph.objects.filter(organization=org, slug=DEMO_GRAPH).first()
     if graph is None:
-        graph = services.create_graph(admin, org, DEMO_GRAPH, "Harbor project memory", "The demo vault: a fictional parcel-tracking project.")
+        graph = services.create_graph(
+            admin, org, DEMO_GRAPH, "Harbor project memory", "The demo vault: a fictional parcel-tracking project."
+        )
     import_demo_vault(graph)
     reembed_if_stale(graph)
     return graph, password
@@ -96,7 +107,7 @@ def fill_demo_history(sessions: int = DEMO_HISTORY_SESSIONS) -> dict:
     the periodic task does that, and a simulated clock would take the coming periods' decay keys.
     The metrics rollup of today then gives the overview's charts their first point.
     """
-    from datetime import datetime, timezone
+    from datetime import datetime
 
     from feedback import metrics, simulation
 
@@ -107,8 +118,16 @@ def fill_demo_history(sessions: int = DEMO_HISTORY_SESSIONS) -> dict:
     if not topics:
         return {"status": "skipped", "reason": "no note with enough links to start from"}
     analyst = get_user_model().objects.get(username="analyst")
-    cfg = simulation.Config(sessions=sessions, shift_at=None, block=sessions, useful_per_topic=3, budget=5, decay=False, seed=5)
+    cfg = simulation.Config(
+        sessions=sessions, shift_at=None, block=sessions, useful_per_topic=3, budget=5, decay=False, seed=5
+    )
     report = simulation.simulate(analyst, (graph, topics), None, cfg)
-    metrics.rollup(graph, datetime.now(timezone.utc).date())
+    metrics.rollup(graph, datetime.now(UTC).date())
     block = report.blocks[-1]
-    return {"status": "filled", "sessions": sessions, "topics": len(topics), "hit5": round(block.hit5, 2), "outcomes": report.outcomes}
+    return {
+        "status": "filled",
+        "sessions": sessions,
+        "topics": len(topics),
+        "hit5": round(block.hit5, 2),
+        "outcomes": report.outcomes,
+    }

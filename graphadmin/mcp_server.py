@@ -36,20 +36,19 @@ from typing import Annotated, Any, Literal
 
 from asgiref.sync import sync_to_async
 from django.db import close_old_connections, transaction
+from mcp.server.auth.provider import AccessToken
+from mcp.server.mcpserver import MCPServer
+from mcp.server.mcpserver.exceptions import ToolError
+from mcp_types import ToolAnnotations
 from pydantic import BaseModel, Field
 from rest_framework.authtoken.models import Token
 from rest_framework.exceptions import ValidationError
 from rest_framework.utils.encoders import JSONEncoder
 
-from mcp_types import ToolAnnotations
-
-from mcp.server.auth.provider import AccessToken
-from mcp.server.mcpserver import MCPServer
-from mcp.server.mcpserver.exceptions import ToolError
 from graphadmin.embeddings import EmbeddingModelMismatch
 from graphadmin.models.policy import POLICY_NUMBERS
-from ranking.api import call_service
 from ranking import service  # the documented bounds (docs/ranking.md); needs Django set up, as every caller has
+from ranking.api import call_service
 
 SERVER_NAME = "graphadmin"
 _LR, _ALPHA = POLICY_NUMBERS["learning_rate"], POLICY_NUMBERS["ema_alpha"]
@@ -134,9 +133,17 @@ def do_search(user, graph_id: int, args: dict) -> dict:
 
     graph = _graph(user, graph_id, "reviewer")
     data = _validated(rs.SearchRequestSerializer, args)
-    result = call_service(service.search, graph, query=data["query"], vector=data["vector"], k=data["k"],
-                           anchors=data["anchors"], start_nodes=data["start_nodes"], exclude=data["exclude"],
-                           persona=data["persona"])
+    result = call_service(
+        service.search,
+        graph,
+        query=data["query"],
+        vector=data["vector"],
+        k=data["k"],
+        anchors=data["anchors"],
+        start_nodes=data["start_nodes"],
+        exclude=data["exclude"],
+        persona=data["persona"],
+    )
     return search_payload(result)
 
 
@@ -147,9 +154,19 @@ def do_context(user, graph_id: int, args: dict) -> dict:
     graph = _graph(user, graph_id, "reviewer")
     data = _validated(rs.ContextRequestSerializer, args)
     result = call_service(
-        service.assemble_context, graph, session_id=data["session"], query=data["query"], vector=data["vector"],
-        start_nodes=data["start_nodes"], anchors=data["anchors"], exclude=data["exclude"], persona=data["persona"],
-        budget_unit=data["budget_unit"], budget=data["budget"], k=data["k"], hops=data["hops"],
+        service.assemble_context,
+        graph,
+        session_id=data["session"],
+        query=data["query"],
+        vector=data["vector"],
+        start_nodes=data["start_nodes"],
+        anchors=data["anchors"],
+        exclude=data["exclude"],
+        persona=data["persona"],
+        budget_unit=data["budget_unit"],
+        budget=data["budget"],
+        k=data["k"],
+        hops=data["hops"],
     )
     return context_payload(result, data["session"])
 
@@ -186,8 +203,12 @@ def do_explain(user, injection_id: int, i, j, node) -> dict:
     from feedback.models import ContextInjection, UpdateBatch
     from ranking import serializers as rs
 
-    injection = (ContextInjection.objects.for_user(user).select_related("session", "policy_revision")
-                 .filter(pk=injection_id).first())
+    injection = (
+        ContextInjection.objects.for_user(user)
+        .select_related("session", "policy_revision")
+        .filter(pk=injection_id)
+        .first()
+    )
     if injection is None:
         raise ToolError(f"Injection {injection_id} not found.")
     params = _validated(rs.ExplainQuerySerializer, {"i": i, "j": j})
@@ -204,9 +225,19 @@ def do_explain(user, injection_id: int, i, j, node) -> dict:
         i, j = (rank, rank - 1) if rank > 1 else ((1, 2) if len(candidates) > 1 else (None, None))
     result["comparison"] = call_service(service.compare, candidates, i, j)
     result["feedback_batches"] = [
-        {"id": b.pk, "kind": b.kind, "status": b.status, "node_updates": b.node_updates, "edge_updates": b.edge_updates,
-         "conflicts": b.conflicts, "details": b.details, "finished_at": b.finished_at}
-        for b in UpdateBatch.objects.filter(graph_id=injection.graph_id, trigger_session_id=injection.session_id).order_by("id")
+        {
+            "id": b.pk,
+            "kind": b.kind,
+            "status": b.status,
+            "node_updates": b.node_updates,
+            "edge_updates": b.edge_updates,
+            "conflicts": b.conflicts,
+            "details": b.details,
+            "finished_at": b.finished_at,
+        }
+        for b in UpdateBatch.objects.filter(
+            graph_id=injection.graph_id, trigger_session_id=injection.session_id
+        ).order_by("id")
     ]
     return result
 
@@ -226,10 +257,15 @@ class EdgeKey(BaseModel):
 class UseItemInput(BaseModel):
     """One item of the session's context: a node (by id) or an edge (by id or by its ends and type)."""
 
-    node: int | None = Field(default=None, description="Node id (the `node` of a graph_context item). Give node or edge, not both.")
-    edge: int | EdgeKey | None = Field(default=None, description="Edge id (the `edge` of a traversal-mode item), or {source, target, type}.")
+    node: int | None = Field(
+        default=None, description="Node id (the `node` of a graph_context item). Give node or edge, not both."
+    )
+    edge: int | EdgeKey | None = Field(
+        default=None, description="Edge id (the `edge` of a traversal-mode item), or {source, target, type}."
+    )
     signal: Literal["explicit", "negative", "implicit"] = Field(
-        default="explicit", description="explicit: you used it (reinforced: w += lr*(1-w)); negative: it was wrong or misleading (w -= lr*w).",
+        default="explicit",
+        description="explicit: you used it (reinforced: w += lr*(1-w)); negative: it was wrong or misleading (w -= lr*w).",
     )
 
 
@@ -244,22 +280,51 @@ def _bounds(lo=None, hi=None, **extra):
 
 
 GraphId = Annotated[int, Field(description="The graph's id (GET /api/graphs/ lists yours).")]
-Session = Annotated[str, Field(description="Your agent session's id (any string up to 200 characters, chosen by you; "
-                                           "the same one for the whole session).",
-                                           json_schema_extra={"maxLength": 200})]
-Query = Annotated[str, Field(description=f"What you are looking for, in words (at most {service.MAX_QUERY_CHARS} characters).",
-                             json_schema_extra={"maxLength": service.MAX_QUERY_CHARS})]
-Vector = Annotated[list[float] | None, Field(description="A query embedding of the graph's dimension; replaces the query text "
-                                                       "for similarity. Usually omitted.")]
-NodeIds = Annotated[list[int], Field(description=f"Node ids (at most {service.MAX_START_NODES}).",
-                                     json_schema_extra={"maxItems": service.MAX_START_NODES})]
-Persona = Annotated[dict[str, float], Field(description="Affinity in [-1, 1] by node kind or tag, e.g. {\"decision\": 0.5}; "
-                                                      "at most 50 entries.")]
-IdempotencyKey = Annotated[str, Field(description="Optional: retrying a report with the same key applies it once.",
-                                      json_schema_extra={"maxLength": 100})]
+Session = Annotated[
+    str,
+    Field(
+        description="Your agent session's id (any string up to 200 characters, chosen by you; "
+        "the same one for the whole session).",
+        json_schema_extra={"maxLength": 200},
+    ),
+]
+Query = Annotated[
+    str,
+    Field(
+        description=f"What you are looking for, in words (at most {service.MAX_QUERY_CHARS} characters).",
+        json_schema_extra={"maxLength": service.MAX_QUERY_CHARS},
+    ),
+]
+Vector = Annotated[
+    list[float] | None,
+    Field(
+        description="A query embedding of the graph's dimension; replaces the query text "
+        "for similarity. Usually omitted."
+    ),
+]
+NodeIds = Annotated[
+    list[int],
+    Field(
+        description=f"Node ids (at most {service.MAX_START_NODES}).",
+        json_schema_extra={"maxItems": service.MAX_START_NODES},
+    ),
+]
+Persona = Annotated[
+    dict[str, float],
+    Field(description='Affinity in [-1, 1] by node kind or tag, e.g. {"decision": 0.5}; at most 50 entries.'),
+]
+IdempotencyKey = Annotated[
+    str,
+    Field(
+        description="Optional: retrying a report with the same key applies it once.",
+        json_schema_extra={"maxLength": 100},
+    ),
+]
 
 
-def build_server(*, token: str | None = None, http: bool = False, host: str = "127.0.0.1", port: int = 8765) -> MCPServer:
+def build_server(
+    *, token: str | None = None, http: bool = False, host: str = "127.0.0.1", port: int = 8765
+) -> MCPServer:
     """The MCP server. stdio: acting as ``token``'s user; HTTP: as the user of each request's Bearer token."""
     from mcp.server.auth.middleware.auth_context import get_access_token
     from mcp.server.auth.settings import AuthSettings
@@ -267,9 +332,10 @@ def build_server(*, token: str | None = None, http: bool = False, host: str = "1
     kwargs: dict[str, Any] = {}
     if http:
         base = f"http://{host}:{port}"
-        kwargs = {"token_verifier": DRFTokenVerifier(),
-                  "auth": AuthSettings(issuer_url=base, resource_server_url=f"{base}/mcp",
-                                      validate_token_resource=False)}  # DRF tokens are this service's own
+        kwargs = {
+            "token_verifier": DRFTokenVerifier(),
+            "auth": AuthSettings(issuer_url=base, resource_server_url=f"{base}/mcp", validate_token_resource=False),
+        }  # DRF tokens are this service's own
     server = MCPServer(SERVER_NAME, instructions=INSTRUCTIONS, **kwargs)
 
     async def run(work, *args):
@@ -300,20 +366,37 @@ def build_server(*, token: str | None = None, http: bool = False, host: str = "1
     # Hints for the agent's host: search and explain only read; context appends to the retrieval log;
     # the reports change weights (through the worker), and repeating one is not a no-op without its key.
     read_only = ToolAnnotations(read_only_hint=True, destructive_hint=False, open_world_hint=False)
-    appends = ToolAnnotations(read_only_hint=False, destructive_hint=False, idempotent_hint=False, open_world_hint=False)
+    appends = ToolAnnotations(
+        read_only_hint=False, destructive_hint=False, idempotent_hint=False, open_world_hint=False
+    )
 
     @server.tool(name="graph_search", annotations=read_only)
     async def graph_search(
         graph_id: GraphId,
         query: Query = "",
         vector: Vector = None,
-        k: Annotated[int, Field(description=f"How many hits, 1..{service.MAX_SEARCH_K}.",
-                                json_schema_extra=_bounds(1, service.MAX_SEARCH_K))] = 20,
-        anchors: Annotated[list[int], Field(description="Node ids you are already at: hits near them (undirected hops) "
-                                                        f"rank higher. At most {service.MAX_START_NODES}.",
-                                            json_schema_extra={"maxItems": service.MAX_START_NODES})] = [],
-        exclude: Annotated[list[int], Field(description="Node ids you already hold: never returned.",
-                                            json_schema_extra={"maxItems": service.MAX_EXCLUDE})] = [],
+        k: Annotated[
+            int,
+            Field(
+                description=f"How many hits, 1..{service.MAX_SEARCH_K}.",
+                json_schema_extra=_bounds(1, service.MAX_SEARCH_K),
+            ),
+        ] = 20,
+        anchors: Annotated[
+            list[int],
+            Field(
+                description="Node ids you are already at: hits near them (undirected hops) "
+                f"rank higher. At most {service.MAX_START_NODES}.",
+                json_schema_extra={"maxItems": service.MAX_START_NODES},
+            ),
+        ] = [],
+        exclude: Annotated[
+            list[int],
+            Field(
+                description="Node ids you already hold: never returned.",
+                json_schema_extra={"maxItems": service.MAX_EXCLUDE},
+            ),
+        ] = [],
         persona: Persona = {},
     ) -> dict:
         """Search the graph with the same pipeline as graph_context: the notes and the links
@@ -323,8 +406,11 @@ def build_server(*, token: str | None = None, http: bool = False, host: str = "1
         vector score, how it entered (vector, triplet, start, expansion) and its path of edge ids,
         the total score and every component (raw value, coefficient, contribution). Logs nothing:
         use graph_context to retrieve context for a session."""
-        return await run(do_search, graph_id, {"query": query, "vector": vector, "k": k, "anchors": anchors,
-                                               "exclude": exclude, "persona": persona})
+        return await run(
+            do_search,
+            graph_id,
+            {"query": query, "vector": vector, "k": k, "anchors": anchors, "exclude": exclude, "persona": persona},
+        )
 
     @server.tool(name="graph_context", annotations=appends)
     async def graph_context(
@@ -332,22 +418,47 @@ def build_server(*, token: str | None = None, http: bool = False, host: str = "1
         session: Session,
         query: Query = "",
         vector: Vector = None,
-        start_nodes: Annotated[list[int], Field(description="Optional: node ids to start from besides the question's hits "
-                                                            f"(they are candidates too). At most {service.MAX_START_NODES}. "
-                                                            "Usually omitted: ask with the question only.",
-                                                json_schema_extra={"maxItems": service.MAX_START_NODES})] = [],
+        start_nodes: Annotated[
+            list[int],
+            Field(
+                description="Optional: node ids to start from besides the question's hits "
+                f"(they are candidates too). At most {service.MAX_START_NODES}. "
+                "Usually omitted: ask with the question only.",
+                json_schema_extra={"maxItems": service.MAX_START_NODES},
+            ),
+        ] = [],
         anchors: NodeIds = [],
-        exclude: Annotated[list[int], Field(description="Node ids you already hold: never returned.",
-                                            json_schema_extra={"maxItems": service.MAX_EXCLUDE})] = [],
+        exclude: Annotated[
+            list[int],
+            Field(
+                description="Node ids you already hold: never returned.",
+                json_schema_extra={"maxItems": service.MAX_EXCLUDE},
+            ),
+        ] = [],
         persona: Persona = {},
         budget_unit: Annotated[Literal["items", "tokens"], Field(description="What the budget counts.")] = "items",
-        budget: Annotated[int | None, Field(description=f"At most {service.MAX_BUDGET_ITEMS} items or {service.MAX_BUDGET_TOKENS} "
-                                                        "estimated tokens; default: the graph policy's.",
-                                            json_schema_extra=_bounds(1, service.MAX_BUDGET_TOKENS))] = None,
-        k: Annotated[int, Field(description=f"Note vector hits taken as entry points, 1..{service.MAX_SEARCH_K}.",
-                                json_schema_extra=_bounds(1, service.MAX_SEARCH_K))] = 50,
-        hops: Annotated[int | None, Field(description=f"Traversal depth, 1..{service.MAX_HOPS}; default and bound: the policy's max_hops.",
-                                          json_schema_extra=_bounds(1, service.MAX_HOPS))] = None,
+        budget: Annotated[
+            int | None,
+            Field(
+                description=f"At most {service.MAX_BUDGET_ITEMS} items or {service.MAX_BUDGET_TOKENS} "
+                "estimated tokens; default: the graph policy's.",
+                json_schema_extra=_bounds(1, service.MAX_BUDGET_TOKENS),
+            ),
+        ] = None,
+        k: Annotated[
+            int,
+            Field(
+                description=f"Note vector hits taken as entry points, 1..{service.MAX_SEARCH_K}.",
+                json_schema_extra=_bounds(1, service.MAX_SEARCH_K),
+            ),
+        ] = 50,
+        hops: Annotated[
+            int | None,
+            Field(
+                description=f"Traversal depth, 1..{service.MAX_HOPS}; default and bound: the policy's max_hops.",
+                json_schema_extra=_bounds(1, service.MAX_HOPS),
+            ),
+        ] = None,
     ) -> dict:
         """Retrieve context for your session from your question: the notes and links nearest to it, the
         notes they lead to (best-first along the graph's edges), ranked by similarity, proximity and
@@ -358,23 +469,48 @@ def build_server(*, token: str | None = None, http: bool = False, host: str = "1
         edge ids), plus budget, spent and how many candidates were considered. The session is
         created on first use. Then report the items you used with graph_record_use: that credits
         them and the edges that led to them, so the next agent asking the same gets better context."""
-        return await run(do_context, graph_id, {
-            "session": session, "query": query, "vector": vector, "start_nodes": start_nodes, "anchors": anchors,
-            "exclude": exclude, "persona": persona, "budget_unit": budget_unit, "budget": budget, "k": k, "hops": hops,
-        })
+        return await run(
+            do_context,
+            graph_id,
+            {
+                "session": session,
+                "query": query,
+                "vector": vector,
+                "start_nodes": start_nodes,
+                "anchors": anchors,
+                "exclude": exclude,
+                "persona": persona,
+                "budget_unit": budget_unit,
+                "budget": budget,
+                "k": k,
+                "hops": hops,
+            },
+        )
 
     @server.tool(name="graph_record_use", annotations=appends)
     async def graph_record_use(
         graph_id: GraphId,
         session: Session,
-        items: Annotated[list[UseItemInput] | None, Field(description="The context items you used (signal explicit) or found "
-                                                                      "wrong (signal negative).")] = None,
-        response: Annotated[str | None, Field(description="Your response text: items whose distinctive wording appears in it "
-                                                          "are recorded as implicitly used. At most 200000 characters.",
-                                              json_schema_extra={"maxLength": 200_000})] = None,
-        learning_rate: Annotated[float | None, Field(description="Override of the policy's learning rate (and negative rate), "
-                                                                 f"{_LR[1]}..{_LR[2]}. Usually omitted.",
-                                                     json_schema_extra=_bounds(_LR[1], _LR[2]))] = None,
+        items: Annotated[
+            list[UseItemInput] | None,
+            Field(description="The context items you used (signal explicit) or found wrong (signal negative)."),
+        ] = None,
+        response: Annotated[
+            str | None,
+            Field(
+                description="Your response text: items whose distinctive wording appears in it "
+                "are recorded as implicitly used. At most 200000 characters.",
+                json_schema_extra={"maxLength": 200_000},
+            ),
+        ] = None,
+        learning_rate: Annotated[
+            float | None,
+            Field(
+                description="Override of the policy's learning rate (and negative rate), "
+                f"{_LR[1]}..{_LR[2]}. Usually omitted.",
+                json_schema_extra=_bounds(_LR[1], _LR[2]),
+            ),
+        ] = None,
         idempotency_key: IdempotencyKey = "",
     ) -> dict:
         """Report which retrieved items your session used, so their weights learn: explicit use raises
@@ -393,8 +529,13 @@ def build_server(*, token: str | None = None, http: bool = False, host: str = "1
         graph_id: GraphId,
         session: Session,
         outcome: Annotated[Literal["accepted", "rework", "rejected"], Field(description="How the session ended.")],
-        alpha: Annotated[float | None, Field(description=f"Override of the policy's EMA alpha, {_ALPHA[1]}..{_ALPHA[2]}. Usually omitted.",
-                                             json_schema_extra=_bounds(_ALPHA[1], _ALPHA[2]))] = None,
+        alpha: Annotated[
+            float | None,
+            Field(
+                description=f"Override of the policy's EMA alpha, {_ALPHA[1]}..{_ALPHA[2]}. Usually omitted.",
+                json_schema_extra=_bounds(_ALPHA[1], _ALPHA[2]),
+            ),
+        ] = None,
         idempotency_key: IdempotencyKey = "",
     ) -> dict:
         """Report how your session ended. Every node and edge selected in the session's context
@@ -408,10 +549,19 @@ def build_server(*, token: str | None = None, http: bool = False, host: str = "1
     @server.tool(name="graph_explain", annotations=read_only)
     async def graph_explain(
         injection_id: Annotated[int, Field(description="The `injection` id returned by graph_context.")],
-        node: Annotated[int | None, Field(description="A node id: compare its candidate with the one ranked just above it "
-                                                      "(the top candidate: with the runner-up).")] = None,
-        i: Annotated[int | None, Field(description="A rank to compare (1-based); give with j.", json_schema_extra=_bounds(1))] = None,
-        j: Annotated[int | None, Field(description="The rank it is compared with.", json_schema_extra=_bounds(1))] = None,
+        node: Annotated[
+            int | None,
+            Field(
+                description="A node id: compare its candidate with the one ranked just above it "
+                "(the top candidate: with the runner-up)."
+            ),
+        ] = None,
+        i: Annotated[
+            int | None, Field(description="A rank to compare (1-based); give with j.", json_schema_extra=_bounds(1))
+        ] = None,
+        j: Annotated[
+            int | None, Field(description="The rank it is compared with.", json_schema_extra=_bounds(1))
+        ] = None,
     ) -> dict:
         """Why items ranked where they did in one context injection: every candidate considered, in
         rank order, selected or cut by the budget, with its total score and each component (raw value,

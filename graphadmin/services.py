@@ -24,7 +24,9 @@ def _scope(graph: Graph) -> dict:
 
 
 @transaction.atomic
-def create_graph(actor, organization, slug: str, name: str, description: str = "", edge_types=DEFAULT_EDGE_TYPES) -> Graph:
+def create_graph(
+    actor, organization, slug: str, name: str, description: str = "", edge_types=DEFAULT_EDGE_TYPES
+) -> Graph:
     """Create a graph with policy revision 1 and its default edge types; audited as graph.create."""
     graph = Graph.objects.create(organization=organization, slug=slug, name=name, description=description)
     PolicyRevision.objects.create(graph=graph, revision=1, created_by=_user(actor), note="initial defaults")
@@ -34,7 +36,9 @@ def create_graph(actor, organization, slug: str, name: str, description: str = "
 
 
 @transaction.atomic
-def update_edge_type(actor, edge_type: EdgeType, *, priority: float | None = None, description: str | None = None) -> EdgeType:
+def update_edge_type(
+    actor, edge_type: EdgeType, *, priority: float | None = None, description: str | None = None
+) -> EdgeType:
     """Change an edge type's priority and/or description; a priority change is audited with before and after."""
     edge_type = EdgeType.objects.select_for_update().get(pk=edge_type.pk)
     before = edge_type.priority

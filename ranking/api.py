@@ -38,10 +38,18 @@ def search_payload(result: service.SearchResult) -> dict:
         "policy_revision": result.policy_revision.revision,
         "results": [
             {
-                "rank": hit.rank, "node": hit.row.node_id, "stable_id": hit.scored.stable_id, "key": hit.row.key,
-                "title": hit.row.title, "kind": hit.row.kind, "vector_score": hit.row.vector,
-                "hops": hit.scored.candidate.hops, "entry": hit.entry, "path": list(hit.path),
-                "total": hit.scored.total, "components": hit.scored.components_dict(),
+                "rank": hit.rank,
+                "node": hit.row.node_id,
+                "stable_id": hit.scored.stable_id,
+                "key": hit.row.key,
+                "title": hit.row.title,
+                "kind": hit.row.kind,
+                "vector_score": hit.row.vector,
+                "hops": hit.scored.candidate.hops,
+                "entry": hit.entry,
+                "path": list(hit.path),
+                "total": hit.scored.total,
+                "components": hit.scored.components_dict(),
             }
             for hit in result.items
         ],
@@ -52,9 +60,16 @@ def context_payload(result: service.ContextResult, session_id: str) -> dict:
     """The body of a context answer (ContextResponseSerializer)."""
     inj = result.injection
     return {
-        "injection": inj.pk, "session": session_id, "session_created": result.session_created, "mode": inj.mode,
-        "policy_revision": inj.policy_revision.revision, "budget_unit": inj.budget_unit, "budget": inj.budget,
-        "spent": inj.spent, "considered": result.considered, "items": result.selected,
+        "injection": inj.pk,
+        "session": session_id,
+        "session_created": result.session_created,
+        "mode": inj.mode,
+        "policy_revision": inj.policy_revision.revision,
+        "budget_unit": inj.budget_unit,
+        "budget": inj.budget,
+        "spent": inj.spent,
+        "considered": result.considered,
+        "items": result.selected,
     }
 
 
@@ -77,22 +92,40 @@ class RankView(_RankingView):
     def post(self, request, graph_pk=None):
         data = self.parse()
         result = call_service(
-            service.rank, self.graph(), data["start_nodes"], query=data["query"], vector=data["vector"], k=data["k"], hops=data["hops"]
+            service.rank,
+            self.graph(),
+            data["start_nodes"],
+            query=data["query"],
+            vector=data["vector"],
+            k=data["k"],
+            hops=data["hops"],
         )
-        return Response({
-            "policy_revision": result.policy_revision.revision,
-            "considered": result.considered,
-            "results": [
-                {
-                    "rank": item.rank, "edge": item.row.edge_id, "stable_id": item.scored.stable_id, "source": item.row.source_id,
-                    "edge_type": item.row.edge_type, "hops": item.row.hops,
-                    "target": {"id": item.row.target_id, "key": item.row.target_key, "title": item.row.target_title,
-                               "kind": item.row.target_kind, "tokens": item.row.tokens},
-                    "total": item.scored.total, "components": item.scored.components_dict(),
-                }
-                for item in result.items
-            ],
-        })
+        return Response(
+            {
+                "policy_revision": result.policy_revision.revision,
+                "considered": result.considered,
+                "results": [
+                    {
+                        "rank": item.rank,
+                        "edge": item.row.edge_id,
+                        "stable_id": item.scored.stable_id,
+                        "source": item.row.source_id,
+                        "edge_type": item.row.edge_type,
+                        "hops": item.row.hops,
+                        "target": {
+                            "id": item.row.target_id,
+                            "key": item.row.target_key,
+                            "title": item.row.target_title,
+                            "kind": item.row.target_kind,
+                            "tokens": item.row.tokens,
+                        },
+                        "total": item.scored.total,
+                        "components": item.scored.components_dict(),
+                    }
+                    for item in result.items
+                ],
+            }
+        )
 
 
 class SearchView(_RankingView):
@@ -104,8 +137,15 @@ class SearchView(_RankingView):
     def post(self, request, graph_pk=None):
         data = self.parse()
         result = call_service(
-            service.search, self.graph(), query=data["query"], vector=data["vector"], k=data["k"], anchors=data["anchors"],
-            start_nodes=data["start_nodes"], exclude=data["exclude"], persona=data["persona"],
+            service.search,
+            self.graph(),
+            query=data["query"],
+            vector=data["vector"],
+            k=data["k"],
+            anchors=data["anchors"],
+            start_nodes=data["start_nodes"],
+            exclude=data["exclude"],
+            persona=data["persona"],
         )
         return Response(search_payload(result))
 
@@ -115,13 +155,25 @@ class ContextView(_RankingView):
 
     serializer_class = s.ContextRequestSerializer
 
-    @extend_schema(parameters=[GRAPH_ID], request=s.ContextRequestSerializer, responses={201: s.ContextResponseSerializer})
+    @extend_schema(
+        parameters=[GRAPH_ID], request=s.ContextRequestSerializer, responses={201: s.ContextResponseSerializer}
+    )
     def post(self, request, graph_pk=None):
         data = self.parse()
         result = call_service(
-            service.assemble_context, self.graph(), session_id=data["session"], query=data["query"], vector=data["vector"],
-            start_nodes=data["start_nodes"], anchors=data["anchors"], exclude=data["exclude"], persona=data["persona"],
-            budget_unit=data["budget_unit"], budget=data["budget"], k=data["k"], hops=data["hops"],
+            service.assemble_context,
+            self.graph(),
+            session_id=data["session"],
+            query=data["query"],
+            vector=data["vector"],
+            start_nodes=data["start_nodes"],
+            anchors=data["anchors"],
+            exclude=data["exclude"],
+            persona=data["persona"],
+            budget_unit=data["budget_unit"],
+            budget=data["budget"],
+            k=data["k"],
+            hops=data["hops"],
         )
         return Response(context_payload(result, data["session"]), status=status.HTTP_201_CREATED)
 
@@ -135,7 +187,12 @@ class WhatIfView(_RankingView):
     def post(self, request, graph_pk=None):
         data = self.parse()
         result = call_service(
-            service.whatif, self.graph(), changes=dict(data["policy"]), priorities=data["edge_type_priorities"], n=data["n"], k=data["k"]
+            service.whatif,
+            self.graph(),
+            changes=dict(data["policy"]),
+            priorities=data["edge_type_priorities"],
+            n=data["n"],
+            k=data["k"],
         )
         return Response(result)
 
@@ -159,4 +216,6 @@ class ExplainView(generics.GenericAPIView):
         )
         params = s.ExplainQuerySerializer(data=request.query_params)
         params.is_valid(raise_exception=True)
-        return Response(call_service(service.explain, injection, params.validated_data.get("i"), params.validated_data.get("j")))
+        return Response(
+            call_service(service.explain, injection, params.validated_data.get("i"), params.validated_data.get("j"))
+        )

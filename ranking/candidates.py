@@ -156,9 +156,22 @@ def edge_candidates(graph_id: int, start_nodes, query_vector, hops: int, fanout_
         rows = cur.fetchall()
     return [
         EdgeRow(
-            edge_id=r[0], source_id=r[1], target_id=r[2], hops=r[3], weight=r[4], feedback_weight=r[5], edge_type=r[6],
-            priority=r[7], similarity=_finite(r[8]), target_key=r[9], target_title=r[10],
-            target_kind=r[11], tokens=r[12], target_feedback_weight=r[13], target_tags=tuple(_json(r[14])), target_touched_at=r[15],
+            edge_id=r[0],
+            source_id=r[1],
+            target_id=r[2],
+            hops=r[3],
+            weight=r[4],
+            feedback_weight=r[5],
+            edge_type=r[6],
+            priority=r[7],
+            similarity=_finite(r[8]),
+            target_key=r[9],
+            target_title=r[10],
+            target_kind=r[11],
+            tokens=r[12],
+            target_feedback_weight=r[13],
+            target_tags=tuple(_json(r[14])),
+            target_touched_at=r[15],
         )
         for r in rows
     ]
@@ -211,8 +224,10 @@ def _json(value):
 def _hnsw_settings(cur, k: int) -> None:
     """The HNSW search settings of a top-k query, for the rest of the transaction (set_config(..., true)
     is SET LOCAL): ef_search_for(k), and iterative scans so a graph filter cannot starve the result."""
-    cur.execute("SELECT set_config('hnsw.ef_search', %s, true), set_config('hnsw.iterative_scan', 'relaxed_order', true)",
-                [str(ef_search_for(k))])
+    cur.execute(
+        "SELECT set_config('hnsw.ef_search', %s, true), set_config('hnsw.iterative_scan', 'relaxed_order', true)",
+        [str(ef_search_for(k))],
+    )
 
 
 def vector_candidates(graph_id: int, query_vector, k: int) -> list[NodeRow]:
@@ -225,8 +240,17 @@ def vector_candidates(graph_id: int, query_vector, k: int) -> list[NodeRow]:
 
 
 def _node_row(r) -> NodeRow:
-    return NodeRow(node_id=r[0], key=r[1], title=r[2], kind=r[3], tags=_json(r[4]), vector=_finite(r[5]), touched_at=r[6],
-                   tokens=r[7], feedback_weight=r[8])
+    return NodeRow(
+        node_id=r[0],
+        key=r[1],
+        title=r[2],
+        kind=r[3],
+        tags=_json(r[4]),
+        vector=_finite(r[5]),
+        touched_at=r[6],
+        tokens=r[7],
+        feedback_weight=r[8],
+    )
 
 
 TRIPLET_SQL = f"""
@@ -262,8 +286,16 @@ def entry_points(graph_id: int, query_vector, k_nodes: int, k_triplets: int) -> 
         if k_triplets:
             cur.execute(TRIPLET_SQL, {"graph": graph_id, "query": query, "k": k_triplets})
             triplets = [
-                TripletRow(edge_id=r[0], source_id=r[1], target_id=r[2], weight=r[3], feedback_weight=r[4], edge_type=r[5],
-                           priority=r[6], similarity=_finite(r[7]) or 0.0)
+                TripletRow(
+                    edge_id=r[0],
+                    source_id=r[1],
+                    target_id=r[2],
+                    weight=r[3],
+                    feedback_weight=r[4],
+                    edge_type=r[5],
+                    priority=r[6],
+                    similarity=_finite(r[7]) or 0.0,
+                )
                 for r in cur.fetchall()
             ]
     return nodes, triplets
@@ -326,8 +358,10 @@ def similar_retrievals(graph_id: int, query_vector, node_ids, model: str, n: int
         return []
     with transaction.atomic(savepoint=False), connection.cursor() as cur:
         _hnsw_settings(cur, n)
-        cur.execute(SIMILAR_RETRIEVALS_SQL, {"graph": graph_id, "query": vector_literal(query_vector), "n": n, "ids": list(node_ids),
-                                             "model": model})
+        cur.execute(
+            SIMILAR_RETRIEVALS_SQL,
+            {"graph": graph_id, "query": vector_literal(query_vector), "n": n, "ids": list(node_ids), "model": model},
+        )
         return [(r[0], _finite(r[1]) or 0.0, r[2], r[3] or 0) for r in cur.fetchall()]
 
 
@@ -376,7 +410,10 @@ def anchor_distances(graph_id: int, anchors, candidates, max_hops: int) -> dict[
     if not anchors or not candidates:
         return {c: None for c in candidates}
     with connection.cursor() as cur:
-        cur.execute(anchor_distances_sql(max_hops), {"graph": graph_id, "anchors": list(anchors), "candidates": list(candidates)})
+        cur.execute(
+            anchor_distances_sql(max_hops),
+            {"graph": graph_id, "anchors": list(anchors), "candidates": list(candidates)},
+        )
         return {row[0]: row[1] for row in cur.fetchall()}
 
 

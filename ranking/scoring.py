@@ -44,8 +44,8 @@ from __future__ import annotations
 
 import heapq
 import math
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import asdict, dataclass, field, fields, replace
-from typing import Iterable, Mapping, Sequence
 
 TIE_DIGITS = 12
 
@@ -92,12 +92,12 @@ class Policy:
     exploration: float = 0.03
 
     @classmethod
-    def from_mapping(cls, values: Mapping[str, object]) -> "Policy":
+    def from_mapping(cls, values: Mapping[str, object]) -> Policy:
         """A Policy from any mapping (e.g. PolicyRevision.numbers()); keys it does not know are ignored."""
         names = {f.name for f in fields(cls)}
         return cls(**{k: v for k, v in values.items() if k in names})
 
-    def with_changes(self, changes: Mapping[str, object]) -> "Policy":
+    def with_changes(self, changes: Mapping[str, object]) -> Policy:
         """A copy with some numbers replaced (a draft policy for what-if)."""
         names = {f.name for f in fields(self)}
         return replace(self, **{k: v for k, v in changes.items() if k in names})
@@ -244,7 +244,9 @@ def persona_affinity(kind: str, tags: Iterable[str], affinities: Mapping[str, fl
 def score_edge(c: EdgeCandidate, policy: Policy) -> Scored:
     """The traversal score of one edge, with components weight, semantic and priority."""
     components = (
-        _component("weight", blended_weight(c.weight, c.feedback_weight, policy.feedback_influence), policy.coef_weight),
+        _component(
+            "weight", blended_weight(c.weight, c.feedback_weight, policy.feedback_influence), policy.coef_weight
+        ),
         _component("semantic", c.similarity if c.similarity is not None else 0.0, policy.coef_semantic),
         _component("priority", c.priority, policy.coef_priority),
     )
@@ -282,7 +284,13 @@ def sort_key(s: Scored) -> tuple:
     """Higher total first; then fewer hops (unknown last); then the stable id (numeric part, then text)."""
     hops = getattr(s.candidate, "hops", None)
     kind, _, number = s.stable_id.partition(":")
-    return (-round(s.total, TIE_DIGITS), hops if hops is not None else 1 << 30, kind, int(number) if number.isdigit() else 0, s.stable_id)
+    return (
+        -round(s.total, TIE_DIGITS),
+        hops if hops is not None else 1 << 30,
+        kind,
+        int(number) if number.isdigit() else 0,
+        s.stable_id,
+    )
 
 
 def rank(scored: Iterable[Scored]) -> list[Scored]:
@@ -383,7 +391,9 @@ class Reach:
     via: Scored | None = None  # the traversal score of the last edge on the path
 
 
-def expand_best_first(seeds: Mapping[int, Reach], edges: Sequence[Scored], max_hops: int, limit: int) -> dict[int, Reach]:
+def expand_best_first(
+    seeds: Mapping[int, Reach], edges: Sequence[Scored], max_hops: int, limit: int
+) -> dict[int, Reach]:
     """Best-first expansion from ``seeds`` over the scored edges: the nodes it reaches and how.
 
     The frontier starts with the edges leaving the seeds; the best edge (by ``sort_key``) is taken

@@ -20,7 +20,9 @@ class NodeIdListField(serializers.ListField):
 
 class QueryMixin(serializers.Serializer):
     query = serializers.CharField(required=False, allow_blank=True, max_length=service.MAX_QUERY_CHARS, default="")
-    vector = EmbeddingField(required=False, allow_null=True, default=None, help_text="Query embedding; replaces `query` for similarity.")
+    vector = EmbeddingField(
+        required=False, allow_null=True, default=None, help_text="Query embedding; replaces `query` for similarity."
+    )
 
     def validate_vector(self, value):
         if value is not None and not any(value):
@@ -31,8 +33,14 @@ class QueryMixin(serializers.Serializer):
 class RankRequestSerializer(QueryMixin):
     start_nodes = NodeIdListField(min_length=1)
     k = serializers.IntegerField(min_value=1, max_value=service.MAX_RANK_K, default=50)
-    hops = serializers.IntegerField(min_value=1, max_value=service.MAX_HOPS, required=False, allow_null=True, default=None,
-                                    help_text="Expansion depth; default and upper bound: the policy's max_hops.")
+    hops = serializers.IntegerField(
+        min_value=1,
+        max_value=service.MAX_HOPS,
+        required=False,
+        allow_null=True,
+        default=None,
+        help_text="Expansion depth; default and upper bound: the policy's max_hops.",
+    )
 
 
 class PersonaField(serializers.DictField):
@@ -59,7 +67,9 @@ class ExcludeField(serializers.ListField):
 
 class SearchRequestSerializer(QueryMixin):
     k = serializers.IntegerField(min_value=1, max_value=service.MAX_SEARCH_K, default=20)
-    start_nodes = NodeIdListField(required=False, default=list, help_text="Entry points besides the query's vector hits.")
+    start_nodes = NodeIdListField(
+        required=False, default=list, help_text="Entry points besides the query's vector hits."
+    )
     anchors = NodeIdListField(required=False, default=list, help_text="Hops (proximity) are measured from these.")
     exclude = ExcludeField()
     persona = PersonaField(required=False, default=dict, help_text="Affinity in [-1, 1] by node kind or tag.")
@@ -67,16 +77,28 @@ class SearchRequestSerializer(QueryMixin):
 
 class ContextRequestSerializer(QueryMixin):
     session = serializers.CharField(max_length=200, help_text="The agent session's external id; created if new.")
-    start_nodes = NodeIdListField(required=False, default=list,
-                                  help_text="Optional entry points besides the query's vector and triplet hits (candidates too).")
+    start_nodes = NodeIdListField(
+        required=False,
+        default=list,
+        help_text="Optional entry points besides the query's vector and triplet hits (candidates too).",
+    )
     anchors = NodeIdListField(required=False, default=list, help_text="Hops (proximity) are measured from these.")
     exclude = ExcludeField()
     persona = PersonaField(required=False, default=dict)
     budget_unit = serializers.ChoiceField(choices=["items", "tokens"], default="items")
-    budget = serializers.IntegerField(min_value=1, required=False, allow_null=True, default=None,
-                                      help_text="Items (max 200) or estimated tokens (max 100000); default from the policy.")
-    k = serializers.IntegerField(min_value=1, max_value=service.MAX_SEARCH_K, default=50, help_text="Node vector hits taken as entry points.")
-    hops = serializers.IntegerField(min_value=1, max_value=service.MAX_HOPS, required=False, allow_null=True, default=None)
+    budget = serializers.IntegerField(
+        min_value=1,
+        required=False,
+        allow_null=True,
+        default=None,
+        help_text="Items (max 200) or estimated tokens (max 100000); default from the policy.",
+    )
+    k = serializers.IntegerField(
+        min_value=1, max_value=service.MAX_SEARCH_K, default=50, help_text="Node vector hits taken as entry points."
+    )
+    hops = serializers.IntegerField(
+        min_value=1, max_value=service.MAX_HOPS, required=False, allow_null=True, default=None
+    )
 
     def validate(self, attrs):
         limit = service.MAX_BUDGET_ITEMS if attrs["budget_unit"] == "items" else service.MAX_BUDGET_TOKENS
@@ -100,12 +122,20 @@ class DraftPolicySerializer(serializers.Serializer):
 
 class WhatIfRequestSerializer(serializers.Serializer):
     policy = DraftPolicySerializer(required=False, default=dict)
-    edge_type_priorities = serializers.DictField(child=FiniteFloatField(min_value=-1.0, max_value=1.0), required=False, default=dict)
-    n = serializers.IntegerField(min_value=1, max_value=service.MAX_WHATIF_INJECTIONS, default=20, help_text="Last N injections.")
+    edge_type_priorities = serializers.DictField(
+        child=FiniteFloatField(min_value=-1.0, max_value=1.0), required=False, default=dict
+    )
+    n = serializers.IntegerField(
+        min_value=1, max_value=service.MAX_WHATIF_INJECTIONS, default=20, help_text="Last N injections."
+    )
     k = serializers.IntegerField(min_value=1, max_value=100, default=5, help_text="k of hit@k.")
 
     def validate(self, attrs):
-        unknown = sorted(set(self.initial_data.get("policy") or {}) - set(RANKING_POLICY_NUMBERS)) if isinstance(self.initial_data.get("policy"), dict) else []
+        unknown = (
+            sorted(set(self.initial_data.get("policy") or {}) - set(RANKING_POLICY_NUMBERS))
+            if isinstance(self.initial_data.get("policy"), dict)
+            else []
+        )
         if unknown:
             raise serializers.ValidationError({"policy": [f"Not a ranking number: {unknown}"]})
         return attrs
@@ -154,9 +184,14 @@ class SearchHitSerializer(serializers.Serializer):
     key = serializers.CharField()
     title = serializers.CharField()
     kind = serializers.CharField()
-    vector_score = serializers.FloatField(allow_null=True, help_text="Raw cosine similarity to the query (null: no embedding).")
-    hops = serializers.IntegerField(allow_null=True, help_text="Edges from its entry point, or with anchors its undirected "
-                                                               "distance from them (proximity, not causation).")
+    vector_score = serializers.FloatField(
+        allow_null=True, help_text="Raw cosine similarity to the query (null: no embedding)."
+    )
+    hops = serializers.IntegerField(
+        allow_null=True,
+        help_text="Edges from its entry point, or with anchors its undirected "
+        "distance from them (proximity, not causation).",
+    )
     entry = serializers.CharField(help_text="start, vector, triplet or expansion")
     path = serializers.ListField(child=serializers.IntegerField(), help_text="Edge ids from its entry point to it.")
     total = serializers.FloatField()
@@ -178,7 +213,9 @@ class SelectedItemSerializer(serializers.Serializer):
     tokens = serializers.IntegerField()
     total = serializers.FloatField()
     hops = serializers.IntegerField(allow_null=True)
-    entry = serializers.ChoiceField(choices=["start", "vector", "triplet", "expansion"], help_text="How it entered the candidates.")
+    entry = serializers.ChoiceField(
+        choices=["start", "vector", "triplet", "expansion"], help_text="How it entered the candidates."
+    )
     path = serializers.ListField(child=serializers.IntegerField(), help_text="Edge ids from its entry point to it.")
     edge = serializers.IntegerField(allow_null=True, help_text="The last edge of its path.")
     edge_type = serializers.CharField(allow_null=True)

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import json
 from dataclasses import dataclass, field
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 
 from django.db import connection, transaction
 
@@ -108,9 +108,16 @@ class RankedEdge:
         """The raw inputs of the score, frozen in the injection log so what-if can rescore them."""
         r = self.row
         return {
-            "edge_id": r.edge_id, "source_id": r.source_id, "target_id": r.target_id, "hops": r.hops,
-            "weight": r.weight, "feedback_weight": r.feedback_weight, "edge_type": r.edge_type,
-            "priority": r.priority, "similarity": r.similarity, "tokens": r.tokens,
+            "edge_id": r.edge_id,
+            "source_id": r.source_id,
+            "target_id": r.target_id,
+            "hops": r.hops,
+            "weight": r.weight,
+            "feedback_weight": r.feedback_weight,
+            "edge_type": r.edge_type,
+            "priority": r.priority,
+            "similarity": r.similarity,
+            "tokens": r.tokens,
         }
 
 
@@ -125,12 +132,21 @@ class RankResult:
 
 def _edge_candidate(r: sql.EdgeRow) -> scoring.EdgeCandidate:
     return scoring.EdgeCandidate(
-        edge_id=r.edge_id, source_id=r.source_id, target_id=r.target_id, hops=r.hops, weight=r.weight,
-        feedback_weight=r.feedback_weight, priority=r.priority, similarity=r.similarity, edge_type=r.edge_type,
+        edge_id=r.edge_id,
+        source_id=r.source_id,
+        target_id=r.target_id,
+        hops=r.hops,
+        weight=r.weight,
+        feedback_weight=r.feedback_weight,
+        priority=r.priority,
+        similarity=r.similarity,
+        edge_type=r.edge_type,
     )
 
 
-def rank(graph: Graph, start_nodes, *, query: str = "", vector=None, k: int = 50, hops: int | None = None) -> RankResult:
+def rank(
+    graph: Graph, start_nodes, *, query: str = "", vector=None, k: int = 50, hops: int | None = None
+) -> RankResult:
     """Every candidate edge within ``hops`` of the start nodes, scored and ranked; the top k returned."""
     qvec = query_vector(query, vector, graph)
     revision, policy = policy_of(graph)
@@ -150,7 +166,9 @@ def rank(graph: Graph, start_nodes, *, query: str = "", vector=None, k: int = 50
 TRIPLET_K = 20  # triplet entry points (edges by their "source -> type -> target" embedding)
 EXPANSION_SEEDS = 10  # the best entry points expansion grows from (start nodes always)
 MAX_EXPANDED = 50  # new nodes best-first expansion may add
-EXPANSION_FANOUT = 10  # out-edges per reached node expansion considers (its top by weight; the policy's fanout_cap bounds it too)
+EXPANSION_FANOUT = (
+    10  # out-edges per reached node expansion considers (its top by weight; the policy's fanout_cap bounds it too)
+)
 MAX_EXCLUDE = 1000
 # Tie-break between two equally good ways in: a start node is the caller's; then a triplet hit, so a
 # node that is also an end of a matching link carries that link as its path (its use credits the
@@ -193,12 +211,24 @@ class Candidate:
         c = self.scored.candidate
         edge = self.edge.candidate if self.edge else None
         return {
-            "node_id": c.node_id, "vector": c.vector, "hops": c.hops, "age_days": c.age_days, "persona": c.persona,
-            "feedback_weight": c.feedback_weight, "path_weight": c.path_weight, "priority": c.priority, "novelty": c.novelty,
+            "node_id": c.node_id,
+            "vector": c.vector,
+            "hops": c.hops,
+            "age_days": c.age_days,
+            "persona": c.persona,
+            "feedback_weight": c.feedback_weight,
+            "path_weight": c.path_weight,
+            "priority": c.priority,
+            "novelty": c.novelty,
             "memory": c.memory,
-            "tokens": self.row.tokens, "entry": self.entry, "path": list(self.path), "path_hops": self.path_hops,
-            "edge_id": edge.edge_id if edge else None, "edge_type": edge.edge_type if edge else None,
-            "edge_source": edge.source_id if edge else None, "edge_target": edge.target_id if edge else None,
+            "tokens": self.row.tokens,
+            "entry": self.entry,
+            "path": list(self.path),
+            "path_hops": self.path_hops,
+            "edge_id": edge.edge_id if edge else None,
+            "edge_type": edge.edge_type if edge else None,
+            "edge_source": edge.source_id if edge else None,
+            "edge_target": edge.target_id if edge else None,
             "traversal": self.edge.total if self.edge else None,
         }
 
@@ -214,20 +244,45 @@ class SearchResult:
 
 def _triplet_edge(t: sql.TripletRow, similarity: float | None) -> scoring.EdgeCandidate:
     return scoring.EdgeCandidate(
-        edge_id=t.edge_id, source_id=t.source_id, target_id=t.target_id, hops=1, weight=t.weight,
-        feedback_weight=t.feedback_weight, priority=t.priority, similarity=similarity, edge_type=t.edge_type,
+        edge_id=t.edge_id,
+        source_id=t.source_id,
+        target_id=t.target_id,
+        hops=1,
+        weight=t.weight,
+        feedback_weight=t.feedback_weight,
+        priority=t.priority,
+        similarity=similarity,
+        edge_type=t.edge_type,
     )
 
 
 def _row_of_edge(r: sql.EdgeRow) -> sql.NodeRow:
-    return sql.NodeRow(node_id=r.target_id, key=r.target_key, title=r.target_title, kind=r.target_kind,
-                       tags=list(r.target_tags), vector=r.similarity, touched_at=r.target_touched_at, tokens=r.tokens,
-                       feedback_weight=r.target_feedback_weight)
+    return sql.NodeRow(
+        node_id=r.target_id,
+        key=r.target_key,
+        title=r.target_title,
+        kind=r.target_kind,
+        tags=list(r.target_tags),
+        vector=r.similarity,
+        touched_at=r.target_touched_at,
+        tokens=r.tokens,
+        feedback_weight=r.target_feedback_weight,
+    )
 
 
 def retrieve(
-    graph: Graph, *, query: str = "", vector=None, start_nodes=(), anchors=(), exclude=(), persona=None, k: int = 50,
-    hops: int | None = None, now: datetime | None = None, policy: tuple[PolicyRevision, scoring.Policy] | None = None,
+    graph: Graph,
+    *,
+    query: str = "",
+    vector=None,
+    start_nodes=(),
+    anchors=(),
+    exclude=(),
+    persona=None,
+    k: int = 50,
+    hops: int | None = None,
+    now: datetime | None = None,
+    policy: tuple[PolicyRevision, scoring.Policy] | None = None,
     qvec=None,
 ) -> SearchResult:
     """The one retrieval pipeline: entry points, best-first expansion, node scores, in rank order.
@@ -248,7 +303,7 @@ def retrieve(
     if qvec is None and not start_nodes:
         raise RankingInputError({"query": ["Give a query with searchable words, a vector, or start nodes."]})
     revision, pol = policy or policy_of(graph)
-    now = now or datetime.now(timezone.utc)
+    now = now or datetime.now(UTC)
     hops = _check_hops(hops, pol)
     if start_nodes:
         check_nodes(graph, start_nodes, "start_nodes")
@@ -268,13 +323,16 @@ def retrieve(
     for node_id in start_nodes:
         way(node_id, "start", scoring.Reach(node_id, 0))
     missing = {n for n in start_nodes if n not in rows} | {
-        end for t in triplets for end in (t.source_id, t.target_id) if end not in rows}
+        end for t in triplets for end in (t.source_id, t.target_id) if end not in rows
+    }
     for r in sql.node_rows(graph.pk, missing, qvec):
         rows[r.node_id] = r
     for t in triplets:
         for end in (t.source_id, t.target_id):
             if end in rows:
-                edge = scoring.score_edge(_triplet_edge(t, rows[t.target_id].vector if t.target_id in rows else None), pol)
+                edge = scoring.score_edge(
+                    _triplet_edge(t, rows[t.target_id].vector if t.target_id in rows else None), pol
+                )
                 way(end, "triplet", scoring.Reach(end, 0, (t.edge_id,), edge))
 
     # Seeds of the expansion: the start nodes and the best entry points by a provisional score.
@@ -295,24 +353,50 @@ def retrieve(
             way(node_id, "expansion", reach)
 
     distances = sql.anchor_distances(graph.pk, anchors, list(rows), pol.max_hops) if anchors else None
-    past = sql.similar_retrievals(graph.pk, qvec, list(rows), query_model(vector)) if (pol.exploration or pol.coef_memory) else []
+    past = (
+        sql.similar_retrievals(graph.pk, qvec, list(rows), query_model(vector))
+        if (pol.exploration or pol.coef_memory)
+        else []
+    )
     novelty, memory = scoring.recall_similar(past, rows)
     candidates = []
     for node_id, options in ways.items():
         if node_id in exclude or node_id not in rows:
             continue
         anchor_hops = distances.get(node_id) if distances is not None else None
-        scored, (entry, reach) = _best(node_id, options, rows[node_id], pol, persona, now, novelty.get(node_id),
-                                       memory.get(node_id), distances is not None, anchor_hops)
+        scored, (entry, reach) = _best(
+            node_id,
+            options,
+            rows[node_id],
+            pol,
+            persona,
+            now,
+            novelty.get(node_id),
+            memory.get(node_id),
+            distances is not None,
+            anchor_hops,
+        )
         candidates.append(Candidate(scored, rows[node_id], entry, reach.path, reach.via, reach.hops))
-    ranked = sorted(candidates, key=lambda c: scoring.sort_key(c.scored))  # one candidate per node: the stable id decides ties
+    ranked = sorted(
+        candidates, key=lambda c: scoring.sort_key(c.scored)
+    )  # one candidate per node: the stable id decides ties
     for p, c in enumerate(ranked, start=1):
         c.rank = p
     return SearchResult(revision, ranked, considered=len(ranked))
 
 
-def _best(node_id, options, row: sql.NodeRow, policy: scoring.Policy, persona, now, novelty, memory=None, anchored=False,
-          anchor_hops=None):
+def _best(
+    node_id,
+    options,
+    row: sql.NodeRow,
+    policy: scoring.Policy,
+    persona,
+    now,
+    novelty,
+    memory=None,
+    anchored=False,
+    anchor_hops=None,
+):
     """The best-scoring way a node was reached: (its Scored, (entry, Reach))."""
     age = (now - row.touched_at).total_seconds() / 86400.0 if row.touched_at else None
     affinity = scoring.persona_affinity(row.kind, row.tags, persona or {})
@@ -325,8 +409,15 @@ def _best(node_id, options, row: sql.NodeRow, policy: scoring.Policy, persona, n
             # how often the link is shown, like a node's (scoring.score_node), and lifted every note at its ends.
             weight, priority = e.weight, e.priority
         cand = scoring.NodeCandidate(
-            node_id=node_id, vector=row.vector or 0.0, hops=anchor_hops if anchored else reach.hops, age_days=age,
-            persona=affinity, feedback_weight=row.feedback_weight, path_weight=weight, priority=priority, novelty=novelty,
+            node_id=node_id,
+            vector=row.vector or 0.0,
+            hops=anchor_hops if anchored else reach.hops,
+            age_days=age,
+            persona=affinity,
+            feedback_weight=row.feedback_weight,
+            path_weight=weight,
+            priority=priority,
+            novelty=novelty,
             memory=memory,
         )
         scored = scoring.score_node(cand, policy)
@@ -337,12 +428,31 @@ def _best(node_id, options, row: sql.NodeRow, policy: scoring.Policy, persona, n
 
 
 def search(
-    graph: Graph, *, query: str = "", vector=None, k: int = 20, anchors=(), start_nodes=(), exclude=(), persona=None,
-    now: datetime | None = None, policy: tuple[PolicyRevision, scoring.Policy] | None = None,
+    graph: Graph,
+    *,
+    query: str = "",
+    vector=None,
+    k: int = 20,
+    anchors=(),
+    start_nodes=(),
+    exclude=(),
+    persona=None,
+    now: datetime | None = None,
+    policy: tuple[PolicyRevision, scoring.Policy] | None = None,
 ) -> SearchResult:
     """The retrieval pipeline's top ``k`` candidates (``retrieve``), without a budget or a log."""
-    result = retrieve(graph, query=query, vector=vector, start_nodes=start_nodes, anchors=anchors, exclude=exclude,
-                      persona=persona, k=max(k, 50), now=now, policy=policy)
+    result = retrieve(
+        graph,
+        query=query,
+        vector=vector,
+        start_nodes=start_nodes,
+        anchors=anchors,
+        exclude=exclude,
+        persona=persona,
+        k=max(k, 50),
+        now=now,
+        policy=policy,
+    )
     result.items = result.items[:k]
     return result
 
@@ -386,46 +496,117 @@ def assemble_context(
     revision, policy = policy_of(graph)
     if budget is None:
         budget = revision.default_budget_items if budget_unit == "items" else revision.default_budget_tokens
-    params = {"start_nodes": list(start_nodes), "anchors": list(anchors), "exclude": sorted(set(exclude)),
-              "persona": persona or {}, "k": k, "hops": hops, "vector": vector is not None}
+    params = {
+        "start_nodes": list(start_nodes),
+        "anchors": list(anchors),
+        "exclude": sorted(set(exclude)),
+        "persona": persona or {},
+        "k": k,
+        "hops": hops,
+        "vector": vector is not None,
+    }
     qvec = query_vector(query, vector, graph)
-    ordered = retrieve(graph, query=query, vector=vector, start_nodes=start_nodes, anchors=anchors, exclude=exclude,
-                       persona=persona, k=k, hops=hops, now=now, policy=(revision, policy), qvec=qvec).items
+    ordered = retrieve(
+        graph,
+        query=query,
+        vector=vector,
+        start_nodes=start_nodes,
+        anchors=anchors,
+        exclude=exclude,
+        persona=persona,
+        k=k,
+        hops=hops,
+        now=now,
+        policy=(revision, policy),
+        qvec=qvec,
+    ).items
     costs = [1 if budget_unit == "items" else item.row.tokens for item in ordered]
     selection = scoring.select_within_budget([item.node_id for item in ordered], costs, budget)
     if policy.exploration:
         # Discovery: one slot for the best candidate no similar past retrieval showed (scoring.explore_slot).
-        selection = scoring.explore_slot(selection, [item.scored.candidate.novelty == 1.0 for item in ordered], costs, budget)
+        selection = scoring.explore_slot(
+            selection, [item.scored.candidate.novelty == 1.0 for item in ordered], costs, budget
+        )
 
     # Every check has passed: write.
     with transaction.atomic():
         session, created = AgentSession.objects.get_or_create(graph=graph, external_id=session_id)
         injection = ContextInjection.objects.create(
-            graph=graph, session=session, policy_revision=revision, query=query, mode="retrieve", budget_unit=budget_unit,
-            budget=budget, spent=selection.spent, params=params, query_embedding=qvec, query_model=query_model(vector),
+            graph=graph,
+            session=session,
+            policy_revision=revision,
+            query=query,
+            mode="retrieve",
+            budget_unit=budget_unit,
+            budget=budget,
+            spent=selection.spent,
+            params=params,
+            query_embedding=qvec,
+            query_model=query_model(vector),
         )
-        _copy_candidates(injection, [
-            (p, selection.selected[p - 1], item.node_id, item.edge_id, _stored_hops(item, policy), item.row.tokens,
-             item.scored.total, {**item.features(), "cut": selection.reasons[p - 1]}, item.scored.components_dict())
-            for p, item in enumerate(ordered, start=1)
-        ])
+        _copy_candidates(
+            injection,
+            [
+                (
+                    p,
+                    selection.selected[p - 1],
+                    item.node_id,
+                    item.edge_id,
+                    _stored_hops(item, policy),
+                    item.row.tokens,
+                    item.scored.total,
+                    {**item.features(), "cut": selection.reasons[p - 1]},
+                    item.scored.components_dict(),
+                )
+                for p, item in enumerate(ordered, start=1)
+            ],
+        )
         chosen = [item for item, sel in zip(ordered, selection.selected) if sel]
         _bump_counters(graph, chosen)
-    texts = {n["id"]: n for n in Node.objects.filter(graph=graph, pk__in=[i.node_id for i in chosen]).values("id", "key", "title", "kind", "text")}
+    texts = {
+        n["id"]: n
+        for n in Node.objects.filter(graph=graph, pk__in=[i.node_id for i in chosen]).values(
+            "id", "key", "title", "kind", "text"
+        )
+    }
     selected = []
     for p, (item, sel) in enumerate(zip(ordered, selection.selected), start=1):
         if not sel:
             continue
         node = texts[item.node_id]
-        selected.append({
-            "rank": p, "node": node["id"], "key": node["key"], "title": node["title"], "kind": node["kind"], "text": node["text"],
-            "tokens": item.row.tokens, "total": item.scored.total, "hops": item.scored.candidate.hops,
-            "entry": item.entry, "path": list(item.path), "edge": item.edge_id, "edge_type": item.edge_type,
-        })
+        selected.append(
+            {
+                "rank": p,
+                "node": node["id"],
+                "key": node["key"],
+                "title": node["title"],
+                "kind": node["kind"],
+                "text": node["text"],
+                "tokens": item.row.tokens,
+                "total": item.scored.total,
+                "hops": item.scored.candidate.hops,
+                "entry": item.entry,
+                "path": list(item.path),
+                "edge": item.edge_id,
+                "edge_type": item.edge_type,
+            }
+        )
     return ContextResult(injection, created, selected, considered=len(ordered))
 
 
-_CANDIDATE_COLUMNS = ("injection_id", "graph_id", "rank", "selected", "node_id", "edge_id", "hops", "tokens", "total", "features", "components")
+_CANDIDATE_COLUMNS = (
+    "injection_id",
+    "graph_id",
+    "rank",
+    "selected",
+    "node_id",
+    "edge_id",
+    "hops",
+    "tokens",
+    "total",
+    "features",
+    "components",
+)
 
 
 def _copy_candidates(injection: ContextInjection, rows: list[tuple]) -> None:
@@ -434,10 +615,21 @@ def _copy_candidates(injection: ContextInjection, rows: list[tuple]) -> None:
     with connection.cursor() as cur:
         with cur.cursor.copy(f"COPY {InjectionCandidate._meta.db_table} ({columns}) FROM STDIN") as copy:
             for rank, selected, node_id, edge_id, hops, tokens, total, features, components in rows:
-                copy.write_row((
-                    injection.pk, injection.graph_id, rank, selected, node_id, edge_id, hops, tokens, total,
-                    json.dumps(features), json.dumps(components),
-                ))
+                copy.write_row(
+                    (
+                        injection.pk,
+                        injection.graph_id,
+                        rank,
+                        selected,
+                        node_id,
+                        edge_id,
+                        hops,
+                        tokens,
+                        total,
+                        json.dumps(features),
+                        json.dumps(components),
+                    )
+                )
 
 
 def _stored_hops(item, policy: scoring.Policy) -> int:
@@ -494,9 +686,19 @@ def candidate_dict(c: InjectionCandidate, edges: dict | None = None, titles: dic
     path = f.get("path") or ([c.edge_id] if c.edge_id else [])
     entry = f.get("entry") or ("expansion" if c.edge_id else "vector")
     return {
-        "rank": c.rank, "selected": c.selected, "node": c.node_id, "edge": c.edge_id, "hops": f.get("hops", c.hops),
-        "entry": entry, "path": path, "path_text": path_text(path, c.node_id, edges or {}, titles or {}),
-        "cut": f.get("cut", ""), "tokens": c.tokens, "total": c.total, "features": f, "components": c.components,
+        "rank": c.rank,
+        "selected": c.selected,
+        "node": c.node_id,
+        "edge": c.edge_id,
+        "hops": f.get("hops", c.hops),
+        "entry": entry,
+        "path": path,
+        "path_text": path_text(path, c.node_id, edges or {}, titles or {}),
+        "cut": f.get("cut", ""),
+        "tokens": c.tokens,
+        "total": c.total,
+        "features": f,
+        "components": c.components,
     }
 
 
@@ -517,8 +719,12 @@ def _path_words(graph_id: int, cands) -> tuple[dict, dict]:
     ids = {e for c in cands for e in (c.features.get("path") or ([c.edge_id] if c.edge_id else []))}
     if not ids:
         return {}, {}
-    edges = {e["id"]: (e["source_id"], e["edge_type__name"], e["target_id"])
-             for e in Edge.objects.filter(graph_id=graph_id, pk__in=ids).values("id", "source_id", "target_id", "edge_type__name")}
+    edges = {
+        e["id"]: (e["source_id"], e["edge_type__name"], e["target_id"])
+        for e in Edge.objects.filter(graph_id=graph_id, pk__in=ids).values(
+            "id", "source_id", "target_id", "edge_type__name"
+        )
+    }
     nodes = {n for s, _t, d in edges.values() for n in (s, d)}
     titles = dict(Node.objects.filter(graph_id=graph_id, pk__in=nodes).values_list("id", "title"))
     return edges, titles
@@ -529,9 +735,15 @@ def explain(injection: ContextInjection, i: int | None = None, j: int | None = N
     cands = list(injection.candidates.order_by("rank"))
     edges, titles = _path_words(injection.graph_id, cands)
     result = {
-        "injection": injection.pk, "session": injection.session.external_id, "query": injection.query, "mode": injection.mode,
-        "policy_revision": injection.policy_revision.revision, "budget_unit": injection.budget_unit,
-        "budget": injection.budget, "spent": injection.spent, "created_at": injection.created_at,
+        "injection": injection.pk,
+        "session": injection.session.external_id,
+        "query": injection.query,
+        "mode": injection.mode,
+        "policy_revision": injection.policy_revision.revision,
+        "budget_unit": injection.budget_unit,
+        "budget": injection.budget,
+        "spent": injection.spent,
+        "created_at": injection.created_at,
         "candidates": [candidate_dict(c, edges, titles) for c in cands],
     }
     result["comparison"] = compare(result["candidates"], i, j)
@@ -550,7 +762,11 @@ def compare(candidates: list[dict], i: int | None, j: int | None) -> dict | None
             raise RankingInputError({name: [f"No candidate at rank {value} (this injection has {len(candidates)})."]})
     ci, cj = by_rank[i], by_rank[j]
     return {
-        "i": i, "j": j, "total_i": ci["total"], "total_j": cj["total"], "difference": ci["total"] - cj["total"],
+        "i": i,
+        "j": j,
+        "total_i": ci["total"],
+        "total_j": cj["total"],
+        "difference": ci["total"] - cj["total"],
         "components": scoring.explain_pair(ci["components"], cj["components"]),
     }
 
@@ -559,34 +775,58 @@ def compare(candidates: list[dict], i: int | None, j: int | None) -> dict | None
 # What-if replay
 
 
-def _replay_order(inj: ContextInjection, cands: list[InjectionCandidate], policy: scoring.Policy, priorities: dict) -> list[str]:
+def _replay_order(
+    inj: ContextInjection, cands: list[InjectionCandidate], policy: scoring.Policy, priorities: dict
+) -> list[str]:
     """Re-rank an injection's frozen candidates under ``policy`` (no new search, no database access)."""
     if inj.mode == "traversal":
         scored = []
         for c in cands:
             f = c.features
-            scored.append(scoring.score_edge(scoring.EdgeCandidate(
-                edge_id=f["edge_id"], source_id=f["source_id"], target_id=f["target_id"], hops=f["hops"],
-                weight=f["weight"], feedback_weight=f["feedback_weight"],
-                priority=priorities.get(f.get("edge_type"), f["priority"]), similarity=f.get("similarity"),
-                edge_type=f.get("edge_type", ""),
-            ), policy))
+            scored.append(
+                scoring.score_edge(
+                    scoring.EdgeCandidate(
+                        edge_id=f["edge_id"],
+                        source_id=f["source_id"],
+                        target_id=f["target_id"],
+                        hops=f["hops"],
+                        weight=f["weight"],
+                        feedback_weight=f["feedback_weight"],
+                        priority=priorities.get(f.get("edge_type"), f["priority"]),
+                        similarity=f.get("similarity"),
+                        edge_type=f.get("edge_type", ""),
+                    ),
+                    policy,
+                )
+            )
         return [s.stable_id for s in scoring.best_first_order(scored, inj.params.get("start_nodes", []))]
     # Retrieval (and older hybrid) logs: every candidate is a node with its frozen features.
     scored = [
-        scoring.score_node(scoring.NodeCandidate(
-            node_id=c.node_id, vector=c.features.get("vector") or 0.0, hops=c.features.get("hops"),
-            age_days=c.features.get("age_days"), persona=c.features.get("persona", 0.0),
-            feedback_weight=c.features.get("feedback_weight", scoring.NEUTRAL), path_weight=c.features.get("path_weight"),
-            priority=priorities.get(c.features["edge_type"], c.features.get("priority", 0.0)) if c.features.get("edge_type") else 0.0,
-            novelty=c.features.get("novelty"), memory=c.features.get("memory"),
-        ), policy)
+        scoring.score_node(
+            scoring.NodeCandidate(
+                node_id=c.node_id,
+                vector=c.features.get("vector") or 0.0,
+                hops=c.features.get("hops"),
+                age_days=c.features.get("age_days"),
+                persona=c.features.get("persona", 0.0),
+                feedback_weight=c.features.get("feedback_weight", scoring.NEUTRAL),
+                path_weight=c.features.get("path_weight"),
+                priority=priorities.get(c.features["edge_type"], c.features.get("priority", 0.0))
+                if c.features.get("edge_type")
+                else 0.0,
+                novelty=c.features.get("novelty"),
+                memory=c.features.get("memory"),
+            ),
+            policy,
+        )
         for c in cands
     ]
     return [s.stable_id for s in scoring.rank(scored)]
 
 
-def whatif(graph: Graph, *, changes: dict | None = None, priorities: dict | None = None, n: int = 20, k: int = 5) -> dict:
+def whatif(
+    graph: Graph, *, changes: dict | None = None, priorities: dict | None = None, n: int = 20, k: int = 5
+) -> dict:
     """Replay the last ``n`` injections' frozen candidates under the current policy and a draft.
 
     The draft is the current policy with ``changes`` (policy numbers) and ``priorities``
@@ -606,11 +846,15 @@ def whatif(graph: Graph, *, changes: dict | None = None, priorities: dict | None
         ContextInjection.objects.filter(graph=graph).select_related("session").order_by("-created_at", "-id")[:n]
     )
     cands_by_inj: dict[int, list[InjectionCandidate]] = {}
-    for c in InjectionCandidate.objects.filter(graph=graph, injection__in=[i.pk for i in injections]).order_by("injection_id", "rank"):
+    for c in InjectionCandidate.objects.filter(graph=graph, injection__in=[i.pk for i in injections]).order_by(
+        "injection_id", "rank"
+    ):
         cands_by_inj.setdefault(c.injection_id, []).append(c)
-    uses = list(UseEvent.objects.filter(
-        graph=graph, session_id__in={i.session_id for i in injections}, signal__in=USED_SIGNALS
-    ).values_list("session_id", "injection_id", "node_id", "edge_id"))
+    uses = list(
+        UseEvent.objects.filter(
+            graph=graph, session_id__in={i.session_id for i in injections}, signal__in=USED_SIGNALS
+        ).values_list("session_id", "injection_id", "node_id", "edge_id")
+    )
 
     uses_by_session: dict[int, list[tuple]] = {}
     for session_id, injection_id, node_id, edge_id in uses:
@@ -625,20 +869,33 @@ def whatif(graph: Graph, *, changes: dict | None = None, priorities: dict | None
         prefix = "edge:" if inj.mode == "traversal" else "node:"
         used = [
             f"{prefix}{c.edge_id if inj.mode == 'traversal' else c.node_id}"
-            for c in cands if c.node_id in used_nodes or (c.edge_id and c.edge_id in used_edges)
+            for c in cands
+            if c.node_id in used_nodes or (c.edge_id and c.edge_id in used_edges)
         ]
         current_order = _replay_order(inj, cands, policy, current_priorities)
         draft_order = _replay_order(inj, cands, draft, draft_priorities)
         result = scoring.compare_orders(current_order, draft_order, used, k)
         results.append(result)
-        per_injection.append({
-            "injection": inj.pk, "session": inj.session.external_id, "created_at": inj.created_at, "mode": inj.mode,
-            "candidates": len(cands), "top1_current": current_order[0] if current_order else None,
-            "top1_draft": draft_order[0] if draft_order else None, "top1_flip": result.top1_flip,
-            "kendall_tau": result.kendall_tau, "moved": len(result.changes), "changes": result.changes[:20],
-            "used": result.used, "mrr_current": result.mrr_current, "mrr_draft": result.mrr_draft,
-            "hit_current": result.hit_current, "hit_draft": result.hit_draft,
-        })
+        per_injection.append(
+            {
+                "injection": inj.pk,
+                "session": inj.session.external_id,
+                "created_at": inj.created_at,
+                "mode": inj.mode,
+                "candidates": len(cands),
+                "top1_current": current_order[0] if current_order else None,
+                "top1_draft": draft_order[0] if draft_order else None,
+                "top1_flip": result.top1_flip,
+                "kendall_tau": result.kendall_tau,
+                "moved": len(result.changes),
+                "changes": result.changes[:20],
+                "used": result.used,
+                "mrr_current": result.mrr_current,
+                "mrr_draft": result.mrr_draft,
+                "hit_current": result.hit_current,
+                "hit_draft": result.hit_draft,
+            }
+        )
     return {
         "policy_revision": revision.revision,
         "draft": {"changes": changes, "edge_type_priorities": priorities},

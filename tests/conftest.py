@@ -114,10 +114,25 @@ def celery_worker_process(django_db_setup, django_db_blocker, tmp_path_factory):
     log_path = tmp_path_factory.mktemp("celery-log") / "worker.log"
     log = open(log_path, "w")
     proc = subprocess.Popen(
-        [sys.executable, "-m", "celery", "-A", "graphadmin", "worker", "--loglevel=INFO", "--concurrency=2",
-         "--without-heartbeat", "--without-gossip", "--without-mingle",
-         "-Q", ",".join(settings.WORKER_QUEUES)],
-        cwd=ROOT, env=env, stdout=log, stderr=subprocess.STDOUT,
+        [
+            sys.executable,
+            "-m",
+            "celery",
+            "-A",
+            "graphadmin",
+            "worker",
+            "--loglevel=INFO",
+            "--concurrency=2",
+            "--without-heartbeat",
+            "--without-gossip",
+            "--without-mingle",
+            "-Q",
+            ",".join(settings.WORKER_QUEUES),
+        ],
+        cwd=ROOT,
+        env=env,
+        stdout=log,
+        stderr=subprocess.STDOUT,
     )
     deadline = time.monotonic() + 60
     while "ready." not in log_path.read_text():
@@ -138,6 +153,7 @@ def stop(proc: subprocess.Popen, timeout: float = 20) -> None:
         proc.wait(timeout=timeout)
     except subprocess.TimeoutExpired:
         proc.kill()
+
 
 # The ranked graph (fixture ``rg``) shared by ranking, feedback and dashboard tests.
 TEXTS = {
@@ -191,11 +207,18 @@ def rg(request, acme_graph, settings):
     vectors = embed_texts([f"{t}\n{x}" for t, x in TEXTS.values()])
     nodes = {}
     for (key, (title, text)), vec in zip(TEXTS.items(), vectors):
-        nodes[key] = Node.objects.create(graph=acme_graph, key=key, title=title, text=text, embedding=vec, archived=key == "x")
+        nodes[key] = Node.objects.create(
+            graph=acme_graph, key=key, title=title, text=text, embedding=vec, archived=key == "x"
+        )
     types = {t.name: t for t in EdgeType.objects.filter(graph=acme_graph)}
     edges = {}
     for s, t, kind, w in EDGES:
         edges[f"{s}>{t}"] = Edge.objects.create(
-            graph=acme_graph, source=nodes[s], target=nodes[t], edge_type=types[kind], weight=w, archived=(s, t) == ("a", "f")
+            graph=acme_graph,
+            source=nodes[s],
+            target=nodes[t],
+            edge_type=types[kind],
+            weight=w,
+            archived=(s, t) == ("a", "f"),
         )
     return {"graph": acme_graph, "nodes": nodes, "edges": edges, "types": types}

@@ -6,178 +6,417 @@ from django.db import migrations, models
 
 
 class Migration(migrations.Migration):
-
     initial = True
 
     dependencies = [
-        ('graphadmin', '0001_initial'),
+        ("graphadmin", "0001_initial"),
         migrations.swappable_dependency(settings.AUTH_USER_MODEL),
     ]
 
     operations = [
         migrations.CreateModel(
-            name='AgentSession',
+            name="AgentSession",
             fields=[
-                ('id', models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name='ID')),
-                ('external_id', models.CharField(max_length=200)),
-                ('started_at', models.DateTimeField(auto_now_add=True)),
-                ('outcome', models.CharField(blank=True, choices=[('accepted', 'accepted'), ('rework', 'rework'), ('rejected', 'rejected')], max_length=20, null=True)),
-                ('outcome_at', models.DateTimeField(blank=True, null=True)),
-                ('graph', models.ForeignKey(on_delete=django.db.models.deletion.CASCADE, related_name='sessions', to='graphadmin.graph')),
+                ("id", models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name="ID")),
+                ("external_id", models.CharField(max_length=200)),
+                ("started_at", models.DateTimeField(auto_now_add=True)),
+                (
+                    "outcome",
+                    models.CharField(
+                        blank=True,
+                        choices=[("accepted", "accepted"), ("rework", "rework"), ("rejected", "rejected")],
+                        max_length=20,
+                        null=True,
+                    ),
+                ),
+                ("outcome_at", models.DateTimeField(blank=True, null=True)),
+                (
+                    "graph",
+                    models.ForeignKey(
+                        on_delete=django.db.models.deletion.CASCADE, related_name="sessions", to="graphadmin.graph"
+                    ),
+                ),
             ],
         ),
         migrations.CreateModel(
-            name='ContextInjection',
+            name="ContextInjection",
             fields=[
-                ('id', models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name='ID')),
-                ('query', models.TextField(blank=True)),
-                ('mode', models.CharField(default='traversal', help_text='traversal or hybrid', max_length=20)),
-                ('budget_unit', models.CharField(default='items', help_text='items or tokens', max_length=10)),
-                ('budget', models.PositiveIntegerField(default=0)),
-                ('spent', models.PositiveIntegerField(default=0)),
-                ('params', models.JSONField(blank=True, default=dict, help_text='The request as received: start nodes, k, hops, anchors.')),
-                ('created_at', models.DateTimeField(auto_now_add=True, db_index=True)),
-                ('graph', models.ForeignKey(on_delete=django.db.models.deletion.CASCADE, related_name='injections', to='graphadmin.graph')),
-                ('policy_revision', models.ForeignKey(on_delete=django.db.models.deletion.PROTECT, related_name='injections', to='graphadmin.policyrevision')),
-                ('session', models.ForeignKey(on_delete=django.db.models.deletion.CASCADE, related_name='injections', to='feedback.agentsession')),
+                ("id", models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name="ID")),
+                ("query", models.TextField(blank=True)),
+                ("mode", models.CharField(default="traversal", help_text="traversal or hybrid", max_length=20)),
+                ("budget_unit", models.CharField(default="items", help_text="items or tokens", max_length=10)),
+                ("budget", models.PositiveIntegerField(default=0)),
+                ("spent", models.PositiveIntegerField(default=0)),
+                (
+                    "params",
+                    models.JSONField(
+                        blank=True, default=dict, help_text="The request as received: start nodes, k, hops, anchors."
+                    ),
+                ),
+                ("created_at", models.DateTimeField(auto_now_add=True, db_index=True)),
+                (
+                    "graph",
+                    models.ForeignKey(
+                        on_delete=django.db.models.deletion.CASCADE, related_name="injections", to="graphadmin.graph"
+                    ),
+                ),
+                (
+                    "policy_revision",
+                    models.ForeignKey(
+                        on_delete=django.db.models.deletion.PROTECT,
+                        related_name="injections",
+                        to="graphadmin.policyrevision",
+                    ),
+                ),
+                (
+                    "session",
+                    models.ForeignKey(
+                        on_delete=django.db.models.deletion.CASCADE,
+                        related_name="injections",
+                        to="feedback.agentsession",
+                    ),
+                ),
             ],
         ),
         migrations.CreateModel(
-            name='InjectionCandidate',
+            name="InjectionCandidate",
             fields=[
-                ('id', models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name='ID')),
-                ('rank', models.PositiveIntegerField()),
-                ('selected', models.BooleanField()),
-                ('hops', models.PositiveSmallIntegerField(default=1)),
-                ('tokens', models.PositiveIntegerField(default=0)),
-                ('total', models.FloatField()),
-                ('features', models.JSONField(default=dict)),
-                ('components', models.JSONField(default=dict)),
-                ('edge', models.ForeignKey(blank=True, null=True, on_delete=django.db.models.deletion.PROTECT, related_name='+', to='graphadmin.edge')),
-                ('graph', models.ForeignKey(on_delete=django.db.models.deletion.CASCADE, related_name='+', to='graphadmin.graph')),
-                ('injection', models.ForeignKey(on_delete=django.db.models.deletion.CASCADE, related_name='candidates', to='feedback.contextinjection')),
-                ('node', models.ForeignKey(on_delete=django.db.models.deletion.PROTECT, related_name='+', to='graphadmin.node')),
+                ("id", models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name="ID")),
+                ("rank", models.PositiveIntegerField()),
+                ("selected", models.BooleanField()),
+                ("hops", models.PositiveSmallIntegerField(default=1)),
+                ("tokens", models.PositiveIntegerField(default=0)),
+                ("total", models.FloatField()),
+                ("features", models.JSONField(default=dict)),
+                ("components", models.JSONField(default=dict)),
+                (
+                    "edge",
+                    models.ForeignKey(
+                        blank=True,
+                        null=True,
+                        on_delete=django.db.models.deletion.PROTECT,
+                        related_name="+",
+                        to="graphadmin.edge",
+                    ),
+                ),
+                (
+                    "graph",
+                    models.ForeignKey(
+                        on_delete=django.db.models.deletion.CASCADE, related_name="+", to="graphadmin.graph"
+                    ),
+                ),
+                (
+                    "injection",
+                    models.ForeignKey(
+                        on_delete=django.db.models.deletion.CASCADE,
+                        related_name="candidates",
+                        to="feedback.contextinjection",
+                    ),
+                ),
+                (
+                    "node",
+                    models.ForeignKey(
+                        on_delete=django.db.models.deletion.PROTECT, related_name="+", to="graphadmin.node"
+                    ),
+                ),
             ],
             options={
-                'ordering': ['injection', 'rank'],
+                "ordering": ["injection", "rank"],
             },
         ),
         migrations.CreateModel(
-            name='UpdateBatch',
+            name="UpdateBatch",
             fields=[
-                ('id', models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name='ID')),
-                ('kind', models.CharField(choices=[('reinforce', 'reinforce'), ('outcome', 'outcome'), ('decay', 'decay'), ('normalize', 'normalize'), ('manual', 'manual'), ('import', 'import'), ('rollback', 'rollback')], max_length=20)),
-                ('status', models.CharField(choices=[('applied', 'applied'), ('rolled_back', 'rolled_back')], default='applied', max_length=20)),
-                ('trigger_task', models.CharField(blank=True, max_length=200)),
-                ('idempotency_key', models.CharField(blank=True, max_length=200, null=True, unique=True)),
-                ('node_updates', models.PositiveIntegerField(default=0)),
-                ('edge_updates', models.PositiveIntegerField(default=0)),
-                ('conflicts', models.PositiveIntegerField(default=0)),
-                ('details', models.JSONField(blank=True, default=dict)),
-                ('started_at', models.DateTimeField()),
-                ('finished_at', models.DateTimeField(blank=True, null=True)),
-                ('duration_ms', models.FloatField(default=0.0)),
-                ('graph', models.ForeignKey(on_delete=django.db.models.deletion.CASCADE, related_name='batches', to='graphadmin.graph')),
-                ('rollback_of', models.OneToOneField(blank=True, null=True, on_delete=django.db.models.deletion.PROTECT, related_name='rolled_back_by', to='feedback.updatebatch')),
-                ('trigger_session', models.ForeignKey(blank=True, null=True, on_delete=django.db.models.deletion.SET_NULL, related_name='batches', to='feedback.agentsession')),
-                ('trigger_user', models.ForeignKey(blank=True, null=True, on_delete=django.db.models.deletion.SET_NULL, related_name='+', to=settings.AUTH_USER_MODEL)),
+                ("id", models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name="ID")),
+                (
+                    "kind",
+                    models.CharField(
+                        choices=[
+                            ("reinforce", "reinforce"),
+                            ("outcome", "outcome"),
+                            ("decay", "decay"),
+                            ("normalize", "normalize"),
+                            ("manual", "manual"),
+                            ("import", "import"),
+                            ("rollback", "rollback"),
+                        ],
+                        max_length=20,
+                    ),
+                ),
+                (
+                    "status",
+                    models.CharField(
+                        choices=[("applied", "applied"), ("rolled_back", "rolled_back")],
+                        default="applied",
+                        max_length=20,
+                    ),
+                ),
+                ("trigger_task", models.CharField(blank=True, max_length=200)),
+                ("idempotency_key", models.CharField(blank=True, max_length=200, null=True, unique=True)),
+                ("node_updates", models.PositiveIntegerField(default=0)),
+                ("edge_updates", models.PositiveIntegerField(default=0)),
+                ("conflicts", models.PositiveIntegerField(default=0)),
+                ("details", models.JSONField(blank=True, default=dict)),
+                ("started_at", models.DateTimeField()),
+                ("finished_at", models.DateTimeField(blank=True, null=True)),
+                ("duration_ms", models.FloatField(default=0.0)),
+                (
+                    "graph",
+                    models.ForeignKey(
+                        on_delete=django.db.models.deletion.CASCADE, related_name="batches", to="graphadmin.graph"
+                    ),
+                ),
+                (
+                    "rollback_of",
+                    models.OneToOneField(
+                        blank=True,
+                        null=True,
+                        on_delete=django.db.models.deletion.PROTECT,
+                        related_name="rolled_back_by",
+                        to="feedback.updatebatch",
+                    ),
+                ),
+                (
+                    "trigger_session",
+                    models.ForeignKey(
+                        blank=True,
+                        null=True,
+                        on_delete=django.db.models.deletion.SET_NULL,
+                        related_name="batches",
+                        to="feedback.agentsession",
+                    ),
+                ),
+                (
+                    "trigger_user",
+                    models.ForeignKey(
+                        blank=True,
+                        null=True,
+                        on_delete=django.db.models.deletion.SET_NULL,
+                        related_name="+",
+                        to=settings.AUTH_USER_MODEL,
+                    ),
+                ),
             ],
             options={
-                'verbose_name_plural': 'update batches',
+                "verbose_name_plural": "update batches",
             },
         ),
         migrations.CreateModel(
-            name='UseEvent',
+            name="UseEvent",
             fields=[
-                ('id', models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name='ID')),
-                ('signal', models.CharField(choices=[('explicit', 'explicit'), ('implicit', 'implicit'), ('negative', 'negative')], max_length=20)),
-                ('source', models.CharField(default='api', help_text='api, response, mcp, dashboard', max_length=50)),
-                ('created_at', models.DateTimeField(auto_now_add=True)),
-                ('edge', models.ForeignKey(blank=True, null=True, on_delete=django.db.models.deletion.PROTECT, related_name='+', to='graphadmin.edge')),
-                ('graph', models.ForeignKey(on_delete=django.db.models.deletion.CASCADE, related_name='+', to='graphadmin.graph')),
-                ('injection', models.ForeignKey(blank=True, null=True, on_delete=django.db.models.deletion.SET_NULL, related_name='use_events', to='feedback.contextinjection')),
-                ('node', models.ForeignKey(blank=True, null=True, on_delete=django.db.models.deletion.PROTECT, related_name='+', to='graphadmin.node')),
-                ('session', models.ForeignKey(on_delete=django.db.models.deletion.CASCADE, related_name='use_events', to='feedback.agentsession')),
+                ("id", models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name="ID")),
+                (
+                    "signal",
+                    models.CharField(
+                        choices=[("explicit", "explicit"), ("implicit", "implicit"), ("negative", "negative")],
+                        max_length=20,
+                    ),
+                ),
+                ("source", models.CharField(default="api", help_text="api, response, mcp, dashboard", max_length=50)),
+                ("created_at", models.DateTimeField(auto_now_add=True)),
+                (
+                    "edge",
+                    models.ForeignKey(
+                        blank=True,
+                        null=True,
+                        on_delete=django.db.models.deletion.PROTECT,
+                        related_name="+",
+                        to="graphadmin.edge",
+                    ),
+                ),
+                (
+                    "graph",
+                    models.ForeignKey(
+                        on_delete=django.db.models.deletion.CASCADE, related_name="+", to="graphadmin.graph"
+                    ),
+                ),
+                (
+                    "injection",
+                    models.ForeignKey(
+                        blank=True,
+                        null=True,
+                        on_delete=django.db.models.deletion.SET_NULL,
+                        related_name="use_events",
+                        to="feedback.contextinjection",
+                    ),
+                ),
+                (
+                    "node",
+                    models.ForeignKey(
+                        blank=True,
+                        null=True,
+                        on_delete=django.db.models.deletion.PROTECT,
+                        related_name="+",
+                        to="graphadmin.node",
+                    ),
+                ),
+                (
+                    "session",
+                    models.ForeignKey(
+                        on_delete=django.db.models.deletion.CASCADE,
+                        related_name="use_events",
+                        to="feedback.agentsession",
+                    ),
+                ),
             ],
         ),
         migrations.CreateModel(
-            name='WeightChange',
+            name="WeightChange",
             fields=[
-                ('id', models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name='ID')),
-                ('field', models.CharField(choices=[('weight', 'weight'), ('feedback_weight', 'feedback_weight')], max_length=20)),
-                ('before', models.FloatField()),
-                ('after', models.FloatField()),
-                ('event', models.CharField(blank=True, help_text='What caused it: explicit, implicit, negative, accepted, decay, ...', max_length=50)),
-                ('created_at', models.DateTimeField(auto_now_add=True)),
-                ('batch', models.ForeignKey(on_delete=django.db.models.deletion.PROTECT, related_name='changes', to='feedback.updatebatch')),
-                ('edge', models.ForeignKey(blank=True, null=True, on_delete=django.db.models.deletion.PROTECT, related_name='+', to='graphadmin.edge')),
-                ('graph', models.ForeignKey(on_delete=django.db.models.deletion.PROTECT, related_name='+', to='graphadmin.graph')),
-                ('node', models.ForeignKey(blank=True, null=True, on_delete=django.db.models.deletion.PROTECT, related_name='+', to='graphadmin.node')),
-                ('use_event', models.ForeignKey(blank=True, null=True, on_delete=django.db.models.deletion.PROTECT, related_name='+', to='feedback.useevent')),
+                ("id", models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name="ID")),
+                (
+                    "field",
+                    models.CharField(
+                        choices=[("weight", "weight"), ("feedback_weight", "feedback_weight")], max_length=20
+                    ),
+                ),
+                ("before", models.FloatField()),
+                ("after", models.FloatField()),
+                (
+                    "event",
+                    models.CharField(
+                        blank=True,
+                        help_text="What caused it: explicit, implicit, negative, accepted, decay, ...",
+                        max_length=50,
+                    ),
+                ),
+                ("created_at", models.DateTimeField(auto_now_add=True)),
+                (
+                    "batch",
+                    models.ForeignKey(
+                        on_delete=django.db.models.deletion.PROTECT, related_name="changes", to="feedback.updatebatch"
+                    ),
+                ),
+                (
+                    "edge",
+                    models.ForeignKey(
+                        blank=True,
+                        null=True,
+                        on_delete=django.db.models.deletion.PROTECT,
+                        related_name="+",
+                        to="graphadmin.edge",
+                    ),
+                ),
+                (
+                    "graph",
+                    models.ForeignKey(
+                        on_delete=django.db.models.deletion.PROTECT, related_name="+", to="graphadmin.graph"
+                    ),
+                ),
+                (
+                    "node",
+                    models.ForeignKey(
+                        blank=True,
+                        null=True,
+                        on_delete=django.db.models.deletion.PROTECT,
+                        related_name="+",
+                        to="graphadmin.node",
+                    ),
+                ),
+                (
+                    "use_event",
+                    models.ForeignKey(
+                        blank=True,
+                        null=True,
+                        on_delete=django.db.models.deletion.PROTECT,
+                        related_name="+",
+                        to="feedback.useevent",
+                    ),
+                ),
             ],
         ),
         migrations.AddConstraint(
-            model_name='agentsession',
-            constraint=models.UniqueConstraint(fields=('graph', 'external_id'), name='session_external_id_per_graph'),
+            model_name="agentsession",
+            constraint=models.UniqueConstraint(fields=("graph", "external_id"), name="session_external_id_per_graph"),
         ),
         migrations.AddConstraint(
-            model_name='agentsession',
-            constraint=models.CheckConstraint(condition=models.Q(('outcome__isnull', True), ('outcome__in', ('accepted', 'rework', 'rejected')), _connector='OR'), name='session_outcome_valid'),
+            model_name="agentsession",
+            constraint=models.CheckConstraint(
+                condition=models.Q(
+                    ("outcome__isnull", True), ("outcome__in", ("accepted", "rework", "rejected")), _connector="OR"
+                ),
+                name="session_outcome_valid",
+            ),
         ),
         migrations.AddIndex(
-            model_name='contextinjection',
-            index=models.Index(fields=['graph', '-created_at'], name='injection_graph_recent'),
+            model_name="contextinjection",
+            index=models.Index(fields=["graph", "-created_at"], name="injection_graph_recent"),
         ),
         migrations.AddIndex(
-            model_name='injectioncandidate',
-            index=models.Index(fields=['graph', 'node'], name='candidate_graph_node'),
+            model_name="injectioncandidate",
+            index=models.Index(fields=["graph", "node"], name="candidate_graph_node"),
         ),
         migrations.AddConstraint(
-            model_name='injectioncandidate',
-            constraint=models.UniqueConstraint(fields=('injection', 'rank'), name='candidate_rank_per_injection'),
+            model_name="injectioncandidate",
+            constraint=models.UniqueConstraint(fields=("injection", "rank"), name="candidate_rank_per_injection"),
         ),
         migrations.AddIndex(
-            model_name='updatebatch',
-            index=models.Index(fields=['graph', '-started_at'], name='batch_graph_recent'),
+            model_name="updatebatch",
+            index=models.Index(fields=["graph", "-started_at"], name="batch_graph_recent"),
         ),
         migrations.AddConstraint(
-            model_name='updatebatch',
-            constraint=models.CheckConstraint(condition=models.Q(('kind__in', ('reinforce', 'outcome', 'decay', 'normalize', 'manual', 'import', 'rollback'))), name='batch_kind_valid'),
+            model_name="updatebatch",
+            constraint=models.CheckConstraint(
+                condition=models.Q(
+                    ("kind__in", ("reinforce", "outcome", "decay", "normalize", "manual", "import", "rollback"))
+                ),
+                name="batch_kind_valid",
+            ),
         ),
         migrations.AddConstraint(
-            model_name='updatebatch',
-            constraint=models.CheckConstraint(condition=models.Q(('status__in', ('applied', 'rolled_back'))), name='batch_status_valid'),
+            model_name="updatebatch",
+            constraint=models.CheckConstraint(
+                condition=models.Q(("status__in", ("applied", "rolled_back"))), name="batch_status_valid"
+            ),
         ),
         migrations.AddConstraint(
-            model_name='useevent',
-            constraint=models.CheckConstraint(condition=models.Q(('signal__in', ('explicit', 'implicit', 'negative'))), name='use_signal_valid'),
+            model_name="useevent",
+            constraint=models.CheckConstraint(
+                condition=models.Q(("signal__in", ("explicit", "implicit", "negative"))), name="use_signal_valid"
+            ),
         ),
         migrations.AddConstraint(
-            model_name='useevent',
-            constraint=models.CheckConstraint(condition=models.Q(models.Q(('node__isnull', False), ('edge__isnull', True)), models.Q(('node__isnull', True), ('edge__isnull', False)), _connector='OR'), name='use_one_target'),
+            model_name="useevent",
+            constraint=models.CheckConstraint(
+                condition=models.Q(
+                    models.Q(("node__isnull", False), ("edge__isnull", True)),
+                    models.Q(("node__isnull", True), ("edge__isnull", False)),
+                    _connector="OR",
+                ),
+                name="use_one_target",
+            ),
         ),
         migrations.AddIndex(
-            model_name='weightchange',
-            index=models.Index(fields=['batch'], name='weightchange_batch'),
+            model_name="weightchange",
+            index=models.Index(fields=["batch"], name="weightchange_batch"),
         ),
         migrations.AddIndex(
-            model_name='weightchange',
-            index=models.Index(fields=['graph', 'edge', 'created_at'], name='weightchange_edge_history'),
+            model_name="weightchange",
+            index=models.Index(fields=["graph", "edge", "created_at"], name="weightchange_edge_history"),
         ),
         migrations.AddIndex(
-            model_name='weightchange',
-            index=models.Index(fields=['graph', 'node', 'created_at'], name='weightchange_node_history'),
+            model_name="weightchange",
+            index=models.Index(fields=["graph", "node", "created_at"], name="weightchange_node_history"),
         ),
         migrations.AddIndex(
-            model_name='weightchange',
-            index=models.Index(fields=['graph', 'created_at'], name='weightchange_graph_time'),
+            model_name="weightchange",
+            index=models.Index(fields=["graph", "created_at"], name="weightchange_graph_time"),
         ),
         migrations.AddConstraint(
-            model_name='weightchange',
-            constraint=models.CheckConstraint(condition=models.Q(models.Q(('node__isnull', False), ('edge__isnull', True)), models.Q(('node__isnull', True), ('edge__isnull', False)), _connector='OR'), name='weightchange_one_target'),
+            model_name="weightchange",
+            constraint=models.CheckConstraint(
+                condition=models.Q(
+                    models.Q(("node__isnull", False), ("edge__isnull", True)),
+                    models.Q(("node__isnull", True), ("edge__isnull", False)),
+                    _connector="OR",
+                ),
+                name="weightchange_one_target",
+            ),
         ),
         migrations.AddConstraint(
-            model_name='weightchange',
-            constraint=models.CheckConstraint(condition=models.Q(('field__in', ('weight', 'feedback_weight'))), name='weightchange_field_valid'),
+            model_name="weightchange",
+            constraint=models.CheckConstraint(
+                condition=models.Q(("field__in", ("weight", "feedback_weight"))), name="weightchange_field_valid"
+            ),
         ),
     ]

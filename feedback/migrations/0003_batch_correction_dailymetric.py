@@ -5,30 +5,41 @@ from django.db import migrations, models
 
 
 class Migration(migrations.Migration):
-
     dependencies = [
-        ('feedback', '0002_weightchange_append_only'),
-        ('graphadmin', '0002_database_rules'),
+        ("feedback", "0002_weightchange_append_only"),
+        ("graphadmin", "0002_database_rules"),
     ]
 
     operations = [
         migrations.AddField(
-            model_name='updatebatch',
-            name='correction_of',
-            field=models.ForeignKey(blank=True, help_text='For an outcome batch: the earlier outcome batch of the same session it corrects.', null=True, on_delete=django.db.models.deletion.PROTECT, related_name='corrections', to='feedback.updatebatch'),
+            model_name="updatebatch",
+            name="correction_of",
+            field=models.ForeignKey(
+                blank=True,
+                help_text="For an outcome batch: the earlier outcome batch of the same session it corrects.",
+                null=True,
+                on_delete=django.db.models.deletion.PROTECT,
+                related_name="corrections",
+                to="feedback.updatebatch",
+            ),
         ),
         migrations.CreateModel(
-            name='DailyMetric',
+            name="DailyMetric",
             fields=[
-                ('id', models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name='ID')),
-                ('day', models.DateField()),
-                ('data', models.JSONField(default=dict)),
-                ('computed_at', models.DateTimeField()),
-                ('graph', models.ForeignKey(on_delete=django.db.models.deletion.CASCADE, related_name='daily_metrics', to='graphadmin.graph')),
+                ("id", models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name="ID")),
+                ("day", models.DateField()),
+                ("data", models.JSONField(default=dict)),
+                ("computed_at", models.DateTimeField()),
+                (
+                    "graph",
+                    models.ForeignKey(
+                        on_delete=django.db.models.deletion.CASCADE, related_name="daily_metrics", to="graphadmin.graph"
+                    ),
+                ),
             ],
             options={
-                'ordering': ['graph', 'day'],
-                'constraints': [models.UniqueConstraint(fields=('graph', 'day'), name='dailymetric_one_per_graph_day')],
+                "ordering": ["graph", "day"],
+                "constraints": [models.UniqueConstraint(fields=("graph", "day"), name="dailymetric_one_per_graph_day")],
             },
         ),
     ]

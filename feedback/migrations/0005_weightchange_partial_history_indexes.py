@@ -4,27 +4,34 @@ from django.db import migrations, models
 
 
 class Migration(migrations.Migration):
-
     dependencies = [
-        ('feedback', '0004_node_fillfactor'),
-        ('graphadmin', '0002_database_rules'),
+        ("feedback", "0004_node_fillfactor"),
+        ("graphadmin", "0002_database_rules"),
     ]
 
     operations = [
         migrations.RemoveIndex(
-            model_name='weightchange',
-            name='weightchange_edge_history',
+            model_name="weightchange",
+            name="weightchange_edge_history",
         ),
         migrations.RemoveIndex(
-            model_name='weightchange',
-            name='weightchange_node_history',
+            model_name="weightchange",
+            name="weightchange_node_history",
         ),
         migrations.AddIndex(
-            model_name='weightchange',
-            index=models.Index(condition=models.Q(('edge__isnull', False)), fields=['graph', 'edge', 'created_at'], name='weightchange_edge_history'),
+            model_name="weightchange",
+            index=models.Index(
+                condition=models.Q(("edge__isnull", False)),
+                fields=["graph", "edge", "created_at"],
+                name="weightchange_edge_history",
+            ),
         ),
         migrations.AddIndex(
-            model_name='weightchange',
-            index=models.Index(condition=models.Q(('node__isnull', False)), fields=['graph', 'node', 'created_at'], name='weightchange_node_history'),
+            model_name="weightchange",
+            index=models.Index(
+                condition=models.Q(("node__isnull", False)),
+                fields=["graph", "node", "created_at"],
+                name="weightchange_node_history",
+            ),
         ),
     ]

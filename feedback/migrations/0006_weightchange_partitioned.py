@@ -61,7 +61,9 @@ def partition_and_copy(apps, schema_editor):
         oldest, _newest = cur.fetchone()
     ensure_partitions(since=oldest, connection=schema_editor.connection, parents=["feedback_weightchange"])
     with schema_editor.connection.cursor() as cur:
-        cur.execute(f"INSERT INTO feedback_weightchange ({COLUMNS}) SELECT {COLUMNS} FROM feedback_weightchange_unpartitioned")
+        cur.execute(
+            f"INSERT INTO feedback_weightchange ({COLUMNS}) SELECT {COLUMNS} FROM feedback_weightchange_unpartitioned"
+        )
         cur.execute("DROP TABLE feedback_weightchange_unpartitioned")
 
 
@@ -76,27 +78,58 @@ class Migration(migrations.Migration):
                 migrations.AlterField(
                     model_name="weightchange",
                     name="batch",
-                    field=models.ForeignKey(db_index=False, on_delete=django.db.models.deletion.PROTECT, related_name="changes", to="feedback.updatebatch"),
+                    field=models.ForeignKey(
+                        db_index=False,
+                        on_delete=django.db.models.deletion.PROTECT,
+                        related_name="changes",
+                        to="feedback.updatebatch",
+                    ),
                 ),
                 migrations.AlterField(
                     model_name="weightchange",
                     name="edge",
-                    field=models.ForeignKey(blank=True, db_index=False, null=True, on_delete=django.db.models.deletion.PROTECT, related_name="+", to="graphadmin.edge"),
+                    field=models.ForeignKey(
+                        blank=True,
+                        db_index=False,
+                        null=True,
+                        on_delete=django.db.models.deletion.PROTECT,
+                        related_name="+",
+                        to="graphadmin.edge",
+                    ),
                 ),
                 migrations.AlterField(
                     model_name="weightchange",
                     name="graph",
-                    field=models.ForeignKey(db_index=False, on_delete=django.db.models.deletion.PROTECT, related_name="+", to="graphadmin.graph"),
+                    field=models.ForeignKey(
+                        db_index=False,
+                        on_delete=django.db.models.deletion.PROTECT,
+                        related_name="+",
+                        to="graphadmin.graph",
+                    ),
                 ),
                 migrations.AlterField(
                     model_name="weightchange",
                     name="node",
-                    field=models.ForeignKey(blank=True, db_index=False, null=True, on_delete=django.db.models.deletion.PROTECT, related_name="+", to="graphadmin.node"),
+                    field=models.ForeignKey(
+                        blank=True,
+                        db_index=False,
+                        null=True,
+                        on_delete=django.db.models.deletion.PROTECT,
+                        related_name="+",
+                        to="graphadmin.node",
+                    ),
                 ),
                 migrations.AlterField(
                     model_name="weightchange",
                     name="use_event",
-                    field=models.ForeignKey(blank=True, db_index=False, null=True, on_delete=django.db.models.deletion.PROTECT, related_name="+", to="feedback.useevent"),
+                    field=models.ForeignKey(
+                        blank=True,
+                        db_index=False,
+                        null=True,
+                        on_delete=django.db.models.deletion.PROTECT,
+                        related_name="+",
+                        to="feedback.useevent",
+                    ),
                 ),
             ],
         ),

@@ -88,19 +88,51 @@ class Migration(migrations.Migration):
                 migrations.CreateModel(
                     name="WeightChangeBlock",
                     fields=[
-                        ("id", models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name="ID")),
+                        (
+                            "id",
+                            models.BigAutoField(
+                                auto_created=True, primary_key=True, serialize=False, verbose_name="ID"
+                            ),
+                        ),
                         ("target", models.CharField(choices=[("edge", "edge"), ("node", "node")], max_length=4)),
-                        ("field", models.CharField(choices=[("weight", "weight"), ("feedback_weight", "feedback_weight")], max_length=20)),
+                        (
+                            "field",
+                            models.CharField(
+                                choices=[("weight", "weight"), ("feedback_weight", "feedback_weight")], max_length=20
+                            ),
+                        ),
                         ("event", models.CharField(blank=True, max_length=50)),
                         ("created_at", models.DateTimeField()),
                         ("id_min", models.BigIntegerField()),
                         ("id_max", models.BigIntegerField()),
                         ("size", models.PositiveIntegerField()),
-                        ("ids", django.contrib.postgres.fields.ArrayField(base_field=models.BigIntegerField(), size=None)),
-                        ("before", django.contrib.postgres.fields.ArrayField(base_field=models.FloatField(), size=None)),
+                        (
+                            "ids",
+                            django.contrib.postgres.fields.ArrayField(base_field=models.BigIntegerField(), size=None),
+                        ),
+                        (
+                            "before",
+                            django.contrib.postgres.fields.ArrayField(base_field=models.FloatField(), size=None),
+                        ),
                         ("after", django.contrib.postgres.fields.ArrayField(base_field=models.FloatField(), size=None)),
-                        ("batch", models.ForeignKey(db_index=False, on_delete=django.db.models.deletion.PROTECT, related_name="blocks", to="feedback.updatebatch")),
-                        ("graph", models.ForeignKey(db_index=False, on_delete=django.db.models.deletion.PROTECT, related_name="+", to="graphadmin.graph")),
+                        (
+                            "batch",
+                            models.ForeignKey(
+                                db_index=False,
+                                on_delete=django.db.models.deletion.PROTECT,
+                                related_name="blocks",
+                                to="feedback.updatebatch",
+                            ),
+                        ),
+                        (
+                            "graph",
+                            models.ForeignKey(
+                                db_index=False,
+                                on_delete=django.db.models.deletion.PROTECT,
+                                related_name="+",
+                                to="graphadmin.graph",
+                            ),
+                        ),
                     ],
                     options={
                         "indexes": [
@@ -117,20 +149,67 @@ class Migration(migrations.Migration):
                         ("change_id", models.BigIntegerField(null=True)),
                         ("block_id", models.BigIntegerField(null=True)),
                         ("seq", models.BigIntegerField()),
-                        ("batch", models.ForeignKey(db_constraint=False, on_delete=django.db.models.deletion.DO_NOTHING, related_name="+", to="feedback.updatebatch")),
-                        ("graph", models.ForeignKey(db_constraint=False, on_delete=django.db.models.deletion.DO_NOTHING, related_name="+", to="graphadmin.graph")),
-                        ("node", models.ForeignKey(db_constraint=False, null=True, on_delete=django.db.models.deletion.DO_NOTHING, related_name="+", to="graphadmin.node")),
-                        ("edge", models.ForeignKey(db_constraint=False, null=True, on_delete=django.db.models.deletion.DO_NOTHING, related_name="+", to="graphadmin.edge")),
+                        (
+                            "batch",
+                            models.ForeignKey(
+                                db_constraint=False,
+                                on_delete=django.db.models.deletion.DO_NOTHING,
+                                related_name="+",
+                                to="feedback.updatebatch",
+                            ),
+                        ),
+                        (
+                            "graph",
+                            models.ForeignKey(
+                                db_constraint=False,
+                                on_delete=django.db.models.deletion.DO_NOTHING,
+                                related_name="+",
+                                to="graphadmin.graph",
+                            ),
+                        ),
+                        (
+                            "node",
+                            models.ForeignKey(
+                                db_constraint=False,
+                                null=True,
+                                on_delete=django.db.models.deletion.DO_NOTHING,
+                                related_name="+",
+                                to="graphadmin.node",
+                            ),
+                        ),
+                        (
+                            "edge",
+                            models.ForeignKey(
+                                db_constraint=False,
+                                null=True,
+                                on_delete=django.db.models.deletion.DO_NOTHING,
+                                related_name="+",
+                                to="graphadmin.edge",
+                            ),
+                        ),
                         ("field", models.CharField(max_length=20)),
                         ("before", models.FloatField()),
                         ("after", models.FloatField()),
                         ("event", models.CharField(max_length=50)),
-                        ("use_event", models.ForeignKey(db_constraint=False, null=True, on_delete=django.db.models.deletion.DO_NOTHING, related_name="+", to="feedback.useevent")),
+                        (
+                            "use_event",
+                            models.ForeignKey(
+                                db_constraint=False,
+                                null=True,
+                                on_delete=django.db.models.deletion.DO_NOTHING,
+                                related_name="+",
+                                to="feedback.useevent",
+                            ),
+                        ),
                         ("created_at", models.DateTimeField()),
                         ("span_min", models.BigIntegerField()),
                         ("span_max", models.BigIntegerField()),
                     ],
-                    options={"verbose_name_plural": "weight history", "db_table": "feedback_weighthistory", "managed": False},
+                    options={
+                        "verbose_name_plural": "weight history",
+                        "db_table": "feedback_weighthistory",
+                        "managed": False,
+                    },
                 ),
             ],
         ),

@@ -7,39 +7,63 @@ from django.db import migrations, models
 
 
 class Migration(migrations.Migration):
-
     dependencies = [
-        ('feedback', '0007_weight_blocks_and_history_view'),
-        ('graphadmin', '0006_policy_retrieval_numbers'),
+        ("feedback", "0007_weight_blocks_and_history_view"),
+        ("graphadmin", "0006_policy_retrieval_numbers"),
         migrations.swappable_dependency(settings.AUTH_USER_MODEL),
     ]
 
     operations = [
         migrations.RemoveConstraint(
-            model_name='updatebatch',
-            name='batch_kind_valid',
+            model_name="updatebatch",
+            name="batch_kind_valid",
         ),
         migrations.AddField(
-            model_name='contextinjection',
-            name='query_embedding',
+            model_name="contextinjection",
+            name="query_embedding",
             field=pgvector.django.vector.VectorField(blank=True, dimensions=384, null=True),
         ),
         migrations.AlterField(
-            model_name='contextinjection',
-            name='mode',
-            field=models.CharField(default='retrieve', help_text='retrieve (the pipeline); traversal or hybrid (older logs)', max_length=20),
+            model_name="contextinjection",
+            name="mode",
+            field=models.CharField(
+                default="retrieve", help_text="retrieve (the pipeline); traversal or hybrid (older logs)", max_length=20
+            ),
         ),
         migrations.AlterField(
-            model_name='updatebatch',
-            name='kind',
-            field=models.CharField(choices=[('reinforce', 'reinforce'), ('outcome', 'outcome'), ('decay', 'decay'), ('normalize', 'normalize'), ('manual', 'manual'), ('import', 'import'), ('link', 'link'), ('rollback', 'rollback')], max_length=20),
+            model_name="updatebatch",
+            name="kind",
+            field=models.CharField(
+                choices=[
+                    ("reinforce", "reinforce"),
+                    ("outcome", "outcome"),
+                    ("decay", "decay"),
+                    ("normalize", "normalize"),
+                    ("manual", "manual"),
+                    ("import", "import"),
+                    ("link", "link"),
+                    ("rollback", "rollback"),
+                ],
+                max_length=20,
+            ),
         ),
         migrations.AddIndex(
-            model_name='contextinjection',
-            index=pgvector.django.indexes.HnswIndex(ef_construction=64, fields=['query_embedding'], m=16, name='injection_query_hnsw', opclasses=['vector_cosine_ops']),
+            model_name="contextinjection",
+            index=pgvector.django.indexes.HnswIndex(
+                ef_construction=64,
+                fields=["query_embedding"],
+                m=16,
+                name="injection_query_hnsw",
+                opclasses=["vector_cosine_ops"],
+            ),
         ),
         migrations.AddConstraint(
-            model_name='updatebatch',
-            constraint=models.CheckConstraint(condition=models.Q(('kind__in', ('reinforce', 'outcome', 'decay', 'normalize', 'manual', 'import', 'link', 'rollback'))), name='batch_kind_valid'),
+            model_name="updatebatch",
+            constraint=models.CheckConstraint(
+                condition=models.Q(
+                    ("kind__in", ("reinforce", "outcome", "decay", "normalize", "manual", "import", "link", "rollback"))
+                ),
+                name="batch_kind_valid",
+            ),
         ),
     ]

@@ -4,15 +4,14 @@ from django.db import migrations, models
 
 
 class Migration(migrations.Migration):
-
     dependencies = [
-        ('feedback', '0008_injection_query_embedding_link_batches'),
+        ("feedback", "0008_injection_query_embedding_link_batches"),
     ]
 
     operations = [
         migrations.AddField(
-            model_name='contextinjection',
-            name='query_model',
-            field=models.CharField(blank=True, db_default='', default='', max_length=200),
+            model_name="contextinjection",
+            name="query_model",
+            field=models.CharField(blank=True, db_default="", default="", max_length=200),
         ),
     ]

@@ -28,5 +28,7 @@ def exception_handler(exc, context):
         )
     if isinstance(exc, IntegrityError):
         set_rollback()
-        return Response({"detail": f"Refused by a database constraint: {exc.__cause__ or exc}"}, status=status.HTTP_400_BAD_REQUEST)
+        return Response(
+            {"detail": f"Refused by a database constraint: {exc.__cause__ or exc}"}, status=status.HTTP_400_BAD_REQUEST
+        )
     return None

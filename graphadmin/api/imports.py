@@ -20,7 +20,9 @@ from .views import GRAPH_ID, GraphScopedMixin
 
 
 class VaultUploadSerializer(serializers.Serializer):
-    file = serializers.FileField(help_text=f"The vault as a zip archive (at most {MAX_ARCHIVE_BYTES // (1024 * 1024)} MiB).")
+    file = serializers.FileField(
+        help_text=f"The vault as a zip archive (at most {MAX_ARCHIVE_BYTES // (1024 * 1024)} MiB)."
+    )
     dry_run = serializers.BooleanField(default=False, help_text="Report what would change; write nothing.")
     create_missing = serializers.BooleanField(default=False, help_text="Create placeholder nodes for unresolved links.")
 
@@ -35,7 +37,9 @@ class UnresolvedLinkSerializer(serializers.Serializer):
     target = serializers.CharField(help_text="The link as written.")
     edge_type = serializers.CharField()
     reason = serializers.CharField(help_text="no such note, ambiguous or attachment missing.")
-    candidates = serializers.ListField(child=serializers.CharField(), help_text="For ambiguous: the notes tied for the link.")
+    candidates = serializers.ListField(
+        child=serializers.CharField(), help_text="For ambiguous: the notes tied for the link."
+    )
 
 
 class UnresolvedGroupSerializer(serializers.Serializer):
@@ -64,8 +68,11 @@ class VaultImportView(GraphScopedMixin, GenericAPIView):
     serializer_class = VaultUploadSerializer
     parser_classes = [MultiPartParser]
 
-    @extend_schema(parameters=[GRAPH_ID], request={"multipart/form-data": VaultUploadSerializer},
-                   responses={200: ImportResultSerializer, 201: ImportResultSerializer})
+    @extend_schema(
+        parameters=[GRAPH_ID],
+        request={"multipart/form-data": VaultUploadSerializer},
+        responses={200: ImportResultSerializer, 201: ImportResultSerializer},
+    )
     def post(self, request, graph_pk=None):
         upload = self.get_serializer(data=request.data)
         upload.is_valid(raise_exception=True)

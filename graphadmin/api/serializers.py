@@ -34,8 +34,16 @@ class GraphSerializer(serializers.ModelSerializer):
     def validate(self, attrs):
         org = attrs.get("organization") or getattr(self.instance, "organization", None)
         slug = attrs.get("slug")
-        if slug and org and Graph.objects.filter(organization=org, slug=slug).exclude(pk=getattr(self.instance, "pk", None)).exists():
-            raise serializers.ValidationError({"slug": f"A graph with slug '{slug}' already exists in this organization."})
+        if (
+            slug
+            and org
+            and Graph.objects.filter(organization=org, slug=slug)
+            .exclude(pk=getattr(self.instance, "pk", None))
+            .exists()
+        ):
+            raise serializers.ValidationError(
+                {"slug": f"A graph with slug '{slug}' already exists in this organization."}
+            )
         return attrs
 
 
@@ -67,15 +75,30 @@ def _vector_model(attrs: dict, field: str) -> dict:
 class NodeSerializer(serializers.ModelSerializer):
     feedback_weight = FiniteFloatField(min_value=0.0, max_value=1.0, required=False)
     embedding = EmbeddingField(required=False, allow_null=True, write_only=True)
-    embedded = serializers.SerializerMethodField(help_text="Whether the node has its embedding (large imports embed in a task).")
+    embedded = serializers.SerializerMethodField(
+        help_text="Whether the node has its embedding (large imports embed in a task)."
+    )
     aliases = StringListField(required=False)
     tags = StringListField(required=False)
 
     class Meta:
         model = Node
         fields = [
-            "id", "key", "kind", "title", "text", "source", "aliases", "tags", "embedding", "embedded", "embedding_model",
-            "feedback_weight", "archived", "created_at", "updated_at",
+            "id",
+            "key",
+            "kind",
+            "title",
+            "text",
+            "source",
+            "aliases",
+            "tags",
+            "embedding",
+            "embedded",
+            "embedding_model",
+            "feedback_weight",
+            "archived",
+            "created_at",
+            "updated_at",
         ]
         read_only_fields = ["archived", "created_at", "updated_at"]
 
@@ -129,8 +152,18 @@ class EdgeSerializer(serializers.ModelSerializer):
     class Meta:
         model = Edge
         fields = [
-            "id", "source", "target", "edge_type", "weight", "feedback_weight", "triplet_embedding", "embedded", "embedding_model",
-            "archived", "created_at", "updated_at",
+            "id",
+            "source",
+            "target",
+            "edge_type",
+            "weight",
+            "feedback_weight",
+            "triplet_embedding",
+            "embedded",
+            "embedding_model",
+            "archived",
+            "created_at",
+            "updated_at",
         ]
         read_only_fields = ["archived", "created_at", "updated_at"]
         validators = []  # the triplet's uniqueness is checked in validate() with a message that names the edge

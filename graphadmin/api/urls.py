@@ -21,7 +21,11 @@ urlpatterns = [
     path("", include("ranking.urls")),
     path("", include("feedback.urls")),
     path("graphs/<int:graph_pk>/", include(graph_router.urls)),
-    path("graphs/<int:graph_pk>/policy/", policy.as_view({"get": "current", "put": "change", "patch": "change"}), name="policy"),
+    path(
+        "graphs/<int:graph_pk>/policy/",
+        policy.as_view({"get": "current", "put": "change", "patch": "change"}),
+        name="policy",
+    ),
     path("graphs/<int:graph_pk>/policy/revisions/", policy.as_view({"get": "list"}), name="policy-revisions"),
     path("graphs/<int:graph_pk>/import/", imports.VaultImportView.as_view(), name="graph-import"),
 ]

@@ -55,7 +55,9 @@ class GraphViewSet(viewsets.ModelViewSet):
         )
 
     def perform_destroy(self, instance):
-        audit.append(instance.organization_id, self.request.user, "graph.delete", {"slug": instance.slug}, {"graph": instance.pk})
+        audit.append(
+            instance.organization_id, self.request.user, "graph.delete", {"slug": instance.slug}, {"graph": instance.pk}
+        )
         instance.delete()
 
 
@@ -81,7 +83,12 @@ class GraphScopedMixin:
         return context
 
 
-@extend_schema_view(**{a: extend_schema(parameters=[GRAPH_ID]) for a in ("list", "retrieve", "create", "update", "partial_update", "destroy")})
+@extend_schema_view(
+    **{
+        a: extend_schema(parameters=[GRAPH_ID])
+        for a in ("list", "retrieve", "create", "update", "partial_update", "destroy")
+    }
+)
 class EdgeTypeViewSet(GraphScopedMixin, viewsets.ModelViewSet):
     """Edge types of a graph. Operators create them and tune priorities (audited)."""
 
@@ -111,7 +118,12 @@ class ArchiveOnDeleteMixin:
         instance.save(update_fields=["archived", "updated_at"])
 
 
-@extend_schema_view(**{a: extend_schema(parameters=[GRAPH_ID]) for a in ("list", "retrieve", "create", "update", "partial_update", "destroy")})
+@extend_schema_view(
+    **{
+        a: extend_schema(parameters=[GRAPH_ID])
+        for a in ("list", "retrieve", "create", "update", "partial_update", "destroy")
+    }
+)
 class NodeViewSet(GraphScopedMixin, ArchiveOnDeleteMixin, viewsets.ModelViewSet):
     """Nodes of a graph. Operators create and edit them; DELETE archives."""
 
@@ -124,7 +136,12 @@ class NodeViewSet(GraphScopedMixin, ArchiveOnDeleteMixin, viewsets.ModelViewSet)
         serializer.save(graph=self.graph())
 
 
-@extend_schema_view(**{a: extend_schema(parameters=[GRAPH_ID]) for a in ("list", "retrieve", "create", "update", "partial_update", "destroy")})
+@extend_schema_view(
+    **{
+        a: extend_schema(parameters=[GRAPH_ID])
+        for a in ("list", "retrieve", "create", "update", "partial_update", "destroy")
+    }
+)
 class EdgeViewSet(GraphScopedMixin, ArchiveOnDeleteMixin, viewsets.ModelViewSet):
     """Edges of a graph. Operators create them; weights move only through feedback; DELETE archives."""
 
@@ -179,7 +196,11 @@ class AuditEventViewSet(viewsets.ReadOnlyModelViewSet):
     serializer_class = AuditEventSerializer
 
     def get_queryset(self):
-        qs = AuditEvent.objects.for_user(self.request.user).select_related("organization").order_by("organization_id", "seq")
+        qs = (
+            AuditEvent.objects.for_user(self.request.user)
+            .select_related("organization")
+            .order_by("organization_id", "seq")
+        )
         params = self.request.query_params
         if params.get("organization"):
             qs = qs.filter(organization__slug=params["organization"])

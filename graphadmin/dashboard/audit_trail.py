@@ -20,10 +20,19 @@ def audit_trail(request, graph_id):
         events = events.filter(action=action)
     if actor:
         events = events.filter(actor__icontains=actor)
-    actions = AuditEvent.objects.filter(organization_id=org_id).order_by("action").values_list("action", flat=True).distinct()
+    actions = (
+        AuditEvent.objects.filter(organization_id=org_id).order_by("action").values_list("action", flat=True).distinct()
+    )
     page = Paginator(events, 50).get_page(request.GET.get("page"))
     return render(
         request,
         "dashboard/audit.html",
-        {"access": access, "page": page, "actions": list(actions), "action": action, "actor": actor, "chain": audit.verify(org_id, full=False)},
+        {
+            "access": access,
+            "page": page,
+            "actions": list(actions),
+            "action": action,
+            "actor": actor,
+            "chain": audit.verify(org_id, full=False),
+        },
     )

@@ -37,20 +37,26 @@ def batch_list(request, graph_id):
 @login_required
 def batch_detail(request, graph_id, batch_id):
     access = graph_access(request, graph_id)
-    batch = get_object_or_404(UpdateBatch.objects.filter(graph=access.graph).select_related("rolled_back_by"), pk=batch_id)
+    batch = get_object_or_404(
+        UpdateBatch.objects.filter(graph=access.graph).select_related("rolled_back_by"), pk=batch_id
+    )
     changes = WeightHistory.objects.filter(graph=access.graph, batch=batch).select_related("node", "edge").in_order()
     page = Paginator(changes, 100).get_page(request.GET.get("page"))
     # The distribution chart samples at most 5,000 changes so a million-row batch stays fast.
     sample = list(changes.values_list("before", "after")[:5000])
-    figure = charts.figure(
-        "Before and after",
-        [
-            charts.histogram_series("before", [b for b, _ in sample], 0),
-            charts.histogram_series("after", [a for _, a in sample], 1),
-        ],
-        barmode="overlay",
-        xaxis={"title": {"text": "value"}},
-    ) if sample else None
+    figure = (
+        charts.figure(
+            "Before and after",
+            [
+                charts.histogram_series("before", [b for b, _ in sample], 0),
+                charts.histogram_series("after", [a for _, a in sample], 1),
+            ],
+            barmode="overlay",
+            xaxis={"title": {"text": "value"}},
+        )
+        if sample
+        else None
+    )
     return render(request, "dashboard/batch.html", {"access": access, "batch": batch, "page": page, "figure": figure})
 
 
@@ -73,5 +79,8 @@ def batch_rollback(request, graph_id, batch_id):
             "(listed in this batch's details).",
         )
     else:
-        messages.success(request, f"Rolled back batch #{batch.pk}: {result.edge_updates} edge and {result.node_updates} node value(s) restored.")
+        messages.success(
+            request,
+            f"Rolled back batch #{batch.pk}: {result.edge_updates} edge and {result.node_updates} node value(s) restored.",
+        )
     return redirect("batch", graph_id=access.graph.pk, batch_id=result.batch_id)

@@ -6,7 +6,7 @@ and passes its figures through ``json_script``.
 
 from __future__ import annotations
 
-from typing import Iterable, Sequence
+from collections.abc import Iterable, Sequence
 
 _LAYOUT = {
     "margin": {"l": 55, "r": 20, "t": 40, "b": 90},

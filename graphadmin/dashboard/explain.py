@@ -38,7 +38,9 @@ def injection_list(request, graph_id):
     # Candidate counts for this page only (one grouped query), never for the whole history.
     counts = {
         row["injection_id"]: row
-        for row in InjectionCandidate.objects.filter(graph=access.graph, injection_id__in=[i.pk for i in page.object_list])
+        for row in InjectionCandidate.objects.filter(
+            graph=access.graph, injection_id__in=[i.pk for i in page.object_list]
+        )
         .values("injection_id")
         .annotate(n_candidates=Count("id"), n_selected=Count("id", filter=Q(selected=True)))
     }
@@ -55,10 +57,14 @@ def _components_figure(candidates: list[dict], titles: dict) -> dict:
         names.extend(n for n in c["components"] if n not in names)
     labels = [f"#{c['rank']} {titles.get(c['node'], c['node'])}"[:40] for c in candidates]
     series = [
-        charts.bar_series(name, labels, [c["components"].get(name, {}).get("contribution", 0.0) for c in candidates], index)
+        charts.bar_series(
+            name, labels, [c["components"].get(name, {}).get("contribution", 0.0) for c in candidates], index
+        )
         for index, name in enumerate(names)
     ]
-    return charts.figure("Score components (contribution to the total)", series, barmode="relative", xaxis={"tickangle": -30})
+    return charts.figure(
+        "Score components (contribution to the total)", series, barmode="relative", xaxis={"tickangle": -30}
+    )
 
 
 @login_required
@@ -66,7 +72,8 @@ def injection_detail(request, graph_id, injection_id):
     """One injection: its candidates (selected and cut), a component chart, and a pairwise comparison."""
     access = graph_access(request, graph_id)
     injection = get_object_or_404(
-        ContextInjection.objects.filter(graph=access.graph).select_related("session", "policy_revision"), pk=injection_id
+        ContextInjection.objects.filter(graph=access.graph).select_related("session", "policy_revision"),
+        pk=injection_id,
     )
     i, j = request.GET.get("i"), request.GET.get("j")
     comparison_error = None
@@ -78,7 +85,9 @@ def injection_detail(request, graph_id, injection_id):
     except RankingInputError as exc:
         comparison_error = "; ".join(f"{k}: {' '.join(v)}" for k, v in exc.errors.items())
     candidates = explained["candidates"]
-    titles = dict(Node.objects.filter(graph=access.graph, pk__in=[c["node"] for c in candidates]).values_list("pk", "title"))
+    titles = dict(
+        Node.objects.filter(graph=access.graph, pk__in=[c["node"] for c in candidates]).values_list("pk", "title")
+    )
     for c in candidates:
         c["title"] = titles.get(c["node"], "")
     selected = [c for c in candidates if c["selected"]]

@@ -14,6 +14,7 @@ from feedback import metrics
 from . import metric_figures as mf
 from .access import graph_access
 
+
 def _range(request) -> tuple[date, date, str]:
     """The requested days (same rules as the metrics API); a bad range shows the last 30 days and why."""
     try:

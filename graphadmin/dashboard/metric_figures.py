@@ -21,9 +21,13 @@ def score_distribution(rows) -> dict:
     scores = [r.data["scores"] for r in rows if r.data.get("scores", {}).get("count")]
     series = [
         charts.line_series(label, days, [s[key] for s in scores], i)
-        for i, (label, key) in enumerate((("p90", "p90"), ("median", "p50"), ("p10", "p10"), ("spread (std dev)", "stddev")))
+        for i, (label, key) in enumerate(
+            (("p90", "p90"), ("median", "p50"), ("p10", "p10"), ("spread (std dev)", "stddev"))
+        )
     ]
-    return charts.figure("Traversal-score distribution per day", series, xaxis=charts.DAY_AXIS, yaxis={"title": {"text": "score"}})
+    return charts.figure(
+        "Traversal-score distribution per day", series, xaxis=charts.DAY_AXIS, yaxis={"title": {"text": "score"}}
+    )
 
 
 def updates_by_kind(rows) -> dict:
@@ -33,17 +37,35 @@ def updates_by_kind(rows) -> dict:
     for r in rows:
         for u in r.data.get("updates", []):
             per_kind[u["kind"]][r.day.isoformat()] = per_kind[u["kind"]].get(r.day.isoformat(), 0) + u["count"]
-    series = [charts.bar_series(kind, days, [counts.get(d, 0) for d in days], i) for i, (kind, counts) in enumerate(sorted(per_kind.items()))]
-    return charts.figure("Weight updates per day by kind", series, barmode="stack", xaxis=charts.DAY_AXIS, yaxis={"title": {"text": "changes"}})
+    series = [
+        charts.bar_series(kind, days, [counts.get(d, 0) for d in days], i)
+        for i, (kind, counts) in enumerate(sorted(per_kind.items()))
+    ]
+    return charts.figure(
+        "Weight updates per day by kind",
+        series,
+        barmode="stack",
+        xaxis=charts.DAY_AXIS,
+        yaxis={"title": {"text": "changes"}},
+    )
 
 
 def top_used_fraction(rows) -> dict:
     """Share of sessions whose top-ranked candidates were used."""
-    points = [(r.day.isoformat(), r.data["top_used"]["fraction"]) for r in rows if r.data.get("top_used", {}).get("fraction") is not None]
+    points = [
+        (r.day.isoformat(), r.data["top_used"]["fraction"])
+        for r in rows
+        if r.data.get("top_used", {}).get("fraction") is not None
+    ]
     k = rows[-1].data.get("top_used", {}).get("top_k", 3) if rows else 3
-    series = [charts.line_series(f"sessions using a top-{k} candidate", [d for d, _ in points], [f for _, f in points], 0)]
+    series = [
+        charts.line_series(f"sessions using a top-{k} candidate", [d for d, _ in points], [f for _, f in points], 0)
+    ]
     return charts.figure(
-        "Sessions whose top-ranked candidates were used", series, xaxis=charts.DAY_AXIS, yaxis={"range": [0, 1], "tickformat": ".0%"}
+        "Sessions whose top-ranked candidates were used",
+        series,
+        xaxis=charts.DAY_AXIS,
+        yaxis={"range": [0, 1], "tickformat": ".0%"},
     )
 
 
@@ -55,8 +77,12 @@ def weight_distribution(rows) -> dict:
     if latest:
         for i, w in enumerate(latest.data["weights"]):
             series.append(charts.bar_series(w["edge_type"], bins, w["weight"]["histogram"], i))
-    title = f"Edge weight distribution by type ({latest.day.isoformat()})" if latest else "Edge weight distribution by type"
-    return charts.figure(title, series, barmode="group", xaxis={"title": {"text": "weight"}}, yaxis={"title": {"text": "edges"}})
+    title = (
+        f"Edge weight distribution by type ({latest.day.isoformat()})" if latest else "Edge weight distribution by type"
+    )
+    return charts.figure(
+        title, series, barmode="group", xaxis={"title": {"text": "weight"}}, yaxis={"title": {"text": "edges"}}
+    )
 
 
 def mean_weights_by_type(rows) -> dict:
@@ -68,9 +94,27 @@ def mean_weights_by_type(rows) -> dict:
     series = []
     for i, (name, points) in enumerate(sorted(by_type.items())):
         days = [p[0] for p in points]
-        series.append(charts.line_series(f"{name} weight", days, [p[1] for p in points], i, line={"color": charts.PALETTE[i % 8], "dash": "solid"}))
-        series.append(charts.line_series(f"{name} feedback_weight", days, [p[2] for p in points], i, line={"color": charts.PALETTE[i % 8], "dash": "dash"}))
-    return charts.figure("Mean weight and feedback_weight by edge type", series, xaxis=charts.DAY_AXIS, yaxis={"range": [0, 1]})
+        series.append(
+            charts.line_series(
+                f"{name} weight",
+                days,
+                [p[1] for p in points],
+                i,
+                line={"color": charts.PALETTE[i % 8], "dash": "solid"},
+            )
+        )
+        series.append(
+            charts.line_series(
+                f"{name} feedback_weight",
+                days,
+                [p[2] for p in points],
+                i,
+                line={"color": charts.PALETTE[i % 8], "dash": "dash"},
+            )
+        )
+    return charts.figure(
+        "Mean weight and feedback_weight by edge type", series, xaxis=charts.DAY_AXIS, yaxis={"range": [0, 1]}
+    )
 
 
 def outcomes_per_day(rows) -> dict:

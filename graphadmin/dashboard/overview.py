@@ -3,11 +3,10 @@
 from django.contrib.auth.decorators import login_required
 from django.shortcuts import render
 
+from feedback import metrics
 from feedback.models import AgentSession, ContextInjection, UpdateBatch
 from graphadmin import audit
 from graphadmin.models import Edge, Node
-
-from feedback import metrics
 
 from . import metric_figures as mf
 from .access import graph_access
@@ -28,12 +27,16 @@ def overview(request, graph_id):
         "batches": UpdateBatch.objects.filter(graph=graph).count(),
     }
     batches = UpdateBatch.objects.filter(graph=graph).order_by("-started_at")[:10]
-    figures = [
-        ("fig-scores", mf.score_distribution(rows), "Traversal-score percentiles and spread per day"),
-        ("fig-updates", mf.updates_by_kind(rows), "Weight updates per day by batch kind"),
-        ("fig-top-used", mf.top_used_fraction(rows), "Share of sessions whose top-ranked candidates were used"),
-        ("fig-weights", mf.weight_distribution(rows), "Edge weight histogram by edge type"),
-    ] if rows else []
+    figures = (
+        [
+            ("fig-scores", mf.score_distribution(rows), "Traversal-score percentiles and spread per day"),
+            ("fig-updates", mf.updates_by_kind(rows), "Weight updates per day by batch kind"),
+            ("fig-top-used", mf.top_used_fraction(rows), "Share of sessions whose top-ranked candidates were used"),
+            ("fig-weights", mf.weight_distribution(rows), "Edge weight histogram by edge type"),
+        ]
+        if rows
+        else []
+    )
     return render(
         request,
         "dashboard/overview.html",

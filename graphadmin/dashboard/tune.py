@@ -40,7 +40,10 @@ class TuneForm(forms.Form):
         self.edge_types = list(edge_types)
         for et in self.edge_types:
             self.fields[f"priority_{et.pk}"] = forms.FloatField(
-                min_value=-1.0, max_value=1.0, label=f"Priority of {et.name}", widget=forms.NumberInput(attrs={"step": "any"})
+                min_value=-1.0,
+                max_value=1.0,
+                label=f"Priority of {et.name}",
+                widget=forms.NumberInput(attrs={"step": "any"}),
             )
 
     def policy_fields(self):

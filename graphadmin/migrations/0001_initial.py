@@ -3,13 +3,12 @@
 import django.db.models.deletion
 import pgvector.django.indexes
 import pgvector.django.vector
-from pgvector.django import VectorExtension
 from django.conf import settings
 from django.db import migrations, models
+from pgvector.django import VectorExtension
 
 
 class Migration(migrations.Migration):
-
     initial = True
 
     dependencies = [
@@ -19,359 +18,695 @@ class Migration(migrations.Migration):
     operations = [
         VectorExtension(),
         migrations.CreateModel(
-            name='Graph',
+            name="Graph",
             fields=[
-                ('id', models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name='ID')),
-                ('slug', models.SlugField(max_length=100)),
-                ('name', models.CharField(max_length=200)),
-                ('description', models.TextField(blank=True)),
-                ('feedback_enabled', models.BooleanField(default=True, help_text='When off, feedback reports are recorded as no-ops.')),
-                ('created_at', models.DateTimeField(auto_now_add=True)),
-                ('updated_at', models.DateTimeField(auto_now=True)),
+                ("id", models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name="ID")),
+                ("slug", models.SlugField(max_length=100)),
+                ("name", models.CharField(max_length=200)),
+                ("description", models.TextField(blank=True)),
+                (
+                    "feedback_enabled",
+                    models.BooleanField(default=True, help_text="When off, feedback reports are recorded as no-ops."),
+                ),
+                ("created_at", models.DateTimeField(auto_now_add=True)),
+                ("updated_at", models.DateTimeField(auto_now=True)),
             ],
         ),
         migrations.CreateModel(
-            name='Node',
+            name="Node",
             fields=[
-                ('id', models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name='ID')),
-                ('key', models.CharField(help_text='Stable external key, unique per graph.', max_length=500)),
-                ('kind', models.CharField(default='note', max_length=50)),
-                ('title', models.CharField(max_length=500)),
-                ('text', models.TextField(blank=True)),
-                ('source', models.CharField(blank=True, help_text='Where it came from: a vault path, a URL, an agent.', max_length=1000)),
-                ('aliases', models.JSONField(blank=True, default=list)),
-                ('tags', models.JSONField(blank=True, default=list)),
-                ('content_hash', models.CharField(blank=True, max_length=64)),
-                ('embedding', pgvector.django.vector.VectorField(blank=True, dimensions=settings.EMBEDDING_DIM, null=True)),
-                ('feedback_weight', models.FloatField(default=0.5)),
-                ('archived', models.BooleanField(default=False)),
-                ('created_at', models.DateTimeField(auto_now_add=True)),
-                ('updated_at', models.DateTimeField(auto_now=True)),
-                ('graph', models.ForeignKey(on_delete=django.db.models.deletion.CASCADE, related_name='nodes', to='graphadmin.graph')),
+                ("id", models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name="ID")),
+                ("key", models.CharField(help_text="Stable external key, unique per graph.", max_length=500)),
+                ("kind", models.CharField(default="note", max_length=50)),
+                ("title", models.CharField(max_length=500)),
+                ("text", models.TextField(blank=True)),
+                (
+                    "source",
+                    models.CharField(
+                        blank=True, help_text="Where it came from: a vault path, a URL, an agent.", max_length=1000
+                    ),
+                ),
+                ("aliases", models.JSONField(blank=True, default=list)),
+                ("tags", models.JSONField(blank=True, default=list)),
+                ("content_hash", models.CharField(blank=True, max_length=64)),
+                (
+                    "embedding",
+                    pgvector.django.vector.VectorField(blank=True, dimensions=settings.EMBEDDING_DIM, null=True),
+                ),
+                ("feedback_weight", models.FloatField(default=0.5)),
+                ("archived", models.BooleanField(default=False)),
+                ("created_at", models.DateTimeField(auto_now_add=True)),
+                ("updated_at", models.DateTimeField(auto_now=True)),
+                (
+                    "graph",
+                    models.ForeignKey(
+                        on_delete=django.db.models.deletion.CASCADE, related_name="nodes", to="graphadmin.graph"
+                    ),
+                ),
             ],
         ),
         migrations.CreateModel(
-            name='Organization',
+            name="Organization",
             fields=[
-                ('id', models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name='ID')),
-                ('name', models.CharField(max_length=200)),
-                ('slug', models.SlugField(max_length=100, unique=True)),
-                ('created_at', models.DateTimeField(auto_now_add=True)),
+                ("id", models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name="ID")),
+                ("name", models.CharField(max_length=200)),
+                ("slug", models.SlugField(max_length=100, unique=True)),
+                ("created_at", models.DateTimeField(auto_now_add=True)),
             ],
         ),
         migrations.CreateModel(
-            name='EdgeType',
+            name="EdgeType",
             fields=[
-                ('id', models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name='ID')),
-                ('name', models.CharField(max_length=100)),
-                ('priority', models.FloatField(default=0.0, help_text='Static bonus in [-1, 1] added through the priority coefficient.')),
-                ('description', models.TextField(blank=True)),
-                ('created_at', models.DateTimeField(auto_now_add=True)),
-                ('updated_at', models.DateTimeField(auto_now=True)),
-                ('graph', models.ForeignKey(on_delete=django.db.models.deletion.CASCADE, related_name='edge_types', to='graphadmin.graph')),
+                ("id", models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name="ID")),
+                ("name", models.CharField(max_length=100)),
+                (
+                    "priority",
+                    models.FloatField(
+                        default=0.0, help_text="Static bonus in [-1, 1] added through the priority coefficient."
+                    ),
+                ),
+                ("description", models.TextField(blank=True)),
+                ("created_at", models.DateTimeField(auto_now_add=True)),
+                ("updated_at", models.DateTimeField(auto_now=True)),
+                (
+                    "graph",
+                    models.ForeignKey(
+                        on_delete=django.db.models.deletion.CASCADE, related_name="edge_types", to="graphadmin.graph"
+                    ),
+                ),
             ],
         ),
         migrations.CreateModel(
-            name='NodeStats',
+            name="NodeStats",
             fields=[
-                ('node', models.OneToOneField(on_delete=django.db.models.deletion.CASCADE, primary_key=True, related_name='stats', serialize=False, to='graphadmin.node')),
-                ('surfaced_count', models.BigIntegerField(default=0)),
-                ('traversed_count', models.BigIntegerField(default=0)),
-                ('used_count', models.BigIntegerField(default=0)),
-                ('last_surfaced_at', models.DateTimeField(blank=True, null=True)),
-                ('last_used_at', models.DateTimeField(blank=True, null=True)),
+                (
+                    "node",
+                    models.OneToOneField(
+                        on_delete=django.db.models.deletion.CASCADE,
+                        primary_key=True,
+                        related_name="stats",
+                        serialize=False,
+                        to="graphadmin.node",
+                    ),
+                ),
+                ("surfaced_count", models.BigIntegerField(default=0)),
+                ("traversed_count", models.BigIntegerField(default=0)),
+                ("used_count", models.BigIntegerField(default=0)),
+                ("last_surfaced_at", models.DateTimeField(blank=True, null=True)),
+                ("last_used_at", models.DateTimeField(blank=True, null=True)),
             ],
             options={
-                'verbose_name_plural': 'node stats',
+                "verbose_name_plural": "node stats",
             },
         ),
         migrations.CreateModel(
-            name='Edge',
+            name="Edge",
             fields=[
-                ('id', models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name='ID')),
-                ('weight', models.FloatField(default=0.5, help_text='Reinforcement weight in [0, 1].')),
-                ('feedback_weight', models.FloatField(default=0.5, help_text='Outcome EMA in [0, 1].')),
-                ('triplet_embedding', pgvector.django.vector.VectorField(blank=True, dimensions=settings.EMBEDDING_DIM, null=True)),
-                ('archived', models.BooleanField(default=False)),
-                ('created_at', models.DateTimeField(auto_now_add=True)),
-                ('updated_at', models.DateTimeField(auto_now=True)),
-                ('edge_type', models.ForeignKey(on_delete=django.db.models.deletion.PROTECT, related_name='edges', to='graphadmin.edgetype')),
-                ('graph', models.ForeignKey(on_delete=django.db.models.deletion.CASCADE, related_name='edges', to='graphadmin.graph')),
-                ('source', models.ForeignKey(on_delete=django.db.models.deletion.CASCADE, related_name='out_edges', to='graphadmin.node')),
-                ('target', models.ForeignKey(on_delete=django.db.models.deletion.CASCADE, related_name='in_edges', to='graphadmin.node')),
+                ("id", models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name="ID")),
+                ("weight", models.FloatField(default=0.5, help_text="Reinforcement weight in [0, 1].")),
+                ("feedback_weight", models.FloatField(default=0.5, help_text="Outcome EMA in [0, 1].")),
+                (
+                    "triplet_embedding",
+                    pgvector.django.vector.VectorField(blank=True, dimensions=settings.EMBEDDING_DIM, null=True),
+                ),
+                ("archived", models.BooleanField(default=False)),
+                ("created_at", models.DateTimeField(auto_now_add=True)),
+                ("updated_at", models.DateTimeField(auto_now=True)),
+                (
+                    "edge_type",
+                    models.ForeignKey(
+                        on_delete=django.db.models.deletion.PROTECT, related_name="edges", to="graphadmin.edgetype"
+                    ),
+                ),
+                (
+                    "graph",
+                    models.ForeignKey(
+                        on_delete=django.db.models.deletion.CASCADE, related_name="edges", to="graphadmin.graph"
+                    ),
+                ),
+                (
+                    "source",
+                    models.ForeignKey(
+                        on_delete=django.db.models.deletion.CASCADE, related_name="out_edges", to="graphadmin.node"
+                    ),
+                ),
+                (
+                    "target",
+                    models.ForeignKey(
+                        on_delete=django.db.models.deletion.CASCADE, related_name="in_edges", to="graphadmin.node"
+                    ),
+                ),
             ],
         ),
         migrations.CreateModel(
-            name='Membership',
+            name="Membership",
             fields=[
-                ('id', models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name='ID')),
-                ('role', models.CharField(choices=[('reviewer', 'reviewer'), ('analyst', 'analyst'), ('operator', 'operator'), ('admin', 'admin')], max_length=20)),
-                ('created_at', models.DateTimeField(auto_now_add=True)),
-                ('user', models.ForeignKey(on_delete=django.db.models.deletion.CASCADE, related_name='memberships', to=settings.AUTH_USER_MODEL)),
-                ('organization', models.ForeignKey(on_delete=django.db.models.deletion.CASCADE, related_name='memberships', to='graphadmin.organization')),
+                ("id", models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name="ID")),
+                (
+                    "role",
+                    models.CharField(
+                        choices=[
+                            ("reviewer", "reviewer"),
+                            ("analyst", "analyst"),
+                            ("operator", "operator"),
+                            ("admin", "admin"),
+                        ],
+                        max_length=20,
+                    ),
+                ),
+                ("created_at", models.DateTimeField(auto_now_add=True)),
+                (
+                    "user",
+                    models.ForeignKey(
+                        on_delete=django.db.models.deletion.CASCADE,
+                        related_name="memberships",
+                        to=settings.AUTH_USER_MODEL,
+                    ),
+                ),
+                (
+                    "organization",
+                    models.ForeignKey(
+                        on_delete=django.db.models.deletion.CASCADE,
+                        related_name="memberships",
+                        to="graphadmin.organization",
+                    ),
+                ),
             ],
         ),
         migrations.AddField(
-            model_name='graph',
-            name='organization',
-            field=models.ForeignKey(on_delete=django.db.models.deletion.PROTECT, related_name='graphs', to='graphadmin.organization'),
+            model_name="graph",
+            name="organization",
+            field=models.ForeignKey(
+                on_delete=django.db.models.deletion.PROTECT, related_name="graphs", to="graphadmin.organization"
+            ),
         ),
         migrations.CreateModel(
-            name='AuditEvent',
+            name="AuditEvent",
             fields=[
-                ('id', models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name='ID')),
-                ('seq', models.BigIntegerField()),
-                ('created_at', models.DateTimeField()),
-                ('actor', models.CharField(help_text="'user:<username>', 'task:<name>' or 'command:<name>'.", max_length=200)),
-                ('action', models.CharField(max_length=100)),
-                ('scope', models.JSONField(blank=True, default=dict)),
-                ('payload', models.JSONField(blank=True, default=dict)),
-                ('prev_hash', models.CharField(max_length=64)),
-                ('hash', models.CharField(max_length=64)),
-                ('organization', models.ForeignKey(on_delete=django.db.models.deletion.PROTECT, related_name='audit_events', to='graphadmin.organization')),
+                ("id", models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name="ID")),
+                ("seq", models.BigIntegerField()),
+                ("created_at", models.DateTimeField()),
+                (
+                    "actor",
+                    models.CharField(help_text="'user:<username>', 'task:<name>' or 'command:<name>'.", max_length=200),
+                ),
+                ("action", models.CharField(max_length=100)),
+                ("scope", models.JSONField(blank=True, default=dict)),
+                ("payload", models.JSONField(blank=True, default=dict)),
+                ("prev_hash", models.CharField(max_length=64)),
+                ("hash", models.CharField(max_length=64)),
+                (
+                    "organization",
+                    models.ForeignKey(
+                        on_delete=django.db.models.deletion.PROTECT,
+                        related_name="audit_events",
+                        to="graphadmin.organization",
+                    ),
+                ),
             ],
             options={
-                'ordering': ['organization', 'seq'],
+                "ordering": ["organization", "seq"],
             },
         ),
         migrations.CreateModel(
-            name='PolicyRevision',
+            name="PolicyRevision",
             fields=[
-                ('id', models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name='ID')),
-                ('revision', models.PositiveIntegerField()),
-                ('created_at', models.DateTimeField(auto_now_add=True)),
-                ('note', models.CharField(blank=True, max_length=500)),
-                ('ceiling_mode', models.CharField(choices=[('soft', 'soft'), ('normalize', 'normalize')], default='soft', max_length=20)),
-                ('coef_weight', models.FloatField(default=0.5, help_text="Coefficient of the edge's stored weight in the traversal score. [0.0..5.0]")),
-                ('coef_semantic', models.FloatField(default=0.35, help_text="Coefficient of the target's cosine similarity to the query. [0.0..5.0]")),
-                ('coef_priority', models.FloatField(default=0.15, help_text="Coefficient of the edge type's priority. [0.0..5.0]")),
-                ('feedback_influence', models.FloatField(default=0.3, help_text="Share of the weight term taken by the edge's feedback_weight (EMA). [0.0..1.0]")),
-                ('coef_vector', models.FloatField(default=0.6, help_text='Coefficient of the raw vector score in hybrid search. [0.0..5.0]')),
-                ('coef_hop', models.FloatField(default=0.2, help_text='Coefficient of the hop (proximity) factor in hybrid search. [0.0..5.0]')),
-                ('coef_persona', models.FloatField(default=0.1, help_text='Coefficient of caller-provided persona affinity in hybrid search. [0.0..5.0]')),
-                ('coef_recency', models.FloatField(default=0.1, help_text='Coefficient of recency in hybrid search. [0.0..5.0]')),
-                ('recency_half_life_days', models.FloatField(default=30.0, help_text='Days after which the recency factor halves. [1.0..3650.0]')),
-                ('hop_decay', models.FloatField(default=0.6, help_text='Hop factor base: max(hop_floor, hop_decay ** hops). [0.01..1.0]')),
-                ('hop_floor', models.FloatField(default=0.25, help_text='Hop factor for far or unreachable nodes. [0.0..1.0]')),
-                ('max_hops', models.IntegerField(default=2, help_text='Bound of graph expansion and of the reachability view. [1..3]')),
-                ('fanout_cap', models.IntegerField(default=50, help_text='Per-node cap of expanded edges (top N by stored weight). [1..1000]')),
-                ('learning_rate', models.FloatField(default=0.1, help_text='Reinforcement step: w += lr * (1 - w). Typical 0.05..0.20. [0.01..0.5]')),
-                ('negative_rate', models.FloatField(default=0.1, help_text='Negative step: w -= rate * w. [0.01..0.5]')),
-                ('ema_alpha', models.FloatField(default=0.1, help_text='Outcome EMA: w = alpha * score + (1 - alpha) * w. [0.01..0.5]')),
-                ('outcome_accepted', models.FloatField(default=1.0, help_text='Outcome score of an accepted session. [0.0..1.0]')),
-                ('outcome_rework', models.FloatField(default=0.5, help_text='Outcome score of a session that needed rework. [0.0..1.0]')),
-                ('outcome_rejected', models.FloatField(default=0.0, help_text='Outcome score of a rejected session. [0.0..1.0]')),
-                ('implicit_threshold', models.FloatField(default=0.35, help_text="Share of an item's distinctive n-grams found in a response to count as implicit use. [0.05..1.0]")),
-                ('decay_rate', models.FloatField(default=0.95, help_text='Multiplier applied once per period to edges not traversed. [0.5..1.0]')),
-                ('decay_period_days', models.IntegerField(default=7, help_text='Length of a decay period in days. [1..365]')),
-                ('weight_floor', models.FloatField(default=0.1, help_text='Decay never takes a weight below this floor. [0.0..0.5]')),
-                ('default_budget_items', models.IntegerField(default=10, help_text='Default context budget in items. [1..200]')),
-                ('default_budget_tokens', models.IntegerField(default=2000, help_text='Default context budget in tokens. [16..100000]')),
-                ('created_by', models.ForeignKey(blank=True, null=True, on_delete=django.db.models.deletion.SET_NULL, related_name='+', to=settings.AUTH_USER_MODEL)),
-                ('graph', models.ForeignKey(on_delete=django.db.models.deletion.CASCADE, related_name='policy_revisions', to='graphadmin.graph')),
+                ("id", models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name="ID")),
+                ("revision", models.PositiveIntegerField()),
+                ("created_at", models.DateTimeField(auto_now_add=True)),
+                ("note", models.CharField(blank=True, max_length=500)),
+                (
+                    "ceiling_mode",
+                    models.CharField(
+                        choices=[("soft", "soft"), ("normalize", "normalize")], default="soft", max_length=20
+                    ),
+                ),
+                (
+                    "coef_weight",
+                    models.FloatField(
+                        default=0.5,
+                        help_text="Coefficient of the edge's stored weight in the traversal score. [0.0..5.0]",
+                    ),
+                ),
+                (
+                    "coef_semantic",
+                    models.FloatField(
+                        default=0.35, help_text="Coefficient of the target's cosine similarity to the query. [0.0..5.0]"
+                    ),
+                ),
+                (
+                    "coef_priority",
+                    models.FloatField(default=0.15, help_text="Coefficient of the edge type's priority. [0.0..5.0]"),
+                ),
+                (
+                    "feedback_influence",
+                    models.FloatField(
+                        default=0.3,
+                        help_text="Share of the weight term taken by the edge's feedback_weight (EMA). [0.0..1.0]",
+                    ),
+                ),
+                (
+                    "coef_vector",
+                    models.FloatField(
+                        default=0.6, help_text="Coefficient of the raw vector score in hybrid search. [0.0..5.0]"
+                    ),
+                ),
+                (
+                    "coef_hop",
+                    models.FloatField(
+                        default=0.2, help_text="Coefficient of the hop (proximity) factor in hybrid search. [0.0..5.0]"
+                    ),
+                ),
+                (
+                    "coef_persona",
+                    models.FloatField(
+                        default=0.1,
+                        help_text="Coefficient of caller-provided persona affinity in hybrid search. [0.0..5.0]",
+                    ),
+                ),
+                (
+                    "coef_recency",
+                    models.FloatField(default=0.1, help_text="Coefficient of recency in hybrid search. [0.0..5.0]"),
+                ),
+                (
+                    "recency_half_life_days",
+                    models.FloatField(
+                        default=30.0, help_text="Days after which the recency factor halves. [1.0..3650.0]"
+                    ),
+                ),
+                (
+                    "hop_decay",
+                    models.FloatField(
+                        default=0.6, help_text="Hop factor base: max(hop_floor, hop_decay ** hops). [0.01..1.0]"
+                    ),
+                ),
+                (
+                    "hop_floor",
+                    models.FloatField(default=0.25, help_text="Hop factor for far or unreachable nodes. [0.0..1.0]"),
+                ),
+                (
+                    "max_hops",
+                    models.IntegerField(
+                        default=2, help_text="Bound of graph expansion and of the reachability view. [1..3]"
+                    ),
+                ),
+                (
+                    "fanout_cap",
+                    models.IntegerField(
+                        default=50, help_text="Per-node cap of expanded edges (top N by stored weight). [1..1000]"
+                    ),
+                ),
+                (
+                    "learning_rate",
+                    models.FloatField(
+                        default=0.1, help_text="Reinforcement step: w += lr * (1 - w). Typical 0.05..0.20. [0.01..0.5]"
+                    ),
+                ),
+                (
+                    "negative_rate",
+                    models.FloatField(default=0.1, help_text="Negative step: w -= rate * w. [0.01..0.5]"),
+                ),
+                (
+                    "ema_alpha",
+                    models.FloatField(
+                        default=0.1, help_text="Outcome EMA: w = alpha * score + (1 - alpha) * w. [0.01..0.5]"
+                    ),
+                ),
+                (
+                    "outcome_accepted",
+                    models.FloatField(default=1.0, help_text="Outcome score of an accepted session. [0.0..1.0]"),
+                ),
+                (
+                    "outcome_rework",
+                    models.FloatField(
+                        default=0.5, help_text="Outcome score of a session that needed rework. [0.0..1.0]"
+                    ),
+                ),
+                (
+                    "outcome_rejected",
+                    models.FloatField(default=0.0, help_text="Outcome score of a rejected session. [0.0..1.0]"),
+                ),
+                (
+                    "implicit_threshold",
+                    models.FloatField(
+                        default=0.35,
+                        help_text="Share of an item's distinctive n-grams found in a response to count as implicit use. [0.05..1.0]",
+                    ),
+                ),
+                (
+                    "decay_rate",
+                    models.FloatField(
+                        default=0.95, help_text="Multiplier applied once per period to edges not traversed. [0.5..1.0]"
+                    ),
+                ),
+                (
+                    "decay_period_days",
+                    models.IntegerField(default=7, help_text="Length of a decay period in days. [1..365]"),
+                ),
+                (
+                    "weight_floor",
+                    models.FloatField(default=0.1, help_text="Decay never takes a weight below this floor. [0.0..0.5]"),
+                ),
+                (
+                    "default_budget_items",
+                    models.IntegerField(default=10, help_text="Default context budget in items. [1..200]"),
+                ),
+                (
+                    "default_budget_tokens",
+                    models.IntegerField(default=2000, help_text="Default context budget in tokens. [16..100000]"),
+                ),
+                (
+                    "created_by",
+                    models.ForeignKey(
+                        blank=True,
+                        null=True,
+                        on_delete=django.db.models.deletion.SET_NULL,
+                        related_name="+",
+                        to=settings.AUTH_USER_MODEL,
+                    ),
+                ),
+                (
+                    "graph",
+                    models.ForeignKey(
+                        on_delete=django.db.models.deletion.CASCADE,
+                        related_name="policy_revisions",
+                        to="graphadmin.graph",
+                    ),
+                ),
             ],
             options={
-                'ordering': ['graph', '-revision'],
+                "ordering": ["graph", "-revision"],
             },
         ),
         migrations.CreateModel(
-            name='EdgeStats',
+            name="EdgeStats",
             fields=[
-                ('edge', models.OneToOneField(on_delete=django.db.models.deletion.CASCADE, primary_key=True, related_name='stats', serialize=False, to='graphadmin.edge')),
-                ('surfaced_count', models.BigIntegerField(default=0)),
-                ('traversed_count', models.BigIntegerField(default=0)),
-                ('used_count', models.BigIntegerField(default=0)),
-                ('last_traversed_at', models.DateTimeField(blank=True, null=True)),
-                ('last_used_at', models.DateTimeField(blank=True, null=True)),
-                ('graph', models.ForeignKey(on_delete=django.db.models.deletion.CASCADE, related_name='+', to='graphadmin.graph')),
+                (
+                    "edge",
+                    models.OneToOneField(
+                        on_delete=django.db.models.deletion.CASCADE,
+                        primary_key=True,
+                        related_name="stats",
+                        serialize=False,
+                        to="graphadmin.edge",
+                    ),
+                ),
+                ("surfaced_count", models.BigIntegerField(default=0)),
+                ("traversed_count", models.BigIntegerField(default=0)),
+                ("used_count", models.BigIntegerField(default=0)),
+                ("last_traversed_at", models.DateTimeField(blank=True, null=True)),
+                ("last_used_at", models.DateTimeField(blank=True, null=True)),
+                (
+                    "graph",
+                    models.ForeignKey(
+                        on_delete=django.db.models.deletion.CASCADE, related_name="+", to="graphadmin.graph"
+                    ),
+                ),
             ],
             options={
-                'verbose_name_plural': 'edge stats',
+                "verbose_name_plural": "edge stats",
             },
         ),
         migrations.AddConstraint(
-            model_name='edgetype',
-            constraint=models.UniqueConstraint(fields=('graph', 'name'), name='edgetype_name_per_graph'),
+            model_name="edgetype",
+            constraint=models.UniqueConstraint(fields=("graph", "name"), name="edgetype_name_per_graph"),
         ),
         migrations.AddConstraint(
-            model_name='edgetype',
-            constraint=models.UniqueConstraint(fields=('id', 'graph'), name='edgetype_id_graph'),
+            model_name="edgetype",
+            constraint=models.UniqueConstraint(fields=("id", "graph"), name="edgetype_id_graph"),
         ),
         migrations.AddConstraint(
-            model_name='edgetype',
-            constraint=models.CheckConstraint(condition=models.Q(('priority__gte', -1.0), ('priority__lte', 1.0)), name='edgetype_priority_range'),
+            model_name="edgetype",
+            constraint=models.CheckConstraint(
+                condition=models.Q(("priority__gte", -1.0), ("priority__lte", 1.0)), name="edgetype_priority_range"
+            ),
         ),
         migrations.AddField(
-            model_name='nodestats',
-            name='graph',
-            field=models.ForeignKey(on_delete=django.db.models.deletion.CASCADE, related_name='+', to='graphadmin.graph'),
+            model_name="nodestats",
+            name="graph",
+            field=models.ForeignKey(
+                on_delete=django.db.models.deletion.CASCADE, related_name="+", to="graphadmin.graph"
+            ),
         ),
         migrations.AddIndex(
-            model_name='node',
-            index=pgvector.django.indexes.HnswIndex(ef_construction=64, fields=['embedding'], m=16, name='node_embedding_hnsw', opclasses=['vector_cosine_ops']),
+            model_name="node",
+            index=pgvector.django.indexes.HnswIndex(
+                ef_construction=64,
+                fields=["embedding"],
+                m=16,
+                name="node_embedding_hnsw",
+                opclasses=["vector_cosine_ops"],
+            ),
         ),
         migrations.AddConstraint(
-            model_name='node',
-            constraint=models.UniqueConstraint(fields=('graph', 'key'), name='node_key_per_graph'),
+            model_name="node",
+            constraint=models.UniqueConstraint(fields=("graph", "key"), name="node_key_per_graph"),
         ),
         migrations.AddConstraint(
-            model_name='node',
-            constraint=models.UniqueConstraint(fields=('id', 'graph'), name='node_id_graph'),
+            model_name="node",
+            constraint=models.UniqueConstraint(fields=("id", "graph"), name="node_id_graph"),
         ),
         migrations.AddConstraint(
-            model_name='node',
-            constraint=models.CheckConstraint(condition=models.Q(('feedback_weight__gte', 0.0), ('feedback_weight__lte', 1.0)), name='node_feedback_weight_unit'),
+            model_name="node",
+            constraint=models.CheckConstraint(
+                condition=models.Q(("feedback_weight__gte", 0.0), ("feedback_weight__lte", 1.0)),
+                name="node_feedback_weight_unit",
+            ),
         ),
         migrations.AddIndex(
-            model_name='edge',
-            index=models.Index(fields=['graph', 'source'], name='edge_graph_source'),
+            model_name="edge",
+            index=models.Index(fields=["graph", "source"], name="edge_graph_source"),
         ),
         migrations.AddIndex(
-            model_name='edge',
-            index=models.Index(fields=['graph', 'target'], name='edge_graph_target'),
+            model_name="edge",
+            index=models.Index(fields=["graph", "target"], name="edge_graph_target"),
         ),
         migrations.AddIndex(
-            model_name='edge',
-            index=pgvector.django.indexes.HnswIndex(ef_construction=64, fields=['triplet_embedding'], m=16, name='edge_triplet_hnsw', opclasses=['vector_cosine_ops']),
+            model_name="edge",
+            index=pgvector.django.indexes.HnswIndex(
+                ef_construction=64,
+                fields=["triplet_embedding"],
+                m=16,
+                name="edge_triplet_hnsw",
+                opclasses=["vector_cosine_ops"],
+            ),
         ),
         migrations.AddConstraint(
-            model_name='edge',
-            constraint=models.UniqueConstraint(fields=('source', 'target', 'edge_type'), name='edge_one_per_triplet'),
+            model_name="edge",
+            constraint=models.UniqueConstraint(fields=("source", "target", "edge_type"), name="edge_one_per_triplet"),
         ),
         migrations.AddConstraint(
-            model_name='edge',
-            constraint=models.CheckConstraint(condition=models.Q(('weight__gte', 0.0), ('weight__lte', 1.0)), name='edge_weight_unit'),
+            model_name="edge",
+            constraint=models.CheckConstraint(
+                condition=models.Q(("weight__gte", 0.0), ("weight__lte", 1.0)), name="edge_weight_unit"
+            ),
         ),
         migrations.AddConstraint(
-            model_name='edge',
-            constraint=models.CheckConstraint(condition=models.Q(('feedback_weight__gte', 0.0), ('feedback_weight__lte', 1.0)), name='edge_feedback_weight_unit'),
+            model_name="edge",
+            constraint=models.CheckConstraint(
+                condition=models.Q(("feedback_weight__gte", 0.0), ("feedback_weight__lte", 1.0)),
+                name="edge_feedback_weight_unit",
+            ),
         ),
         migrations.AddConstraint(
-            model_name='membership',
-            constraint=models.UniqueConstraint(fields=('user', 'organization'), name='membership_one_per_org'),
+            model_name="membership",
+            constraint=models.UniqueConstraint(fields=("user", "organization"), name="membership_one_per_org"),
         ),
         migrations.AddConstraint(
-            model_name='membership',
-            constraint=models.CheckConstraint(condition=models.Q(('role__in', ('reviewer', 'analyst', 'operator', 'admin'))), name='membership_role_valid'),
+            model_name="membership",
+            constraint=models.CheckConstraint(
+                condition=models.Q(("role__in", ("reviewer", "analyst", "operator", "admin"))),
+                name="membership_role_valid",
+            ),
         ),
         migrations.AddConstraint(
-            model_name='graph',
-            constraint=models.UniqueConstraint(fields=('organization', 'slug'), name='graph_slug_per_org'),
+            model_name="graph",
+            constraint=models.UniqueConstraint(fields=("organization", "slug"), name="graph_slug_per_org"),
         ),
         migrations.AddIndex(
-            model_name='auditevent',
-            index=models.Index(fields=['organization', 'action'], name='audit_org_action'),
+            model_name="auditevent",
+            index=models.Index(fields=["organization", "action"], name="audit_org_action"),
         ),
         migrations.AddConstraint(
-            model_name='auditevent',
-            constraint=models.UniqueConstraint(fields=('organization', 'seq'), name='audit_seq_per_org'),
+            model_name="auditevent",
+            constraint=models.UniqueConstraint(fields=("organization", "seq"), name="audit_seq_per_org"),
         ),
         migrations.AddConstraint(
-            model_name='policyrevision',
-            constraint=models.CheckConstraint(condition=models.Q(('coef_weight__gte', 0.0), ('coef_weight__lte', 5.0)), name='policy_coef_weight_range'),
+            model_name="policyrevision",
+            constraint=models.CheckConstraint(
+                condition=models.Q(("coef_weight__gte", 0.0), ("coef_weight__lte", 5.0)),
+                name="policy_coef_weight_range",
+            ),
         ),
         migrations.AddConstraint(
-            model_name='policyrevision',
-            constraint=models.CheckConstraint(condition=models.Q(('coef_semantic__gte', 0.0), ('coef_semantic__lte', 5.0)), name='policy_coef_semantic_range'),
+            model_name="policyrevision",
+            constraint=models.CheckConstraint(
+                condition=models.Q(("coef_semantic__gte", 0.0), ("coef_semantic__lte", 5.0)),
+                name="policy_coef_semantic_range",
+            ),
         ),
         migrations.AddConstraint(
-            model_name='policyrevision',
-            constraint=models.CheckConstraint(condition=models.Q(('coef_priority__gte', 0.0), ('coef_priority__lte', 5.0)), name='policy_coef_priority_range'),
+            model_name="policyrevision",
+            constraint=models.CheckConstraint(
+                condition=models.Q(("coef_priority__gte", 0.0), ("coef_priority__lte", 5.0)),
+                name="policy_coef_priority_range",
+            ),
         ),
         migrations.AddConstraint(
-            model_name='policyrevision',
-            constraint=models.CheckConstraint(condition=models.Q(('feedback_influence__gte', 0.0), ('feedback_influence__lte', 1.0)), name='policy_feedback_influence_range'),
+            model_name="policyrevision",
+            constraint=models.CheckConstraint(
+                condition=models.Q(("feedback_influence__gte", 0.0), ("feedback_influence__lte", 1.0)),
+                name="policy_feedback_influence_range",
+            ),
         ),
         migrations.AddConstraint(
-            model_name='policyrevision',
-            constraint=models.CheckConstraint(condition=models.Q(('coef_vector__gte', 0.0), ('coef_vector__lte', 5.0)), name='policy_coef_vector_range'),
+            model_name="policyrevision",
+            constraint=models.CheckConstraint(
+                condition=models.Q(("coef_vector__gte", 0.0), ("coef_vector__lte", 5.0)),
+                name="policy_coef_vector_range",
+            ),
         ),
         migrations.AddConstraint(
-            model_name='policyrevision',
-            constraint=models.CheckConstraint(condition=models.Q(('coef_hop__gte', 0.0), ('coef_hop__lte', 5.0)), name='policy_coef_hop_range'),
+            model_name="policyrevision",
+            constraint=models.CheckConstraint(
+                condition=models.Q(("coef_hop__gte", 0.0), ("coef_hop__lte", 5.0)), name="policy_coef_hop_range"
+            ),
         ),
         migrations.AddConstraint(
-            model_name='policyrevision',
-            constraint=models.CheckConstraint(condition=models.Q(('coef_persona__gte', 0.0), ('coef_persona__lte', 5.0)), name='policy_coef_persona_range'),
+            model_name="policyrevision",
+            constraint=models.CheckConstraint(
+                condition=models.Q(("coef_persona__gte", 0.0), ("coef_persona__lte", 5.0)),
+                name="policy_coef_persona_range",
+            ),
         ),
         migrations.AddConstraint(
-            model_name='policyrevision',
-            constraint=models.CheckConstraint(condition=models.Q(('coef_recency__gte', 0.0), ('coef_recency__lte', 5.0)), name='policy_coef_recency_range'),
+            model_name="policyrevision",
+            constraint=models.CheckConstraint(
+                condition=models.Q(("coef_recency__gte", 0.0), ("coef_recency__lte", 5.0)),
+                name="policy_coef_recency_range",
+            ),
         ),
         migrations.AddConstraint(
-            model_name='policyrevision',
-            constraint=models.CheckConstraint(condition=models.Q(('recency_half_life_days__gte', 1.0), ('recency_half_life_days__lte', 3650.0)), name='policy_recency_half_life_days_range'),
+            model_name="policyrevision",
+            constraint=models.CheckConstraint(
+                condition=models.Q(("recency_half_life_days__gte", 1.0), ("recency_half_life_days__lte", 3650.0)),
+                name="policy_recency_half_life_days_range",
+            ),
         ),
         migrations.AddConstraint(
-            model_name='policyrevision',
-            constraint=models.CheckConstraint(condition=models.Q(('hop_decay__gte', 0.01), ('hop_decay__lte', 1.0)), name='policy_hop_decay_range'),
+            model_name="policyrevision",
+            constraint=models.CheckConstraint(
+                condition=models.Q(("hop_decay__gte", 0.01), ("hop_decay__lte", 1.0)), name="policy_hop_decay_range"
+            ),
         ),
         migrations.AddConstraint(
-            model_name='policyrevision',
-            constraint=models.CheckConstraint(condition=models.Q(('hop_floor__gte', 0.0), ('hop_floor__lte', 1.0)), name='policy_hop_floor_range'),
+            model_name="policyrevision",
+            constraint=models.CheckConstraint(
+                condition=models.Q(("hop_floor__gte", 0.0), ("hop_floor__lte", 1.0)), name="policy_hop_floor_range"
+            ),
         ),
         migrations.AddConstraint(
-            model_name='policyrevision',
-            constraint=models.CheckConstraint(condition=models.Q(('max_hops__gte', 1), ('max_hops__lte', 3)), name='policy_max_hops_range'),
+            model_name="policyrevision",
+            constraint=models.CheckConstraint(
+                condition=models.Q(("max_hops__gte", 1), ("max_hops__lte", 3)), name="policy_max_hops_range"
+            ),
         ),
         migrations.AddConstraint(
-            model_name='policyrevision',
-            constraint=models.CheckConstraint(condition=models.Q(('fanout_cap__gte', 1), ('fanout_cap__lte', 1000)), name='policy_fanout_cap_range'),
+            model_name="policyrevision",
+            constraint=models.CheckConstraint(
+                condition=models.Q(("fanout_cap__gte", 1), ("fanout_cap__lte", 1000)), name="policy_fanout_cap_range"
+            ),
         ),
         migrations.AddConstraint(
-            model_name='policyrevision',
-            constraint=models.CheckConstraint(condition=models.Q(('learning_rate__gte', 0.01), ('learning_rate__lte', 0.5)), name='policy_learning_rate_range'),
+            model_name="policyrevision",
+            constraint=models.CheckConstraint(
+                condition=models.Q(("learning_rate__gte", 0.01), ("learning_rate__lte", 0.5)),
+                name="policy_learning_rate_range",
+            ),
         ),
         migrations.AddConstraint(
-            model_name='policyrevision',
-            constraint=models.CheckConstraint(condition=models.Q(('negative_rate__gte', 0.01), ('negative_rate__lte', 0.5)), name='policy_negative_rate_range'),
+            model_name="policyrevision",
+            constraint=models.CheckConstraint(
+                condition=models.Q(("negative_rate__gte", 0.01), ("negative_rate__lte", 0.5)),
+                name="policy_negative_rate_range",
+            ),
         ),
         migrations.AddConstraint(
-            model_name='policyrevision',
-            constraint=models.CheckConstraint(condition=models.Q(('ema_alpha__gte', 0.01), ('ema_alpha__lte', 0.5)), name='policy_ema_alpha_range'),
+            model_name="policyrevision",
+            constraint=models.CheckConstraint(
+                condition=models.Q(("ema_alpha__gte", 0.01), ("ema_alpha__lte", 0.5)), name="policy_ema_alpha_range"
+            ),
         ),
         migrations.AddConstraint(
-            model_name='policyrevision',
-            constraint=models.CheckConstraint(condition=models.Q(('outcome_accepted__gte', 0.0), ('outcome_accepted__lte', 1.0)), name='policy_outcome_accepted_range'),
+            model_name="policyrevision",
+            constraint=models.CheckConstraint(
+                condition=models.Q(("outcome_accepted__gte", 0.0), ("outcome_accepted__lte", 1.0)),
+                name="policy_outcome_accepted_range",
+            ),
         ),
         migrations.AddConstraint(
-            model_name='policyrevision',
-            constraint=models.CheckConstraint(condition=models.Q(('outcome_rework__gte', 0.0), ('outcome_rework__lte', 1.0)), name='policy_outcome_rework_range'),
+            model_name="policyrevision",
+            constraint=models.CheckConstraint(
+                condition=models.Q(("outcome_rework__gte", 0.0), ("outcome_rework__lte", 1.0)),
+                name="policy_outcome_rework_range",
+            ),
         ),
         migrations.AddConstraint(
-            model_name='policyrevision',
-            constraint=models.CheckConstraint(condition=models.Q(('outcome_rejected__gte', 0.0), ('outcome_rejected__lte', 1.0)), name='policy_outcome_rejected_range'),
+            model_name="policyrevision",
+            constraint=models.CheckConstraint(
+                condition=models.Q(("outcome_rejected__gte", 0.0), ("outcome_rejected__lte", 1.0)),
+                name="policy_outcome_rejected_range",
+            ),
         ),
         migrations.AddConstraint(
-            model_name='policyrevision',
-            constraint=models.CheckConstraint(condition=models.Q(('implicit_threshold__gte', 0.05), ('implicit_threshold__lte', 1.0)), name='policy_implicit_threshold_range'),
+            model_name="policyrevision",
+            constraint=models.CheckConstraint(
+                condition=models.Q(("implicit_threshold__gte", 0.05), ("implicit_threshold__lte", 1.0)),
+                name="policy_implicit_threshold_range",
+            ),
         ),
         migrations.AddConstraint(
-            model_name='policyrevision',
-            constraint=models.CheckConstraint(condition=models.Q(('decay_rate__gte', 0.5), ('decay_rate__lte', 1.0)), name='policy_decay_rate_range'),
+            model_name="policyrevision",
+            constraint=models.CheckConstraint(
+                condition=models.Q(("decay_rate__gte", 0.5), ("decay_rate__lte", 1.0)), name="policy_decay_rate_range"
+            ),
         ),
         migrations.AddConstraint(
-            model_name='policyrevision',
-            constraint=models.CheckConstraint(condition=models.Q(('decay_period_days__gte', 1), ('decay_period_days__lte', 365)), name='policy_decay_period_days_range'),
+            model_name="policyrevision",
+            constraint=models.CheckConstraint(
+                condition=models.Q(("decay_period_days__gte", 1), ("decay_period_days__lte", 365)),
+                name="policy_decay_period_days_range",
+            ),
         ),
         migrations.AddConstraint(
-            model_name='policyrevision',
-            constraint=models.CheckConstraint(condition=models.Q(('weight_floor__gte', 0.0), ('weight_floor__lte', 0.5)), name='policy_weight_floor_range'),
+            model_name="policyrevision",
+            constraint=models.CheckConstraint(
+                condition=models.Q(("weight_floor__gte", 0.0), ("weight_floor__lte", 0.5)),
+                name="policy_weight_floor_range",
+            ),
         ),
         migrations.AddConstraint(
-            model_name='policyrevision',
-            constraint=models.CheckConstraint(condition=models.Q(('default_budget_items__gte', 1), ('default_budget_items__lte', 200)), name='policy_default_budget_items_range'),
+            model_name="policyrevision",
+            constraint=models.CheckConstraint(
+                condition=models.Q(("default_budget_items__gte", 1), ("default_budget_items__lte", 200)),
+                name="policy_default_budget_items_range",
+            ),
         ),
         migrations.AddConstraint(
-            model_name='policyrevision',
-            constraint=models.CheckConstraint(condition=models.Q(('default_budget_tokens__gte', 16), ('default_budget_tokens__lte', 100000)), name='policy_default_budget_tokens_range'),
+            model_name="policyrevision",
+            constraint=models.CheckConstraint(
+                condition=models.Q(("default_budget_tokens__gte", 16), ("default_budget_tokens__lte", 100000)),
+                name="policy_default_budget_tokens_range",
+            ),
         ),
         migrations.AddConstraint(
-            model_name='policyrevision',
-            constraint=models.CheckConstraint(condition=models.Q(('ceiling_mode__in', ('soft', 'normalize'))), name='policy_ceiling_mode_valid'),
+            model_name="policyrevision",
+            constraint=models.CheckConstraint(
+                condition=models.Q(("ceiling_mode__in", ("soft", "normalize"))), name="policy_ceiling_mode_valid"
+            ),
         ),
         migrations.AddConstraint(
-            model_name='policyrevision',
-            constraint=models.UniqueConstraint(fields=('graph', 'revision'), name='policy_revision_per_graph'),
+            model_name="policyrevision",
+            constraint=models.UniqueConstraint(fields=("graph", "revision"), name="policy_revision_per_graph"),
         ),
     ]

@@ -49,5 +49,7 @@ class Migration(migrations.Migration):
     operations = [
         migrations.RunSQL(FORBID_FUNCTION, "DROP FUNCTION graphadmin_append_only() CASCADE;"),
         migrations.RunSQL(SAME_GRAPH_FKS, REVERSE_FKS),
-        migrations.RunSQL(AUDIT_APPEND_ONLY, "DROP TRIGGER graphadmin_auditevent_append_only ON graphadmin_auditevent;"),
+        migrations.RunSQL(
+            AUDIT_APPEND_ONLY, "DROP TRIGGER graphadmin_auditevent_append_only ON graphadmin_auditevent;"
+        ),
     ]

@@ -5,19 +5,27 @@ from django.db import migrations, models
 
 
 class Migration(migrations.Migration):
-
     dependencies = [
-        ('graphadmin', '0002_database_rules'),
+        ("graphadmin", "0002_database_rules"),
     ]
 
     operations = [
         migrations.CreateModel(
-            name='AuditCheckpoint',
+            name="AuditCheckpoint",
             fields=[
-                ('organization', models.OneToOneField(on_delete=django.db.models.deletion.CASCADE, primary_key=True, related_name='audit_checkpoint', serialize=False, to='graphadmin.organization')),
-                ('seq', models.BigIntegerField()),
-                ('hash', models.CharField(max_length=64)),
-                ('verified_at', models.DateTimeField()),
+                (
+                    "organization",
+                    models.OneToOneField(
+                        on_delete=django.db.models.deletion.CASCADE,
+                        primary_key=True,
+                        related_name="audit_checkpoint",
+                        serialize=False,
+                        to="graphadmin.organization",
+                    ),
+                ),
+                ("seq", models.BigIntegerField()),
+                ("hash", models.CharField(max_length=64)),
+                ("verified_at", models.DateTimeField()),
             ],
         ),
     ]

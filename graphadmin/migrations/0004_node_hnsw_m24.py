@@ -5,18 +5,23 @@ from django.db import migrations
 
 
 class Migration(migrations.Migration):
-
     dependencies = [
-        ('graphadmin', '0003_audit_checkpoint'),
+        ("graphadmin", "0003_audit_checkpoint"),
     ]
 
     operations = [
         migrations.RemoveIndex(
-            model_name='node',
-            name='node_embedding_hnsw',
+            model_name="node",
+            name="node_embedding_hnsw",
         ),
         migrations.AddIndex(
-            model_name='node',
-            index=pgvector.django.indexes.HnswIndex(ef_construction=128, fields=['embedding'], m=24, name='node_embedding_hnsw', opclasses=['vector_cosine_ops']),
+            model_name="node",
+            index=pgvector.django.indexes.HnswIndex(
+                ef_construction=128,
+                fields=["embedding"],
+                m=24,
+                name="node_embedding_hnsw",
+                opclasses=["vector_cosine_ops"],
+            ),
         ),
     ]

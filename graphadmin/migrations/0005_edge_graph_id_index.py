@@ -17,6 +17,8 @@ class Migration(migrations.Migration):
         migrations.AlterField(
             model_name="edge",
             name="graph",
-            field=models.ForeignKey(db_index=False, on_delete=django.db.models.deletion.CASCADE, related_name="edges", to="graphadmin.graph"),
+            field=models.ForeignKey(
+                db_index=False, on_delete=django.db.models.deletion.CASCADE, related_name="edges", to="graphadmin.graph"
+            ),
         ),
     ]

@@ -5,67 +5,96 @@ from django.db import migrations, models
 
 
 class Migration(migrations.Migration):
-
     dependencies = [
-        ('graphadmin', '0005_edge_graph_id_index'),
+        ("graphadmin", "0005_edge_graph_id_index"),
         migrations.swappable_dependency(settings.AUTH_USER_MODEL),
     ]
 
     operations = [
         migrations.AddField(
-            model_name='policyrevision',
-            name='co_use_min_sessions',
-            field=models.IntegerField(default=3, help_text='Accepted sessions using two unlinked nodes before a co_used edge links them. [1..1000]'),
+            model_name="policyrevision",
+            name="co_use_min_sessions",
+            field=models.IntegerField(
+                default=3,
+                help_text="Accepted sessions using two unlinked nodes before a co_used edge links them. [1..1000]",
+            ),
         ),
         migrations.AddField(
-            model_name='policyrevision',
-            name='coef_path',
-            field=models.FloatField(default=0.0, help_text='Coefficient of the reinforcement weight of the edge that reached a node (around neutral 0.5); 0: edges steer expansion only. [0.0..5.0]'),
+            model_name="policyrevision",
+            name="coef_path",
+            field=models.FloatField(
+                default=0.0,
+                help_text="Coefficient of the reinforcement weight of the edge that reached a node (around neutral 0.5); 0: edges steer expansion only. [0.0..5.0]",
+            ),
         ),
         migrations.AddField(
-            model_name='policyrevision',
-            name='coef_memory',
-            field=models.FloatField(default=0.2, help_text='Coefficient of what agents asking similar questions made of a node (used, flagged). [0.0..5.0]'),
+            model_name="policyrevision",
+            name="coef_memory",
+            field=models.FloatField(
+                default=0.2,
+                help_text="Coefficient of what agents asking similar questions made of a node (used, flagged). [0.0..5.0]",
+            ),
         ),
         migrations.AddField(
-            model_name='policyrevision',
-            name='exploration',
-            field=models.FloatField(default=0.03, help_text='Bonus for candidates that similar past retrievals rarely surfaced; 0 changes no order. [0.0..1.0]'),
+            model_name="policyrevision",
+            name="exploration",
+            field=models.FloatField(
+                default=0.03,
+                help_text="Bonus for candidates that similar past retrievals rarely surfaced; 0 changes no order. [0.0..1.0]",
+            ),
         ),
         migrations.AlterField(
-            model_name='policyrevision',
-            name='coef_hop',
-            field=models.FloatField(default=0.2, help_text="Coefficient of the hop (proximity) factor in a node's score. [0.0..5.0]"),
+            model_name="policyrevision",
+            name="coef_hop",
+            field=models.FloatField(
+                default=0.2, help_text="Coefficient of the hop (proximity) factor in a node's score. [0.0..5.0]"
+            ),
         ),
         migrations.AlterField(
-            model_name='policyrevision',
-            name='coef_persona',
-            field=models.FloatField(default=0.1, help_text="Coefficient of caller-provided persona affinity in a node's score. [0.0..5.0]"),
+            model_name="policyrevision",
+            name="coef_persona",
+            field=models.FloatField(
+                default=0.1, help_text="Coefficient of caller-provided persona affinity in a node's score. [0.0..5.0]"
+            ),
         ),
         migrations.AlterField(
-            model_name='policyrevision',
-            name='coef_recency',
+            model_name="policyrevision",
+            name="coef_recency",
             field=models.FloatField(default=0.1, help_text="Coefficient of recency in a node's score. [0.0..5.0]"),
         ),
         migrations.AlterField(
-            model_name='policyrevision',
-            name='coef_vector',
-            field=models.FloatField(default=0.6, help_text="Coefficient of the node's cosine similarity to the query in its score. [0.0..5.0]"),
+            model_name="policyrevision",
+            name="coef_vector",
+            field=models.FloatField(
+                default=0.6,
+                help_text="Coefficient of the node's cosine similarity to the query in its score. [0.0..5.0]",
+            ),
         ),
         migrations.AddConstraint(
-            model_name='policyrevision',
-            constraint=models.CheckConstraint(condition=models.Q(('coef_path__gte', 0.0), ('coef_path__lte', 5.0)), name='policy_coef_path_range'),
+            model_name="policyrevision",
+            constraint=models.CheckConstraint(
+                condition=models.Q(("coef_path__gte", 0.0), ("coef_path__lte", 5.0)), name="policy_coef_path_range"
+            ),
         ),
         migrations.AddConstraint(
-            model_name='policyrevision',
-            constraint=models.CheckConstraint(condition=models.Q(('coef_memory__gte', 0.0), ('coef_memory__lte', 5.0)), name='policy_coef_memory_range'),
+            model_name="policyrevision",
+            constraint=models.CheckConstraint(
+                condition=models.Q(("coef_memory__gte", 0.0), ("coef_memory__lte", 5.0)),
+                name="policy_coef_memory_range",
+            ),
         ),
         migrations.AddConstraint(
-            model_name='policyrevision',
-            constraint=models.CheckConstraint(condition=models.Q(('exploration__gte', 0.0), ('exploration__lte', 1.0)), name='policy_exploration_range'),
+            model_name="policyrevision",
+            constraint=models.CheckConstraint(
+                condition=models.Q(("exploration__gte", 0.0), ("exploration__lte", 1.0)),
+                name="policy_exploration_range",
+            ),
         ),
         migrations.AddConstraint(
-            model_name='policyrevision',
-            constraint=models.CheckConstraint(condition=models.Q(('co_use_min_sessions__gte', 1), ('co_use_min_sessions__lte', 1000)), name='policy_co_use_min_sessions_range'),
+            model_name="policyrevision",
+            constraint=models.CheckConstraint(
+                condition=models.Q(("co_use_min_sessions__gte", 1), ("co_use_min_sessions__lte", 1000)),
+                name="policy_co_use_min_sessions_range",
+            ),
         ),
     ]

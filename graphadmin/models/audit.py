@@ -45,7 +45,9 @@ class AuditCheckpoint(models.Model):
     command walk the whole chain again and move the checkpoint, so an edit behind it is still caught.
     """
 
-    organization = models.OneToOneField(Organization, on_delete=models.CASCADE, primary_key=True, related_name="audit_checkpoint")
+    organization = models.OneToOneField(
+        Organization, on_delete=models.CASCADE, primary_key=True, related_name="audit_checkpoint"
+    )
     seq = models.BigIntegerField()
     hash = models.CharField(max_length=64)
     verified_at = models.DateTimeField()

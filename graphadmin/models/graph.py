@@ -78,7 +78,9 @@ class EdgeType(models.Model):
 
     graph = models.ForeignKey(Graph, on_delete=models.CASCADE, related_name="edge_types")
     name = models.CharField(max_length=100)
-    priority = models.FloatField(default=0.0, help_text="Static bonus in [-1, 1] added through the priority coefficient.")
+    priority = models.FloatField(
+        default=0.0, help_text="Static bonus in [-1, 1] added through the priority coefficient."
+    )
     description = models.TextField(blank=True)
     created_at = models.DateTimeField(auto_now_add=True)
     updated_at = models.DateTimeField(auto_now=True)
@@ -107,13 +109,18 @@ class Node(models.Model):
     kind = models.CharField(max_length=50, default="note")
     title = models.CharField(max_length=500)
     text = models.TextField(blank=True)
-    source = models.CharField(max_length=1000, blank=True, help_text="Where it came from: a vault path, a URL, an agent.")
+    source = models.CharField(
+        max_length=1000, blank=True, help_text="Where it came from: a vault path, a URL, an agent."
+    )
     aliases = models.JSONField(default=list, blank=True)
     tags = models.JSONField(default=list, blank=True)
     content_hash = models.CharField(max_length=64, blank=True)
     embedding = VectorField(dimensions=settings.EMBEDDING_DIM, null=True, blank=True)
     embedding_model = models.CharField(
-        max_length=200, blank=True, default="", db_default="",
+        max_length=200,
+        blank=True,
+        default="",
+        db_default="",
         help_text="The model that made the embedding ('' when there is none, or a caller sent it without naming its model).",
     )
     feedback_weight = models.FloatField(default=WEIGHT_DEFAULT)
@@ -179,7 +186,10 @@ class Edge(models.Model):
     feedback_weight = models.FloatField(default=WEIGHT_DEFAULT, help_text="Outcome EMA in [0, 1].")
     triplet_embedding = VectorField(dimensions=settings.EMBEDDING_DIM, null=True, blank=True)
     embedding_model = models.CharField(
-        max_length=200, blank=True, default="", db_default="",
+        max_length=200,
+        blank=True,
+        default="",
+        db_default="",
         help_text="The model that made the triplet embedding ('' when there is none, or a caller sent it unnamed).",
     )
     archived = models.BooleanField(default=False)

@@ -26,9 +26,27 @@ POLICY_NUMBERS: dict[str, tuple[float, float, float, bool, str]] = {
     "coef_hop": (0.2, 0.0, 5.0, False, "Coefficient of the hop (proximity) factor in a node's score."),
     "coef_persona": (0.1, 0.0, 5.0, False, "Coefficient of caller-provided persona affinity in a node's score."),
     "coef_recency": (0.1, 0.0, 5.0, False, "Coefficient of recency in a node's score."),
-    "coef_path": (0.0, 0.0, 5.0, False, "Coefficient of the reinforcement weight of the edge that reached a node (around neutral 0.5); 0: edges steer expansion only."),
-    "coef_memory": (0.2, 0.0, 5.0, False, "Coefficient of what agents asking similar questions made of a node (used, flagged)."),
-    "exploration": (0.03, 0.0, 1.0, False, "Bonus for candidates that similar past retrievals rarely surfaced; 0 changes no order."),
+    "coef_path": (
+        0.0,
+        0.0,
+        5.0,
+        False,
+        "Coefficient of the reinforcement weight of the edge that reached a node (around neutral 0.5); 0: edges steer expansion only.",
+    ),
+    "coef_memory": (
+        0.2,
+        0.0,
+        5.0,
+        False,
+        "Coefficient of what agents asking similar questions made of a node (used, flagged).",
+    ),
+    "exploration": (
+        0.03,
+        0.0,
+        1.0,
+        False,
+        "Bonus for candidates that similar past retrievals rarely surfaced; 0 changes no order.",
+    ),
     "recency_half_life_days": (30.0, 1.0, 3650.0, False, "Days after which the recency factor halves."),
     "hop_decay": (0.6, 0.01, 1.0, False, "Hop factor base: max(hop_floor, hop_decay ** hops)."),
     "hop_floor": (0.25, 0.0, 1.0, False, "Hop factor for far or unreachable nodes."),
@@ -41,8 +59,20 @@ POLICY_NUMBERS: dict[str, tuple[float, float, float, bool, str]] = {
     "outcome_accepted": (1.0, 0.0, 1.0, False, "Outcome score of an accepted session."),
     "outcome_rework": (0.5, 0.0, 1.0, False, "Outcome score of a session that needed rework."),
     "outcome_rejected": (0.0, 0.0, 1.0, False, "Outcome score of a rejected session."),
-    "co_use_min_sessions": (3, 1, 1000, True, "Accepted sessions using two unlinked nodes before a co_used edge links them."),
-    "implicit_threshold": (0.35, 0.05, 1.0, False, "Share of an item's distinctive n-grams found in a response to count as implicit use."),
+    "co_use_min_sessions": (
+        3,
+        1,
+        1000,
+        True,
+        "Accepted sessions using two unlinked nodes before a co_used edge links them.",
+    ),
+    "implicit_threshold": (
+        0.35,
+        0.05,
+        1.0,
+        False,
+        "Share of an item's distinctive n-grams found in a response to count as implicit use.",
+    ),
     # Decay and ceiling.
     "decay_rate": (0.95, 0.5, 1.0, False, "Multiplier applied once per period to edges not traversed."),
     "decay_period_days": (7, 1, 365, True, "Length of a decay period in days."),
@@ -76,7 +106,9 @@ class PolicyRevision(models.Model):
     graph = models.ForeignKey(Graph, on_delete=models.CASCADE, related_name="policy_revisions")
     revision = models.PositiveIntegerField()
     created_at = models.DateTimeField(auto_now_add=True)
-    created_by = models.ForeignKey(settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL, related_name="+")
+    created_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
+    )
     note = models.CharField(max_length=500, blank=True)
     ceiling_mode = models.CharField(max_length=20, default="soft", choices=[(m, m) for m in CEILING_MODES])
     locals().update({name: _field(*spec) for name, spec in POLICY_NUMBERS.items()})

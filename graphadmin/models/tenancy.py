@@ -26,13 +26,15 @@ class TenantQuerySet(models.QuerySet):
     def for_user(self, user, role: str | None = None):
         if user is None or not user.is_authenticated:
             return self.none()
-        roles = ROLES[ROLES.index(role):] if role else ROLES
+        roles = ROLES[ROLES.index(role) :] if role else ROLES
         prefix = f"{self.org_path}__" if self.org_path else ""
         return self.filter(**{f"{prefix}memberships__user": user, f"{prefix}memberships__role__in": roles})
 
     def with_role(self, user):
         """``for_user``, each row annotated with the user's role in its organization as ``user_role`` (one query)."""
-        memberships = Membership.objects.filter(user_id=getattr(user, "pk", None), organization=models.OuterRef(self.org_path))
+        memberships = Membership.objects.filter(
+            user_id=getattr(user, "pk", None), organization=models.OuterRef(self.org_path)
+        )
         role = memberships.values("role")[:1]
         return self.for_user(user).annotate(user_role=models.Subquery(role))
 
@@ -82,8 +84,4 @@ def role_for(user, organization_id: int) -> str | None:
     """The user's role in the organization, or None when not a member."""
     if user is None or not user.is_authenticated:
         return None
-    return (
-        Membership.objects.filter(user=user, organization_id=organization_id)
-        .values_list("role", flat=True)
-        .first()
-    )
+    return Membership.objects.filter(user=user, organization_id=organization_id).values_list("role", flat=True).first()

@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import time
 from dataclasses import dataclass
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 
 from django.conf import settings
 from django.db import transaction
@@ -120,7 +120,7 @@ def import_vault(
     'auto' picks 'task' when more than settings.VAULT_IMPORT_SYNC_EMBED_LIMIT texts need embedding.
     With ``dry_run`` nothing is written and the counts say what would change.
     """
-    started = datetime.now(timezone.utc)
+    started = datetime.now(UTC)
     clock = time.perf_counter()
     with transaction.atomic():
         # One import at a time per graph: the row lock queues a concurrent import behind this one.
@@ -144,7 +144,8 @@ def _import(graph, parsed, actor, dry_run, embed, progress, started, clock) -> I
     # --- Nodes: created, renamed, updated, archived, unchanged.
     new_keys = [k for k in desired if k not in existing]
     gone = [
-        row for key, row in existing.items()
+        row
+        for key, row in existing.items()
         if key not in desired and key not in skipped and not row["archived"] and _owned(row["source"])
     ]
     renames: dict[str, dict] = {}  # new key -> existing row
@@ -160,8 +161,10 @@ def _import(graph, parsed, actor, dry_run, embed, progress, started, clock) -> I
     gone = [row for row in gone if row["id"] not in renamed_ids]
     new_keys = [k for k in new_keys if k not in renames]
     changed = [
-        key for key, d in desired.items()
-        if key in existing and (
+        key
+        for key, d in desired.items()
+        if key in existing
+        and (
             existing[key]["archived"]
             or existing[key]["content_hash"] != d.content_hash
             or existing[key]["title"] != d.title
@@ -175,8 +178,10 @@ def _import(graph, parsed, actor, dry_run, embed, progress, started, clock) -> I
     # embedding does not read (tags or aliases read by a newer parser, such as body tags; the kind;
     # the source): the row is updated without a new vector.
     meta_only = {
-        key for key in changed
-        if not existing[key]["archived"] and existing[key]["content_hash"] == desired[key].content_hash
+        key
+        for key in changed
+        if not existing[key]["archived"]
+        and existing[key]["content_hash"] == desired[key].content_hash
         and existing[key]["title"] == desired[key].title
     }
     unchanged_nodes = len(desired) - len(new_keys) - len(renames) - len(changed)
@@ -193,9 +198,11 @@ def _import(graph, parsed, actor, dry_run, embed, progress, started, clock) -> I
     retitled_ids = {existing[k]["id"] for k in changed if existing[k]["title"] != desired[k].title}
     retitled_ids |= {row["id"] for k, row in renames.items() if row["title"] != desired[k].title}
     archived_now = {row["id"] for row in gone}
-    owned_sources = {
-        row["id"] for key, row in existing.items() if _owned(row["source"]) and key not in skipped
-    } | renamed_ids | {existing[k]["id"] for k in changed}
+    owned_sources = (
+        {row["id"] for key, row in existing.items() if _owned(row["source"]) and key not in skipped}
+        | renamed_ids
+        | {existing[k]["id"] for k in changed}
+    )
 
     type_ids = dict(EdgeType.objects.filter(graph=graph).values_list("name", "id"))
     type_names = {v: k for k, v in type_ids.items()}
@@ -207,22 +214,25 @@ def _import(graph, parsed, actor, dry_run, embed, progress, started, clock) -> I
         triplet = (key_after[row["source_id"]], key_after[row["target_id"]], type_names[row["edge_type_id"]])
         existing_edges[triplet] = row
     create_edges = sorted(desired_edges - set(existing_edges))
-    restore_edges = [existing_edges[t]["id"] for t in desired_edges if t in existing_edges and existing_edges[t]["archived"]]
+    restore_edges = [
+        existing_edges[t]["id"] for t in desired_edges if t in existing_edges and existing_edges[t]["archived"]
+    ]
     archive_edges = [
-        row["id"] for t, row in existing_edges.items()
-        if not row["archived"] and t not in desired_edges and (
-            row["source_id"] in owned_sources or row["source_id"] in archived_now or row["target_id"] in archived_now
-        )
+        row["id"]
+        for t, row in existing_edges.items()
+        if not row["archived"]
+        and t not in desired_edges
+        and (row["source_id"] in owned_sources or row["source_id"] in archived_now or row["target_id"] in archived_now)
     ]
     archive_edge_set = set(archive_edges)
     retitle_edges = [
-        row["id"] for t, row in existing_edges.items()
-        if t in desired_edges and row["id"] not in archive_edge_set
+        row["id"]
+        for t, row in existing_edges.items()
+        if t in desired_edges
+        and row["id"] not in archive_edge_set
         and (row["source_id"] in retitled_ids or row["target_id"] in retitled_ids)
     ]
-    unchanged_edges = sum(
-        1 for t, row in existing_edges.items() if t in desired_edges and not row["archived"]
-    )
+    unchanged_edges = sum(1 for t, row in existing_edges.items() if t in desired_edges and not row["archived"])
 
     counts = {
         "notes": len(parsed.notes),
@@ -244,8 +254,14 @@ def _import(graph, parsed, actor, dry_run, embed, progress, started, clock) -> I
     }
     unresolved = [u.as_dict() for u in parsed.unresolved]
     if dry_run:
-        return ImportResult(counts, unresolved, list(parsed.warnings), dry_run=True, embedding="none",
-                            duration_ms=(time.perf_counter() - clock) * 1000)
+        return ImportResult(
+            counts,
+            unresolved,
+            list(parsed.warnings),
+            dry_run=True,
+            embedding="none",
+            duration_ms=(time.perf_counter() - clock) * 1000,
+        )
 
     to_embed = len(new_keys) + len(changed) - len(meta_only) + len(renames) + len(create_edges) + len(retitle_edges)
     mode = embed
@@ -267,12 +283,20 @@ def _import(graph, parsed, actor, dry_run, embed, progress, started, clock) -> I
                 progress("embed", embedded[0], to_embed)
         return out
 
-    now = datetime.now(timezone.utc)
+    now = datetime.now(UTC)
     # --- Write nodes.
     new_objs = [
-        Node(graph=graph, key=k, kind=desired[k].kind, title=desired[k].title, text=desired[k].text,
-             source=desired[k].source, aliases=desired[k].aliases, tags=desired[k].tags,
-             content_hash=desired[k].content_hash)
+        Node(
+            graph=graph,
+            key=k,
+            kind=desired[k].kind,
+            title=desired[k].title,
+            text=desired[k].text,
+            source=desired[k].source,
+            aliases=desired[k].aliases,
+            tags=desired[k].tags,
+            content_hash=desired[k].content_hash,
+        )
         for k in new_keys
     ]
     for obj, vec in zip(new_objs, vectors([node_embedding_text(o.title, o.text) for o in new_objs])):
@@ -285,22 +309,54 @@ def _import(graph, parsed, actor, dry_run, embed, progress, started, clock) -> I
     for new_key, row in renames.items():
         update_objs.append((row["id"], desired[new_key]))
     updated = [
-        Node(id=pk, key=d.key, kind=d.kind, title=d.title, text=d.text, source=d.source, aliases=d.aliases,
-             tags=d.tags, content_hash=d.content_hash, archived=False, updated_at=now)
+        Node(
+            id=pk,
+            key=d.key,
+            kind=d.kind,
+            title=d.title,
+            text=d.text,
+            source=d.source,
+            aliases=d.aliases,
+            tags=d.tags,
+            content_hash=d.content_hash,
+            archived=False,
+            updated_at=now,
+        )
         for pk, d in update_objs
     ]
     for obj, vec in zip(updated, vectors([node_embedding_text(o.title, o.text) for o in updated])):
         obj.embedding, obj.embedding_model = vec, model if vec is not None else ""
     Node.objects.bulk_update(
         updated,
-        ["key", "kind", "title", "text", "source", "aliases", "tags", "content_hash", "embedding", "embedding_model", "archived",
-         "updated_at"],
+        [
+            "key",
+            "kind",
+            "title",
+            "text",
+            "source",
+            "aliases",
+            "tags",
+            "content_hash",
+            "embedding",
+            "embedding_model",
+            "archived",
+            "updated_at",
+        ],
         batch_size=BULK,
     )
     if meta_only:
         Node.objects.bulk_update(
-            [Node(id=existing[k]["id"], kind=desired[k].kind, source=desired[k].source, aliases=desired[k].aliases,
-                  tags=desired[k].tags, updated_at=now) for k in sorted(meta_only)],
+            [
+                Node(
+                    id=existing[k]["id"],
+                    kind=desired[k].kind,
+                    source=desired[k].source,
+                    aliases=desired[k].aliases,
+                    tags=desired[k].tags,
+                    updated_at=now,
+                )
+                for k in sorted(meta_only)
+            ],
             ["kind", "source", "aliases", "tags", "updated_at"],
             batch_size=BULK,
         )
@@ -322,7 +378,10 @@ def _import(graph, parsed, actor, dry_run, embed, progress, started, clock) -> I
         Edge(graph=graph, source_id=node_id[s], target_id=node_id[t], edge_type_id=type_ids[n])
         for s, t, n in create_edges
     ]
-    texts = [triplet_text(title_after[e.source_id], n, title_after[e.target_id]) for e, (_s, _t, n) in zip(edge_objs, create_edges)]
+    texts = [
+        triplet_text(title_after[e.source_id], n, title_after[e.target_id])
+        for e, (_s, _t, n) in zip(edge_objs, create_edges)
+    ]
     for obj, vec in zip(edge_objs, vectors(texts)):
         obj.triplet_embedding, obj.embedding_model = vec, model if vec is not None else ""
     Edge.objects.bulk_create(edge_objs, batch_size=BULK)
@@ -331,11 +390,17 @@ def _import(graph, parsed, actor, dry_run, embed, progress, started, clock) -> I
     if archive_edges:
         Edge.objects.filter(graph=graph, id__in=archive_edges).update(archived=True, updated_at=now)
     if retitle_edges:
-        rows = list(Edge.objects.filter(graph=graph, id__in=retitle_edges).values_list("id", "source_id", "target_id", "edge_type__name"))
+        rows = list(
+            Edge.objects.filter(graph=graph, id__in=retitle_edges).values_list(
+                "id", "source_id", "target_id", "edge_type__name"
+            )
+        )
         vecs = vectors([triplet_text(title_after[s], n, title_after[t]) for _i, s, t, n in rows])
         Edge.objects.bulk_update(
-            [Edge(id=i, triplet_embedding=v, embedding_model=model if v is not None else "", updated_at=now)
-             for (i, _s, _t, _n), v in zip(rows, vecs)],
+            [
+                Edge(id=i, triplet_embedding=v, embedding_model=model if v is not None else "", updated_at=now)
+                for (i, _s, _t, _n), v in zip(rows, vecs)
+            ],
             ["triplet_embedding", "embedding_model", "updated_at"],
             batch_size=BULK,
         )
@@ -343,7 +408,7 @@ def _import(graph, parsed, actor, dry_run, embed, progress, started, clock) -> I
     # --- The batch and the audit event.
     from feedback.models import UpdateBatch
 
-    finished = datetime.now(timezone.utc)
+    finished = datetime.now(UTC)
     duration_ms = (time.perf_counter() - clock) * 1000
     user = actor if getattr(actor, "is_authenticated", False) else None
     details = {
@@ -377,7 +442,12 @@ def _import(graph, parsed, actor, dry_run, embed, progress, started, clock) -> I
         graph_id = graph.pk
         transaction.on_commit(lambda: embed_graph.apply_async(args=[graph_id], queue="embeddings"))
     return ImportResult(
-        counts, unresolved, list(parsed.warnings), batch_id=batch.pk, audit_seq=event.seq, embedding=mode,
+        counts,
+        unresolved,
+        list(parsed.warnings),
+        batch_id=batch.pk,
+        audit_seq=event.seq,
+        embedding=mode,
         duration_ms=duration_ms,
     )
 
@@ -392,10 +462,25 @@ def embed_pending(graph_id: int, progress: ProgressFn | None = None) -> dict:
     embedder = get_embedder()
     missing = Q(archived=False)
     return {
-        "nodes": _embed_rows(Node, "embedding", ("title", "text"), node_embedding_text, graph_id, embedder,
-                             missing & Q(embedding__isnull=True), progress),
-        "edges": _embed_rows(Edge, "triplet_embedding", ("source__title", "edge_type__name", "target__title"), triplet_text,
-                             graph_id, embedder, missing & Q(triplet_embedding__isnull=True)),
+        "nodes": _embed_rows(
+            Node,
+            "embedding",
+            ("title", "text"),
+            node_embedding_text,
+            graph_id,
+            embedder,
+            missing & Q(embedding__isnull=True),
+            progress,
+        ),
+        "edges": _embed_rows(
+            Edge,
+            "triplet_embedding",
+            ("source__title", "edge_type__name", "target__title"),
+            triplet_text,
+            graph_id,
+            embedder,
+            missing & Q(triplet_embedding__isnull=True),
+        ),
     }
 
 
@@ -429,20 +514,43 @@ def do_reembed(graph: Graph, *, actor, progress: ProgressFn | None = None) -> di
     started = time.perf_counter()
     before = stored_models(graph.pk)
     total = sum(stale_rows(graph.pk, embedder.model_name).values())
-    nodes = _embed_rows(Node, "embedding", ("title", "text"), node_embedding_text, graph.pk, embedder, stale,
-                        progress and (lambda phase, done, _n: progress(phase, done, total)))
-    edges = _embed_rows(Edge, "triplet_embedding", ("source__title", "edge_type__name", "target__title"), triplet_text,
-                        graph.pk, embedder, stale, progress and (lambda phase, done, _n: progress(phase, nodes + done, total)))
+    nodes = _embed_rows(
+        Node,
+        "embedding",
+        ("title", "text"),
+        node_embedding_text,
+        graph.pk,
+        embedder,
+        stale,
+        progress and (lambda phase, done, _n: progress(phase, done, total)),
+    )
+    edges = _embed_rows(
+        Edge,
+        "triplet_embedding",
+        ("source__title", "edge_type__name", "target__title"),
+        triplet_text,
+        graph.pk,
+        embedder,
+        stale,
+        progress and (lambda phase, done, _n: progress(phase, nodes + done, total)),
+    )
     counts = {"nodes": nodes, "edges": edges}
-    payload = {"model": embedder.model_name, "models_before": before, **counts,
-               "duration_ms": round((time.perf_counter() - started) * 1000, 1)}
+    payload = {
+        "model": embedder.model_name,
+        "models_before": before,
+        **counts,
+        "duration_ms": round((time.perf_counter() - started) * 1000, 1),
+    }
     with transaction.atomic():
-        audit.append(graph.organization_id, actor, "graph.reembed", payload, scope={"graph": graph.pk, "graph_slug": graph.slug})
+        audit.append(
+            graph.organization_id, actor, "graph.reembed", payload, scope={"graph": graph.pk, "graph_slug": graph.slug}
+        )
     return payload
 
 
-def _embed_rows(model, field: str, columns: tuple, text_of, graph_id: int, embedder, where: Q,
-                progress: ProgressFn | None = None) -> int:
+def _embed_rows(
+    model, field: str, columns: tuple, text_of, graph_id: int, embedder, where: Q, progress: ProgressFn | None = None
+) -> int:
     """Embed the rows of ``model`` in the graph matching ``where``, EMBED_BATCH_SIZE per transaction.
 
     Each row gets its vector and the embedder's model name, or NULL and '' when its text has
@@ -453,11 +561,15 @@ def _embed_rows(model, field: str, columns: tuple, text_of, graph_id: int, embed
     done, size = 0, settings.EMBED_BATCH_SIZE
     for i in range(0, len(ids), size):
         with transaction.atomic():
-            rows = list(model.objects.filter(where, graph_id=graph_id, id__in=ids[i : i + size]).values_list("id", *columns))
+            rows = list(
+                model.objects.filter(where, graph_id=graph_id, id__in=ids[i : i + size]).values_list("id", *columns)
+            )
             vecs = embedder.embed([text_of(*row[1:]) for row in rows])
             model.objects.bulk_update(
-                [model(id=row[0], **{field: v, "embedding_model": embedder.model_name if v is not None else ""})
-                 for row, v in zip(rows, vecs)],
+                [
+                    model(id=row[0], **{field: v, "embedding_model": embedder.model_name if v is not None else ""})
+                    for row, v in zip(rows, vecs)
+                ],
                 [field, "embedding_model"],
             )
         done += len(rows)

@@ -25,9 +25,10 @@ import posixpath
 import re
 import stat
 import zipfile
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
-from typing import BinaryIO, Callable, Iterable
+from typing import BinaryIO
 from urllib.parse import unquote
 
 import yaml
@@ -42,7 +43,9 @@ MAX_FILES = 50_000
 NOTE_SUFFIX = ".md"
 # Properties with a meaning of their own; any other frontmatter property whose value holds links
 # becomes a typed edge named after the property.
-RESERVED_PROPERTIES = frozenset({"title", "aliases", "alias", "tags", "tag", "type", "kind", "cssclasses", "cssclass", "publish"})
+RESERVED_PROPERTIES = frozenset(
+    {"title", "aliases", "alias", "tags", "tag", "type", "kind", "cssclasses", "cssclass", "publish"}
+)
 # Obsidian's attachment formats, and other files a vault commonly links to.
 ATTACHMENT_SUFFIXES = frozenset(
     ".png .jpg .jpeg .gif .bmp .svg .webp .avif .tif .tiff .ico .heic .mp3 .wav .m4a .ogg .flac .3gp .webm .mp4 .ogv .mov "
@@ -54,7 +57,9 @@ _FENCE = re.compile(r"^ {0,3}(`{3,}|~{3,})")
 _CODE_SPAN = re.compile(r"(`+)(?:(?!\1).)+?\1", re.DOTALL)
 _COMMENT = re.compile(r"%%.*?%%", re.DOTALL)
 _WIKILINK = re.compile(r"(!?)\[\[([^\[\]\n]+?)\]\]")
-_MDLINK = re.compile(r"(!?)\[((?:[^\[\]\n]|\[[^\[\]\n]*\])*)\]\(\s*(<[^>\n]+>|[^)\s]+)(?:\s+(?:\"[^\"\n]*\"|'[^'\n]*'))?\s*\)")
+_MDLINK = re.compile(
+    r"(!?)\[((?:[^\[\]\n]|\[[^\[\]\n]*\])*)\]\(\s*(<[^>\n]+>|[^)\s]+)(?:\s+(?:\"[^\"\n]*\"|'[^'\n]*'))?\s*\)"
+)
 _INLINE_FIELD = re.compile(r"^\s*(?:[-*+]\s+)?([A-Za-z_][A-Za-z0-9_\- ]{0,98})::\s*(.*)$")
 _SCHEME = re.compile(r"^[a-zA-Z][a-zA-Z0-9+.\-]*:")
 # A body tag: '#' at the start of a line or after whitespace, then letters, digits, '_', '-' and '/'
@@ -125,8 +130,13 @@ class Unresolved:
     candidates: tuple[str, ...] = ()
 
     def as_dict(self) -> dict:
-        return {"source": self.source, "target": self.target, "edge_type": self.edge_type, "reason": self.reason,
-                "candidates": list(self.candidates)}
+        return {
+            "source": self.source,
+            "target": self.target,
+            "edge_type": self.edge_type,
+            "reason": self.reason,
+            "candidates": list(self.candidates),
+        }
 
 
 def group_unresolved(unresolved: Iterable[dict]) -> list[dict]:
@@ -202,7 +212,9 @@ def read_directory(root: Path) -> list[SourceFile]:
                 raise VaultError(f"The vault has more than {MAX_FILES} files.")
             size = full.stat().st_size
             if rel.lower().endswith(NOTE_SUFFIX):
-                files.append(SourceFile(rel, full.read_bytes()) if size <= MAX_NOTE_BYTES else SourceFile(rel, None, _TOO_BIG))
+                files.append(
+                    SourceFile(rel, full.read_bytes()) if size <= MAX_NOTE_BYTES else SourceFile(rel, None, _TOO_BIG)
+                )
             else:
                 files.append(SourceFile(rel, b""))  # attachments: only their names matter
     return files
@@ -253,7 +265,7 @@ def read_zip(fileobj: BinaryIO) -> list[SourceFile]:
         for name, info in entries:
             if _hidden(name.split("/")):
                 continue
-            rel = name[len(prefix):] if prefix else name
+            rel = name[len(prefix) :] if prefix else name
             if not rel.lower().endswith(NOTE_SUFFIX):
                 files.append(SourceFile(rel, b""))
                 continue
@@ -301,7 +313,12 @@ def strip_code(body: str) -> str:
             out.append("")
             continue
         if fence is not None:
-            if match and match.group(1)[0] == fence[0] and len(match.group(1)) >= len(fence) and not line.strip()[len(match.group(1)):].strip():
+            if (
+                match
+                and match.group(1)[0] == fence[0]
+                and len(match.group(1)) >= len(fence)
+                and not line.strip()[len(match.group(1)) :].strip()
+            ):
                 fence = None
             out.append("")
             continue
@@ -474,7 +491,7 @@ def frontmatter_links(meta: dict) -> list[tuple[str, str, str]]:
 def _clean_list(value, strip_hash: bool = False) -> list[str]:
     items = []
     for item in _strings(value):
-        for part in (item.split(",") if strip_hash else [item]):
+        for part in item.split(",") if strip_hash else [item]:
             part = part.strip()
             if strip_hash:
                 part = part.lstrip("#")
@@ -666,7 +683,9 @@ def normalize_target(raw: str, style: str) -> str | None:
 ProgressFn = Callable[[str, int, int], None]
 
 
-def parse_vault(source: str | Path | BinaryIO, progress: ProgressFn | None = None, create_missing: bool = False) -> ParsedVault:
+def parse_vault(
+    source: str | Path | BinaryIO, progress: ProgressFn | None = None, create_missing: bool = False
+) -> ParsedVault:
     """Read and parse a vault, resolve every link; raises VaultError when the whole input is refused."""
     files = read_source(source)
     note_files = [f for f in files if f.path.lower().endswith(NOTE_SUFFIX)]
@@ -680,7 +699,11 @@ def parse_vault(source: str | Path | BinaryIO, progress: ProgressFn | None = Non
         key = f.path[: -len(NOTE_SUFFIX)]
         if f.data is None:
             skipped.append(key)
-            reason = f"larger than the note limit of {MAX_NOTE_BYTES:,} bytes" if f.skip_reason == _TOO_BIG else f.skip_reason
+            reason = (
+                f"larger than the note limit of {MAX_NOTE_BYTES:,} bytes"
+                if f.skip_reason == _TOO_BIG
+                else f.skip_reason
+            )
             warnings.append(f"{f.path}: skipped, {reason}.")
         else:
             note = parse_note(f.path, f.data, warnings)

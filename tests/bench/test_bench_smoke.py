@@ -22,14 +22,41 @@ def test_bench_runs_at_tiny_scale():
     env = {**os.environ, "BENCH_DATABASE": "graphadmin_bench_ci", "LOG_LEVEL": "WARNING"}
     env.pop("DATABASE_NAME", None)
     done = subprocess.run(
-        [sys.executable, "-m", "bench.run", "--scale", "0.005", "--iterations", "2", "--rounds", "1", "--page-iterations", "1", "--no-write"],
-        cwd=ROOT, env=env, capture_output=True, text=True, timeout=300,
+        [
+            sys.executable,
+            "-m",
+            "bench.run",
+            "--scale",
+            "0.005",
+            "--iterations",
+            "2",
+            "--rounds",
+            "1",
+            "--page-iterations",
+            "1",
+            "--no-write",
+        ],
+        cwd=ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,
     )
     assert done.returncode == 0, done.stderr[-3000:]
     out = done.stdout
     assert "| path | p50 | p95 | floor (p50) | ratio | target | met |" in out
-    for path in ("rank 1 hop", "rank 2 hops", "hybrid search: recall@50", "context assembly", "use feedback", "outcome feedback",
-                 "decay, all edges", "rollback of a", "query embedding, one sentence", "import embedding, demo vault"):
+    for path in (
+        "rank 1 hop",
+        "rank 2 hops",
+        "hybrid search: recall@50",
+        "context assembly",
+        "use feedback",
+        "outcome feedback",
+        "decay, all edges",
+        "rollback of a",
+        "query embedding, one sentence",
+        "import embedding, demo vault",
+    ):
         assert path in out, path
     for name in PAGES:
         assert f"| dashboard: {name} (" in out, name

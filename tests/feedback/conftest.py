@@ -14,12 +14,23 @@ from graphadmin.models import Edge
 def make_session(graph, external_id, candidates):
     """A session with one injection; ``candidates`` is a list of (node, edge or None, selected)."""
     session = AgentSession.objects.create(graph=graph, external_id=external_id)
-    injection = ContextInjection.objects.create(graph=graph, session=session, policy_revision=graph.current_policy(), query="q")
-    InjectionCandidate.objects.bulk_create([
-        InjectionCandidate(injection=injection, graph=graph, rank=rank, selected=selected, node=node, edge=edge,
-                           total=1.0 - rank / 10)
-        for rank, (node, edge, selected) in enumerate(candidates, start=1)
-    ])
+    injection = ContextInjection.objects.create(
+        graph=graph, session=session, policy_revision=graph.current_policy(), query="q"
+    )
+    InjectionCandidate.objects.bulk_create(
+        [
+            InjectionCandidate(
+                injection=injection,
+                graph=graph,
+                rank=rank,
+                selected=selected,
+                node=node,
+                edge=edge,
+                total=1.0 - rank / 10,
+            )
+            for rank, (node, edge, selected) in enumerate(candidates, start=1)
+        ]
+    )
     return session
 
 
@@ -37,14 +48,18 @@ def edges(small_graph):
 def surfaced(acme_graph, small_graph, edges):
     """Session 's1': b via a->b and c via b->c selected; a considered but cut by the budget."""
     n = small_graph
-    return make_session(acme_graph, "s1", [(n["b"], edges["ab"], True), (n["c"], edges["bc"], True), (n["a"], None, False)])
+    return make_session(
+        acme_graph, "s1", [(n["b"], edges["ab"], True), (n["c"], edges["bc"], True), (n["a"], None, False)]
+    )
 
 
 @pytest.fixture
 def later(acme_graph, small_graph, edges):
     """Session 's2', surfacing the same as 's1': a second report on the same targets (once per session each)."""
     n = small_graph
-    return make_session(acme_graph, "s2", [(n["b"], edges["ab"], True), (n["c"], edges["bc"], True), (n["a"], None, False)])
+    return make_session(
+        acme_graph, "s2", [(n["b"], edges["ab"], True), (n["c"], edges["bc"], True), (n["a"], None, False)]
+    )
 
 
 def reload(obj):

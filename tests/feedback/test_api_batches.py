@@ -1,5 +1,7 @@
 """Batches: list (constant query count), detail with changes, paginated changes, rollback endpoint."""
 
+from datetime import UTC
+
 import pytest
 from django.db import connection
 from django.test.utils import CaptureQueriesContext
@@ -27,7 +29,12 @@ def test_list_query_count_does_not_grow_with_batches(api, oscar, rita, acme_grap
         data = client.get("/api/batches/").data
     assert data["count"] == 6 and len(many) == len(few)
     first = data["results"][-1]
-    assert (first["kind"], first["trigger_session"], first["trigger_user"], first["edge_updates"]) == ("reinforce", "s1", "oscar", 1)
+    assert (first["kind"], first["trigger_session"], first["trigger_user"], first["edge_updates"]) == (
+        "reinforce",
+        "s1",
+        "oscar",
+        1,
+    )
 
 
 def test_filters(api, oscar, rita, acme_graph, surfaced, edges):
@@ -66,13 +73,14 @@ def test_rollback_endpoint_conflicts_force_and_twice(api, oscar, surfaced, later
 
 
 def test_a_decay_batch_lists_its_block_changes(api, oscar, rita, client, acme_graph, edges):
-    from datetime import datetime, timedelta, timezone
+    from datetime import datetime, timedelta
 
-    decayed = actions.decay(oscar, acme_graph, now=datetime.now(timezone.utc) + timedelta(days=15))
+    decayed = actions.decay(oscar, acme_graph, now=datetime.now(UTC) + timedelta(days=15))
     detail = api(rita).get(f"/api/batches/{decayed.batch_id}/").data
     assert detail["changes_total"] == 2
     assert [(c["id"], c["edge"], c["before"], c["event"]) for c in detail["changes"]] == [
-        (None, e, 0.5, "decay") for e in sorted((edges["ab"].pk, edges["bc"].pk))]
+        (None, e, 0.5, "decay") for e in sorted((edges["ab"].pk, edges["bc"].pk))
+    ]
     assert all(c["block"] for c in detail["changes"]) and detail["changes"][0]["after"] == pytest.approx(0.475)
     assert api(rita).get(f"/api/batches/{decayed.batch_id}/changes/?limit=1").data["count"] == 2
     # The dashboard shows the same changes on the batch page and on the edge's own history.

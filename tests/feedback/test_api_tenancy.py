@@ -13,13 +13,19 @@ pytestmark = pytest.mark.django_db
 
 @pytest.fixture
 def batch(oscar, surfaced, edges):
-    return UpdateBatch.objects.get(pk=actions.apply_uses(oscar, surfaced, [UseItem("edge", edges["ab"].pk, "explicit")]).batch_id)
+    return UpdateBatch.objects.get(
+        pk=actions.apply_uses(oscar, surfaced, [UseItem("edge", edges["ab"].pk, "explicit")]).batch_id
+    )
 
 
 def test_outsider_gets_404_everywhere(api, mallory, acme_graph, surfaced, batch, django_capture_on_commit_callbacks):
     client = api(mallory)
     with django_capture_on_commit_callbacks() as callbacks:
-        for what, body in (("uses", {"items": [{"node": 1}]}), ("response", {"response": "x"}), ("outcome", {"outcome": "accepted"})):
+        for what, body in (
+            ("uses", {"items": [{"node": 1}]}),
+            ("response", {"response": "x"}),
+            ("outcome", {"outcome": "accepted"}),
+        ):
             assert client.post(url(acme_graph, "s1", what), body, format="json").status_code == 404
         for path in ("decay", "normalize", "weights"):
             assert client.post(f"/api/graphs/{acme_graph.pk}/{path}/", {}, format="json").status_code == 404

@@ -1,5 +1,7 @@
 """The graph learns links the import did not make: co_used edges between notes used together in accepted sessions."""
 
+from datetime import UTC
+
 import pytest
 
 from feedback import actions
@@ -39,7 +41,9 @@ def test_a_pair_used_together_in_enough_accepted_sessions_is_linked_both_ways(ac
     links = result["links"]
     assert links["status"] == "applied" and links["edge_updates"] == 2
     assert {(e.source_id, e.target_id, e.weight, e.edge_type.priority) for e in co_used(acme_graph)} == {
-        (p.pk, q.pk, 0.5, 0.0), (q.pk, p.pk, 0.5, 0.0)}
+        (p.pk, q.pk, 0.5, 0.0),
+        (q.pk, p.pk, 0.5, 0.0),
+    }
     batch = UpdateBatch.objects.get(pk=links["batch_id"])
     assert batch.kind == "link" and batch.details["pairs"] == [[p.pk, q.pk, 3]]
     assert sorted(batch.details["created_edges"]) == sorted(co_used(acme_graph).values_list("pk", flat=True))
@@ -61,8 +65,12 @@ def test_only_accepted_sessions_count(acme_graph, unlinked, oscar):
 def test_an_existing_edge_either_way_means_no_link(acme_graph, unlinked, oscar):
     from graphadmin.models import EdgeType
 
-    Edge.objects.create(graph=acme_graph, source=unlinked["q"], target=unlinked["p"],
-                        edge_type=EdgeType.objects.get(graph=acme_graph, name="related"))
+    Edge.objects.create(
+        graph=acme_graph,
+        source=unlinked["q"],
+        target=unlinked["p"],
+        edge_type=EdgeType.objects.get(graph=acme_graph, name="related"),
+    )
     for i in range(3):
         result = accepted_session(acme_graph, f"s{i}", unlinked, oscar, "pq")
     assert result["links"]["status"] == "no_new_links" and not co_used(acme_graph).exists()
@@ -85,9 +93,9 @@ def test_rolling_back_a_link_archives_its_edges_and_it_is_not_made_again(acme_gr
 
 
 def test_co_used_edges_decay_like_every_edge(acme_graph, unlinked, oscar):
-    from datetime import datetime, timedelta, timezone
+    from datetime import datetime, timedelta
 
     for i in range(3):
         accepted_session(acme_graph, f"s{i}", unlinked, oscar, "pq")
-    actions.decay(oscar, acme_graph, now=datetime.now(timezone.utc) + timedelta(days=15), chunk_size=10**9)
+    actions.decay(oscar, acme_graph, now=datetime.now(UTC) + timedelta(days=15), chunk_size=10**9)
     assert [e.weight for e in co_used(acme_graph)] == [pytest.approx(0.475)] * 2

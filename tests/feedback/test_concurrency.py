@@ -6,6 +6,7 @@ nodes. Each thread has its own database connection and transaction.
 """
 
 import threading
+from datetime import UTC
 
 import pytest
 from django.db import connection
@@ -15,6 +16,7 @@ from feedback.actions import UseItem
 from feedback.models import UpdateBatch, UseEvent, WeightChange
 
 from .conftest import make_session
+
 
 def run_at_once(*calls):
     """Run each callable in its own thread (own connection), all released together; return the results.
@@ -52,7 +54,9 @@ RULES = {
 @pytest.mark.django_db(transaction=True)
 def test_eight_concurrent_reporters_lose_no_update(oscar, acme_graph, small_graph, edges):
     n = small_graph
-    sessions = [make_session(acme_graph, f"c{i}", [(n["b"], edges["ab"], True), (n["c"], edges["bc"], True)]) for i in range(8)]
+    sessions = [
+        make_session(acme_graph, f"c{i}", [(n["b"], edges["ab"], True), (n["c"], edges["bc"], True)]) for i in range(8)
+    ]
 
     def report(i):
         if i % 2 == 0:
@@ -92,7 +96,9 @@ def test_the_same_report_delivered_twice_at_once_applies_once(oscar, acme_graph,
     session = make_session(acme_graph, "dup", [(small_graph["b"], edges["ab"], True)])
 
     def report():
-        return actions.apply_uses(oscar, session, [UseItem("edge", edges["ab"].pk, "explicit")], idempotency_key="same-report")
+        return actions.apply_uses(
+            oscar, session, [UseItem("edge", edges["ab"].pk, "explicit")], idempotency_key="same-report"
+        )
 
     results = run_at_once(*[report] * 4)
     assert sorted(r.status for r in results) == ["applied", "duplicate", "duplicate", "duplicate"]
@@ -124,19 +130,20 @@ def test_the_same_outcome_reported_at_once_applies_once(oscar, acme_graph, small
 def test_decay_running_beside_use_reports_loses_no_update(oscar, acme_graph, small_graph, edges):
     """Decay chunks (plain UPDATE, block history) and use reports (locking path, row history) interleave:
     every edge's history, rows and block elements together, is one chain ending at its weight."""
-    from datetime import datetime, timedelta, timezone
+    from datetime import datetime, timedelta
 
     from feedback.models import WeightHistory
 
-    later = datetime.now(timezone.utc) + timedelta(days=15)
+    later = datetime.now(UTC) + timedelta(days=15)
     sessions = [make_session(acme_graph, f"d{i}", [(small_graph["b"], edges["ab"], True)]) for i in range(4)]
 
     def report(i):
         items = [UseItem("edge", edges["ab"].pk, "explicit"), UseItem("edge", edges["bc"].pk, "explicit")]
         return actions.apply_uses(oscar, sessions[i], items if i % 2 else items[::-1])
 
-    run_at_once(lambda: actions.decay(oscar, acme_graph, now=later, chunk_size=1),
-                *(lambda i=i: report(i) for i in range(4)))
+    run_at_once(
+        lambda: actions.decay(oscar, acme_graph, now=later, chunk_size=1), *(lambda i=i: report(i) for i in range(4))
+    )
     rules = {**RULES, "decay": lambda w: max(0.1, w * 0.95)}
     for edge in edges.values():
         edge.refresh_from_db()

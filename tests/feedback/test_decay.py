@@ -1,6 +1,6 @@
 """Decay: untraversed edges lose weight once per period, toward the floor; chunked; archived untouched."""
 
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta
 
 import pytest
 
@@ -12,7 +12,7 @@ from .conftest import reload
 
 pytestmark = pytest.mark.django_db
 
-LATER = datetime.now(timezone.utc) + timedelta(days=15)  # more than one full 7-day period after creation
+LATER = datetime.now(UTC) + timedelta(days=15)  # more than one full 7-day period after creation
 
 
 def test_untraversed_edges_decay_once_per_period(oscar, acme_graph, edges):
@@ -54,7 +54,10 @@ def test_chunks_are_separate_batches_and_a_rerun_skips_them(oscar, acme_graph, e
     assert len(result.details["batches"]) == 2
     batches = UpdateBatch.objects.filter(kind="decay").order_by("id")
     assert [b.edge_updates for b in batches] == [1, 1]
-    assert [b.details["id_range"] for b in batches] == [[edges["ab"].pk, edges["ab"].pk + 1], [edges["bc"].pk, edges["bc"].pk + 1]]
+    assert [b.details["id_range"] for b in batches] == [
+        [edges["ab"].pk, edges["ab"].pk + 1],
+        [edges["bc"].pk, edges["bc"].pk + 1],
+    ]
     rerun = actions.decay(oscar, acme_graph, now=LATER, chunk_size=1)
     assert rerun.details["skipped_chunks"] == 2 and rerun.edge_updates == 0
 
@@ -70,7 +73,7 @@ def test_dry_run_writes_nothing(oscar, acme_graph, edges):
 def test_decay_command_dry_run_and_run(oscar, acme_graph, edges, capsys):
     from django.core.management import call_command
 
-    Edge.objects.update(created_at=datetime.now(timezone.utc) - timedelta(days=30))
+    Edge.objects.update(created_at=datetime.now(UTC) - timedelta(days=30))
     call_command("decay", "--graph", "memory", "--org", "acme", "--dry-run")
     out = capsys.readouterr().out
     assert "2 edge(s) would decay" in out and "0.500000 -> 0.475000" in out and "nothing written" in out
@@ -84,13 +87,21 @@ def test_decay_history_is_one_block_per_chunk_read_back_per_edge(oscar, acme_gra
     result = actions.decay(oscar, acme_graph, now=LATER)
     block = WeightChangeBlock.objects.get()
     ab, bc = sorted((edges["ab"].pk, edges["bc"].pk))
-    assert (block.batch_id, block.target, block.field, block.event, block.size) == (result.batch_id, "edge", "weight", "decay", 2)
+    assert (block.batch_id, block.target, block.field, block.event, block.size) == (
+        result.batch_id,
+        "edge",
+        "weight",
+        "decay",
+        2,
+    )
     assert (block.ids, block.id_min, block.id_max) == ([ab, bc], ab, bc)
     assert block.before == [0.5, 0.5] and block.after == pytest.approx([0.475, 0.475])
     assert not WeightChange.objects.exists()  # no per-edge rows
     rows = list(WeightHistory.objects.filter(batch_id=result.batch_id).in_order())
     assert [(r.edge_id, r.node_id, r.before, r.change_id, r.block_id) for r in rows] == [
-        (ab, None, 0.5, None, block.pk), (bc, None, 0.5, None, block.pk)]
+        (ab, None, 0.5, None, block.pk),
+        (bc, None, 0.5, None, block.pk),
+    ]
     # One edge's history finds its change inside the block, beside its row-stored changes.
     actions.apply_uses(oscar, _session(acme_graph, small_graph, edges), [actions.UseItem("edge", ab, "explicit")])
     history = list(WeightHistory.objects.of(acme_graph, "edge", ab))  # newest first

@@ -52,9 +52,21 @@ def tiny(tmp_path):
 def test_two_rounds_learning_against_frozen(live_server, acme, alice, celery_worker_process, tiny, tmp_path):
     vault, questions = tiny
     out, report_path = io.StringIO(), tmp_path / "report.json"
-    call_command("evaluate_learning", str(vault), str(questions), url=live_server.url, token=Token.objects.create(user=alice).key,
-                 org="acme", rounds=2, seed=3, negative_rate=1.0, policy_set=["learning_rate=0.2", "ceiling_mode=soft"],
-                 json_out=str(report_path), stdout=out, stderr=io.StringIO())
+    call_command(
+        "evaluate_learning",
+        str(vault),
+        str(questions),
+        url=live_server.url,
+        token=Token.objects.create(user=alice).key,
+        org="acme",
+        rounds=2,
+        seed=3,
+        negative_rate=1.0,
+        policy_set=["learning_rate=0.2", "ceiling_mode=soft"],
+        json_out=str(report_path),
+        stdout=out,
+        stderr=io.StringIO(),
+    )
     printed = out.getvalue()
     report = json.loads(report_path.read_text())
 
@@ -69,7 +81,10 @@ def test_two_rounds_learning_against_frozen(live_server, acme, alice, celery_wor
             assert f"{r['round']:>5} {side:<5} |" in printed
     assert sorted(report["train"] + report["test"]) == [0, 1, 2, 3] and len(report["train"]) == 2
     assert [r["feedback"]["sessions"] for r in report["rounds"]] == [2, 2, 0]  # the last round only measures
-    assert all(sum(m.values()) == 2 for m in report["moved"].values()) and "questions by recall@5 against frozen" in printed
+    assert (
+        all(sum(m.values()) == 2 for m in report["moved"].values())
+        and "questions by recall@5 against frozen" in printed
+    )
 
     learning = Graph.objects.get(pk=report["graphs"]["learning"]["id"])
     frozen = Graph.objects.get(pk=report["graphs"]["frozen"]["id"])
@@ -81,7 +96,9 @@ def test_two_rounds_learning_against_frozen(live_server, acme, alice, celery_wor
         assert not graph.injections.filter(policy_revision__revision=1).exists()
 
     # Every call was question-only with its own session: 4 questions x 3 rounds per graph.
-    assert AgentSession.objects.filter(graph=learning).count() == AgentSession.objects.filter(graph=frozen).count() == 12
+    assert (
+        AgentSession.objects.filter(graph=learning).count() == AgentSession.objects.filter(graph=frozen).count() == 12
+    )
 
     # Feedback went to the learning graph's train sessions of rounds 0 and 1 only, and all of it was applied.
     run = report["config"]["run"]
@@ -107,18 +124,46 @@ def test_refusals_are_clear(live_server, acme, alice, oscar, tiny):
     vault, questions = tiny
     token = Token.objects.create(user=oscar).key  # an operator may not create graphs
     with pytest.raises(CommandError, match="admin role"):
-        call_command("evaluate_learning", str(vault), str(questions), url=live_server.url, token=token, org="acme",
-                     stdout=io.StringIO(), stderr=io.StringIO())
+        call_command(
+            "evaluate_learning",
+            str(vault),
+            str(questions),
+            url=live_server.url,
+            token=token,
+            org="acme",
+            stdout=io.StringIO(),
+            stderr=io.StringIO(),
+        )
     assert not Graph.objects.exists()
     alice_token = Token.objects.create(user=alice).key
     with pytest.raises(CommandError, match=r"unknown policy names \['explorashun'\]"):
-        call_command("evaluate_learning", str(vault), str(questions), url=live_server.url, token=alice_token, org="acme",
-                     policy_set=["explorashun=0"], stdout=io.StringIO(), stderr=io.StringIO())
+        call_command(
+            "evaluate_learning",
+            str(vault),
+            str(questions),
+            url=live_server.url,
+            token=alice_token,
+            org="acme",
+            policy_set=["explorashun=0"],
+            stdout=io.StringIO(),
+            stderr=io.StringIO(),
+        )
     with pytest.raises(CommandError, match="learning_rate"):
-        call_command("evaluate_learning", str(vault), str(questions), url=live_server.url, token=alice_token, org="acme",
-                     policy_set=["learning_rate=7"], stdout=io.StringIO(), stderr=io.StringIO())
+        call_command(
+            "evaluate_learning",
+            str(vault),
+            str(questions),
+            url=live_server.url,
+            token=alice_token,
+            org="acme",
+            policy_set=["learning_rate=7"],
+            stdout=io.StringIO(),
+            stderr=io.StringIO(),
+        )
     with pytest.raises(CommandError, match="--token is required"):
-        call_command("evaluate_learning", str(vault), str(questions), url=live_server.url, token="", stdout=io.StringIO())
+        call_command(
+            "evaluate_learning", str(vault), str(questions), url=live_server.url, token="", stdout=io.StringIO()
+        )
 
 
 def test_scores_and_the_simulated_agent():
@@ -131,7 +176,11 @@ def test_scores_and_the_simulated_agent():
     uses, outcome = evaluation.agent_reports(items, ["a", "z"], random.Random(0), negative_rate=0.0)
     assert uses == [{"node": 1, "signal": "explicit"}] and outcome == "rework"
     uses, outcome = evaluation.agent_reports(items, ["a", "c"], random.Random(0), negative_rate=1.0)
-    assert uses == [{"node": 1, "signal": "explicit"}, {"node": 3, "signal": "explicit"}, {"node": 2, "signal": "negative"}]
+    assert uses == [
+        {"node": 1, "signal": "explicit"},
+        {"node": 3, "signal": "explicit"},
+        {"node": 2, "signal": "negative"},
+    ]
     assert outcome == "accepted"
     assert evaluation.agent_reports(items, ["z"], random.Random(0), negative_rate=0.0) == ([], "rejected")
 
@@ -139,6 +188,9 @@ def test_scores_and_the_simulated_agent():
     train, test = evaluation.split(10, 0.5, 0)
     assert len(train) == 5 and sorted(train + test) == list(range(10))
     assert evaluation.parse_settings(["learning_rate=0.2", "max_hops=2", "ceiling_mode=soft"]) == {
-        "learning_rate": 0.2, "max_hops": 2, "ceiling_mode": "soft"}
+        "learning_rate": 0.2,
+        "max_hops": 2,
+        "ceiling_mode": "soft",
+    }
     with pytest.raises(evaluation.EvaluationError):
         evaluation.parse_settings(["learning_rate"])

@@ -19,7 +19,11 @@ def _warned(caplog, status):
 
 
 def _nothing_written():
-    return not UpdateBatch.objects.exists() and not WeightHistory.objects.exists() and not AuditEvent.objects.filter(action="graph.feedback").exists()
+    return (
+        not UpdateBatch.objects.exists()
+        and not WeightHistory.objects.exists()
+        and not AuditEvent.objects.filter(action="graph.feedback").exists()
+    )
 
 
 def test_unknown_session(caplog, oscar, acme_graph):
@@ -49,6 +53,8 @@ def test_feedback_disabled(caplog, oscar, acme_graph, surfaced, edges):
     acme_graph.save()
     surfaced.graph.refresh_from_db()
     assert actions.apply_outcome(oscar, acme_graph, "s1", "accepted").status == "feedback_disabled"
-    assert actions.apply_uses(oscar, surfaced, [UseItem("edge", edges["ab"].pk, "explicit")]).status == "feedback_disabled"
+    assert (
+        actions.apply_uses(oscar, surfaced, [UseItem("edge", edges["ab"].pk, "explicit")]).status == "feedback_disabled"
+    )
     assert len(_warned(caplog, "feedback_disabled")) == 2
     assert _nothing_written()

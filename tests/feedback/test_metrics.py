@@ -1,6 +1,6 @@
 """The daily metrics rollup (hand-computed figures) and the endpoint that serves it."""
 
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta
 
 import pytest
 
@@ -20,14 +20,18 @@ def day_of_feedback(oscar, acme_graph, surfaced, small_graph, edges):
     make_session(acme_graph, "s2", [(n["c"], edges["bc"], True), (n["b"], edges["ab"], True), (n["a"], None, False)])
     actions.apply_uses(oscar, surfaced, [UseItem("edge", edges["ab"].pk, "explicit")])
     actions.apply_outcome(oscar, acme_graph, "s1", "accepted")
-    return datetime.now(timezone.utc).date()
+    return datetime.now(UTC).date()
 
 
 def test_rollup_figures(acme_graph, day_of_feedback):
     data = metrics.rollup(acme_graph, day_of_feedback).data
     scores = data["scores"]
     assert (scores["count"], scores["selected"]) == (6, 4)
-    assert scores["min"] == pytest.approx(0.7) and scores["max"] == pytest.approx(0.9) and scores["mean"] == pytest.approx(0.8)
+    assert (
+        scores["min"] == pytest.approx(0.7)
+        and scores["max"] == pytest.approx(0.9)
+        and scores["mean"] == pytest.approx(0.8)
+    )
     assert scores["stddev"] == pytest.approx((0.04 / 6) ** 0.5)
     assert sum(b["count"] for b in scores["histogram"]) == 6
     assert scores["histogram"][0]["count"] == 2 and scores["histogram"][-1]["count"] == 2
@@ -38,7 +42,11 @@ def test_rollup_figures(acme_graph, day_of_feedback):
         ("outcome", "(node)", "feedback_weight"): 2,
     }
     related = next(w for w in data["weights"] if w["edge_type"] == "related")
-    assert related["count"] == 1 and related["weight"]["mean"] == pytest.approx(0.55) and related["feedback_weight"]["mean"] == pytest.approx(0.55)
+    assert (
+        related["count"] == 1
+        and related["weight"]["mean"] == pytest.approx(0.55)
+        and related["feedback_weight"]["mean"] == pytest.approx(0.55)
+    )
     assert related["weight"]["histogram"][5] == 1  # 0.55 falls in [0.5, 0.6)
     assert data["top_used"] == {"top_k": 3, "sessions": 2, "used": 1, "fraction": 0.5}
     assert data["outcomes"] == {"accepted": 1}

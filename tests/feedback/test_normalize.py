@@ -56,4 +56,6 @@ def test_a_large_batch_is_stored_in_blocks_of_bounded_span(oscar, acme_graph, ed
     Edge.objects.filter(pk__in=[e.pk for e in edges.values()]).update(weight=0.4)
     result = actions.normalize(oscar, acme_graph, chunk_size=10**9)
     blocks = list(WeightChangeBlock.objects.filter(batch_id=result.batch_id).order_by("id_min"))
-    assert [b.ids for b in blocks] == [[b.id_min] for b in blocks] and sum(b.size for b in blocks) == result.edge_updates
+    assert [b.ids for b in blocks] == [[b.id_min] for b in blocks] and sum(
+        b.size for b in blocks
+    ) == result.edge_updates

@@ -77,7 +77,9 @@ def test_retried_report_with_its_key_applies_once_even_after_a_correction(oscar,
 
 
 @pytest.mark.parametrize("pg_version", [180000, 170000])
-def test_both_write_paths_record_the_same_history(oscar, acme_graph, surfaced, edges, small_graph, monkeypatch, pg_version):
+def test_both_write_paths_record_the_same_history(
+    oscar, acme_graph, surfaced, edges, small_graph, monkeypatch, pg_version
+):
     """PostgreSQL 18: one UPDATE with RETURNING old.*; older servers: a locking pass first. Same result."""
     from django.db import connection
 

@@ -13,7 +13,9 @@ pytestmark = pytest.mark.django_db
 
 
 def test_explicit_use_reinforces_edge_weight_and_node_feedback_weight(oscar, surfaced, edges, small_graph):
-    result = actions.apply_uses(oscar, surfaced, [UseItem("edge", edges["ab"].pk, "explicit"), UseItem("node", small_graph["c"].pk, "explicit")])
+    result = actions.apply_uses(
+        oscar, surfaced, [UseItem("edge", edges["ab"].pk, "explicit"), UseItem("node", small_graph["c"].pk, "explicit")]
+    )
     assert result.status == "applied"
     # c was surfaced through b->c: its use credits that edge too (credit to the path).
     assert (result.edge_updates, result.node_updates, result.triplet_embeddings) == (2, 1, 0)
@@ -59,11 +61,22 @@ def test_learning_rate_override_within_bounds(oscar, surfaced, edges):
 def test_batch_history_and_audit_are_written(oscar, surfaced, edges):
     result = actions.apply_uses(oscar, surfaced, [UseItem("edge", edges["ab"].pk, "explicit")])
     batch = UpdateBatch.objects.get(pk=result.batch_id)
-    assert (batch.kind, batch.status, batch.trigger_user, batch.trigger_session) == ("reinforce", "applied", oscar, surfaced)
+    assert (batch.kind, batch.status, batch.trigger_user, batch.trigger_session) == (
+        "reinforce",
+        "applied",
+        oscar,
+        surfaced,
+    )
     assert batch.finished_at is not None and batch.duration_ms > 0
     change = WeightChange.objects.get(batch=batch)
     event = UseEvent.objects.get(session=surfaced)
-    assert (change.edge_id, change.field, change.before, change.event, change.use_event_id) == (edges["ab"].pk, "weight", 0.5, "explicit", event.pk)
+    assert (change.edge_id, change.field, change.before, change.event, change.use_event_id) == (
+        edges["ab"].pk,
+        "weight",
+        0.5,
+        "explicit",
+        event.pk,
+    )
     assert change.after == pytest.approx(0.55)
     audit = AuditEvent.objects.get(action="graph.feedback")
     assert audit.payload["batch"] == batch.pk and audit.actor == "user:oscar"
@@ -79,7 +92,9 @@ def test_idempotency_key_applies_once(oscar, surfaced, edges):
 
 def test_same_target_with_two_signals_is_refused_and_nothing_written(oscar, surfaced, edges):
     with pytest.raises(actions.FeedbackError) as info:
-        actions.apply_uses(oscar, surfaced, [UseItem("edge", edges["ab"].pk, "explicit"), UseItem("edge", edges["ab"].pk, "negative")])
+        actions.apply_uses(
+            oscar, surfaced, [UseItem("edge", edges["ab"].pk, "explicit"), UseItem("edge", edges["ab"].pk, "negative")]
+        )
     assert info.value.field == "items[1]"
     assert not UpdateBatch.objects.exists() and not UseEvent.objects.exists()
 

@@ -1,6 +1,6 @@
 """Weight history is partitioned by month; expiry drops whole months, audited, never single rows."""
 
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 
 import pytest
 from django.db import DataError, InternalError, ProgrammingError, connection, transaction
@@ -20,7 +20,7 @@ def _partition_of(change_id):
 @pytest.fixture
 def old_batch(rg, oscar):
     """A manual batch whose history is dated March 2025 (its own monthly partition)."""
-    retention.ensure_partitions(since=datetime(2025, 3, 1, tzinfo=timezone.utc))
+    retention.ensure_partitions(since=datetime(2025, 3, 1, tzinfo=UTC))
     edge = rg["edges"]["a>b"]
     result = actions.set_weights(oscar, rg["graph"], [actions.ManualValue("edge", edge.pk, "weight", 0.7)])
     batch = UpdateBatch.objects.get(pk=result.batch_id)
@@ -41,7 +41,7 @@ def test_new_history_lands_in_this_months_partition(rg, oscar):
     edge = rg["edges"]["a>b"]
     result = actions.set_weights(oscar, rg["graph"], [actions.ManualValue("edge", edge.pk, "weight", 0.4)])
     change = WeightChange.objects.get(batch_id=result.batch_id)
-    now = datetime.now(timezone.utc)
+    now = datetime.now(UTC)
     assert _partition_of(change.pk) == f"feedback_weightchange_{now.year:04d}_{now.month:02d}"
 
 
@@ -53,11 +53,13 @@ def test_partitions_refuse_update_and_delete(old_batch):
 
 
 def test_expire_drops_whole_old_months_and_audits_them(rg, old_batch, alice):
-    recent = actions.set_weights(alice, rg["graph"], [actions.ManualValue("edge", rg["edges"]["a>c"].pk, "weight", 0.3)])
+    recent = actions.set_weights(
+        alice, rg["graph"], [actions.ManualValue("edge", rg["edges"]["a>c"].pk, "weight", 0.3)]
+    )
     dropped = {d["partition"]: d for d in retention.expire("task:test", retention_days=365)}
     assert dropped["feedback_weightchange_2025_03"]["rows"] == 1
     assert sum(d["rows"] for d in dropped.values()) == 1  # the other old months were empty
-    now = datetime.now(timezone.utc)
+    now = datetime.now(UTC)
     assert f"feedback_weightchange_{now.year:04d}_{now.month:02d}" in retention.existing_partitions()
     assert not WeightChange.objects.filter(batch=old_batch).exists()
     assert WeightChange.objects.filter(batch_id=recent.batch_id).exists()
@@ -78,7 +80,7 @@ def test_no_retention_keeps_everything(old_batch):
 def test_partitions_are_kept_ahead(db):
     retention.ensure_partitions(months_ahead=3)
     months = sorted(retention.existing_partitions().values())
-    now = datetime.now(timezone.utc)
+    now = datetime.now(UTC)
     assert months[-1] > datetime(now.year, now.month, 1).date()
     assert len([m for m in months if m >= datetime(now.year, now.month, 1).date()]) >= 4
 
@@ -89,21 +91,24 @@ def test_block_history_expires_by_month_like_rows(rg, oscar):
 
     from feedback.models import WeightChangeBlock, WeightHistory
 
-    retention.ensure_partitions(since=datetime(2025, 3, 1, tzinfo=timezone.utc))
-    result = actions.decay(oscar, rg["graph"], now=datetime.now(timezone.utc) + timedelta(days=15))
+    retention.ensure_partitions(since=datetime(2025, 3, 1, tzinfo=UTC))
+    result = actions.decay(oscar, rg["graph"], now=datetime.now(UTC) + timedelta(days=15))
     assert result.status == "applied"
     block = WeightChangeBlock.objects.get(batch_id=result.batch_id)
     with connection.cursor() as cur:
         cur.execute("SELECT tableoid::regclass::text FROM feedback_weightchangeblock WHERE id = %s", [block.pk])
-        now = datetime.now(timezone.utc)
+        now = datetime.now(UTC)
         assert cur.fetchone()[0] == f"feedback_weightchangeblock_{now.year:04d}_{now.month:02d}"
         with pytest.raises((InternalError, ProgrammingError, DataError), match="append-only"):
             with transaction.atomic():
                 cur.execute("UPDATE feedback_weightchangeblock SET after = before")
         cur.execute("SET session_replication_role = replica")  # re-date it (test only)
-        cur.execute("INSERT INTO feedback_weightchangeblock (batch_id, graph_id, target, field, event, created_at, id_min, id_max, size, ids, before, after) "
-                    "SELECT batch_id, graph_id, target, field, event, '2025-03-15T12:00:00Z', id_min, id_max, size, ids, before, after "
-                    "FROM feedback_weightchangeblock WHERE id = %s", [block.pk])
+        cur.execute(
+            "INSERT INTO feedback_weightchangeblock (batch_id, graph_id, target, field, event, created_at, id_min, id_max, size, ids, before, after) "
+            "SELECT batch_id, graph_id, target, field, event, '2025-03-15T12:00:00Z', id_min, id_max, size, ids, before, after "
+            "FROM feedback_weightchangeblock WHERE id = %s",
+            [block.pk],
+        )
         cur.execute("DELETE FROM feedback_weightchangeblock WHERE id = %s", [block.pk])
         cur.execute("SET session_replication_role = DEFAULT")
     dropped = {d["partition"]: d for d in retention.expire("task:test", retention_days=365)}

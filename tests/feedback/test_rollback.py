@@ -1,6 +1,6 @@
 """Rollback: restore before values where unchanged since; conflicts unless forced; never twice; rollbackable itself."""
 
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta
 
 import pytest
 from django.core.management import CommandError, call_command
@@ -31,7 +31,9 @@ def test_rollback_restores_before_values(oscar, acme_graph, surfaced, edges, sma
 
 
 def test_rows_changed_since_are_conflicts_left_alone(oscar, surfaced, later, edges):
-    first = actions.apply_uses(oscar, surfaced, [UseItem("edge", edges["ab"].pk, "explicit"), UseItem("edge", edges["bc"].pk, "explicit")])
+    first = actions.apply_uses(
+        oscar, surfaced, [UseItem("edge", edges["ab"].pk, "explicit"), UseItem("edge", edges["bc"].pk, "explicit")]
+    )
     actions.apply_uses(oscar, later, [UseItem("edge", edges["ab"].pk, "explicit")])  # ab: 0.55 -> 0.595
     result = actions.rollback(oscar, UpdateBatch.objects.get(pk=first.batch_id))
     assert result.conflicts == 1 and result.edge_updates == 1
@@ -77,17 +79,26 @@ def test_every_kind_is_rollbackable(kind, oscar, acme_graph, surfaced, edges, sm
     elif kind == "outcome":
         done = actions.apply_outcome(oscar, acme_graph, "s1", "rejected")
     elif kind == "decay":
-        done = actions.decay(oscar, acme_graph, now=datetime.now(timezone.utc) + timedelta(days=15), chunk_size=10**9)
+        done = actions.decay(oscar, acme_graph, now=datetime.now(UTC) + timedelta(days=15), chunk_size=10**9)
     elif kind == "normalize":
         done = actions.normalize(oscar, acme_graph, chunk_size=10**9)
     else:
-        done = actions.set_weights(oscar, acme_graph, [ManualValue("edge", edges["ab"].pk, "weight", 0.9),
-                                                        ManualValue("node", small_graph["a"].pk, "feedback_weight", 0.2)])
+        done = actions.set_weights(
+            oscar,
+            acme_graph,
+            [
+                ManualValue("edge", edges["ab"].pk, "weight", 0.9),
+                ManualValue("node", small_graph["a"].pk, "feedback_weight", 0.2),
+            ],
+        )
     assert done.status == "applied"
     before = {e.pk: (e.weight, e.feedback_weight) for e in Edge.objects.all()}
     assert before != {edges["ab"].pk: (0.5, 0.5), edges["bc"].pk: (0.5, 0.5)}
     actions.rollback(oscar, UpdateBatch.objects.get(pk=done.batch_id))
-    assert {e.pk: (e.weight, e.feedback_weight) for e in Edge.objects.all()} == {edges["ab"].pk: (0.5, 0.5), edges["bc"].pk: (0.5, 0.5)}
+    assert {e.pk: (e.weight, e.feedback_weight) for e in Edge.objects.all()} == {
+        edges["ab"].pk: (0.5, 0.5),
+        edges["bc"].pk: (0.5, 0.5),
+    }
     assert {n.feedback_weight for n in small_graph["a"].graph.nodes.all()} == {0.5}
 
 

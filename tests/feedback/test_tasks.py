@@ -14,20 +14,33 @@ pytestmark = pytest.mark.django_db
 
 def test_input_invalid_by_the_time_the_task_runs_is_refused_not_raised(caplog, acme_graph, surfaced, edges):
     Edge.objects.filter(pk=edges["ab"].pk).update(archived=True)  # archived between the request and the task
-    result = apply_uses_task.apply(kwargs={"graph_id": acme_graph.pk, "external_id": "s1",
-                                           "items": [{"kind": "edge", "id": edges["ab"].pk, "signal": "explicit"}]}).get()
+    result = apply_uses_task.apply(
+        kwargs={
+            "graph_id": acme_graph.pk,
+            "external_id": "s1",
+            "items": [{"kind": "edge", "id": edges["ab"].pk, "signal": "explicit"}],
+        }
+    ).get()
     assert result["status"] == "refused" and result["field"] == "items[0].edge"
     assert not UpdateBatch.objects.exists()
     assert any(getattr(r, "feedback_status", None) == "refused" for r in caplog.records)
 
 
 def test_unknown_graph_and_session_are_statuses(acme_graph):
-    assert apply_outcome_task.apply(kwargs={"graph_id": 10**9, "external_id": "x", "outcome": "accepted"}).get()["status"] == "unknown_graph"
-    assert apply_uses_task.apply(kwargs={"graph_id": acme_graph.pk, "external_id": "x", "items": []}).get()["status"] == "unknown_session"
+    assert (
+        apply_outcome_task.apply(kwargs={"graph_id": 10**9, "external_id": "x", "outcome": "accepted"}).get()["status"]
+        == "unknown_graph"
+    )
+    assert (
+        apply_uses_task.apply(kwargs={"graph_id": acme_graph.pk, "external_id": "x", "items": []}).get()["status"]
+        == "unknown_session"
+    )
 
 
 def test_task_actor_is_the_requesting_user_or_the_task(oscar, acme_graph, surfaced):
-    apply_outcome_task.apply(kwargs={"graph_id": acme_graph.pk, "external_id": "s1", "outcome": "accepted", "user_id": oscar.pk}).get()
+    apply_outcome_task.apply(
+        kwargs={"graph_id": acme_graph.pk, "external_id": "s1", "outcome": "accepted", "user_id": oscar.pk}
+    ).get()
     assert UpdateBatch.objects.get().trigger_user == oscar
 
 

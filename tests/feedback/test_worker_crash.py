@@ -34,9 +34,28 @@ def _start_worker(tmp_path, name):
     log_path = tmp_path / f"{name}.log"
     log = open(log_path, "w")
     proc = subprocess.Popen(
-        [sys.executable, "-m", "celery", "-A", "graphadmin", "worker", "--loglevel=INFO", "--pool=solo",
-         "--without-heartbeat", "--without-gossip", "--without-mingle", "-n", f"{name}@%h", "-Q", QUEUE],
-        cwd=ROOT, env=env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True,
+        [
+            sys.executable,
+            "-m",
+            "celery",
+            "-A",
+            "graphadmin",
+            "worker",
+            "--loglevel=INFO",
+            "--pool=solo",
+            "--without-heartbeat",
+            "--without-gossip",
+            "--without-mingle",
+            "-n",
+            f"{name}@%h",
+            "-Q",
+            QUEUE,
+        ],
+        cwd=ROOT,
+        env=env,
+        stdout=log,
+        stderr=subprocess.STDOUT,
+        start_new_session=True,
     )
     deadline = time.monotonic() + 60
     while "ready." not in log_path.read_text():
@@ -47,8 +66,14 @@ def _start_worker(tmp_path, name):
 
 def _connect():
     s = connection.settings_dict
-    return psycopg.connect(host=s["HOST"], port=s["PORT"] or None, user=s["USER"], password=s["PASSWORD"] or None,
-                           dbname=s["NAME"], autocommit=True)
+    return psycopg.connect(
+        host=s["HOST"],
+        port=s["PORT"] or None,
+        user=s["USER"],
+        password=s["PASSWORD"] or None,
+        dbname=s["NAME"],
+        autocommit=True,
+    )
 
 
 def _wait(predicate, what, timeout=30):
@@ -62,7 +87,12 @@ def test_killed_worker_leaves_no_partial_batch_and_retry_applies_once(tmp_path, 
     n = small_graph
     edge = Edge.objects.get(source=n["a"], target=n["b"])
     make_session(acme_graph, "crash", [(n["b"], edge, True)])
-    kwargs = {"graph_id": acme_graph.pk, "external_id": "crash", "outcome": "accepted", "idempotency_key": "crash-report-1"}
+    kwargs = {
+        "graph_id": acme_graph.pk,
+        "external_id": "crash",
+        "outcome": "accepted",
+        "idempotency_key": "crash-report-1",
+    }
 
     locker, watcher = _connect(), _connect()
     locker.execute("BEGIN")
@@ -80,9 +110,13 @@ def test_killed_worker_leaves_no_partial_batch_and_retry_applies_once(tmp_path, 
         try:
             _wait(lambda: blocked_backends(), "the worker to block mid-batch")
         except AssertionError:
-            print(watcher.execute("SELECT pid, state, wait_event_type, wait_event, left(query, 200) FROM pg_stat_activity WHERE datname = current_database()").fetchall())
+            print(
+                watcher.execute(
+                    "SELECT pid, state, wait_event_type, wait_event, left(query, 200) FROM pg_stat_activity WHERE datname = current_database()"
+                ).fetchall()
+            )
             raise
-        (pid,), = blocked_backends()
+        ((pid,),) = blocked_backends()
         os.killpg(worker.pid, signal.SIGKILL)
         worker.wait(timeout=10)
     finally:
@@ -90,7 +124,10 @@ def test_killed_worker_leaves_no_partial_batch_and_retry_applies_once(tmp_path, 
             os.killpg(worker.pid, signal.SIGKILL)
         locker.execute("ROLLBACK")
     # The orphaned backend finishes its statement, finds its client gone and aborts the transaction.
-    _wait(lambda: not watcher.execute("SELECT 1 FROM pg_stat_activity WHERE pid = %s", [pid]).fetchone(), "the orphan backend to end")
+    _wait(
+        lambda: not watcher.execute("SELECT 1 FROM pg_stat_activity WHERE pid = %s", [pid]).fetchone(),
+        "the orphan backend to end",
+    )
     assert not UpdateBatch.objects.exists() and not WeightHistory.objects.exists()
     assert not AuditEvent.objects.filter(action="graph.feedback").exists()
     edge.refresh_from_db()

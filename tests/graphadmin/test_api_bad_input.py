@@ -39,7 +39,9 @@ def test_bad_node(api, acme_graph, small_graph, oscar, body, field):
 def test_good_node_with_embedding(api, acme_graph, oscar):
     vec = [0.0] * settings.EMBEDDING_DIM
     vec[3] = 1.0
-    response = api(oscar).post(f"/api/graphs/{acme_graph.pk}/nodes/", {"key": "v", "title": "V", "embedding": vec}, format="json")
+    response = api(oscar).post(
+        f"/api/graphs/{acme_graph.pk}/nodes/", {"key": "v", "title": "V", "embedding": vec}, format="json"
+    )
     assert response.status_code == 201, response.json()
     assert list(Node.objects.get(key="v").embedding)[3] == 1.0
 
@@ -71,7 +73,9 @@ def test_bad_edge(api, acme_graph, small_graph, oscar, over, field):
 def test_edge_whose_end_is_in_another_graph(api, acme_graph, small_graph, globex_graph, oscar):
     foreign = Node.objects.create(graph=globex_graph, key="f", title="F")
     before = _snapshot()
-    response = api(oscar).post(f"/api/graphs/{acme_graph.pk}/edges/", _edge(small_graph, target=foreign.pk), format="json")
+    response = api(oscar).post(
+        f"/api/graphs/{acme_graph.pk}/edges/", _edge(small_graph, target=foreign.pk), format="json"
+    )
     assert response.status_code == 400 and "target" in response.json()
     assert _snapshot() == before
 
@@ -114,7 +118,9 @@ def test_bad_priority(api, acme_graph, oscar):
 
     et = EdgeType.objects.get(graph=acme_graph, name="related")
     before = _snapshot()
-    response = _post_raw(api(oscar), f"/api/graphs/{acme_graph.pk}/edge-types/{et.pk}/", '{"priority": 3}', method="patch")
+    response = _post_raw(
+        api(oscar), f"/api/graphs/{acme_graph.pk}/edge-types/{et.pk}/", '{"priority": 3}', method="patch"
+    )
     assert response.status_code == 400 and "priority" in response.json()
     assert _snapshot() == before
 

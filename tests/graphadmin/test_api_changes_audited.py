@@ -16,7 +16,9 @@ def test_priority_change_is_audited(api, acme_graph, oscar):
 
 def test_policy_change_writes_a_revision_and_keeps_the_old(api, acme_graph, oscar):
     url = f"/api/graphs/{acme_graph.pk}/policy/"
-    response = api(oscar).patch(url, {"learning_rate": 0.2, "ceiling_mode": "normalize", "note": "faster"}, format="json")
+    response = api(oscar).patch(
+        url, {"learning_rate": 0.2, "ceiling_mode": "normalize", "note": "faster"}, format="json"
+    )
     assert response.status_code == 201, response.json()
     assert response.json()["revision"] == 2 and response.json()["learning_rate"] == 0.2
     revs = PolicyRevision.objects.filter(graph=acme_graph).order_by("revision")

@@ -73,7 +73,10 @@ def test_reader_roles_get_403_on_writes(request, api, acme_graph, small_graph, u
     assert client.put(urls["policy"], {"learning_rate": 0.2}, format="json").status_code == 403
     assert client.patch(urls["graph"], {"name": "x"}, format="json").status_code == 403
     assert client.delete(urls["graph"]).status_code == 403
-    assert client.post("/api/graphs/", {"organization": "acme", "slug": "g2", "name": "G2"}, format="json").status_code == 403
+    assert (
+        client.post("/api/graphs/", {"organization": "acme", "slug": "g2", "name": "G2"}, format="json").status_code
+        == 403
+    )
     assert (Node.objects.count(), Edge.objects.count(), AuditEvent.objects.count()) == before
     assert not Node.objects.filter(archived=True).exists()
 
@@ -84,7 +87,10 @@ def test_operator_writes_graph_contents_but_not_graphs(api, acme_graph, small_gr
     assert client.post(urls["nodes"], {"key": "d", "title": "D"}, format="json").status_code == 201
     assert client.delete(urls["node"]).status_code == 204
     assert Node.objects.get(pk=small_graph["a"].pk).archived  # archived, not deleted
-    assert client.post("/api/graphs/", {"organization": "acme", "slug": "g2", "name": "G2"}, format="json").status_code == 403
+    assert (
+        client.post("/api/graphs/", {"organization": "acme", "slug": "g2", "name": "G2"}, format="json").status_code
+        == 403
+    )
 
 
 def test_admin_creates_graph_with_policy_types_and_audit(api, acme, alice):
@@ -92,7 +98,11 @@ def test_admin_creates_graph_with_policy_types_and_audit(api, acme, alice):
     assert response.status_code == 201, response.json()
     graph = Graph.objects.get(pk=response.json()["id"])
     assert graph.current_policy().revision == 1
-    assert set(EdgeType.objects.filter(graph=graph).values_list("name", flat=True)) >= {"related", "derived_from", "depends_on"}
+    assert set(EdgeType.objects.filter(graph=graph).values_list("name", flat=True)) >= {
+        "related",
+        "derived_from",
+        "depends_on",
+    }
     assert AuditEvent.objects.filter(organization=acme, action="graph.create").count() == 1
 
 

@@ -109,20 +109,26 @@ def test_incremental_verification_starts_at_the_checkpoint(acme, alice):
     audit.append(acme, alice, "test.event", {"i": 3})
     assert audit.verify(acme, full=False) == audit.Verification(True, 4)
     # Tampering after the checkpoint is caught incrementally.
-    _bypass_append_only("UPDATE graphadmin_auditevent SET actor = 'x' WHERE organization_id = %s AND seq = 4", [acme.pk])
+    _bypass_append_only(
+        "UPDATE graphadmin_auditevent SET actor = 'x' WHERE organization_id = %s AND seq = 4", [acme.pk]
+    )
     assert audit.verify(acme, full=False).broken_at == 4
 
 
 def test_tampering_with_the_checkpointed_event_is_caught_incrementally(acme, alice):
     _append_three(acme, alice)
     audit.verify(acme)
-    _bypass_append_only("UPDATE graphadmin_auditevent SET hash = %s WHERE organization_id = %s AND seq = 3", ["0" * 64, acme.pk])
+    _bypass_append_only(
+        "UPDATE graphadmin_auditevent SET hash = %s WHERE organization_id = %s AND seq = 3", ["0" * 64, acme.pk]
+    )
     assert audit.verify(acme, full=False).broken_at == 3
 
 
 def test_tampering_behind_the_checkpoint_needs_the_full_walk(acme, alice):
     _append_three(acme, alice)
     audit.verify(acme)
-    _bypass_append_only("UPDATE graphadmin_auditevent SET payload = '{}' WHERE organization_id = %s AND seq = 1", [acme.pk])
+    _bypass_append_only(
+        "UPDATE graphadmin_auditevent SET payload = '{}' WHERE organization_id = %s AND seq = 1", [acme.pk]
+    )
     assert audit.verify(acme, full=False).ok  # by design: pages trust the last full walk
     assert audit.verify(acme).broken_at == 1

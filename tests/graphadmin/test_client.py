@@ -45,15 +45,26 @@ def test_agent_session_through_the_client(live_server, rg, ana, celery_worker_pr
     graph = rg["graph"]
     policy = graph.current_policy()
     lr, alpha, score = policy.learning_rate, policy.ema_alpha, policy.outcome_score("rework")
-    before = {pk: (w, fw) for pk, w, fw in Edge.objects.filter(graph=graph).values_list("pk", "weight", "feedback_weight")}
+    before = {
+        pk: (w, fw) for pk, w, fw in Edge.objects.filter(graph=graph).values_list("pk", "weight", "feedback_weight")
+    }
     node_before = dict(Node.objects.filter(graph=graph).values_list("pk", "feedback_weight"))
     token = Token.objects.create(user=ana).key
 
     with GraphClient(live_server.url, token, timeout=30) as gc:
         hits = gc.search(graph.pk, "vector search with HNSW", k=3)
         assert [h["rank"] for h in hits["results"]] == [1, 2, 3]
-        assert set(hits["results"][0]["components"]) == {"vector", "hop", "persona", "recency", "feedback", "path", "priority",
-                                                          "memory", "exploration"}
+        assert set(hits["results"][0]["components"]) == {
+            "vector",
+            "hop",
+            "persona",
+            "recency",
+            "feedback",
+            "path",
+            "priority",
+            "memory",
+            "exploration",
+        }
 
         # The question only, one vector hit: what follows is reached along the graph's edges.
         ctx = gc.context(graph.pk, "client run 1", "ranking weights", k=1, budget=3)
@@ -86,7 +97,8 @@ def test_agent_session_through_the_client(live_server, rg, ana, celery_worker_pr
     assert Node.objects.get(pk=used["node"]).feedback_weight == pytest.approx(alpha * score + (1 - alpha) * reinforced)
     # Every other edge kept its reinforcement weight: only the used note's path was credited.
     assert {pk: w for pk, w in Edge.objects.exclude(pk=used["edge"]).values_list("pk", "weight")} == {
-        pk: w for pk, (w, _fw) in before.items() if pk != used["edge"]}
+        pk: w for pk, (w, _fw) in before.items() if pk != used["edge"]
+    }
     assert AgentSession.objects.get(graph=graph, external_id="client run 1").outcome == "rework"
 
 
@@ -147,7 +159,9 @@ class _Flaky(BaseHTTPRequestHandler):
         body = self.rfile.read(int(self.headers.get("Content-Length", 0)))
         type(self).seen.append((self.path, self.headers.get("Idempotency-Key"), json.loads(body)))
         failing = len(type(self).seen) <= type(self).failures
-        payload = json.dumps({"detail": "busy"} if failing else {"status": "queued", "task_id": "t", "idempotency_key": "k"})
+        payload = json.dumps(
+            {"detail": "busy"} if failing else {"status": "queued", "task_id": "t", "idempotency_key": "k"}
+        )
         self.send_response(503 if failing else 202)
         self.send_header("Content-Type", "application/json")
         self.send_header("Content-Length", str(len(payload)))

@@ -13,7 +13,9 @@ from ranking import service
 @pytest.fixture
 def manual_batch(rg, oscar):
     edge = rg["edges"]["a>b"]
-    result = actions.set_weights(oscar, rg["graph"], [actions.ManualValue("edge", edge.pk, "weight", 0.2)], reason="test")
+    result = actions.set_weights(
+        oscar, rg["graph"], [actions.ManualValue("edge", edge.pk, "weight", 0.2)], reason="test"
+    )
     return UpdateBatch.objects.get(pk=result.batch_id), edge
 
 
@@ -30,7 +32,9 @@ def test_operator_saves_priority_and_policy(client, rg, oscar):
     assert 'id="preview-button"' in page and "r1" in page
     types = list(EdgeType.objects.filter(graph=g).order_by("name"))
     depends = next(t for t in types if t.name == "depends_on")
-    data = _tune_post(g.current_policy(), types, **{f"priority_{depends.pk}": 0.5, "learning_rate": 0.15, "note": "tuned"})
+    data = _tune_post(
+        g.current_policy(), types, **{f"priority_{depends.pk}": 0.5, "learning_rate": 0.15, "note": "tuned"}
+    )
     response = client.post(f"/g/{g.pk}/tune/", data)
     assert response.status_code == 302
     depends.refresh_from_db()
@@ -49,7 +53,10 @@ def test_bad_tune_input_names_the_field_and_writes_nothing(client, rg, oscar):
     response = client.post(f"/g/{g.pk}/tune/", _tune_post(g.current_policy(), types, learning_rate=0.9))
     assert response.status_code == 200 and "learning_rate" in response.content.decode()
     assert "Ensure this value is less than or equal to 0.5" in response.content.decode()
-    assert PolicyRevision.objects.filter(graph=g).count() == 1 and not AuditEvent.objects.filter(action="policy.update").exists()
+    assert (
+        PolicyRevision.objects.filter(graph=g).count() == 1
+        and not AuditEvent.objects.filter(action="policy.update").exists()
+    )
 
 
 def test_whatif_preview_writes_nothing(client, rg, oscar):
@@ -59,7 +66,10 @@ def test_whatif_preview_writes_nothing(client, rg, oscar):
     types = list(EdgeType.objects.filter(graph=g))
     related = next(t for t in types if t.name == "related")
     before = (PolicyRevision.objects.count(), AuditEvent.objects.count())
-    response = client.post(f"/g/{g.pk}/tune/preview/", _tune_post(g.current_policy(), types, **{f"priority_{related.pk}": -1.0, "coef_priority": 3.0}))
+    response = client.post(
+        f"/g/{g.pk}/tune/preview/",
+        _tune_post(g.current_policy(), types, **{f"priority_{related.pk}": -1.0, "coef_priority": 3.0}),
+    )
     body = response.content.decode()
     assert response.status_code == 200 and "Replayed <strong>1</strong>" in body and "top-1" in body
     assert (PolicyRevision.objects.count(), AuditEvent.objects.count()) == before
@@ -87,7 +97,7 @@ def test_operator_rolls_back_from_the_batch_page(client, manual_batch, rg, oscar
     edge.refresh_from_db()
     assert edge.weight == 0.9
     page = client.get(response["Location"]).content.decode()
-    assert f"rolls back <a href=\"/g/{rg['graph'].pk}/batches/{batch.pk}/\">#{batch.pk}</a>" in page
+    assert f'rolls back <a href="/g/{rg["graph"].pk}/batches/{batch.pk}/">#{batch.pk}</a>' in page
     # Twice is refused with a message, nothing written.
     client.post(f"/g/{rg['graph'].pk}/batches/{batch.pk}/rollback/")
     assert UpdateBatch.objects.filter(kind="rollback").count() == 1

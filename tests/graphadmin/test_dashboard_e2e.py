@@ -26,7 +26,9 @@ def browser():
 def activity(rg, oscar, ana):
     """A session with an injection, a use, a manual batch and today's rollup."""
     g, nodes, edges = rg["graph"], rg["nodes"], rg["edges"]
-    ctx = service.assemble_context(g, session_id="s-e2e", query="vector search in postgres", start_nodes=[nodes["a"].pk], budget=3)
+    ctx = service.assemble_context(
+        g, session_id="s-e2e", query="vector search in postgres", start_nodes=[nodes["a"].pk], budget=3
+    )
     actions.apply_uses(ana, ctx.injection.session, [actions.UseItem("edge", edges["a>b"].pk, "explicit")])
     manual = actions.set_weights(oscar, g, [actions.ManualValue("edge", edges["a>c"].pk, "weight", 0.25)], reason="e2e")
     metrics.rollup(g, date.today())

@@ -12,8 +12,18 @@ from graphadmin.models import Edge
 def history(acme_graph, small_graph, alice):
     edge = Edge.objects.filter(graph=acme_graph).first()
     batch = UpdateBatch.objects.create(graph=acme_graph, kind="manual", started_at=timezone.now(), edge_updates=1)
-    WeightChange.objects.create(batch=batch, graph=acme_graph, edge=edge, field="weight", before=0.5, after=0.55, event="explicit")
-    WeightChange.objects.create(batch=batch, graph=acme_graph, node=small_graph["b"], field="feedback_weight", before=0.5, after=0.6, event="accepted")
+    WeightChange.objects.create(
+        batch=batch, graph=acme_graph, edge=edge, field="weight", before=0.5, after=0.55, event="explicit"
+    )
+    WeightChange.objects.create(
+        batch=batch,
+        graph=acme_graph,
+        node=small_graph["b"],
+        field="feedback_weight",
+        before=0.5,
+        after=0.6,
+        event="accepted",
+    )
     audit.append(acme_graph.organization, alice, "test.event", {"n": 1})
     return batch, edge
 

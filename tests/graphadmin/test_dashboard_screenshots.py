@@ -10,7 +10,7 @@ import pytest
 from django.contrib.auth import get_user_model
 
 from feedback import actions, metrics
-from feedback.models import WeightChange, ContextInjection, UpdateBatch
+from feedback.models import ContextInjection, UpdateBatch, WeightChange
 from graphadmin.demo import ensure_demo
 from graphadmin.models import Edge
 from ranking import service
@@ -45,7 +45,9 @@ def test_screenshots_of_every_page(live_server, monkeypatch):
     injection = ContextInjection.objects.filter(graph=graph).order_by("-id").first()
     batch = UpdateBatch.objects.filter(graph=graph, kind="reinforce").order_by("-id").first()
     # An edge with weight history (moved by path credit or an outcome), so its page has a chart.
-    edge = Edge.objects.filter(graph=graph, pk__in=WeightChange.objects.filter(graph=graph, edge__isnull=False).values("edge_id")).first()
+    edge = Edge.objects.filter(
+        graph=graph, pk__in=WeightChange.objects.filter(graph=graph, edge__isnull=False).values("edge_id")
+    ).first()
     pages = {
         "overview": (f"/g/{g}/", True),
         "explain": (f"/g/{g}/explain/", False),

@@ -15,7 +15,9 @@ def _raw(sql, params=()):
         cur.execute(sql, params)
 
 
-@pytest.mark.parametrize("column, value", [("weight", 1.5), ("weight", -0.1), ("feedback_weight", 2.0), ("weight", float("nan"))])
+@pytest.mark.parametrize(
+    "column, value", [("weight", 1.5), ("weight", -0.1), ("feedback_weight", 2.0), ("weight", float("nan"))]
+)
 def test_edge_weights_stay_in_unit_interval(small_graph, column, value):
     edge = Edge.objects.first()
     with pytest.raises(REFUSED):
@@ -96,7 +98,9 @@ def test_edge_table_fillfactor_is_50(db):
 
 def test_hnsw_indexes_exist(db):
     with connection.cursor() as cur:
-        cur.execute("SELECT indexname, indexdef FROM pg_indexes WHERE indexname IN ('node_embedding_hnsw', 'edge_triplet_hnsw')")
+        cur.execute(
+            "SELECT indexname, indexdef FROM pg_indexes WHERE indexname IN ('node_embedding_hnsw', 'edge_triplet_hnsw')"
+        )
         rows = dict(cur.fetchall())
     assert set(rows) == {"node_embedding_hnsw", "edge_triplet_hnsw"}
     assert all("hnsw" in d and "vector_cosine_ops" in d for d in rows.values())

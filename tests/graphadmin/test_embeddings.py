@@ -10,7 +10,13 @@ from pathlib import Path
 
 import pytest
 
-from graphadmin.embeddings import HashingEmbedder, ModelNotInstalled, SentenceTransformerEmbedder, find_sentence_model, get_embedder
+from graphadmin.embeddings import (
+    HashingEmbedder,
+    ModelNotInstalled,
+    SentenceTransformerEmbedder,
+    find_sentence_model,
+    get_embedder,
+)
 from graphadmin.models import Edge, Node
 from graphadmin.vault.load import embed_pending, import_vault
 from graphadmin.vault.parse import parse_vault
@@ -65,7 +71,10 @@ def _installed_model():
         return None
 
 
-@pytest.mark.skipif(_installed_model() is None, reason="sentence-transformers is not installed (the optional extra: pip install -e '.[sentence-transformers]')")
+@pytest.mark.skipif(
+    _installed_model() is None,
+    reason="sentence-transformers is not installed (the optional extra: pip install -e '.[sentence-transformers]')",
+)
 def test_sentence_transformer_embedder_loads_offline_and_ranks_by_meaning(settings):
     embedder = SentenceTransformerEmbedder(model=_installed_model())
     assert embedder.dim == settings.EMBEDDING_DIM == 384
@@ -91,9 +100,11 @@ def test_api_refuses_an_all_zero_vector_naming_the_field(api, oscar, acme_graph,
     bad = api(oscar).post(url, {"key": "k", "title": "t", "embedding": zero}, format="json")
     assert bad.status_code == 400 and list(bad.data) == ["embedding"] and "all-zero" in str(bad.data["embedding"])
     nodes = rg["nodes"]
-    edge = api(oscar).post(f"/api/graphs/{acme_graph.pk}/edges/",
-                           {"source": nodes["b"].pk, "target": nodes["g"].pk, "edge_type": "related", "triplet_embedding": zero},
-                           format="json")
+    edge = api(oscar).post(
+        f"/api/graphs/{acme_graph.pk}/edges/",
+        {"source": nodes["b"].pk, "target": nodes["g"].pk, "edge_type": "related", "triplet_embedding": zero},
+        format="json",
+    )
     assert edge.status_code == 400 and list(edge.data) == ["triplet_embedding"]
     assert not Node.objects.filter(graph=acme_graph, key="k").exists()
 
@@ -108,7 +119,9 @@ def test_the_database_refuses_a_zero_vector_from_any_writer(acme_graph, settings
 def test_api_records_the_model_a_caller_names_for_its_vector(api, oscar, acme_graph, settings):
     url = f"/api/graphs/{acme_graph.pk}/nodes/"
     vec = [0.1] * settings.EMBEDDING_DIM
-    named = api(oscar).post(url, {"key": "n", "title": "t", "embedding": vec, "embedding_model": "bge-small"}, format="json")
+    named = api(oscar).post(
+        url, {"key": "n", "title": "t", "embedding": vec, "embedding_model": "bge-small"}, format="json"
+    )
     anonymous = api(oscar).post(url, {"key": "a", "title": "t", "embedding": vec}, format="json")
     assert named.status_code == anonymous.status_code == 201
     assert named.data["embedding_model"] == "bge-small" and anonymous.data["embedding_model"] == ""
@@ -116,7 +129,9 @@ def test_api_records_the_model_a_caller_names_for_its_vector(api, oscar, acme_gr
     assert alone.status_code == 400 and "embedding_model" in alone.data
 
 
-def test_large_import_leaves_vectors_to_the_task_which_fills_them_in_batches(acme_graph, settings, django_capture_on_commit_callbacks):
+def test_large_import_leaves_vectors_to_the_task_which_fills_them_in_batches(
+    acme_graph, settings, django_capture_on_commit_callbacks
+):
     settings.VAULT_IMPORT_SYNC_EMBED_LIMIT = 5
     settings.EMBED_BATCH_SIZE = 4
     with django_capture_on_commit_callbacks(execute=False) as callbacks:
@@ -142,9 +157,10 @@ def test_embedding_task_runs_on_a_real_worker_after_commit(celery_worker_process
     shutil.copytree(FIXTURE, vault)
     call_command("import_vault", str(vault), "--graph", "memory", "--org", "acme", "--embed", "task")
     deadline = time.monotonic() + 60
-    while Node.objects.filter(graph=acme_graph, embedding__isnull=True).exists() or Edge.objects.filter(
-        graph=acme_graph, triplet_embedding__isnull=True
-    ).exists():
+    while (
+        Node.objects.filter(graph=acme_graph, embedding__isnull=True).exists()
+        or Edge.objects.filter(graph=acme_graph, triplet_embedding__isnull=True).exists()
+    ):
         assert time.monotonic() < deadline, celery_worker_process.log_path.read_text()[-3000:]
         time.sleep(0.3)
     assert Node.objects.filter(graph=acme_graph).count() == 9

@@ -30,8 +30,10 @@ class FakeEmbeddingsServer:
                     status = outer.script.pop(0)
                     self._send(status, {"error": {"message": f"scripted {status}"}})
                     return
-                data = [{"object": "embedding", "index": i, "embedding": [float(len(t))] + [1.0] * (DIM - 1)}
-                        for i, t in enumerate(body["input"])]
+                data = [
+                    {"object": "embedding", "index": i, "embedding": [float(len(t))] + [1.0] * (DIM - 1)}
+                    for i, t in enumerate(body["input"])
+                ]
                 self._send(200, {"object": "list", "model": body["model"], "data": data[::-1]})
 
             def _send(self, status, payload):
@@ -73,8 +75,10 @@ def test_texts_are_sent_in_batches_and_come_back_in_order(server):
     texts = ["a", "bb", "", "cccc", "ddddd", "e", "ffffff"]
     vectors = embedder(server).embed(texts)
     assert [r["body"]["input"] for r in server.requests] == [["a", "bb", "cccc"], ["ddddd", "e", "ffffff"]]
-    assert all(r["path"] == "/v1/embeddings" and r["auth"] == "Bearer sk-test" and r["body"]["model"] == "test-model"
-               for r in server.requests)
+    assert all(
+        r["path"] == "/v1/embeddings" and r["auth"] == "Bearer sk-test" and r["body"]["model"] == "test-model"
+        for r in server.requests
+    )
     assert vectors[2] is None  # a blank text is not sent and has no vector
     lengths = [len(t) for t in texts if t]
     first = [v[0] for v in vectors if v is not None]
@@ -115,7 +119,11 @@ def test_a_vector_of_the_wrong_dimension_is_refused(server):
 
 
 def test_configured_from_settings(server, settings):
-    settings.EMBEDDINGS_URL, settings.EMBEDDINGS_MODEL, settings.EMBEDDINGS_API_KEY = server.url + "/embeddings", "bge", ""
+    settings.EMBEDDINGS_URL, settings.EMBEDDINGS_MODEL, settings.EMBEDDINGS_API_KEY = (
+        server.url + "/embeddings",
+        "bge",
+        "",
+    )
     e = OpenAIEmbedder()
     assert e.url == server.url + "/embeddings" and e.model_name == "bge" and e.dim == settings.EMBEDDING_DIM
     e.embed(["x"])

@@ -18,8 +18,11 @@ LONG = " ".join(["Retrieval ranks edges by weight, proximity and priority."] * 4
 REFERENCE = [
     ("How do I reset my password?", "I forgot my login credentials.", 0.6368),
     ("How do I reset my password?", "The quarterly hiring budget was approved by finance.", 0.0105),
-    ("Caching hot keys in Redis reduces read latency.",
-     "Our cache layer keeps frequently read records in memory so reads skip the database.", 0.4377),
+    (
+        "Caching hot keys in Redis reduces read latency.",
+        "Our cache layer keeps frequently read records in memory so reads skip the database.",
+        0.4377,
+    ),
     ("The parcel was delivered to the wrong address.", "A package arrived at an incorrect location.", 0.7265),
     ("The parcel was delivered to the wrong address.", "Edges decay when they are not traversed.", -0.0093),
     ("A cat sits on the mat.", "A dog plays in the garden.", 0.1998),
@@ -53,9 +56,13 @@ def test_similarities_match_sentence_transformers(minilm, a, b, expected):
 
 
 def test_a_paraphrase_ranks_above_an_unrelated_sentence(minilm):
-    query, paraphrase, unrelated = minilm.embed([
-        "How do I reset my password?", "I forgot my login credentials.", "The quarterly hiring budget was approved by finance.",
-    ])
+    query, paraphrase, unrelated = minilm.embed(
+        [
+            "How do I reset my password?",
+            "I forgot my login credentials.",
+            "The quarterly hiring budget was approved by finance.",
+        ]
+    )
     assert cosine(query, paraphrase) > cosine(query, unrelated) + 0.4
 
 

@@ -17,12 +17,12 @@ import time
 import anyio
 import pytest
 from django.db import connection
+from mcp import ClientSession
+from mcp.client.stdio import StdioServerParameters, stdio_client
 from rest_framework.authtoken.models import Token
 
 from feedback.models import AgentSession, ContextInjection, UpdateBatch
 from graphadmin.models import Edge, Node
-from mcp import ClientSession
-from mcp.client.stdio import StdioServerParameters, stdio_client
 from tests.conftest import ROOT, stop
 
 TOOLS = {"graph_search", "graph_context", "graph_record_use", "graph_improve", "graph_explain"}
@@ -42,7 +42,9 @@ def with_server(token: str, script, tmp_path):
     """Start the server over stdio as ``token``'s user, initialize, run ``await script(client)``; return its result."""
 
     async def main():
-        params = StdioServerParameters(command=sys.executable, args=["manage.py", "mcp_server"], env=_env(token), cwd=str(ROOT))
+        params = StdioServerParameters(
+            command=sys.executable, args=["manage.py", "mcp_server"], env=_env(token), cwd=str(ROOT)
+        )
         with open(tmp_path / "mcp-server.log", "w") as errlog:
             async with stdio_client(params, errlog=errlog) as (read, write):
                 async with ClientSession(read, write, read_timeout_seconds=60) as client:
@@ -87,40 +89,86 @@ def test_full_agent_session_over_stdio_moves_the_weights(rg, ana, globex_graph, 
     policy = graph.current_policy()
     lr, neg, alpha = policy.learning_rate, policy.negative_rate, policy.ema_alpha
     score = policy.outcome_score("accepted")
-    before = {pk: (w, fw) for pk, w, fw in Edge.objects.filter(graph=graph).values_list("pk", "weight", "feedback_weight")}
+    before = {
+        pk: (w, fw) for pk, w, fw in Edge.objects.filter(graph=graph).values_list("pk", "weight", "feedback_weight")
+    }
     node_before = dict(Node.objects.filter(graph=graph).values_list("pk", "feedback_weight"))
     token = Token.objects.create(user=ana).key
     foreign_injection = ContextInjection.objects.create(
-        graph=globex_graph, session=AgentSession.objects.create(graph=globex_graph, external_id="theirs"),
-        policy_revision=globex_graph.current_policy(), query="secret", mode="hybrid", budget_unit="items", budget=1, spent=0,
+        graph=globex_graph,
+        session=AgentSession.objects.create(graph=globex_graph, external_id="theirs"),
+        policy_revision=globex_graph.current_policy(),
+        query="secret",
+        mode="hybrid",
+        budget_unit="items",
+        budget=1,
+        spent=0,
         params={},
     )
 
     async def session(client):
         tools = (await client.list_tools()).tools
         by_name = {t.name: t for t in tools}
-        context = ok(await client.call_tool("graph_context", {
-            "graph_id": graph.pk, "session": "agent-run-1", "query": "ranking weights", "k": 2, "budget": 3,
-        }))
+        context = ok(
+            await client.call_tool(
+                "graph_context",
+                {
+                    "graph_id": graph.pk,
+                    "session": "agent-run-1",
+                    "query": "ranking weights",
+                    "k": 2,
+                    "budget": 3,
+                },
+            )
+        )
         # The agent names the notes: one it used (reached along an edge), one it found wrong.
         used = next(i for i in context["items"] if i["path"])
         wrong = next(i for i in context["items"] if i["node"] != used["node"])
-        record = ok(await client.call_tool("graph_record_use", {
-            "graph_id": graph.pk, "session": "agent-run-1",
-            "items": [{"node": used["node"], "signal": "explicit"}, {"node": wrong["node"], "signal": "negative"}],
-        }))
+        record = ok(
+            await client.call_tool(
+                "graph_record_use",
+                {
+                    "graph_id": graph.pk,
+                    "session": "agent-run-1",
+                    "items": [
+                        {"node": used["node"], "signal": "explicit"},
+                        {"node": wrong["node"], "signal": "negative"},
+                    ],
+                },
+            )
+        )
         reinforced = await wait_for_batches(client, context["injection"], {"reinforce"})
-        improve = ok(await client.call_tool("graph_improve", {"graph_id": graph.pk, "session": "agent-run-1", "outcome": "accepted"}))
+        improve = ok(
+            await client.call_tool(
+                "graph_improve", {"graph_id": graph.pk, "session": "agent-run-1", "outcome": "accepted"}
+            )
+        )
         explained = await wait_for_batches(client, context["injection"], {"reinforce", "outcome"})
         why = ok(await client.call_tool("graph_explain", {"injection_id": context["injection"], "node": wrong["node"]}))
-        again = ok(await client.call_tool("graph_improve", {"graph_id": graph.pk, "session": "agent-run-1", "outcome": "accepted"}))
-        unknown = ok(await client.call_tool("graph_improve", {"graph_id": graph.pk, "session": "never-seen", "outcome": "rejected"}))
-        assert unknown == {"session": "never-seen", "status": "unknown_session", "reason": "report for an unknown session"}
-        foreign = error(await client.call_tool("graph_context", {"graph_id": globex_graph.pk, "session": "s", "query": "ranking"}))
+        again = ok(
+            await client.call_tool(
+                "graph_improve", {"graph_id": graph.pk, "session": "agent-run-1", "outcome": "accepted"}
+            )
+        )
+        unknown = ok(
+            await client.call_tool(
+                "graph_improve", {"graph_id": graph.pk, "session": "never-seen", "outcome": "rejected"}
+            )
+        )
+        assert unknown == {
+            "session": "never-seen",
+            "status": "unknown_session",
+            "reason": "report for an unknown session",
+        }
+        foreign = error(
+            await client.call_tool("graph_context", {"graph_id": globex_graph.pk, "session": "s", "query": "ranking"})
+        )
         foreign_explain = error(await client.call_tool("graph_explain", {"injection_id": foreign_injection.pk}))
         return by_name, context, record, reinforced, improve, explained, why, again, foreign, foreign_explain
 
-    by_name, context, record, reinforced, improve, explained, why, again, foreign, foreign_explain = with_server(token, session, tmp_path)
+    by_name, context, record, reinforced, improve, explained, why, again, foreign, foreign_explain = with_server(
+        token, session, tmp_path
+    )
 
     # The tools, with their documented schemas.
     assert set(by_name) == TOOLS
@@ -144,12 +192,18 @@ def test_full_agent_session_over_stdio_moves_the_weights(rg, ana, globex_graph, 
     # graph_record_use and graph_improve go through the API's queue: answered "queued", applied by the worker.
     assert record["uses"]["status"] == "queued" and record["uses"]["task_id"]
     assert improve["status"] == "queued"
-    assert again == {"session": "agent-run-1", "status": "duplicate", "batch": UpdateBatch.objects.get(kind="outcome").pk}
+    assert again == {
+        "session": "agent-run-1",
+        "status": "duplicate",
+        "batch": UpdateBatch.objects.get(kind="outcome").pk,
+    }
 
     # Reinforcement: the used note's path w += lr * (1 - w); the wrong note's last edge w -= neg * w; the rest unchanged.
     up = set(used["path"])
     down = set(wrong["path"][-1:]) - up
-    after = {pk: (w, fw) for pk, w, fw in Edge.objects.filter(graph=graph).values_list("pk", "weight", "feedback_weight")}
+    after = {
+        pk: (w, fw) for pk, w, fw in Edge.objects.filter(graph=graph).values_list("pk", "weight", "feedback_weight")
+    }
     for pk in before:
         w0 = before[pk][0]
         expected = w0 + lr * (1 - w0) if pk in up else (w0 - neg * w0 if pk in down else w0)
@@ -171,8 +225,17 @@ def test_full_agent_session_over_stdio_moves_the_weights(rg, ana, globex_graph, 
     assert kinds == [("reinforce", "applied", len(up | down)), ("outcome", "applied", len(surfaced_edges))]
     assert [b["kind"] for b in reinforced["feedback_batches"]] == ["reinforce"]
     assert len(explained["candidates"]) == injection.candidates.count()
-    assert set(explained["candidates"][0]["components"]) == {"vector", "hop", "persona", "recency", "feedback", "path",
-                                                             "priority", "memory", "exploration"}
+    assert set(explained["candidates"][0]["components"]) == {
+        "vector",
+        "hop",
+        "persona",
+        "recency",
+        "feedback",
+        "path",
+        "priority",
+        "memory",
+        "exploration",
+    }
     assert all("entry" in c and "path_text" in c for c in explained["candidates"])
     rank = wrong["rank"]  # compared with the one above it; the top candidate with the runner-up
     assert (why["comparison"]["i"], why["comparison"]["j"]) == ((rank, rank - 1) if rank > 1 else (1, 2))
@@ -191,17 +254,30 @@ def test_roles_validation_and_revoked_token_are_tool_errors(rg, rita, tmp_path):
 
     async def script(client):
         out = {}
-        out["search"] = ok(await client.call_tool("graph_search", {"graph_id": graph.pk, "query": "vector search", "k": 3}))
+        out["search"] = ok(
+            await client.call_tool("graph_search", {"graph_id": graph.pk, "query": "vector search", "k": 3})
+        )
         out["k0"] = error(await client.call_tool("graph_search", {"graph_id": graph.pk, "query": "x", "k": 0}))
-        out["budget"] = error(await client.call_tool("graph_context", {
-            "graph_id": graph.pk, "session": "s1", "query": "ranking", "budget": 201}))
+        out["budget"] = error(
+            await client.call_tool(
+                "graph_context", {"graph_id": graph.pk, "session": "s1", "query": "ranking", "budget": 201}
+            )
+        )
         out["nothing"] = error(await client.call_tool("graph_context", {"graph_id": graph.pk, "session": "s1"}))
-        out["unknown_node"] = error(await client.call_tool("graph_context", {
-            "graph_id": graph.pk, "session": "s1", "start_nodes": [10**9]}))
-        out["use"] = error(await client.call_tool("graph_record_use", {
-            "graph_id": graph.pk, "session": "s1", "items": [{"node": nodes["a"].pk}]}))
-        out["improve"] = error(await client.call_tool("graph_improve", {"graph_id": graph.pk, "session": "s1", "outcome": "accepted"}))
-        out["bad_outcome"] = (await client.call_tool("graph_improve", {"graph_id": graph.pk, "session": "s1", "outcome": "great"})).is_error
+        out["unknown_node"] = error(
+            await client.call_tool("graph_context", {"graph_id": graph.pk, "session": "s1", "start_nodes": [10**9]})
+        )
+        out["use"] = error(
+            await client.call_tool(
+                "graph_record_use", {"graph_id": graph.pk, "session": "s1", "items": [{"node": nodes["a"].pk}]}
+            )
+        )
+        out["improve"] = error(
+            await client.call_tool("graph_improve", {"graph_id": graph.pk, "session": "s1", "outcome": "accepted"})
+        )
+        out["bad_outcome"] = (
+            await client.call_tool("graph_improve", {"graph_id": graph.pk, "session": "s1", "outcome": "great"})
+        ).is_error
         # Revoked while the server runs: refused from the next call on.
         await anyio.to_thread.run_sync(revoke)
         out["revoked"] = error(await client.call_tool("graph_search", {"graph_id": graph.pk, "query": "vector search"}))
@@ -238,8 +314,13 @@ def test_bad_or_missing_token_is_refused_at_start(ana):
         ([], None, "No token"),
     ):
         proc = subprocess.run(
-            [sys.executable, "manage.py", "mcp_server", *args], cwd=ROOT, env=_env(env_token), stdin=subprocess.DEVNULL,
-            capture_output=True, text=True, timeout=60,
+            [sys.executable, "manage.py", "mcp_server", *args],
+            cwd=ROOT,
+            env=_env(env_token),
+            stdin=subprocess.DEVNULL,
+            capture_output=True,
+            text=True,
+            timeout=60,
         )
         assert proc.returncode != 0
         assert message in proc.stderr
@@ -250,7 +331,6 @@ def test_bad_or_missing_token_is_refused_at_start(ana):
 def test_streamable_http_needs_a_bearer_token_per_request(rg, rita, tmp_path):
     import httpx
     import httpx2
-
     from mcp.client.streamable_http import streamable_http_client
 
     graph = rg["graph"]
@@ -259,8 +339,13 @@ def test_streamable_http_needs_a_bearer_token_per_request(rg, rita, tmp_path):
         s.bind(("127.0.0.1", 0))
         port = s.getsockname()[1]
     log = open(tmp_path / "mcp-http.log", "w")
-    proc = subprocess.Popen([sys.executable, "manage.py", "mcp_server", "--http", "--port", str(port)], cwd=ROOT,
-                            env=_env(None), stdout=log, stderr=subprocess.STDOUT)
+    proc = subprocess.Popen(
+        [sys.executable, "manage.py", "mcp_server", "--http", "--port", str(port)],
+        cwd=ROOT,
+        env=_env(None),
+        stdout=log,
+        stderr=subprocess.STDOUT,
+    )
     url = f"http://127.0.0.1:{port}/mcp"
     try:
         deadline = time.monotonic() + 60
@@ -272,12 +357,23 @@ def test_streamable_http_needs_a_bearer_token_per_request(rg, rita, tmp_path):
                 assert proc.poll() is None and time.monotonic() < deadline, (tmp_path / "mcp-http.log").read_text()
                 time.sleep(0.2)
 
-        init = {"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
-            "protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": {"name": "t", "version": "0"}}}
+        init = {
+            "jsonrpc": "2.0",
+            "id": 1,
+            "method": "initialize",
+            "params": {
+                "protocolVersion": "2025-06-18",
+                "capabilities": {},
+                "clientInfo": {"name": "t", "version": "0"},
+            },
+        }
         headers = {"Accept": "application/json, text/event-stream"}
         anonymous = httpx.post(url, json=init, headers=headers, timeout=10)
         assert anonymous.status_code == 401 and anonymous.headers["WWW-Authenticate"].startswith("Bearer")
-        assert httpx.post(url, json=init, headers={**headers, "Authorization": "Bearer nope"}, timeout=10).status_code == 401
+        assert (
+            httpx.post(url, json=init, headers={**headers, "Authorization": "Bearer nope"}, timeout=10).status_code
+            == 401
+        )
 
         async def main():
             async with httpx2.AsyncClient(headers={"Authorization": f"Bearer {token}"}, timeout=30) as http:
@@ -285,8 +381,16 @@ def test_streamable_http_needs_a_bearer_token_per_request(rg, rita, tmp_path):
                     async with ClientSession(read, write, read_timeout_seconds=60) as client:
                         await client.initialize()
                         names = {t.name for t in (await client.list_tools()).tools}
-                        hits = ok(await client.call_tool("graph_search", {"graph_id": graph.pk, "query": "vector search", "k": 2}))
-                        refused = error(await client.call_tool("graph_improve", {"graph_id": graph.pk, "session": "s", "outcome": "accepted"}))
+                        hits = ok(
+                            await client.call_tool(
+                                "graph_search", {"graph_id": graph.pk, "query": "vector search", "k": 2}
+                            )
+                        )
+                        refused = error(
+                            await client.call_tool(
+                                "graph_improve", {"graph_id": graph.pk, "session": "s", "outcome": "accepted"}
+                            )
+                        )
                         return names, hits, refused
 
         names, hits, refused = anyio.run(main)

@@ -34,7 +34,9 @@ def _retrieve(client, graph, start):
     ]
 
 
-def test_reembed_moves_a_graph_to_the_configured_model_and_retrieval_refuses_mixed_models_before(hashed_graph, api, ana):
+def test_reembed_moves_a_graph_to_the_configured_model_and_retrieval_refuses_mixed_models_before(
+    hashed_graph, api, ana
+):
     graph, client = hashed_graph, api(ana)
     home = Node.objects.get(graph=graph, key="Home")
     assert stored_models(graph.pk) == ["hashing-v1"]
@@ -44,7 +46,10 @@ def test_reembed_moves_a_graph_to_the_configured_model_and_retrieval_refuses_mix
         assert response.status_code == 409, response.content
         body = response.json()
         assert body["code"] == "embedding_model_mismatch" and body["stored_models"] == ["hashing-v1"]
-        assert body["configured_model"] == "all-MiniLM-L6-v2/onnx-int8" and "manage.py reembed --graph memory" in body["detail"]
+        assert (
+            body["configured_model"] == "all-MiniLM-L6-v2/onnx-int8"
+            and "manage.py reembed --graph memory" in body["detail"]
+        )
     # A caller's own vector is the caller's to vouch for, against vectors of one model.
     vector = get_embedder().embed(["architecture decisions"])[0]
     assert client.post(f"/api/graphs/{graph.pk}/search/", {"vector": vector}, format="json").status_code == 200
@@ -62,7 +67,9 @@ def test_reembed_moves_a_graph_to_the_configured_model_and_retrieval_refuses_mix
     assert not Node.objects.filter(graph=graph).exclude(embedding_model="all-MiniLM-L6-v2/onnx-int8").exists()
     assert not Edge.objects.filter(graph=graph).exclude(embedding_model="all-MiniLM-L6-v2/onnx-int8").exists()
     event = AuditEvent.objects.filter(action="graph.reembed").get()
-    assert event.payload["models_before"] == ["all-MiniLM-L6-v2/onnx-int8", "hashing-v1"] and event.payload["nodes"] == 8
+    assert (
+        event.payload["models_before"] == ["all-MiniLM-L6-v2/onnx-int8", "hashing-v1"] and event.payload["nodes"] == 8
+    )
 
     search, rank, context = _retrieve(client, graph, home.pk)
     assert (search.status_code, rank.status_code, context.status_code) == (200, 200, 201)
@@ -77,10 +84,14 @@ def test_large_graphs_are_reembedded_by_the_celery_task(hashed_graph, settings, 
     from graphadmin import tasks
 
     sent = []
-    monkeypatch.setattr(tasks.reembed_graph, "apply_async", lambda **kw: sent.append(kw) or type("R", (), {"id": "t-1"})())
+    monkeypatch.setattr(
+        tasks.reembed_graph, "apply_async", lambda **kw: sent.append(kw) or type("R", (), {"id": "t-1"})()
+    )
     out = StringIO()
     call_command("reembed", "--graph", "memory", "--no-progress", stdout=out)
-    assert sent == [{"args": [hashed_graph.pk, "command:reembed"], "queue": "embeddings"}] and "task t-1" in out.getvalue()
+    assert (
+        sent == [{"args": [hashed_graph.pk, "command:reembed"], "queue": "embeddings"}] and "task t-1" in out.getvalue()
+    )
     # What the worker runs:
     assert tasks.reembed_graph(hashed_graph.pk)["nodes"] == 9
     assert stored_models(hashed_graph.pk) == ["all-MiniLM-L6-v2/onnx-int8"]

@@ -40,7 +40,13 @@ def test_first_import_creates_nodes_edges_batch_and_audit(acme_graph, vault, osc
     assert (c["nodes_created"], c["edges_created"], c["unresolved_links"], c["edge_types_created"]) == (9, 22, 2, 1)
     assert (c["nodes_updated"], c["nodes_archived"], c["edges_archived"], c["files_skipped"]) == (0, 0, 0, 1)
     home = Node.objects.get(graph=acme_graph, key="Home")
-    assert (home.title, home.kind, home.source, home.aliases, home.tags) == ("Vault home", "note", "vault:Home.md", ["Start", "Index"], ["hub", "overview"])
+    assert (home.title, home.kind, home.source, home.aliases, home.tags) == (
+        "Vault home",
+        "note",
+        "vault:Home.md",
+        ["Start", "Index"],
+        ["hub", "overview"],
+    )
     assert home.embedding is not None and len(home.embedding) == 384
     assert not Node.objects.filter(graph=acme_graph, embedding__isnull=True).exists()
     assert not Edge.objects.filter(graph=acme_graph, triplet_embedding__isnull=True).exists()
@@ -64,7 +70,13 @@ def test_unchanged_reimport_touches_nothing(acme_graph, vault):
     edges_before = {e.pk: e.updated_at for e in Edge.objects.filter(graph=acme_graph)}
     result = run(acme_graph, vault)
     c = result.counts
-    assert (c["nodes_created"], c["nodes_updated"], c["nodes_renamed"], c["nodes_archived"], c["nodes_unchanged"]) == (0, 0, 0, 0, 9)
+    assert (c["nodes_created"], c["nodes_updated"], c["nodes_renamed"], c["nodes_archived"], c["nodes_unchanged"]) == (
+        0,
+        0,
+        0,
+        0,
+        9,
+    )
     assert (c["edges_created"], c["edges_archived"], c["edges_restored"], c["edges_unchanged"]) == (0, 0, 0, 22)
     assert {n.pk: (n.updated_at, n.key) for n in Node.objects.filter(graph=acme_graph)} == before
     assert {e.pk: e.updated_at for e in Edge.objects.filter(graph=acme_graph)} == edges_before
@@ -93,7 +105,11 @@ def test_reimport_after_edit_rename_and_deletion(acme_graph, vault):
     (vault / "Components" / "Store.md").rename(vault / "Components" / "Datastore.md")
     for note in ("Architecture.md", "Components/Queue.md", "Decisions/Retry Policy.md"):
         p = vault / note
-        p.write_text(p.read_text().replace("[[Store]]", "[[Datastore]]").replace("[[Components/Store]]", "[[Components/Datastore]]"))
+        p.write_text(
+            p.read_text()
+            .replace("[[Store]]", "[[Datastore]]")
+            .replace("[[Components/Store]]", "[[Components/Datastore]]")
+        )
     # Deletion: Alpha's plan is gone (Beta linked to it).
     (vault / "Projects" / "Alpha" / "Plan.md").unlink()
 
@@ -103,7 +119,11 @@ def test_reimport_after_edit_rename_and_deletion(acme_graph, vault):
     # Weekly Sync edited; Architecture, Queue and Retry Policy had their links rewritten.
     assert c["nodes_updated"] == 4
     datastore = Node.objects.get(graph=acme_graph, key="Components/Datastore")
-    assert datastore.pk == store.pk and datastore.title == "Datastore" and datastore.source == "vault:Components/Datastore.md"
+    assert (
+        datastore.pk == store.pk
+        and datastore.title == "Datastore"
+        and datastore.source == "vault:Components/Datastore.md"
+    )
     assert not Node.objects.filter(graph=acme_graph, key="Components/Store").exists()
     alpha.refresh_from_db()
     assert alpha.archived and Node.objects.filter(pk=alpha.pk).exists()
@@ -121,14 +141,21 @@ def test_reimport_after_edit_rename_and_deletion(acme_graph, vault):
     # Home's [[Plan]] named Beta's plan (the shorter path) before Alpha's went, and still does.
     assert c["edges_archived"] == 3 and c["edges_created"] == 0
     assert ("Home", "Projects/Beta/Plan", "related") in edge_set(acme_graph)
-    assert {u["target"] for u in result.unresolved} == {"Ghost Note", "Old Retry Policy", "Projects/Alpha/Plan", "Alpha/Plan"}
+    assert {u["target"] for u in result.unresolved} == {
+        "Ghost Note",
+        "Old Retry Policy",
+        "Projects/Alpha/Plan",
+        "Alpha/Plan",
+    }
     assert Node.objects.get(graph=acme_graph, key="Home").updated_at == untouched_at
     # The renamed node's edges got new triplet text, and were not recreated.
     assert Edge.objects.filter(graph=acme_graph).count() == 22
     triplet = Edge.objects.get(source=queue, target=store)
     assert list(triplet.triplet_embedding) != old_triplet  # "Queue -> related -> Datastore" now
     assert not WeightHistory.objects.exists()
-    assert result.batch_id and UpdateBatch.objects.get(pk=result.batch_id).details["renamed"] == {"Components/Datastore": "Components/Store"}
+    assert result.batch_id and UpdateBatch.objects.get(pk=result.batch_id).details["renamed"] == {
+        "Components/Datastore": "Components/Store"
+    }
 
 
 def test_deleted_note_that_returns_is_restored_with_its_edges(acme_graph, vault):
@@ -142,7 +169,9 @@ def test_deleted_note_that_returns_is_restored_with_its_edges(acme_graph, vault)
     (vault / "Components" / "Queue.md").write_bytes(text)
     back = run(acme_graph, vault).counts
     assert back["nodes_updated"] == 1 and back["edges_restored"] == 7 and back["edges_created"] == 0
-    assert set(Edge.objects.filter(graph=acme_graph, source__key="Components/Queue").values_list("weight", flat=True)) == {0.9}
+    assert set(
+        Edge.objects.filter(graph=acme_graph, source__key="Components/Queue").values_list("weight", flat=True)
+    ) == {0.9}
     assert not Edge.objects.filter(graph=acme_graph, archived=True).exists()
 
 
@@ -178,7 +207,9 @@ def test_import_is_set_based(acme_graph, vault, tmp_path):
     big = tmp_path / "big"
     big.mkdir()
     for i in range(200):
-        (big / f"n{i}.md").write_text(f"Note {i} about topic {i % 7}. [[n{(i + 1) % 200}]] depends_on:: [[n{(i + 3) % 200}]]\n")
+        (big / f"n{i}.md").write_text(
+            f"Note {i} about topic {i % 7}. [[n{(i + 1) % 200}]] depends_on:: [[n{(i + 3) % 200}]]\n"
+        )
     small = tmp_path / "small"
     small.mkdir()
     for i in range(20):
@@ -186,6 +217,7 @@ def test_import_is_set_based(acme_graph, vault, tmp_path):
     with CaptureQueriesContext(connection) as q_small:
         run(acme_graph, small)
     from graphadmin import services
+
     other = services.create_graph("command:test", acme_graph.organization, "other", "Other")
     with CaptureQueriesContext(connection) as q_big:
         run(other, big)

@@ -30,8 +30,15 @@ def links_of(parsed, source):
 
 def test_every_markdown_file_is_a_note_except_the_unreadable_one(parsed):
     assert sorted(parsed.notes) == [
-        "Architecture", "Components/Queue", "Components/Store", "Decisions/Retry Policy", "Home",
-        "Meeting Notes/Weekly Sync", "Projects/Alpha/Plan", "Projects/Beta/Plan", "Research/Caching Study",
+        "Architecture",
+        "Components/Queue",
+        "Components/Store",
+        "Decisions/Retry Policy",
+        "Home",
+        "Meeting Notes/Weekly Sync",
+        "Projects/Alpha/Plan",
+        "Projects/Beta/Plan",
+        "Research/Caching Study",
     ]
     assert parsed.skipped == ["Research/latin1"]
     assert parsed.warnings == ["Research/latin1.md: not UTF-8 (invalid continuation byte at byte 3); skipped."]
@@ -39,7 +46,12 @@ def test_every_markdown_file_is_a_note_except_the_unreadable_one(parsed):
 
 def test_frontmatter_title_kind_aliases_tags(parsed):
     home = parsed.notes["Home"]
-    assert (home.title, home.kind, home.aliases, home.tags) == ("Vault home", "note", ["Start", "Index"], ["hub", "overview"])
+    assert (home.title, home.kind, home.aliases, home.tags) == (
+        "Vault home",
+        "note",
+        ["Start", "Index"],
+        ["hub", "overview"],
+    )
     assert not home.text.startswith("---") and home.text.startswith("# Home")
     assert parsed.notes["Decisions/Retry Policy"].kind == "decision"  # frontmatter type
     assert parsed.notes["Architecture"].kind == "architecture"  # frontmatter kind
@@ -60,9 +72,15 @@ def test_every_link_form_resolves(parsed):
 
 
 def test_relative_markdown_link_and_path_suffix(parsed):
-    assert links_of(parsed, "Meeting Notes/Weekly Sync") == {("Decisions/Retry Policy", "related"), ("Components/Queue", "related")}
+    assert links_of(parsed, "Meeting Notes/Weekly Sync") == {
+        ("Decisions/Retry Policy", "related"),
+        ("Components/Queue", "related"),
+    }
     # [[Storage]] is an alias of Components/Store; [[Alpha/Plan]] a unique path suffix.
-    assert links_of(parsed, "Projects/Beta/Plan") == {("Components/Store", "related"), ("Projects/Alpha/Plan", "related")}
+    assert links_of(parsed, "Projects/Beta/Plan") == {
+        ("Components/Store", "related"),
+        ("Projects/Alpha/Plan", "related"),
+    }
 
 
 def test_typed_edges_from_frontmatter_and_inline_fields(parsed):
@@ -85,8 +103,13 @@ def test_typed_edges_from_frontmatter_and_inline_fields(parsed):
 def test_unresolved_are_reported_with_reason(parsed):
     assert [u.as_dict() for u in parsed.unresolved] == [
         {"source": "Home", "target": "Ghost Note", "edge_type": "related", "reason": "no such note", "candidates": []},
-        {"source": "Decisions/Retry Policy", "target": "Old Retry Policy", "edge_type": "supersedes", "reason": "no such note",
-         "candidates": []},
+        {
+            "source": "Decisions/Retry Policy",
+            "target": "Old Retry Policy",
+            "edge_type": "supersedes",
+            "reason": "no such note",
+            "candidates": [],
+        },
     ]
 
 
@@ -104,7 +127,10 @@ def test_a_dotted_note_name_is_not_an_attachment(tmp_path):
     (tmp_path / "A.md").write_text("[[Release 1.2]] [[Release 1.3]] ![[photo.jpg]] [[data.csv]]")
     p = parse_vault(tmp_path)
     assert [(l.source, l.target) for l in p.links] == [("A", "Release 1.2")]
-    assert [(u.target, u.reason) for u in p.unresolved] == [("Release 1.3", "no such note"), ("data.csv", "attachment missing")]
+    assert [(u.target, u.reason) for u in p.unresolved] == [
+        ("Release 1.3", "no such note"),
+        ("data.csv", "attachment missing"),
+    ]
     assert p.attachment_links == 1
 
 
@@ -133,7 +159,7 @@ def _zip(entries: dict, symlink: str | None = None) -> io.BytesIO:
             zf.writestr(name, data)
         if symlink:
             info = zipfile.ZipInfo(symlink)
-            info.external_attr = (0o120777 << 16)
+            info.external_attr = 0o120777 << 16
             zf.writestr(info, "/etc/passwd")
     buf.seek(0)
     return buf

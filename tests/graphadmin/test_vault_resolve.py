@@ -77,7 +77,9 @@ def test_a_path_ending_uses_the_same_rule():
 
 
 def test_a_unique_alias_still_resolves_a_tie_and_shared_aliases_are_ambiguous():
-    resolver = Resolver(["a/Plan", "b/Plan", "c/Roadmap"], {"c/Roadmap": ["Plan"], "a/Plan": ["Roadmap"], "b/Plan": ["Roadmap"]}, [])
+    resolver = Resolver(
+        ["a/Plan", "b/Plan", "c/Roadmap"], {"c/Roadmap": ["Plan"], "a/Plan": ["Roadmap"], "b/Plan": ["Roadmap"]}, []
+    )
     assert resolver.resolve("Plan", "src", "wiki").key == "c/Roadmap"
     shared = Resolver(["a/One", "b/Two"], {"a/One": ["Same"], "b/Two": ["Same"]}, []).resolve("Same", "src", "wiki")
     assert (shared.reason, shared.candidates) == ("ambiguous", ("a/One", "b/Two"))
@@ -91,8 +93,15 @@ def test_same_named_notes_resolve_to_the_one_beside_the_link(parsed):
     assert links_of(parsed, "Team B/Week 1") == {("Team B/Standup", "related")}
     # From a third folder the two paths are equally long: a true tie, reported with both candidates.
     ambiguous = [u.as_dict() for u in parsed.unresolved if u.reason == "ambiguous"]
-    assert ambiguous == [{"source": "Org/Overview", "target": "Standup", "edge_type": "related", "reason": "ambiguous",
-                          "candidates": ["Team A/Standup", "Team B/Standup"]}]
+    assert ambiguous == [
+        {
+            "source": "Org/Overview",
+            "target": "Standup",
+            "edge_type": "related",
+            "reason": "ambiguous",
+            "candidates": ["Team A/Standup", "Team B/Standup"],
+        }
+    ]
     assert links_of(parsed, "Org/Overview") == {("Team A/Standup", "related")}  # [[Team A/Standup]]: the exact path
 
 
@@ -119,7 +128,11 @@ def test_group_unresolved_keeps_the_order_and_skips_empty_reasons():
         {"source": "a", "target": "Z", "edge_type": "related", "reason": "no such note", "candidates": []},
     ]
     groups = group_unresolved(items)
-    assert [(g["reason"], g["count"]) for g in groups] == [("no such note", 2), ("attachment missing", 1), ("empty link", 1)]
+    assert [(g["reason"], g["count"]) for g in groups] == [
+        ("no such note", 2),
+        ("attachment missing", 1),
+        ("empty link", 1),
+    ]
     assert [l["source"] for l in groups[0]["links"]] == ["b", "a"]
     assert group_unresolved([]) == []
 
@@ -136,7 +149,13 @@ def test_create_missing_never_guesses_a_tie_nor_makes_a_missing_attachment(tmp_p
 def test_body_tags_in_text_and_headings_not_in_code_comments_or_links(parsed):
     assert parsed.notes["Org/Conventions"].tags == [
         "planning",  # frontmatter first; #Planning in the body is the same tag
-        "in-title", "status/active", "review", "decision", "y1984", "one", "two",
+        "in-title",
+        "status/active",
+        "review",
+        "decision",
+        "y1984",
+        "one",
+        "two",
     ]
 
 
@@ -178,24 +197,33 @@ def test_bracketed_and_parenthesised_fields_type_their_links(parsed):
 def test_inline_fields_spans():
     line = "a [x:: [[A]]] b (Hidden Key:: [[B]] (nested)) c [no key] [[C]] [k:: \\] still inside]"
     assert [(line[s:e], k) for s, e, k in inline_fields(line)] == [
-        ("[x:: [[A]]]", "x"), ("(Hidden Key:: [[B]] (nested))", "Hidden Key"), ("[k:: \\] still inside]", "k"),
+        ("[x:: [[A]]]", "x"),
+        ("(Hidden Key:: [[B]] (nested))", "Hidden Key"),
+        ("[k:: \\] still inside]", "k"),
     ]
     assert inline_fields("[[A]] :: [[B]]") == []  # brackets in the key: no field
     assert inline_fields("[open:: [[A]]") == []  # never closed
 
 
 def test_field_forms_in_extract_links():
-    body = "\n".join([
-        "[Derived From:: [[A]]] and (depends-on:: [[B]], [[C]]) then [[D]]",
-        "derived_from:: [[E]] [[F]]",
-        "[derived_from:: [[G]]] wins over the full-line form:: [[H]]",
-        "[bad key!:: [[I]]]",
-        "`[code:: [[J]]]`",
-    ])
+    body = "\n".join(
+        [
+            "[Derived From:: [[A]]] and (depends-on:: [[B]], [[C]]) then [[D]]",
+            "derived_from:: [[E]] [[F]]",
+            "[derived_from:: [[G]]] wins over the full-line form:: [[H]]",
+            "[bad key!:: [[I]]]",
+            "`[code:: [[J]]]`",
+        ]
+    )
     assert extract_links(body) == [
-        ("A", "derived_from", "wiki"), ("B", "depends_on", "wiki"), ("C", "depends_on", "wiki"), ("D", "related", "wiki"),
-        ("E", "derived_from", "wiki"), ("F", "derived_from", "wiki"),
-        ("G", "derived_from", "wiki"), ("H", "related", "wiki"),
+        ("A", "derived_from", "wiki"),
+        ("B", "depends_on", "wiki"),
+        ("C", "depends_on", "wiki"),
+        ("D", "related", "wiki"),
+        ("E", "derived_from", "wiki"),
+        ("F", "derived_from", "wiki"),
+        ("G", "derived_from", "wiki"),
+        ("H", "related", "wiki"),
         ("I", "related", "wiki"),
     ]
 

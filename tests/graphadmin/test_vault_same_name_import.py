@@ -56,14 +56,45 @@ def test_first_import_resolves_each_bare_name_to_the_note_beside_it(acme_graph, 
     batch = UpdateBatch.objects.get(pk=result.batch_id)
     assert batch.details["counts"]["unresolved_links"] == 3 and batch.details["counts"]["attachment_links"] == 1
     assert batch.details["unresolved_by_reason"] == [
-        {"reason": "no such note", "count": 1, "links": [
-            {"source": "Org/Overview", "target": "Retro", "edge_type": "related", "reason": "no such note", "candidates": []}]},
-        {"reason": "ambiguous", "count": 1, "links": [
-            {"source": "Org/Overview", "target": "Standup", "edge_type": "related", "reason": "ambiguous",
-             "candidates": ["Team A/Standup", "Team B/Standup"]}]},
-        {"reason": "attachment missing", "count": 1, "links": [
-            {"source": "Org/Overview", "target": "org-chart.png", "edge_type": "related", "reason": "attachment missing",
-             "candidates": []}]},
+        {
+            "reason": "no such note",
+            "count": 1,
+            "links": [
+                {
+                    "source": "Org/Overview",
+                    "target": "Retro",
+                    "edge_type": "related",
+                    "reason": "no such note",
+                    "candidates": [],
+                }
+            ],
+        },
+        {
+            "reason": "ambiguous",
+            "count": 1,
+            "links": [
+                {
+                    "source": "Org/Overview",
+                    "target": "Standup",
+                    "edge_type": "related",
+                    "reason": "ambiguous",
+                    "candidates": ["Team A/Standup", "Team B/Standup"],
+                }
+            ],
+        },
+        {
+            "reason": "attachment missing",
+            "count": 1,
+            "links": [
+                {
+                    "source": "Org/Overview",
+                    "target": "org-chart.png",
+                    "edge_type": "related",
+                    "reason": "attachment missing",
+                    "candidates": [],
+                }
+            ],
+        },
     ]
     assert len(batch.details["unresolved"]) == 3  # the flat list stays
 
@@ -103,12 +134,19 @@ def test_moving_one_standup_into_the_third_folder(acme_graph, vault):
     # Fields' [[Team B/Standup]] names a path that is gone.
     assert edges(acme_graph, archived=True) == {("Org/Fields", "Org/Standup", "related")}
     assert {(u["target"], u["reason"]) for u in result.unresolved} == {
-        ("Retro", "no such note"), ("Team B/Standup", "no such note"), ("org-chart.png", "attachment missing"),
+        ("Retro", "no such note"),
+        ("Team B/Standup", "no such note"),
+        ("org-chart.png", "attachment missing"),
     }
     assert (c["edges_created"], c["edges_archived"]) == (1, 1)
     assert not WeightHistory.objects.exists()
     again = run(acme_graph, vault).counts
-    assert (again["nodes_updated"], again["nodes_renamed"], again["edges_created"], again["edges_archived"]) == (0, 0, 0, 0)
+    assert (again["nodes_updated"], again["nodes_renamed"], again["edges_created"], again["edges_archived"]) == (
+        0,
+        0,
+        0,
+        0,
+    )
 
 
 def test_moving_one_standup_to_a_folder_as_far_from_both(acme_graph, vault):
@@ -162,9 +200,15 @@ def test_api_returns_the_groups(api, oscar, acme_graph):
                 zf.write(path, "vault/" + path.relative_to(SAMENAME).as_posix())
     buf.seek(0)
     buf.name = "vault.zip"
-    body = api(oscar).post(f"/api/graphs/{acme_graph.pk}/import/", {"file": buf, "dry_run": "true"}, format="multipart").json()
+    body = (
+        api(oscar)
+        .post(f"/api/graphs/{acme_graph.pk}/import/", {"file": buf, "dry_run": "true"}, format="multipart")
+        .json()
+    )
     assert [(g["reason"], g["count"]) for g in body["unresolved_by_reason"]] == [
-        ("no such note", 1), ("ambiguous", 1), ("attachment missing", 1),
+        ("no such note", 1),
+        ("ambiguous", 1),
+        ("attachment missing", 1),
     ]
     assert body["unresolved_by_reason"][1]["links"][0]["candidates"] == ["Team A/Standup", "Team B/Standup"]
     assert len(body["unresolved"]) == 3

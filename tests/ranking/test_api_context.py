@@ -35,7 +35,17 @@ def test_items_budget_selects_best_first_and_logs_every_candidate(rg, api, rita)
     assert [c.total for c in cands] == sorted((c.total for c in cands), reverse=True)
     assert {c.node_id for c in cands} == {n[k].pk for k in "abcdefg"}  # never the archived x
     for c in cands:
-        assert set(c.components) == {"vector", "hop", "persona", "recency", "feedback", "path", "priority", "memory", "exploration"}
+        assert set(c.components) == {
+            "vector",
+            "hop",
+            "persona",
+            "recency",
+            "feedback",
+            "path",
+            "priority",
+            "memory",
+            "exploration",
+        }
         assert c.total == pytest.approx(sum(x["contribution"] for x in c.components.values()))
         assert c.features["entry"] in ("start", "vector", "triplet", "expansion") and c.graph_id == rg["graph"].pk
 

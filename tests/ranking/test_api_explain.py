@@ -40,8 +40,10 @@ def test_explain_pair_gives_the_component_differences_largest_first(injection, a
     assert diffs == sorted(diffs, reverse=True)
     assert math.fsum(diffs) == pytest.approx(comp["difference"])
     for row in comp["components"]:
-        assert row["difference"] == pytest.approx(by_rank[1]["components"][row["component"]]["contribution"]
-                                                  - by_rank[5]["components"][row["component"]]["contribution"])
+        assert row["difference"] == pytest.approx(
+            by_rank[1]["components"][row["component"]]["contribution"]
+            - by_rank[5]["components"][row["component"]]["contribution"]
+        )
 
 
 @pytest.mark.parametrize("query,field", [("?i=1", "j"), ("?i=1&j=99", "j"), ("?i=0&j=1", "i"), ("?i=a&j=1", "i")])

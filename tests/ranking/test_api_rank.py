@@ -14,7 +14,9 @@ def url(graph):
 
 
 def test_rank_returns_components_that_sum_to_the_total_in_rank_order(rg, api, rita):
-    r = api(rita).post(url(rg["graph"]), {"start_nodes": [rg["nodes"]["a"].pk], "query": "ranking weights"}, format="json")
+    r = api(rita).post(
+        url(rg["graph"]), {"start_nodes": [rg["nodes"]["a"].pk], "query": "ranking weights"}, format="json"
+    )
     assert r.status_code == 200, r.content
     body = r.json()
     assert body["policy_revision"] == 1 and body["considered"] == 5
@@ -49,7 +51,9 @@ def test_k_and_hops_limit_the_result(rg, api, rita):
 
 def test_every_member_role_may_rank(rg, api, rita, ana, oscar, alice):
     for user in (rita, ana, oscar, alice):
-        assert api(user).post(url(rg["graph"]), {"start_nodes": [rg["nodes"]["a"].pk]}, format="json").status_code == 200
+        assert (
+            api(user).post(url(rg["graph"]), {"start_nodes": [rg["nodes"]["a"].pk]}, format="json").status_code == 200
+        )
 
 
 def test_another_organizations_graph_is_404_and_anonymous_is_refused(rg, api, mallory, globex_graph):
@@ -97,7 +101,11 @@ def test_a_vector_gives_the_same_similarity_as_its_text(rg, api, rita):
 
     a = rg["nodes"]["a"].pk
     by_text = api(rita).post(url(rg["graph"]), {"start_nodes": [a], "query": "edge weights"}, format="json").json()
-    by_vec = api(rita).post(url(rg["graph"]), {"start_nodes": [a], "vector": embed_texts(["edge weights"])[0]}, format="json").json()
+    by_vec = (
+        api(rita)
+        .post(url(rg["graph"]), {"start_nodes": [a], "vector": embed_texts(["edge weights"])[0]}, format="json")
+        .json()
+    )
     assert [x["total"] for x in by_text["results"]] == pytest.approx([x["total"] for x in by_vec["results"]])
 
 
@@ -106,5 +114,7 @@ def test_rank_runs_a_bounded_number_of_queries(rg, api, rita, django_assert_max_
     # graph (tenancy), role, the graph's embedding models, policy, start-node check, candidates; savepoint and release
     # of the request's transaction.
     with django_assert_max_num_queries(8):
-        r = client.post(url(rg["graph"]), {"start_nodes": [rg["nodes"]["a"].pk], "query": "ranking", "hops": 2}, format="json")
+        r = client.post(
+            url(rg["graph"]), {"start_nodes": [rg["nodes"]["a"].pk], "query": "ranking", "hops": 2}, format="json"
+        )
     assert r.status_code == 200

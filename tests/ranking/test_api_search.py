@@ -27,7 +27,17 @@ def test_search_returns_every_factor_and_the_raw_vector_score(rg, api, rita):
     assert "x" not in {x["key"] for x in results}  # archived
     assert len(results) == 7
     for x in results:
-        assert set(x["components"]) == {"vector", "hop", "persona", "recency", "feedback", "path", "priority", "memory", "exploration"}
+        assert set(x["components"]) == {
+            "vector",
+            "hop",
+            "persona",
+            "recency",
+            "feedback",
+            "path",
+            "priority",
+            "memory",
+            "exploration",
+        }
         assert x["components"]["vector"]["raw"] == x["vector_score"]
         assert x["stable_id"] == f"node:{x['node']}"
         assert math.fsum(c["contribution"] for c in x["components"].values()) == pytest.approx(x["total"])
@@ -39,7 +49,11 @@ def test_search_returns_every_factor_and_the_raw_vector_score(rg, api, rita):
 
 def test_anchors_give_proximity_undirected_and_bounded(rg, api, rita):
     n = rg["nodes"]
-    body = api(rita).post(url(rg["graph"]), {"query": "ranking weights", "k": 10, "anchors": [n["e"].pk]}, format="json").json()
+    body = (
+        api(rita)
+        .post(url(rg["graph"]), {"query": "ranking weights", "k": 10, "anchors": [n["e"].pk]}, format="json")
+        .json()
+    )
     hits = _by_key(body)
     # e's neighbours b and c point *to* e: reachable undirected. a is two hops, g one; d is three (beyond max_hops 2).
     assert hits["e"]["hops"] == 0 and hits["e"]["components"]["hop"]["raw"] == 1.0
@@ -52,7 +66,13 @@ def test_anchors_give_proximity_undirected_and_bounded(rg, api, rita):
 def test_persona_affinity_by_kind_or_tag(rg, api, rita):
     Node.objects.filter(pk=rg["nodes"]["c"].pk).update(kind="decision")
     Node.objects.filter(pk=rg["nodes"]["d"].pk).update(tags=["Research"])
-    body = api(rita).post(url(rg["graph"]), {"query": "vector search", "persona": {"decision": 1.0, "research": -0.5}}, format="json").json()
+    body = (
+        api(rita)
+        .post(
+            url(rg["graph"]), {"query": "vector search", "persona": {"decision": 1.0, "research": -0.5}}, format="json"
+        )
+        .json()
+    )
     hits = _by_key(body)
     assert hits["c"]["components"]["persona"] == {"raw": 1.0, "coefficient": 0.1, "contribution": 0.1}
     assert hits["d"]["components"]["persona"]["contribution"] == pytest.approx(-0.05)

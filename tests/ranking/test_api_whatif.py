@@ -28,8 +28,11 @@ def injections(rg, api, rita):
 
 def _snapshot():
     return (
-        ContextInjection.objects.count(), InjectionCandidate.objects.count(), PolicyRevision.objects.count(),
-        AuditEvent.objects.count(), list(EdgeType.objects.order_by("id").values_list("priority", flat=True)),
+        ContextInjection.objects.count(),
+        InjectionCandidate.objects.count(),
+        PolicyRevision.objects.count(),
+        AuditEvent.objects.count(),
+        list(EdgeType.objects.order_by("id").values_list("priority", flat=True)),
         list(NodeStats.objects.order_by("node_id").values_list("surfaced_count", flat=True)),
     )
 
@@ -37,7 +40,12 @@ def _snapshot():
 def test_same_policy_changes_nothing(rg, injections, api, rita):
     body = api(rita).post(url(rg["graph"]), {}, format="json").json()
     agg = body["aggregate"]
-    assert agg["injections"] == 2 and agg["top1_flips"] == 0 and agg["mean_kendall_tau"] == 1.0 and agg["candidates_moved"] == 0
+    assert (
+        agg["injections"] == 2
+        and agg["top1_flips"] == 0
+        and agg["mean_kendall_tau"] == 1.0
+        and agg["candidates_moved"] == 0
+    )
 
 
 def _order(injection_id):
@@ -47,7 +55,9 @@ def _order(injection_id):
 def test_a_draft_priority_flips_top1_and_writes_nothing(rg, injections, api, rita):
     before = _snapshot()
     r = api(rita).post(
-        url(rg["graph"]), {"edge_type_priorities": {"derived_from": 1.0}, "policy": {"coef_priority": 2.0}, "n": 1}, format="json"
+        url(rg["graph"]),
+        {"edge_type_priorities": {"derived_from": 1.0}, "policy": {"coef_priority": 2.0}, "n": 1},
+        format="json",
     )
     assert r.status_code == 200, r.content
     body = r.json()
@@ -64,11 +74,21 @@ def test_a_draft_priority_flips_top1_and_writes_nothing(rg, injections, api, rit
 
 def test_used_items_give_mrr_and_hit_at_k(rg, injections, api, rita):
     inj = ContextInjection.objects.get(pk=injections[0])
-    UseEvent.objects.create(graph=rg["graph"], session=inj.session, injection=inj, node=rg["nodes"]["d"], signal="explicit")
-    UseEvent.objects.create(graph=rg["graph"], session=inj.session, injection=inj, node=rg["nodes"]["c"], signal="negative")
-    body = api(rita).post(
-        url(rg["graph"]), {"edge_type_priorities": {"derived_from": 1.0}, "policy": {"coef_priority": 2.0}, "k": 1}, format="json"
-    ).json()
+    UseEvent.objects.create(
+        graph=rg["graph"], session=inj.session, injection=inj, node=rg["nodes"]["d"], signal="explicit"
+    )
+    UseEvent.objects.create(
+        graph=rg["graph"], session=inj.session, injection=inj, node=rg["nodes"]["c"], signal="negative"
+    )
+    body = (
+        api(rita)
+        .post(
+            url(rg["graph"]),
+            {"edge_type_priorities": {"derived_from": 1.0}, "policy": {"coef_priority": 2.0}, "k": 1},
+            format="json",
+        )
+        .json()
+    )
     row = next(i for i in body["injections"] if i["injection"] == inj.pk)
     d = f"node:{rg['nodes']['d'].pk}"
     assert row["used"] == [d]  # the negative signal is not a use
@@ -114,7 +134,18 @@ def test_injections_replay_with_their_frozen_factors(rg, api, rita):
     assert same["mode"] == "retrieve" and not same["top1_flip"] and same["kendall_tau"] == 1.0
     # Proximity only: the anchor itself (hop 0) must come first.
     body = client.post(
-        url(rg["graph"]), {"n": 1, "policy": {"coef_vector": 0, "coef_persona": 0, "coef_recency": 0, "coef_path": 0,
-                                              "coef_priority": 0, "coef_hop": 1}}, format="json"
+        url(rg["graph"]),
+        {
+            "n": 1,
+            "policy": {
+                "coef_vector": 0,
+                "coef_persona": 0,
+                "coef_recency": 0,
+                "coef_path": 0,
+                "coef_priority": 0,
+                "coef_hop": 1,
+            },
+        },
+        format="json",
     ).json()
     assert body["injections"][0]["top1_draft"] == f"node:{rg['nodes']['g'].pk}"

@@ -83,7 +83,8 @@ def test_hnsw_returns_k_rows_beyond_pgvectors_default_ef_search(acme_graph, djan
     dim = len(embed_texts(["x"])[0])
     vectors = [[rnd.gauss(0, 1) for _ in range(dim)] for _ in range(300)]
     Node.objects.bulk_create(
-        Node(graph=acme_graph, key=f"n{i}", title=f"n{i}", embedding=v, archived=i % 10 == 0) for i, v in enumerate(vectors)
+        Node(graph=acme_graph, key=f"n{i}", title=f"n{i}", embedding=v, archived=i % 10 == 0)
+        for i, v in enumerate(vectors)
     )
     q = [rnd.gauss(0, 1) for _ in range(dim)]
     with connection.cursor() as cur:
@@ -128,7 +129,8 @@ def test_anchor_distances_match_an_undirected_bfs(acme_graph, max_hops):
     pairs = {(rnd.randrange(40), rnd.randrange(40)) for _ in range(45)}
     pairs = {(s, t) for s, t in pairs if s != t}
     edges = Edge.objects.bulk_create(
-        Edge(graph=acme_graph, source=nodes[s], target=nodes[t], edge_type=related, archived=(s + t) % 9 == 0) for s, t in pairs
+        Edge(graph=acme_graph, source=nodes[s], target=nodes[t], edge_type=related, archived=(s + t) % 9 == 0)
+        for s, t in pairs
     )
     adj = {}
     for e in edges:

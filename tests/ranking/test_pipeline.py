@@ -39,12 +39,19 @@ def pg(acme_graph):
     nodes = {}
     for i, (key, sim) in enumerate(sims.items()):
         vec = unit((0, sim), (10 + i, math.sqrt(1 - sim * sim))) if sim < 1 else Q
-        nodes[key] = Node.objects.create(graph=acme_graph, key=key, title=key.upper(), text=f"note {key}", embedding=vec)
+        nodes[key] = Node.objects.create(
+            graph=acme_graph, key=key, title=key.upper(), text=f"note {key}", embedding=vec
+        )
     related = EdgeType.objects.get(graph=acme_graph, name="related")
     edges = {}
     for s, t in [("a", "c"), ("c", "e"), ("x", "d"), ("s", "c")]:
-        edges[f"{s}>{t}"] = Edge.objects.create(graph=acme_graph, source=nodes[s], target=nodes[t], edge_type=related,
-                                                triplet_embedding=Q if (s, t) == ("x", "d") else None)
+        edges[f"{s}>{t}"] = Edge.objects.create(
+            graph=acme_graph,
+            source=nodes[s],
+            target=nodes[t],
+            edge_type=related,
+            triplet_embedding=Q if (s, t) == ("x", "d") else None,
+        )
     return {"graph": acme_graph, "nodes": nodes, "edges": edges}
 
 
@@ -67,7 +74,11 @@ def test_each_way_in(pg):
     assert (items["d"]["entry"], items["d"]["path"]) == ("triplet", [e["x>d"].pk])
     assert (items["x"]["entry"], items["x"]["path"]) == ("triplet", [e["x>d"].pk])
     assert (items["s"]["entry"], items["s"]["hops"]) == ("start", 0)
-    assert items["c"]["entry"] == "expansion" and items["c"]["hops"] == 1 and items["c"]["path"] in ([e["a>c"].pk], [e["s>c"].pk])
+    assert (
+        items["c"]["entry"] == "expansion"
+        and items["c"]["hops"] == 1
+        and items["c"]["path"] in ([e["a>c"].pk], [e["s>c"].pk])
+    )
     assert (items["e"]["entry"], items["e"]["hops"]) == ("expansion", 2)
     assert items["e"]["path"][-1] == e["c>e"].pk and len(items["e"]["path"]) == 2
     assert items["a"]["rank"] == 1  # the best vector hit is a candidate and comes first
@@ -96,7 +107,17 @@ def test_the_log_is_complete_and_frozen(pg):
     assert [c.selected for c in cands] == [True, True, False, False, False, False]
     assert {c.features["cut"] for c in cands[2:]} == {"budget"}
     for c in cands:
-        assert set(c.components) == {"vector", "hop", "persona", "recency", "feedback", "path", "priority", "memory", "exploration"}
+        assert set(c.components) == {
+            "vector",
+            "hop",
+            "persona",
+            "recency",
+            "feedback",
+            "path",
+            "priority",
+            "memory",
+            "exploration",
+        }
         assert c.total == pytest.approx(sum(x["contribution"] for x in c.components.values()))
         assert {"entry", "path", "feedback_weight", "path_weight", "novelty"} <= set(c.features)
     explained = service.explain(result.injection)
@@ -107,12 +128,16 @@ def test_the_log_is_complete_and_frozen(pg):
 def test_feedback_weight_is_its_own_component_and_a_bias_around_neutral(acme_graph):
     twin = unit((0, 0.8), (1, 0.6))
     plain = Node.objects.create(graph=acme_graph, key="plain", title="P", text="p", embedding=twin)
-    flagged = Node.objects.create(graph=acme_graph, key="flagged", title="F", text="f", embedding=twin, feedback_weight=0.3)
+    flagged = Node.objects.create(
+        graph=acme_graph, key="flagged", title="F", text="f", embedding=twin, feedback_weight=0.3
+    )
     shown = Node.objects.create(graph=acme_graph, key="shown", title="S", text="s", embedding=twin, feedback_weight=0.9)
     items = {c.node_id: c for c in service.search(acme_graph, vector=Q, k=5).items}
     fb = items[flagged.pk].scored.component("feedback")
     assert (fb.raw, fb.coefficient) == (pytest.approx(-0.2), 0.3) and fb.contribution == pytest.approx(-0.06)
-    assert items[flagged.pk].rank == 3 and items[flagged.pk].scored.total == pytest.approx(items[plain.pk].scored.total - 0.06)
+    assert items[flagged.pk].rank == 3 and items[flagged.pk].scored.total == pytest.approx(
+        items[plain.pk].scored.total - 0.06
+    )
     # Untouched (0.5) moves nothing; above neutral the EMA (which rises with how often a note is shown) lifts nothing.
     assert items[plain.pk].scored.component("feedback").contribution == 0.0
     assert items[shown.pk].scored.component("feedback").contribution == 0.0
@@ -133,7 +158,9 @@ def test_exploration_at_zero_changes_no_order(pg):
     # At zero every total is the total without the bonus: the order is the one the other components give.
     totals = {c.node_id: c.scored.total for c in at_zero}
     for c in with_bonus:
-        assert totals[c.node_id] == pytest.approx(c.scored.total - c.scored.component("exploration").contribution, abs=1e-9)
+        assert totals[c.node_id] == pytest.approx(
+            c.scored.total - c.scored.component("exploration").contribution, abs=1e-9
+        )
 
 
 def test_exploration_bonus_goes_to_what_similar_retrievals_did_not_surface(pg):
@@ -157,9 +184,14 @@ def test_credit_along_a_two_hop_path(pg, oscar):
     assert Node.objects.get(pk=n["e"].pk).feedback_weight == pytest.approx(0.55)  # 0.5 + 0.1 * 0.5
     assert Edge.objects.get(pk=e["a>c"].pk).weight == pytest.approx(0.64)  # 0.6 + 0.1 * 0.4
     assert Edge.objects.get(pk=e["c>e"].pk).weight == pytest.approx(0.55)
-    assert set(UseEvent.objects.filter(session=session, source="path").values_list("edge_id", flat=True)) == {e["a>c"].pk, e["c>e"].pk}
+    assert set(UseEvent.objects.filter(session=session, source="path").values_list("edge_id", flat=True)) == {
+        e["a>c"].pk,
+        e["c>e"].pk,
+    }
     # Once per session: the same use again, or a use of c (whose path a->c was credited), moves no edge twice.
-    again = actions.apply_uses(oscar, session, [UseItem("node", n["e"].pk, "explicit"), UseItem("node", n["c"].pk, "explicit")])
+    again = actions.apply_uses(
+        oscar, session, [UseItem("node", n["e"].pk, "explicit"), UseItem("node", n["c"].pk, "explicit")]
+    )
     assert (again.node_updates, again.edge_updates) == (1, 0)
     assert Edge.objects.get(pk=e["a>c"].pk).weight == pytest.approx(0.64)
 
@@ -182,7 +214,13 @@ def twins(acme, alice):
     for slug in ("learning", "frozen"):
         graph = services.create_graph(alice, acme, slug, slug)
         for key, sim in (("first", 0.90), ("second", 0.88), ("third", 0.86)):
-            Node.objects.create(graph=graph, key=key, title=key, text=key, embedding=unit((0, sim), (1 + len(key), math.sqrt(1 - sim * sim))))
+            Node.objects.create(
+                graph=graph,
+                key=key,
+                title=key,
+                text=key,
+                embedding=unit((0, sim), (1 + len(key), math.sqrt(1 - sim * sim))),
+            )
         out[slug] = graph
     return out
 

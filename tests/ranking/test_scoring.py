@@ -9,7 +9,9 @@ import pytest
 from ranking import scoring
 from ranking.scoring import EdgeCandidate, NodeCandidate, Policy
 
-P = Policy()  # the model's defaults: 0.5 / 0.35 / 0.15, fi 0.3; hybrid 0.6 / 0.2 / 0.1 / 0.1, 30 days, 0.6, 0.25, 2 hops
+P = (
+    Policy()
+)  # the model's defaults: 0.5 / 0.35 / 0.15, fi 0.3; hybrid 0.6 / 0.2 / 0.1 / 0.1, 30 days, 0.6, 0.25, 2 hops
 
 
 def approx(x):
@@ -36,7 +38,9 @@ def test_policy_from_mapping_ignores_other_numbers():
 
 
 def test_traversal_score_by_hand():
-    c = EdgeCandidate(edge_id=1, source_id=10, target_id=11, hops=1, weight=0.8, feedback_weight=0.4, priority=0.2, similarity=0.5)
+    c = EdgeCandidate(
+        edge_id=1, source_id=10, target_id=11, hops=1, weight=0.8, feedback_weight=0.4, priority=0.2, similarity=0.5
+    )
     s = scoring.score_edge(c, P)
     # blended = 0.7 * 0.8 + 0.3 * 0.4 = 0.68
     assert s.component("weight").raw == approx(0.68)
@@ -101,14 +105,26 @@ def test_hybrid_score_by_hand():
     assert s.component("persona").contribution == approx(0.05)
     assert s.component("recency").raw == approx(0.5) and s.component("recency").contribution == approx(0.05)
     assert s.total == approx(0.76)
-    assert [x.name for x in s.components] == ["vector", "hop", "persona", "recency", "feedback", "path", "priority", "memory", "exploration"]
+    assert [x.name for x in s.components] == [
+        "vector",
+        "hop",
+        "persona",
+        "recency",
+        "feedback",
+        "path",
+        "priority",
+        "memory",
+        "exploration",
+    ]
     # Untouched learned numbers (0.5) and no path or history add nothing.
     assert all(s.component(n).contribution == 0.0 for n in ("feedback", "path", "priority", "memory", "exploration"))
 
 
 def test_learned_components_are_biases_around_neutral():
     base = NodeCandidate(node_id=5, vector=0.9, hops=1)
-    learned = NodeCandidate(node_id=5, vector=0.9, hops=1, feedback_weight=0.2, path_weight=0.3, priority=0.5, novelty=1.0)
+    learned = NodeCandidate(
+        node_id=5, vector=0.9, hops=1, feedback_weight=0.2, path_weight=0.3, priority=0.5, novelty=1.0
+    )
     P = scoring.Policy(coef_path=0.3)  # the path term is off by default (docs/ranking.md)
     s = scoring.score_node(learned, P)
     assert s.component("feedback").raw == approx(-0.3) and s.component("feedback").contribution == approx(-0.09)
@@ -118,7 +134,8 @@ def test_learned_components_are_biases_around_neutral():
     assert s.total - scoring.score_node(base, P).total == approx(-0.09 - 0.06 + 0.075 + 0.03)
     # The node's own EMA only lowers (it rises with exposure, see score_node).
     assert scoring.score_node(NodeCandidate(node_id=5, vector=0.9, hops=1, feedback_weight=0.9), P).total == approx(
-        scoring.score_node(base, P).total)
+        scoring.score_node(base, P).total
+    )
     # A weight below neutral lowers a candidate, never removes it.
     low = NodeCandidate(node_id=5, vector=0.9, hops=1, feedback_weight=0.0)
     assert scoring.score_node(low, P).total == approx(scoring.score_node(base, P).total - 0.15)
@@ -127,11 +144,13 @@ def test_learned_components_are_biases_around_neutral():
 def test_expansion_is_best_first_bounded_and_carries_the_path():
     from ranking.scoring import Reach
 
-    edges = [EdgeCandidate(1, 10, 11, 1, weight=0.9, feedback_weight=0.5, priority=0.0),
-             EdgeCandidate(2, 10, 12, 1, weight=0.2, feedback_weight=0.5, priority=0.0),
-             EdgeCandidate(3, 11, 13, 2, weight=0.5, feedback_weight=0.5, priority=0.0),
-             EdgeCandidate(4, 13, 14, 3, weight=0.5, feedback_weight=0.5, priority=0.0),
-             EdgeCandidate(5, 12, 10, 2, weight=0.9, feedback_weight=0.5, priority=0.0)]  # back to the seed: ignored
+    edges = [
+        EdgeCandidate(1, 10, 11, 1, weight=0.9, feedback_weight=0.5, priority=0.0),
+        EdgeCandidate(2, 10, 12, 1, weight=0.2, feedback_weight=0.5, priority=0.0),
+        EdgeCandidate(3, 11, 13, 2, weight=0.5, feedback_weight=0.5, priority=0.0),
+        EdgeCandidate(4, 13, 14, 3, weight=0.5, feedback_weight=0.5, priority=0.0),
+        EdgeCandidate(5, 12, 10, 2, weight=0.9, feedback_weight=0.5, priority=0.0),
+    ]  # back to the seed: ignored
     scored = [scoring.score_edge(e, P) for e in edges]
     reached = scoring.expand_best_first({10: Reach(10, 0)}, scored, max_hops=2, limit=10)
     assert list(reached) == [11, 13, 12]  # 11 (w .9), then 13 through it (w .5) beats 12 (w .2); 14 is beyond 2 hops
@@ -229,7 +248,10 @@ def _edge(eid, src, tgt, hops, sim):
 
 def test_best_first_follows_the_frontier_not_the_global_order():
     # start 1 -> 2 (0.2), 1 -> 3 (0.1), 2 -> 4 (0.9), 9 -> 5 (0.95: source never reached)
-    scored = [scoring.score_edge(c, P) for c in [_edge(1, 1, 2, 1, 0.2), _edge(2, 1, 3, 1, 0.1), _edge(3, 2, 4, 2, 0.9), _edge(4, 9, 5, 2, 0.95)]]
+    scored = [
+        scoring.score_edge(c, P)
+        for c in [_edge(1, 1, 2, 1, 0.2), _edge(2, 1, 3, 1, 0.1), _edge(3, 2, 4, 2, 0.9), _edge(4, 9, 5, 2, 0.95)]
+    ]
     order = [s.stable_id for s in scoring.best_first_order(scored, [1])]
     # edge 3 is the best overall, but it is only reachable once edge 1 took us to node 2.
     assert order == ["edge:1", "edge:3", "edge:2", "edge:4"]
@@ -258,8 +280,12 @@ def test_estimate_tokens():
 
 
 def test_explain_pair_sums_to_the_total_difference_largest_first():
-    a = scoring.score_edge(EdgeCandidate(1, 10, 11, 1, weight=0.9, feedback_weight=0.5, priority=0.0, similarity=0.2), P)
-    b = scoring.score_edge(EdgeCandidate(2, 10, 12, 1, weight=0.5, feedback_weight=0.5, priority=1.0, similarity=0.3), P)
+    a = scoring.score_edge(
+        EdgeCandidate(1, 10, 11, 1, weight=0.9, feedback_weight=0.5, priority=0.0, similarity=0.2), P
+    )
+    b = scoring.score_edge(
+        EdgeCandidate(2, 10, 12, 1, weight=0.5, feedback_weight=0.5, priority=1.0, similarity=0.3), P
+    )
     rows = scoring.explain_pair(a.components_dict(), b.components_dict())
     assert [r["component"] for r in rows] == ["weight", "semantic", "priority"]
     # weight: 0.5 * (0.78 - 0.5) = 0.14; semantic: 0.35 * -0.1 = -0.035; priority: -0.15
@@ -310,8 +336,10 @@ def test_aggregate():
 
 def test_recall_similar_weights_past_retrievals_by_similarity():
     rows = [
-        (1, 1.0, 10, 1), (1, 1.0, 11, 0),  # the same question: 10 used, 11 given but not used
-        (2, 1.0, 10, 1), (2, 1.0, 12, -1),  # again: 10 used, 12 flagged wrong
+        (1, 1.0, 10, 1),
+        (1, 1.0, 11, 0),  # the same question: 10 used, 11 given but not used
+        (2, 1.0, 10, 1),
+        (2, 1.0, 12, -1),  # again: 10 used, 12 flagged wrong
         (3, 0.5, 13, 1),  # a dissimilar question used 13: almost no weight here
         (4, 0.9, None, 0),  # a similar retrieval that selected none of these candidates
     ]

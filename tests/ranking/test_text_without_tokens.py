@@ -18,7 +18,9 @@ pytestmark = pytest.mark.django_db
 
 HASHING, MINILM = "graphadmin.embeddings.HashingEmbedder", "graphadmin.embeddings.MiniLMEmbedder"
 CASES = [
-    pytest.param(("日本語のノート", "東京は日本の首都です。"), marks=pytest.mark.embedder(HASHING), id="hashing-japanese"),
+    pytest.param(
+        ("日本語のノート", "東京は日本の首都です。"), marks=pytest.mark.embedder(HASHING), id="hashing-japanese"
+    ),
     pytest.param(("It", ""), marks=pytest.mark.embedder(HASHING), id="hashing-it"),
     pytest.param(("🙂", "🚀🚀"), marks=pytest.mark.embedder(MINILM), id="minilm-emoji"),
 ]
@@ -59,7 +61,9 @@ def test_a_note_without_tokens_has_no_vector_and_every_retrieval_answers(note, r
 
     injections = []
     for body in ({"start_nodes": [nodes["a"].pk]}, {}):
-        ctx = client.post(f"{base}/context/", {"session": f"s-{len(body)}", "query": "ranking weights", **body}, format="json")
+        ctx = client.post(
+            f"{base}/context/", {"session": f"s-{len(body)}", "query": "ranking weights", **body}, format="json"
+        )
         assert ctx.status_code == 201, ctx.content
         _finite(ctx.json())
         injections.append(ctx.json()["injection"])

@@ -19,26 +19,53 @@ from graphadmin.client import ApiError, GraphClient, ServerError
 
 
 class Command(BaseCommand):
-    help = ("Import a vault into a learning graph and its frozen twin on a running server, ask the questions over "
-            "rounds of simulated agent feedback, and print hit@5, recall@5 and MRR@5 per round.")
+    help = (
+        "Import a vault into a learning graph and its frozen twin on a running server, ask the questions over "
+        "rounds of simulated agent feedback, and print hit@5, recall@5 and MRR@5 per round."
+    )
 
     def add_arguments(self, parser):
         parser.add_argument("vault", help="The Obsidian vault: a folder (zipped in memory) or a .zip.")
         parser.add_argument("questions", help='JSON: {"questions": [{"q": "...", "useful": ["note key", ...]}]}.')
         parser.add_argument("--url", default="http://127.0.0.1:8000", help="The running server (default %(default)s).")
-        parser.add_argument("--token", default=os.environ.get("GRAPHADMIN_TOKEN", ""),
-                            help="API token of a user with the admin role in the organization (default: $GRAPHADMIN_TOKEN).")
-        parser.add_argument("--org", help="Organization slug for the two graphs (default: the only one the token's user sees).")
-        parser.add_argument("--rounds", type=int, default=5, help="Feedback rounds; round 0 is measured before any (default 5).")
-        parser.add_argument("--train-fraction", type=float, default=0.5, help="Share of questions whose sessions report feedback.")
-        parser.add_argument("--seed", type=int, default=0, help="Seed of the train/test split and of the agent's negative flags.")
+        parser.add_argument(
+            "--token",
+            default=os.environ.get("GRAPHADMIN_TOKEN", ""),
+            help="API token of a user with the admin role in the organization (default: $GRAPHADMIN_TOKEN).",
+        )
+        parser.add_argument(
+            "--org", help="Organization slug for the two graphs (default: the only one the token's user sees)."
+        )
+        parser.add_argument(
+            "--rounds", type=int, default=5, help="Feedback rounds; round 0 is measured before any (default 5)."
+        )
+        parser.add_argument(
+            "--train-fraction", type=float, default=0.5, help="Share of questions whose sessions report feedback."
+        )
+        parser.add_argument(
+            "--seed", type=int, default=0, help="Seed of the train/test split and of the agent's negative flags."
+        )
         parser.add_argument("--budget", type=int, default=None, help="Context budget in items (default: the policy's).")
-        parser.add_argument("--negative-rate", type=float, default=0.3,
-                            help="Probability that a session flags one given, non-useful note as wrong (default 0.3).")
-        parser.add_argument("--set", dest="policy_set", action="append", default=[], metavar="NAME=VALUE",
-                            help="A policy change for both graphs, e.g. --set learning_rate=0.2 (repeatable).")
-        parser.add_argument("--wait-timeout", type=float, default=300.0,
-                            help="Seconds to wait for the worker to apply a round's reports or an import's embeddings.")
+        parser.add_argument(
+            "--negative-rate",
+            type=float,
+            default=0.3,
+            help="Probability that a session flags one given, non-useful note as wrong (default 0.3).",
+        )
+        parser.add_argument(
+            "--set",
+            dest="policy_set",
+            action="append",
+            default=[],
+            metavar="NAME=VALUE",
+            help="A policy change for both graphs, e.g. --set learning_rate=0.2 (repeatable).",
+        )
+        parser.add_argument(
+            "--wait-timeout",
+            type=float,
+            default=300.0,
+            help="Seconds to wait for the worker to apply a round's reports or an import's embeddings.",
+        )
         parser.add_argument("--timeout", type=float, default=120.0, help="Seconds per HTTP request.")
         parser.add_argument("--json", dest="json_out", help="Write the full report (per round and per question) here.")
         parser.add_argument("--plot", help="Write a PNG of recall@5 per round here (needs matplotlib).")
@@ -46,17 +73,27 @@ class Command(BaseCommand):
     def handle(self, *args, **o):
         logging.getLogger("httpx").setLevel(logging.WARNING)  # one INFO line per request otherwise
         if not o["token"]:
-            raise CommandError("--token is required (or GRAPHADMIN_TOKEN); see docs/learning.md: manage.py agent_token.")
+            raise CommandError(
+                "--token is required (or GRAPHADMIN_TOKEN); see docs/learning.md: manage.py agent_token."
+            )
         try:
             questions = evaluation.load_questions(o["questions"])
             policy = evaluation.parse_settings(o["policy_set"])
             with GraphClient(o["url"], o["token"], timeout=o["timeout"], retries=3) as client:
                 org = o["org"] or self._only_organization(client)
                 cfg = evaluation.Config(
-                    organization=org, rounds=o["rounds"], train_fraction=o["train_fraction"], seed=o["seed"],
-                    budget=o["budget"], negative_rate=o["negative_rate"], policy=policy, wait_timeout=o["wait_timeout"],
+                    organization=org,
+                    rounds=o["rounds"],
+                    train_fraction=o["train_fraction"],
+                    seed=o["seed"],
+                    budget=o["budget"],
+                    negative_rate=o["negative_rate"],
+                    policy=policy,
+                    wait_timeout=o["wait_timeout"],
                 )
-                report = evaluation.evaluate(client, o["vault"], questions, cfg, log=lambda line: self.stderr.write(line))
+                report = evaluation.evaluate(
+                    client, o["vault"], questions, cfg, log=lambda line: self.stderr.write(line)
+                )
         except evaluation.EvaluationError as exc:
             raise CommandError(str(exc)) from exc
         except ApiError as exc:
@@ -70,8 +107,10 @@ class Command(BaseCommand):
             f"{cfg.rounds} rounds, seed {cfg.seed}, budget {cfg.budget or 'policy default'}, negative rate {cfg.negative_rate}"
             + (f", policy {json.dumps(policy, sort_keys=True)}" if policy else "")
         )
-        self.stdout.write(f"graphs: learning {graphs['learning']['id']} ({graphs['learning']['slug']}), "
-                          f"frozen {graphs['frozen']['id']} ({graphs['frozen']['slug']}) in '{cfg.organization}'\n")
+        self.stdout.write(
+            f"graphs: learning {graphs['learning']['id']} ({graphs['learning']['slug']}), "
+            f"frozen {graphs['frozen']['id']} ({graphs['frozen']['slug']}) in '{cfg.organization}'\n"
+        )
         self.stdout.write(report.table())
         t = report.targets()
         self.stdout.write(
@@ -80,8 +119,12 @@ class Command(BaseCommand):
             f"(allowed {t['test_change_allowed'] * 100:+.1f}: {'met' if t['test_met'] else 'missed'})"
         )
         moved = report.moved()
-        self.stdout.write("last round, questions by recall@5 against frozen: " + "; ".join(
-            f"{side} {m['better']} better, {m['worse']} worse, {m['same']} same" for side, m in moved.items()))
+        self.stdout.write(
+            "last round, questions by recall@5 against frozen: "
+            + "; ".join(
+                f"{side} {m['better']} better, {m['worse']} worse, {m['same']} same" for side, m in moved.items()
+            )
+        )
         for r in report.rounds:
             f = r["feedback"]
             if f["sessions"]:
@@ -90,7 +133,8 @@ class Command(BaseCommand):
                     f"feedback round {r['round']}: {f['sessions']} sessions, {f['uses']} uses, {f['negatives']} negatives; "
                     f"{o_['accepted']} accepted, {o_['rework']} rework, {o_['rejected']} rejected; applied in {f['wait_s']:.1f}s"
                     + (f"; {f['resent']} reports resent (lost by the worker)" if f["resent"] else "")
-                    + (f"; {f['not_queued']} not queued" if f["not_queued"] else ""))
+                    + (f"; {f['not_queued']} not queued" if f["not_queued"] else "")
+                )
         if o["json_out"]:
             with open(o["json_out"], "w", encoding="utf-8") as fh:
                 json.dump({**report.as_dict(), "targets": t, "moved": moved}, fh, indent=2)

@@ -19,7 +19,9 @@ class Command(BaseCommand):
     def add_arguments(self, parser):
         d = simulation.Config()
         parser.add_argument("--sessions", type=int, default=d.sessions)
-        parser.add_argument("--shift-at", type=int, default=d.shift_at, help="Session at which the ground truth shifts (0: never).")
+        parser.add_argument(
+            "--shift-at", type=int, default=d.shift_at, help="Session at which the ground truth shifts (0: never)."
+        )
         parser.add_argument("--block", type=int, default=d.block)
         parser.add_argument("--topics", type=int, default=8)
         parser.add_argument("--notes", type=int, default=24, help="Notes per topic.")
@@ -27,7 +29,9 @@ class Command(BaseCommand):
         parser.add_argument("--p-ignore", type=float, default=d.p_ignore)
         parser.add_argument("--p-negative", type=float, default=d.p_negative)
         parser.add_argument("--seed", type=int, default=d.seed)
-        parser.add_argument("--policy", default="", help='Policy numbers for the run, JSON, e.g. \'{"learning_rate": 0.2}\'.')
+        parser.add_argument(
+            "--policy", default="", help="Policy numbers for the run, JSON, e.g. '{\"learning_rate\": 0.2}'."
+        )
         parser.add_argument("--json", help="Write the report to this file.")
         parser.add_argument("--plot", action="store_true", help="Write docs/learning.png and docs/learning.html.")
         parser.add_argument("--demo", action="store_true", help="Fill the demo graph with history instead (once).")
@@ -42,15 +46,26 @@ class Command(BaseCommand):
             result = fill_demo_history()
             self.stdout.write(f"demo history: {result}")
             return
-        cfg = simulation.Config(sessions=o["sessions"], shift_at=o["shift_at"] or None, block=o["block"], budget=o["budget"],
-                                p_ignore=o["p_ignore"], p_negative=o["p_negative"], seed=o["seed"])
+        cfg = simulation.Config(
+            sessions=o["sessions"],
+            shift_at=o["shift_at"] or None,
+            block=o["block"],
+            budget=o["budget"],
+            p_ignore=o["p_ignore"],
+            p_negative=o["p_negative"],
+            seed=o["seed"],
+        )
         policy = json.loads(o["policy"]) if o["policy"] else None
 
         def progress(b):
-            self.stdout.write(f"sessions {b.start + 1}-{b.end} (phase {b.phase}): hit@5 {b.hit5:.2f} vs frozen {b.frozen_hit5:.2f}; "
-                              f"MRR {b.mrr:.2f} vs {b.frozen_mrr:.2f}")
+            self.stdout.write(
+                f"sessions {b.start + 1}-{b.end} (phase {b.phase}): hit@5 {b.hit5:.2f} vs frozen {b.frozen_hit5:.2f}; "
+                f"MRR {b.mrr:.2f} vs {b.frozen_mrr:.2f}"
+            )
 
-        report = simulation.run_experiment(cfg, topics=o["topics"], notes_per_topic=o["notes"], policy=policy, progress=progress)
+        report = simulation.run_experiment(
+            cfg, topics=o["topics"], notes_per_topic=o["notes"], policy=policy, progress=progress
+        )
         self.stdout.write("\n" + report.table())
         self.stdout.write("\ntargets: " + json.dumps(report.targets()))
         self.stdout.write(f"outcomes: {report.outcomes}; decay runs: {report.decay_runs}")
@@ -60,5 +75,7 @@ class Command(BaseCommand):
         if o["plot"]:
             from django.conf import settings
 
-            simulation.write_plots(report, settings.BASE_DIR / "docs" / "learning.png", settings.BASE_DIR / "docs" / "learning.html")
+            simulation.write_plots(
+                report, settings.BASE_DIR / "docs" / "learning.png", settings.BASE_DIR / "docs" / "learning.html"
+            )
             self.stdout.write("wrote docs/learning.png and docs/learning.html")

@@ -27,9 +27,13 @@ class Command(BaseCommand):
     def add_arguments(self, parser):
         parser.add_argument("--org", required=True, help="Slug of an existing organization.")
         parser.add_argument("--user", required=True, help="Username of the service account (created if missing).")
-        parser.add_argument("--role", choices=ROLES, default="analyst",
-                            help="Its role in the organization (default analyst: retrieve and report feedback; "
-                                 "creating graphs needs admin).")
+        parser.add_argument(
+            "--role",
+            choices=ROLES,
+            default="analyst",
+            help="Its role in the organization (default analyst: retrieve and report feedback; "
+            "creating graphs needs admin).",
+        )
 
     def handle(self, *args, org, user, role, **options):
         organization = Organization.objects.filter(slug=org).first()

@@ -33,9 +33,15 @@ class Progress:
         if bar is None:
             for other in self.bars.values():
                 other.close()
-            bar = self.bars[phase] = tqdm(total=total, desc=PHASES.get(phase, phase), unit="", file=sys.stderr,
-                                          disable=self.enabled is False or (self.enabled is None and not sys.stderr.isatty()),
-                                          leave=True, dynamic_ncols=True)
+            bar = self.bars[phase] = tqdm(
+                total=total,
+                desc=PHASES.get(phase, phase),
+                unit="",
+                file=sys.stderr,
+                disable=self.enabled is False or (self.enabled is None and not sys.stderr.isatty()),
+                leave=True,
+                dynamic_ncols=True,
+            )
         bar.total = total
         bar.update(done - bar.n)  # tqdm redraws at most every mininterval
 
@@ -50,15 +56,29 @@ class Command(BaseCommand):
     def add_arguments(self, parser):
         parser.add_argument("path", help="The vault folder, or a zip of it.")
         parser.add_argument("--graph", required=True, help="Slug of the target graph.")
-        parser.add_argument("--org", help="Slug of the graph's organization (required when the slug is not unique, "
-                                          "or to create the graph when it does not exist).")
+        parser.add_argument(
+            "--org",
+            help="Slug of the graph's organization (required when the slug is not unique, "
+            "or to create the graph when it does not exist).",
+        )
         parser.add_argument("--dry-run", action="store_true", help="Report what would change; write nothing.")
-        parser.add_argument("--create-missing", action="store_true",
-                            help="Create placeholder nodes (kind 'missing') for links to notes that do not exist.")
-        parser.add_argument("--embed", choices=["auto", "sync", "task"], default="auto",
-                            help="Embed in this process, in the Celery 'embeddings' task, or auto (task for large imports).")
-        parser.add_argument("--progress", action=argparse.BooleanOptionalAction, default=None,
-                            help="Show progress bars (default: when stderr is a terminal).")
+        parser.add_argument(
+            "--create-missing",
+            action="store_true",
+            help="Create placeholder nodes (kind 'missing') for links to notes that do not exist.",
+        )
+        parser.add_argument(
+            "--embed",
+            choices=["auto", "sync", "task"],
+            default="auto",
+            help="Embed in this process, in the Celery 'embeddings' task, or auto (task for large imports).",
+        )
+        parser.add_argument(
+            "--progress",
+            action=argparse.BooleanOptionalAction,
+            default=None,
+            help="Show progress bars (default: when stderr is a terminal).",
+        )
 
     def handle(self, *args, path, graph, org, dry_run, create_missing, embed, progress, **options):
         bars = Progress(progress)
@@ -118,4 +138,3 @@ class Command(BaseCommand):
                 self.stdout.write(line)
         for w in warnings:
             self.stderr.write(f"  warning: {w}")
-

@@ -15,7 +15,9 @@ class Command(BaseCommand):
     )
 
     def add_arguments(self, parser):
-        parser.add_argument("--token", default=None, help="API token (stdio). Default: the GRAPHADMIN_TOKEN environment variable.")
+        parser.add_argument(
+            "--token", default=None, help="API token (stdio). Default: the GRAPHADMIN_TOKEN environment variable."
+        )
         parser.add_argument("--http", action="store_true", help="Serve streamable HTTP instead of stdio.")
         parser.add_argument("--host", default="127.0.0.1", help="HTTP: address to bind (default 127.0.0.1).")
         parser.add_argument("--port", type=int, default=8765, help="HTTP: port (default 8765).")
@@ -26,12 +28,16 @@ class Command(BaseCommand):
         # stdout is the protocol channel on stdio: logging (settings.LOGGING) and messages go to stderr.
         if http:
             server = mcp_server.build_server(http=True, host=host, port=port)
-            self.stderr.write(f"graphadmin MCP server: streamable HTTP on http://{host}:{port}/mcp (Bearer token per request)")
+            self.stderr.write(
+                f"graphadmin MCP server: streamable HTTP on http://{host}:{port}/mcp (Bearer token per request)"
+            )
             server.run("streamable-http", host=host, port=port)
             return
         token = token or os.environ.get("GRAPHADMIN_TOKEN", "")
         if not token:
-            raise CommandError("No token: pass --token or set GRAPHADMIN_TOKEN (create one with manage.py drf_create_token USERNAME).")
+            raise CommandError(
+                "No token: pass --token or set GRAPHADMIN_TOKEN (create one with manage.py drf_create_token USERNAME)."
+            )
         try:
             user = mcp_server.user_for_token(token)
         except mcp_server.NotAuthenticated as exc:

@@ -30,8 +30,12 @@ class Command(BaseCommand):
         how = parser.add_mutually_exclusive_group()
         how.add_argument("--sync", action="store_true", help="Embed in this process, whatever the size.")
         how.add_argument("--task", action="store_true", help="Enqueue the Celery task, whatever the size.")
-        parser.add_argument("--progress", action=argparse.BooleanOptionalAction, default=None,
-                            help="Show a progress bar (default: when stderr is a terminal).")
+        parser.add_argument(
+            "--progress",
+            action=argparse.BooleanOptionalAction,
+            default=None,
+            help="Show a progress bar (default: when stderr is a terminal).",
+        )
 
     def handle(self, *args, graph, org, sync, task, progress, **options):
         target = self._graph(graph, org)
@@ -39,8 +43,10 @@ class Command(BaseCommand):
         stale = stale_rows(target.pk, model)
         total = stale["nodes"] + stale["edges"]
         models = stored_models(target.pk)
-        self.stdout.write(f"{target.organization.slug}/{target.slug}: vectors by {', '.join(models) or 'no model'}; "
-                          f"configured {model}; {stale['nodes']} nodes and {stale['edges']} edges to embed.")
+        self.stdout.write(
+            f"{target.organization.slug}/{target.slug}: vectors by {', '.join(models) or 'no model'}; "
+            f"configured {model}; {stale['nodes']} nodes and {stale['edges']} edges to embed."
+        )
         if total == 0:
             self.stdout.write(self.style.SUCCESS("Nothing to re-embed."))
             return
@@ -48,16 +54,20 @@ class Command(BaseCommand):
             from graphadmin.tasks import reembed_graph
 
             result = reembed_graph.apply_async(args=[target.pk, ACTOR], queue="embeddings")
-            self.stdout.write(self.style.SUCCESS(f"Enqueued graphadmin.reembed_graph on queue 'embeddings': task {result.id}."))
+            self.stdout.write(
+                self.style.SUCCESS(f"Enqueued graphadmin.reembed_graph on queue 'embeddings': task {result.id}.")
+            )
             return
         bars = Progress(progress)
         try:
             result = do_reembed(target, actor=ACTOR, progress=bars)
         finally:
             bars.close()
-        self.stdout.write(self.style.SUCCESS(
-            f"Re-embedded {result['nodes']} nodes and {result['edges']} edges with {model} in {result['duration_ms'] / 1000:.1f} s."
-        ))
+        self.stdout.write(
+            self.style.SUCCESS(
+                f"Re-embedded {result['nodes']} nodes and {result['edges']} edges with {model} in {result['duration_ms'] / 1000:.1f} s."
+            )
+        )
 
     def _graph(self, slug, org_slug) -> Graph:
         graphs = Graph.objects.filter(slug=slug).select_related("organization")
@@ -69,4 +79,3 @@ class Command(BaseCommand):
         if len(found) > 1:
             raise CommandError(f"Several graphs are called '{slug}'; name the organization with --org.")
         return found[0]
-
