@@ -26,7 +26,7 @@ def test_module_imports_nothing_from_django():
             imported |= {a.name.split(".")[0] for a in node.names}
         elif isinstance(node, ast.ImportFrom):
             imported.add((node.module or "").split(".")[0])
-    assert imported <= {"__future__", "heapq", "math", "dataclasses", "typing"}
+    assert imported <= {"__future__", "collections", "heapq", "math", "dataclasses", "typing"}
 
 
 def test_policy_from_mapping_ignores_other_numbers():
