@@ -26,7 +26,7 @@ def audit_trail(request, graph_id):
     page = Paginator(events, 50).get_page(request.GET.get("page"))
     return render(
         request,
-        "dashboard/audit.html",
+        "graphadmin/audit.html",
         {
             "access": access,
             "page": page,

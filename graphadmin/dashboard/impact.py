@@ -40,6 +40,6 @@ def impact(request, graph_id):
     ]
     return render(
         request,
-        "dashboard/impact.html",
+        "feedback/impact.html",
         {"access": access, "since": since, "until": until, "error": error, "rows": rows, "figures": figures},
     )

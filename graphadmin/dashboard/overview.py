@@ -39,7 +39,7 @@ def overview(request, graph_id):
     )
     return render(
         request,
-        "dashboard/overview.html",
+        "feedback/overview.html",
         {
             "access": access,
             "counts": counts,

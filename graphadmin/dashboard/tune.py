@@ -107,7 +107,7 @@ def tune(request, graph_id):
         form = TuneForm(initial=_initial(current, edge_types), edge_types=edge_types)
     return render(
         request,
-        "dashboard/tune.html",
+        "graphadmin/tune.html",
         {"access": access, "form": form, "current": current, "revisions": _revision_diffs(graph)},
     )
 
@@ -125,4 +125,4 @@ def preview(request, graph_id):
         changes.pop("ceiling_mode", None)  # does not affect ranking
         priorities = {et.name: value for et, value in form.priority_changes().items()}
         result = ranking.whatif(access.graph, changes=changes, priorities=priorities, n=PREVIEW_INJECTIONS)
-    return render(request, "dashboard/_whatif.html", {"access": access, "form": form, "result": result})
+    return render(request, "ranking/_whatif.html", {"access": access, "form": form, "result": result})
