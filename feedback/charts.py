@@ -90,9 +90,7 @@ def score_distribution(rows) -> dict:
             (("p90", "p90"), ("median", "p50"), ("p10", "p10"), ("spread (std dev)", "stddev"))
         )
     ]
-    return figure(
-        "Traversal-score distribution per day", series, xaxis=DAY_AXIS, yaxis={"title": {"text": "score"}}
-    )
+    return figure("Traversal-score distribution per day", series, xaxis=DAY_AXIS, yaxis={"title": {"text": "score"}})
 
 
 def updates_by_kind(rows) -> dict:
@@ -123,9 +121,7 @@ def top_used_fraction(rows) -> dict:
         if r.data.get("top_used", {}).get("fraction") is not None
     ]
     k = rows[-1].data.get("top_used", {}).get("top_k", 3) if rows else 3
-    series = [
-        line_series(f"sessions using a top-{k} candidate", [d for d, _ in points], [f for _, f in points], 0)
-    ]
+    series = [line_series(f"sessions using a top-{k} candidate", [d for d, _ in points], [f for _, f in points], 0)]
     return figure(
         "Sessions whose top-ranked candidates were used",
         series,
@@ -177,9 +173,7 @@ def mean_weights_by_type(rows) -> dict:
                 line={"color": PALETTE[i % 8], "dash": "dash"},
             )
         )
-    return figure(
-        "Mean weight and feedback_weight by edge type", series, xaxis=DAY_AXIS, yaxis={"range": [0, 1]}
-    )
+    return figure("Mean weight and feedback_weight by edge type", series, xaxis=DAY_AXIS, yaxis={"range": [0, 1]})
 
 
 def outcomes_per_day(rows) -> dict:

@@ -62,8 +62,6 @@ def overview(request, graph_id):
     )
 
 
-
-
 @login_required
 def batch_list(request, graph_id):
     access = graph_access(request, graph_id)

@@ -19,7 +19,10 @@ def embed_graph(graph_id: int) -> dict:
 
 @shared_task(name="graphadmin.reembed_graph", acks_late=True)
 def reembed_graph(graph_id: int, actor: str = "task:reembed_graph") -> dict:
-    """Re-embed a graph's vectors made by another model than the configured one (manage.py reembed). Queue: embeddings."""
+    """Re-embed a graph's vectors made by another model than the configured one (manage.py reembed).
+
+    Queue: embeddings.
+    """
     graph = Graph.objects.select_related("organization").get(pk=graph_id)
     return do_reembed(graph, actor=actor)
 

@@ -95,7 +95,7 @@ def apply_plan(graph: Graph, plan: ImportPlan, *, mode: str, progress: ProgressF
         )
         for k in new_keys
     ]
-    for obj, vec in zip(new_objs, vectors([node_embedding_text(o.title, o.text) for o in new_objs])):
+    for obj, vec in zip(new_objs, vectors([node_embedding_text(o.title, o.text) for o in new_objs]), strict=True):
         obj.embedding, obj.embedding_model = vec, model if vec is not None else ""
     Node.objects.bulk_create(new_objs, batch_size=BULK)
     update_objs = []
@@ -120,7 +120,7 @@ def apply_plan(graph: Graph, plan: ImportPlan, *, mode: str, progress: ProgressF
         )
         for pk, d in update_objs
     ]
-    for obj, vec in zip(updated, vectors([node_embedding_text(o.title, o.text) for o in updated])):
+    for obj, vec in zip(updated, vectors([node_embedding_text(o.title, o.text) for o in updated]), strict=True):
         obj.embedding, obj.embedding_model = vec, model if vec is not None else ""
     Node.objects.bulk_update(
         updated,
@@ -177,9 +177,9 @@ def apply_plan(graph: Graph, plan: ImportPlan, *, mode: str, progress: ProgressF
     ]
     texts = [
         triplet_text(title_after[e.source_id], n, title_after[e.target_id])
-        for e, (_s, _t, n) in zip(edge_objs, create_edges)
+        for e, (_s, _t, n) in zip(edge_objs, create_edges, strict=True)
     ]
-    for obj, vec in zip(edge_objs, vectors(texts)):
+    for obj, vec in zip(edge_objs, vectors(texts), strict=True):
         obj.triplet_embedding, obj.embedding_model = vec, model if vec is not None else ""
     Edge.objects.bulk_create(edge_objs, batch_size=BULK)
     if restore_edges:
@@ -196,7 +196,7 @@ def apply_plan(graph: Graph, plan: ImportPlan, *, mode: str, progress: ProgressF
         Edge.objects.bulk_update(
             [
                 Edge(id=i, triplet_embedding=v, embedding_model=model if v is not None else "", updated_at=now)
-                for (i, _s, _t, _n), v in zip(rows, vecs)
+                for (i, _s, _t, _n), v in zip(rows, vecs, strict=True)
             ],
             ["triplet_embedding", "embedding_model", "updated_at"],
             batch_size=BULK,
@@ -319,7 +319,7 @@ def _embed_rows(
             model.objects.bulk_update(
                 [
                     model(id=row[0], **{field: v, "embedding_model": embedder.model_name if v is not None else ""})
-                    for row, v in zip(rows, vecs)
+                    for row, v in zip(rows, vecs, strict=True)
                 ],
                 [field, "embedding_model"],
             )
