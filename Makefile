@@ -5,7 +5,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: run test install browser bench evaluate
+.PHONY: run test lint install browser bench evaluate
 
 install: $(STAMP)
 
@@ -20,16 +20,27 @@ $(STAMP): pyproject.toml
 run: $(STAMP)
 	DEBUG=$${DEBUG:-1} $(BIN)/python manage.py rundemo
 
-# Dashboard tests drive Debian's Chromium (browser downloads do not work offline); install it once.
+# Dashboard tests drive Debian's Chromium (browser downloads do not work offline). Without it, `make test`
+# stops and says what to install; under CI=true it installs it (apt-get, as root) if it can.
 browser:
 	@command -v chromium >/dev/null 2>&1 || { \
-		echo "Installing Debian's chromium for the browser tests..."; \
-		apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium >/dev/null; }
+		if [ "$${CI:-}" = "true" ] && command -v apt-get >/dev/null 2>&1; then \
+			echo "Installing Debian's chromium for the browser tests..."; \
+			apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium >/dev/null; \
+		else \
+			echo "The browser tests need Debian's Chromium: run 'apt-get install chromium' (as root), then 'make test' again." >&2; \
+			exit 1; \
+		fi; }
 
 # The suite's filesystem queue is its own, so a running `make run` worker never takes its tasks.
 test: $(STAMP) browser
 	SECRET_KEY=$${SECRET_KEY:-test-only-insecure-key} CELERY_QUEUE_DIR=$${CELERY_QUEUE_DIR:-.local/test-celery-queue} \
 		$(BIN)/python -m pytest $(PYTEST_ARGS)
+
+# Style: ruff's checks and formatting (configuration in pyproject.toml); `ruff format .` fixes the latter.
+lint: $(STAMP)
+	$(BIN)/ruff check .
+	$(BIN)/ruff format --check .
 
 # The benchmark (bench/run.py): generates the bench database, times every hot path against its raw-SQL
 # floor, prints the table and writes it to docs/performance.md. SCALE: a fraction of full, or full.

@@ -271,10 +271,10 @@ class Bench:
         """
         from django.conf import settings
 
-        from graphadmin.demo import DEMO_VAULT
+        from feedback.demo import DEMO_VAULT
         from graphadmin.embeddings import _queries, embed_query, get_embedder
-        from graphadmin.vault.load import node_embedding_text, triplet_text
         from graphadmin.vault.parse import parse_vault
+        from graphadmin.vault.plan import node_embedding_text, triplet_text
 
         embedder = get_embedder()
         subjects = [
@@ -729,8 +729,8 @@ class Bench:
         from django.urls import reverse
 
         from feedback.models import ContextInjection, UpdateBatch
-        from graphadmin.dashboard.tune import _initial
         from graphadmin.models import Edge, EdgeType, Membership, Node
+        from graphadmin.views import _initial
 
         User = get_user_model()
         member, _ = User.objects.get_or_create(username="bench-operator")

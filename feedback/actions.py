@@ -39,7 +39,7 @@ from graphadmin import audit
 from graphadmin.embeddings import configured_model, embed_texts
 from graphadmin.models import Edge, EdgeType, Graph, Node, PolicyRevision
 from graphadmin.models.policy import POLICY_NUMBERS
-from graphadmin.vault.load import triplet_text
+from graphadmin.vault.plan import triplet_text
 
 from .models import (
     OUTCOMES,

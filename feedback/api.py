@@ -24,8 +24,9 @@ from django.db import transaction
 from django.db.models import Q
 from django.shortcuts import get_object_or_404
 from drf_spectacular.utils import OpenApiParameter, extend_schema
-from rest_framework import generics, status
+from rest_framework import generics, serializers, status
 from rest_framework.exceptions import ValidationError
+from rest_framework.parsers import MultiPartParser
 from rest_framework.permissions import IsAuthenticated
 from rest_framework.response import Response
 from rest_framework.views import APIView
@@ -33,8 +34,10 @@ from rest_framework.views import APIView
 from graphadmin.api.permissions import RoleForWrites
 from graphadmin.api.views import GRAPH_ID, GraphScopedMixin
 from graphadmin.models import Edge, Node
+from graphadmin.vault.parse import MAX_ARCHIVE_BYTES, VaultError, parse_vault
 
 from . import actions, metrics, tasks
+from .imports import do_import_vault
 from .models import AgentSession, DailyMetric, InjectionCandidate, UpdateBatch, WeightHistory
 from .serializers import (
     AcceptedSerializer,
@@ -430,3 +433,79 @@ class BatchRollbackView(BatchScopedMixin, APIView):
         except actions.RollbackRefused as exc:
             return Response({"status": "already_rolled_back", "reason": str(exc)}, status=status.HTTP_409_CONFLICT)
         return Response(result.as_dict())
+
+
+# ---------------------------------------------------------------------------------------------
+# Vault import
+
+
+class VaultUploadSerializer(serializers.Serializer):
+    file = serializers.FileField(
+        help_text=f"The vault as a zip archive (at most {MAX_ARCHIVE_BYTES // (1024 * 1024)} MiB)."
+    )
+    dry_run = serializers.BooleanField(default=False, help_text="Report what would change; write nothing.")
+    create_missing = serializers.BooleanField(default=False, help_text="Create placeholder nodes for unresolved links.")
+
+    def validate_file(self, value):
+        if value.size > MAX_ARCHIVE_BYTES:
+            raise serializers.ValidationError(f"The archive is larger than {MAX_ARCHIVE_BYTES // (1024 * 1024)} MiB.")
+        return value
+
+
+class UnresolvedLinkSerializer(serializers.Serializer):
+    source = serializers.CharField(help_text="Key of the linking note.")
+    target = serializers.CharField(help_text="The link as written.")
+    edge_type = serializers.CharField()
+    reason = serializers.CharField(help_text="no such note, ambiguous or attachment missing.")
+    candidates = serializers.ListField(
+        child=serializers.CharField(), help_text="For ambiguous: the notes tied for the link."
+    )
+
+
+class UnresolvedGroupSerializer(serializers.Serializer):
+    reason = serializers.CharField()
+    count = serializers.IntegerField()
+    links = UnresolvedLinkSerializer(many=True)
+
+
+class ImportResultSerializer(serializers.Serializer):
+    dry_run = serializers.BooleanField()
+    batch = serializers.IntegerField(allow_null=True)
+    audit_seq = serializers.IntegerField(allow_null=True)
+    embedding = serializers.CharField(help_text="sync, task (Celery queue 'embeddings') or none (dry run).")
+    duration_ms = serializers.FloatField()
+    counts = serializers.DictField(child=serializers.IntegerField())
+    unresolved = UnresolvedLinkSerializer(many=True)
+    unresolved_by_reason = UnresolvedGroupSerializer(
+        many=True, help_text="The same links grouped by reason: no such note, ambiguous, attachment missing."
+    )
+    warnings = serializers.ListField(child=serializers.CharField())
+
+
+class VaultImportView(GraphScopedMixin, generics.GenericAPIView):
+    """POST /api/graphs/{graph_pk}/import/: import a zipped Obsidian vault into this graph (operators and admins).
+
+    Thin: it checks the role, hands the upload to the parser and the import action, and answers with
+    the counts: one batch, one audit event. A refused archive (zip-slip, symlink, oversize, no notes)
+    is a 400 and writes nothing.
+    """
+
+    serializer_class = VaultUploadSerializer
+    parser_classes = [MultiPartParser]
+
+    @extend_schema(
+        parameters=[GRAPH_ID],
+        request={"multipart/form-data": VaultUploadSerializer},
+        responses={200: ImportResultSerializer, 201: ImportResultSerializer},
+    )
+    def post(self, request, graph_pk=None):
+        upload = self.get_serializer(data=request.data)
+        upload.is_valid(raise_exception=True)
+        data = upload.validated_data
+        try:
+            parsed = parse_vault(data["file"], create_missing=data["create_missing"])
+        except VaultError as exc:
+            raise ValidationError({"file": [str(exc)]}) from exc
+        result = do_import_vault(self.graph(), parsed, actor=request.user, dry_run=data["dry_run"])
+        code = status.HTTP_200_OK if result.dry_run else status.HTTP_201_CREATED
+        return Response(ImportResultSerializer(result.as_dict()).data, status=code)

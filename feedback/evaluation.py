@@ -80,7 +80,10 @@ class Config:
 
 
 def load_questions(path: str | os.PathLike) -> list[Question]:
-    """Read ``{"questions": [{"q": "...", "useful": ["note key", ...]}, ...]}``; refuse anything else with the reason."""
+    """Read ``{"questions": [{"q": "...", "useful": ["note key", ...]}, ...]}``.
+
+    Anything else is refused with the reason.
+    """
     try:
         data = json.loads(Path(path).read_text(encoding="utf-8"))
     except (OSError, ValueError) as exc:
@@ -101,7 +104,10 @@ def load_questions(path: str | os.PathLike) -> list[Question]:
 
 
 def parse_settings(pairs: list[str]) -> dict:
-    """``["exploration=0", "ceiling_mode=soft"]`` -> ``{"exploration": 0, "ceiling_mode": "soft"}`` (numbers as numbers)."""
+    """``["exploration=0", "ceiling_mode=soft"]`` -> ``{"exploration": 0, "ceiling_mode": "soft"}``.
+
+    Numbers as numbers.
+    """
     out = {}
     for pair in pairs or []:
         name, sep, raw = pair.partition("=")
@@ -236,7 +242,10 @@ class Report:
         }
 
     def moved(self) -> dict:
-        """Per split, how many questions the learning graph answers better or worse than frozen (recall@5, last round)."""
+        """Per split, how many questions the learning graph answers better or worse than frozen.
+
+        By recall@5, in the last round.
+        """
         out = {side: {"better": 0, "worse": 0, "same": 0} for side in SPLITS}
         for q in self.questions:
             diff = q["recall5"]["learning"][-1] - q["recall5"]["frozen"][-1]
@@ -247,7 +256,8 @@ class Report:
         """The per-round table: hit@5, recall@5, MRR@5 for learning and frozen, train and test."""
         head = (
             f"{'round':>5} {'split':<5} | {'learning':^20} | {'frozen':^20} | {'recall@5':>8}\n"
-            f"{'':>5} {'':<5} | {'hit@5':>6} {'rec@5':>6} {'MRR@5':>6} | {'hit@5':>6} {'rec@5':>6} {'MRR@5':>6} | {'l - f':>8}"
+            f"{'':>5} {'':<5} | {'hit@5':>6} {'rec@5':>6} {'MRR@5':>6} "
+            f"| {'hit@5':>6} {'rec@5':>6} {'MRR@5':>6} | {'l - f':>8}"
         )
         lines = [head, "-" * len(head.splitlines()[1])]
         for r in self.rounds:

@@ -18,6 +18,8 @@ from datetime import UTC, date, datetime, timedelta
 from django.db import connection as default_connection
 from django.db import transaction
 
+from graphadmin import audit
+
 log = logging.getLogger(__name__)
 
 # Each partitioned history table and the name its expiry is audited under.
@@ -96,8 +98,6 @@ def expire(actor, retention_days: int, now: datetime | None = None) -> list[dict
     Each drop is audited. Returns one dict per dropped partition: name, ledger, month, rows, rows per
     organization.
     """
-    from graphadmin import audit
-
     if retention_days <= 0:
         return []
     cutoff = (now or datetime.now(UTC)) - timedelta(days=retention_days)

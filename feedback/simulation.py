@@ -37,16 +37,22 @@ from __future__ import annotations
 
 import math
 import random
+import shutil
 import uuid
 from contextlib import contextmanager
 from dataclasses import asdict, dataclass, field
 from datetime import UTC, datetime, timedelta
+from pathlib import Path
 
 from django.conf import settings
+from django.contrib.auth import get_user_model
 from django.db import transaction
+from django.db.models import Count, Q
+from rest_framework.test import APIClient
 
 from graphadmin import services
-from graphadmin.models import Edge, EdgeType, Graph, Node
+from graphadmin.celery import app as celery_app
+from graphadmin.models import Edge, EdgeType, Graph, Membership, Node, Organization
 
 from . import actions
 from .models import AgentSession
@@ -284,8 +290,6 @@ def topics_of(graph: Graph, anchor_keys: list[str], *, directions=None, min_note
 
 def hub_anchor_keys(graph: Graph, *, topics: int = 6, min_notes: int = 4) -> list[str]:
     """Keys of the graph's best-connected nodes (most active out-edges), as topic anchors for an existing graph."""
-    from django.db.models import Count, Q
-
     rows = (
         Node.objects.filter(graph=graph, archived=False, embedding__isnull=False)
         .annotate(n=Count("out_edges", filter=Q(out_edges__archived=False)))
@@ -303,20 +307,17 @@ def hub_anchor_keys(graph: Graph, *, topics: int = 6, min_notes: int = 4) -> lis
 @contextmanager
 def eager_tasks():
     """Run Celery tasks inline in this process (the simulation only): same tasks, same actions, no worker."""
-    from graphadmin.celery import app
-
-    before = app.conf.task_always_eager, app.conf.task_eager_propagates
-    app.conf.task_always_eager, app.conf.task_eager_propagates = True, True
+    conf = celery_app.conf
+    before = conf.task_always_eager, conf.task_eager_propagates
+    conf.task_always_eager, conf.task_eager_propagates = True, True
     try:
         yield
     finally:
-        app.conf.task_always_eager, app.conf.task_eager_propagates = before
+        conf.task_always_eager, conf.task_eager_propagates = before
 
 
 def api_client(user):
     """An in-process DRF client authenticated as ``user`` (the real views, middleware and database)."""
-    from rest_framework.test import APIClient
-
     hosts = settings.ALLOWED_HOSTS
     host = "localhost" if ("localhost" in hosts or "*" in hosts or not hosts) else hosts[0].lstrip(".")
     client = APIClient(HTTP_HOST=host)
@@ -471,10 +472,6 @@ def run_experiment(
     ``policy``: policy numbers to set on both graphs first (one new revision each, audited).
     The analyst ``sim-analyst`` drives the sessions; ``sim-admin`` creates the graphs.
     """
-    from django.contrib.auth import get_user_model
-
-    from graphadmin.models import Membership, Organization
-
     User = get_user_model()
     org, _ = Organization.objects.get_or_create(slug="simulation", defaults={"name": "Simulation"})
     users = {}
@@ -507,9 +504,6 @@ def write_plots(report: Report, png_path, html_path) -> None:
     """hit@5 and MRR per block, learning against frozen, as a PNG (matplotlib) and a static HTML (plotly).
 
     The HTML loads ``plotly.min.js`` from its own folder (copied there from the installed plotly package)."""
-    import shutil
-    from pathlib import Path
-
     import matplotlib
 
     matplotlib.use("Agg")
@@ -527,7 +521,7 @@ def write_plots(report: Report, png_path, html_path) -> None:
     }
     shift = report.config.get("shift_at")
     fig, axes = plt.subplots(1, 2, figsize=(11, 4), sharex=True)
-    for ax, metric in zip(axes, ("hit@5", "MRR")):
+    for ax, metric in zip(axes, ("hit@5", "MRR"), strict=True):
         for who, style in (("learning", "-o"), ("frozen", "--s")):
             ax.plot(x, series[f"{metric}, {who}"], style, label=who, markersize=3)
         if shift:
@@ -553,7 +547,10 @@ def write_plots(report: Report, png_path, html_path) -> None:
             pfig.add_vline(x=shift, line_dash="dot", line_color="grey", row=1, col=col)
     pfig.update_yaxes(range=[0, 1.02])
     pfig.update_layout(
-        title="Does the graph learn? Learning policy against frozen (no feedback); the ground truth shifts at the dotted line",
+        title=(
+            "Does the graph learn? Learning policy against frozen (no feedback); "
+            "the ground truth shifts at the dotted line"
+        ),
         height=450,
     )
     html_path = Path(html_path)

@@ -13,11 +13,12 @@ import logging
 from datetime import UTC, date, datetime, timedelta
 
 from celery import shared_task
+from django.conf import settings
 from django.contrib.auth import get_user_model
 
 from graphadmin.models import Graph, PolicyRevision
 
-from . import actions, metrics
+from . import actions, metrics, retention
 from .models import AgentSession
 
 log = logging.getLogger(__name__)
@@ -193,10 +194,6 @@ def rollup_metrics_all_task() -> list[int]:
 @shared_task(name="feedback.maintain_history")
 def maintain_history_task() -> dict:
     """Create next months' weight-history partitions; expire whole months past the retention setting."""
-    from django.conf import settings
-
-    from feedback import retention
-
     created = retention.ensure_partitions()
     dropped = retention.expire("task:maintain_history", settings.WEIGHT_HISTORY_RETENTION_DAYS)
     return {"created": created, "dropped": dropped}

@@ -1,11 +1,13 @@
-"""URL routes of the feedback API (included under /api/)."""
+"""URL routes of feedback: its REST API (``api_urlpatterns``, mounted under /api/) and its pages
+(``page_urlpatterns``, under /g/<graph_id>/). Both are mounted by graphadmin.urls.
+"""
 
 from django.urls import path
 
-from . import api
+from . import api, views
 
 session = "graphs/<int:graph_pk>/sessions/<str:external_id>/"
-urlpatterns = [
+api_urlpatterns = [
     path(session + "uses/", api.UsesView.as_view(), name="session-uses"),
     path(session + "response/", api.ResponseView.as_view(), name="session-response"),
     path(session + "outcome/", api.OutcomeView.as_view(), name="session-outcome"),
@@ -13,8 +15,19 @@ urlpatterns = [
     path("graphs/<int:graph_pk>/normalize/", api.NormalizeView.as_view(), name="graph-normalize"),
     path("graphs/<int:graph_pk>/weights/", api.ManualWeightsView.as_view(), name="graph-weights"),
     path("graphs/<int:graph_pk>/metrics/", api.MetricsView.as_view(), name="graph-metrics"),
+    path("graphs/<int:graph_pk>/import/", api.VaultImportView.as_view(), name="graph-import"),
     path("batches/", api.BatchListView.as_view(), name="batch-list"),
     path("batches/<int:pk>/", api.BatchDetailView.as_view(), name="batch-detail"),
     path("batches/<int:pk>/changes/", api.BatchChangesView.as_view(), name="batch-changes"),
     path("batches/<int:pk>/rollback/", api.BatchRollbackView.as_view(), name="batch-rollback"),
+]
+
+page_urlpatterns = [
+    path("g/<int:graph_id>/", views.overview, name="overview"),
+    path("g/<int:graph_id>/nodes/<int:node_id>/", views.node_detail, name="node"),
+    path("g/<int:graph_id>/edges/<int:edge_id>/", views.edge_detail, name="edge"),
+    path("g/<int:graph_id>/batches/", views.batch_list, name="batches"),
+    path("g/<int:graph_id>/batches/<int:batch_id>/", views.batch_detail, name="batch"),
+    path("g/<int:graph_id>/batches/<int:batch_id>/rollback/", views.batch_rollback, name="dashboard-rollback"),
+    path("g/<int:graph_id>/impact/", views.impact, name="impact"),
 ]

@@ -16,6 +16,8 @@ has no direction and makes cosine similarity NaN. docs/embeddings.md says which 
 from __future__ import annotations
 
 import hashlib
+import importlib
+import importlib.util
 import logging
 import math
 import re
@@ -28,7 +30,11 @@ from pathlib import Path
 from typing import Protocol
 
 from django.conf import settings
+from django.db import connection
 from django.utils.module_loading import import_string
+from psycopg import sql
+
+from graphadmin.models import Edge, Node
 
 log = logging.getLogger(__name__)
 
@@ -112,8 +118,6 @@ class ModelNotInstalled(RuntimeError):
 
 
 def _package_file(package: str, relative: str, hint: str) -> Path:
-    import importlib.util
-
     spec = importlib.util.find_spec(package)
     if spec is None or not spec.submodule_search_locations:
         raise ModelNotInstalled(f"The package {package} is not installed: {hint}")
@@ -320,8 +324,6 @@ def find_sentence_model(name: str = "") -> str:
     With no name, the first installed package of MODEL_PACKAGES. Never a hub name: the machines
     running this are offline, and a model that is not on disk is an error, not a download.
     """
-    import importlib
-
     candidates = [name] if name else list(MODEL_PACKAGES)
     for candidate in candidates:
         path = Path(candidate).expanduser()
@@ -497,11 +499,6 @@ def stored_models(graph_id: int) -> list[str]:
     whatever the graph's size; a DISTINCT would read every row of the graph. Rows whose model is
     unknown ('': a vector a caller sent without naming its model) are not counted.
     """
-    from django.db import connection
-    from psycopg import sql
-
-    from graphadmin.models import Edge, Node
-
     statement = sql.SQL(
         """
         SELECT min(m), max(m) FROM (

@@ -2,11 +2,15 @@
 
 Five tools, each a thin adapter over the same code paths as the REST API:
 
-- ``graph_search``     -> ranking.service.search         (POST /api/graphs/{id}/search/)
-- ``graph_context``    -> ranking.service.assemble_context (POST /api/graphs/{id}/context/)
-- ``graph_record_use`` -> feedback.api.report_uses / report_response (POST .../sessions/{sid}/uses/, /response/)
-- ``graph_improve``    -> feedback.api.report_outcome     (POST .../sessions/{sid}/outcome/)
-- ``graph_explain``    -> ranking.service.explain         (GET /api/injections/{id}/explain/)
+- ``graph_search``     -> ranking.mcp.search      (POST /api/graphs/{id}/search/)
+- ``graph_context``    -> ranking.mcp.context     (POST /api/graphs/{id}/context/)
+- ``graph_record_use`` -> feedback.mcp.record_use (POST .../sessions/{sid}/uses/, /response/)
+- ``graph_improve``    -> feedback.mcp.improve    (POST .../sessions/{sid}/outcome/)
+- ``graph_explain``    -> ranking.mcp.explain     (GET /api/injections/{id}/explain/)
+
+This module is a composition module (it may import every app): it keeps the authentication, the one
+transaction per call and the registration of the tools (names, descriptions, JSON schemas); the
+tool bodies live in the app whose data they are about.
 
 Input is validated by the API's own DRF serializers, so bounds and messages are the API's; the
 JSON schema of each tool documents the same bounds. Tenancy and roles are the API's: a graph or
@@ -36,7 +40,9 @@ from typing import Annotated, Any, Literal
 
 from asgiref.sync import sync_to_async
 from django.db import close_old_connections, transaction
+from mcp.server.auth.middleware.auth_context import get_access_token
 from mcp.server.auth.provider import AccessToken
+from mcp.server.auth.settings import AuthSettings
 from mcp.server.mcpserver import MCPServer
 from mcp.server.mcpserver.exceptions import ToolError
 from mcp_types import ToolAnnotations
@@ -45,10 +51,12 @@ from rest_framework.authtoken.models import Token
 from rest_framework.exceptions import ValidationError
 from rest_framework.utils.encoders import JSONEncoder
 
+from feedback import mcp as feedback_tools
 from graphadmin.embeddings import EmbeddingModelMismatch
+from graphadmin.mcp_tools import invalid
 from graphadmin.models.policy import POLICY_NUMBERS
+from ranking import mcp as ranking_tools
 from ranking import service  # the documented bounds (docs/ranking.md); needs Django set up, as every caller has
-from ranking.api import call_service
 
 SERVER_NAME = "graphadmin"
 _LR, _ALPHA = POLICY_NUMBERS["learning_rate"], POLICY_NUMBERS["ema_alpha"]
@@ -94,152 +102,9 @@ class DRFTokenVerifier:
         return await sync_to_async(check, thread_sensitive=True)()
 
 
-# ---------------------------------------------------------------------------------------------
-# The work of each tool (synchronous, Django)
-
-
-def _invalid(errors) -> ToolError:
-    return ToolError("Invalid input: " + json.dumps(errors, cls=JSONEncoder, sort_keys=True))
-
-
 def _json(payload: Any) -> Any:
     """The payload as the REST API would render it (datetimes in ISO 8601, decimals as floats...)."""
     return json.loads(json.dumps(payload, cls=JSONEncoder))
-
-
-def _graph(user, graph_id: int, role: str):
-    """The graph through the caller's tenancy (else 'not found'), with at least ``role`` (else refused)."""
-    from graphadmin.models import Graph
-    from graphadmin.models.tenancy import role_at_least
-
-    graph = Graph.objects.with_role(user).filter(pk=graph_id).first()
-    if graph is None:
-        raise ToolError(f"Graph {graph_id} not found.")
-    if not role_at_least(graph.user_role, role):
-        raise ToolError(f"Permission denied: your role in this organization may not do this (needs {role}).")
-    return graph
-
-
-def _validated(serializer_class, data: dict) -> dict:
-    serializer = serializer_class(data={k: v for k, v in data.items() if v is not None})
-    if not serializer.is_valid():
-        raise _invalid(serializer.errors)
-    return serializer.validated_data
-
-
-def do_search(user, graph_id: int, args: dict) -> dict:
-    from ranking import serializers as rs
-    from ranking.api import search_payload
-
-    graph = _graph(user, graph_id, "reviewer")
-    data = _validated(rs.SearchRequestSerializer, args)
-    result = call_service(
-        service.search,
-        graph,
-        query=data["query"],
-        vector=data["vector"],
-        k=data["k"],
-        anchors=data["anchors"],
-        start_nodes=data["start_nodes"],
-        exclude=data["exclude"],
-        persona=data["persona"],
-    )
-    return search_payload(result)
-
-
-def do_context(user, graph_id: int, args: dict) -> dict:
-    from ranking import serializers as rs
-    from ranking.api import context_payload
-
-    graph = _graph(user, graph_id, "reviewer")
-    data = _validated(rs.ContextRequestSerializer, args)
-    result = call_service(
-        service.assemble_context,
-        graph,
-        session_id=data["session"],
-        query=data["query"],
-        vector=data["vector"],
-        start_nodes=data["start_nodes"],
-        anchors=data["anchors"],
-        exclude=data["exclude"],
-        persona=data["persona"],
-        budget_unit=data["budget_unit"],
-        budget=data["budget"],
-        k=data["k"],
-        hops=data["hops"],
-    )
-    return context_payload(result, data["session"])
-
-
-def do_record_use(user, graph_id: int, session: str, items, response, learning_rate, idempotency_key: str) -> dict:
-    from feedback import api as fa
-    from feedback.serializers import ResponseTextSerializer, UsesSerializer
-
-    graph = _graph(user, graph_id, "analyst")
-    if not items and response is None:
-        raise _invalid({"items": ["Give the items used (or flagged wrong), the response text, or both."]})
-    out: dict[str, Any] = {"session": session}
-    # Both validated before anything is reported: a bad response text does not leave the uses queued.
-    uses = _validated(UsesSerializer, {"items": items, "learning_rate": learning_rate}) if items else None
-    text = _validated(ResponseTextSerializer, {"response": response}) if response is not None else None
-    if uses is not None:
-        out["uses"], _status = fa.report_uses(user, graph, session, uses, idempotency_key)
-    if text is not None:
-        out["response"], _status = fa.report_response(user, graph, session, text, idempotency_key)
-    return out
-
-
-def do_improve(user, graph_id: int, session: str, outcome: str, alpha, idempotency_key: str) -> dict:
-    from feedback import api as fa
-    from feedback.serializers import OutcomeSerializer
-
-    graph = _graph(user, graph_id, "analyst")
-    data = _validated(OutcomeSerializer, {"outcome": outcome, "alpha": alpha})
-    body, _status = fa.report_outcome(user, graph, session, data, idempotency_key)
-    return {"session": session, **body}
-
-
-def do_explain(user, injection_id: int, i, j, node) -> dict:
-    from feedback.models import ContextInjection, UpdateBatch
-    from ranking import serializers as rs
-
-    injection = (
-        ContextInjection.objects.for_user(user)
-        .select_related("session", "policy_revision")
-        .filter(pk=injection_id)
-        .first()
-    )
-    if injection is None:
-        raise ToolError(f"Injection {injection_id} not found.")
-    params = _validated(rs.ExplainQuerySerializer, {"i": i, "j": j})
-    i, j = params.get("i"), params.get("j")
-    if node is not None and (i is not None or j is not None):
-        raise _invalid({"node": ["Give either node, or the ranks i and j, not both."]})
-    result = service.explain(injection)
-    candidates = result["candidates"]
-    if node is not None:
-        rank = min((c["rank"] for c in candidates if c["node"] == node), default=None)
-        if rank is None:
-            raise _invalid({"node": [f"Node {node} is not a candidate of injection {injection.pk}."]})
-        # Compare with the candidate just above it; the top candidate with the runner-up.
-        i, j = (rank, rank - 1) if rank > 1 else ((1, 2) if len(candidates) > 1 else (None, None))
-    result["comparison"] = call_service(service.compare, candidates, i, j)
-    result["feedback_batches"] = [
-        {
-            "id": b.pk,
-            "kind": b.kind,
-            "status": b.status,
-            "node_updates": b.node_updates,
-            "edge_updates": b.edge_updates,
-            "conflicts": b.conflicts,
-            "details": b.details,
-            "finished_at": b.finished_at,
-        }
-        for b in UpdateBatch.objects.filter(
-            graph_id=injection.graph_id, trigger_session_id=injection.session_id
-        ).order_by("id")
-    ]
-    return result
 
 
 # ---------------------------------------------------------------------------------------------
@@ -265,7 +130,8 @@ class UseItemInput(BaseModel):
     )
     signal: Literal["explicit", "negative", "implicit"] = Field(
         default="explicit",
-        description="explicit: you used it (reinforced: w += lr*(1-w)); negative: it was wrong or misleading (w -= lr*w).",
+        description="explicit: you used it (reinforced: w += lr*(1-w)); "
+        "negative: it was wrong or misleading (w -= lr*w).",
     )
 
 
@@ -326,9 +192,6 @@ def build_server(
     *, token: str | None = None, http: bool = False, host: str = "127.0.0.1", port: int = 8765
 ) -> MCPServer:
     """The MCP server. stdio: acting as ``token``'s user; HTTP: as the user of each request's Bearer token."""
-    from mcp.server.auth.middleware.auth_context import get_access_token
-    from mcp.server.auth.settings import AuthSettings
-
     kwargs: dict[str, Any] = {}
     if http:
         base = f"http://{host}:{port}"
@@ -351,13 +214,13 @@ def build_server(
                 try:
                     user = user_for_token(key)
                 except NotAuthenticated as exc:
-                    raise ToolError(str(exc))
+                    raise ToolError(str(exc)) from exc
                 with transaction.atomic():
                     return _json(work(user, *args))
             except ValidationError as exc:  # raised by the shared report functions
-                raise _invalid(exc.detail)
+                raise invalid(exc.detail) from exc
             except EmbeddingModelMismatch as exc:  # the REST API's 409
-                raise ToolError(str(exc))
+                raise ToolError(str(exc)) from exc
             finally:
                 close_old_connections()
 
@@ -407,7 +270,7 @@ def build_server(
         the total score and every component (raw value, coefficient, contribution). Logs nothing:
         use graph_context to retrieve context for a session."""
         return await run(
-            do_search,
+            ranking_tools.search,
             graph_id,
             {"query": query, "vector": vector, "k": k, "anchors": anchors, "exclude": exclude, "persona": persona},
         )
@@ -470,7 +333,7 @@ def build_server(
         created on first use. Then report the items you used with graph_record_use: that credits
         them and the edges that led to them, so the next agent asking the same gets better context."""
         return await run(
-            do_context,
+            ranking_tools.context,
             graph_id,
             {
                 "session": session,
@@ -522,7 +385,7 @@ def build_server(
         (or a no-op status such as unknown_session with its reason); graph_explain lists the
         resulting batches."""
         plain = [i.model_dump(exclude_none=True, mode="json") for i in items] if items else None
-        return await run(do_record_use, graph_id, session, plain, response, learning_rate, idempotency_key)
+        return await run(feedback_tools.record_use, graph_id, session, plain, response, learning_rate, idempotency_key)
 
     @server.tool(name="graph_improve", annotations=appends)
     async def graph_improve(
@@ -544,7 +407,7 @@ def build_server(
         server's worker: the answer is `queued` with a task id, `duplicate` with the batch when this
         outcome was already applied, or a no-op status (unknown_session, no_injection,
         nothing_surfaced) with its reason. graph_explain lists the resulting batch."""
-        return await run(do_improve, graph_id, session, outcome, alpha, idempotency_key)
+        return await run(feedback_tools.improve, graph_id, session, outcome, alpha, idempotency_key)
 
     @server.tool(name="graph_explain", annotations=read_only)
     async def graph_explain(
@@ -569,6 +432,6 @@ def build_server(
         naming the components that made one beat the other. Also lists the weight-update batches your
         session's feedback produced so far (`feedback_batches`: kind reinforce or outcome, status,
         counts)."""
-        return await run(do_explain, injection_id, i, j, node)
+        return await run(ranking_tools.explain, injection_id, i, j, node)
 
     return server

@@ -5,7 +5,8 @@ import logging
 from celery import shared_task
 
 from graphadmin import audit
-from graphadmin.models import Organization
+from graphadmin.models import Graph, Organization
+from graphadmin.vault.apply import do_reembed, embed_pending
 
 log = logging.getLogger(__name__)
 
@@ -13,17 +14,15 @@ log = logging.getLogger(__name__)
 @shared_task(name="graphadmin.embed_graph", acks_late=True)
 def embed_graph(graph_id: int) -> dict:
     """Fill the missing node and triplet embeddings of a graph (after a large import). Queue: embeddings."""
-    from graphadmin.vault.load import embed_pending
-
     return embed_pending(graph_id)
 
 
 @shared_task(name="graphadmin.reembed_graph", acks_late=True)
 def reembed_graph(graph_id: int, actor: str = "task:reembed_graph") -> dict:
-    """Re-embed a graph's vectors made by another model than the configured one (manage.py reembed). Queue: embeddings."""
-    from graphadmin.models import Graph
-    from graphadmin.vault.load import do_reembed
+    """Re-embed a graph's vectors made by another model than the configured one (manage.py reembed).
 
+    Queue: embeddings.
+    """
     graph = Graph.objects.select_related("organization").get(pk=graph_id)
     return do_reembed(graph, actor=actor)
 

@@ -1,17 +1,34 @@
-"""Top-level URL routes: dashboard, API (with its OpenAPI schema and Swagger UI), admin, login."""
+"""Top-level URL routes (a composition module: it mounts every app's urls).
+
+Pages: the core's (home, audit trail, tune) and those of feedback and ranking, under /g/<graph_id>/.
+REST API under /api/: the core's (graphadmin.api.urls), ranking's and feedback's, with the OpenAPI
+schema and Swagger UI. Then the admin and the login pages.
+"""
 
 from django.contrib import admin
 from django.urls import include, path
 from drf_spectacular.views import SpectacularAPIView, SpectacularSwaggerView
 
+from feedback import urls as feedback_urls
 from graphadmin import views
+from ranking import urls as ranking_urls
+
+# The core's pages, all under /g/<graph_id>/ but the graphs list.
+page_urlpatterns = [
+    path("g/<int:graph_id>/audit/", views.audit_trail, name="audit"),
+    path("g/<int:graph_id>/tune/", views.tune, name="tune"),
+]
 
 urlpatterns = [
     path("", views.home, name="home"),
-    path("", include("graphadmin.dashboard.urls")),
+    path("", include(page_urlpatterns)),
+    path("", include(feedback_urls.page_urlpatterns)),
+    path("", include(ranking_urls.page_urlpatterns)),
     path("accounts/", include("django.contrib.auth.urls")),
     path("admin/", admin.site.urls),
     path("api/schema/", SpectacularAPIView.as_view(), name="schema"),
     path("api/docs/", SpectacularSwaggerView.as_view(url_name="schema"), name="swagger-ui"),
     path("api/", include("graphadmin.api.urls")),
+    path("api/", include(ranking_urls.api_urlpatterns)),
+    path("api/", include(feedback_urls.api_urlpatterns)),
 ]

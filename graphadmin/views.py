@@ -1,9 +1,21 @@
-"""Dashboard views of the graph core."""
+"""Pages of the graph core: the graphs list, the audit trail, edge types and policy (tune).
 
+Saving the tune form writes a new policy revision and audit events through ``graphadmin.services``;
+its what-if preview is ranking's page (``ranking.views.tune_preview``).
+"""
+
+from __future__ import annotations
+
+from django.contrib import messages
 from django.contrib.auth.decorators import login_required
-from django.shortcuts import render
+from django.core.paginator import Paginator
+from django.db import transaction
+from django.shortcuts import redirect, render
 
-from graphadmin.models import Graph
+from graphadmin import audit, services
+from graphadmin.access import graph_access
+from graphadmin.forms import TuneForm
+from graphadmin.models import AuditEvent, EdgeType, Graph, PolicyRevision
 
 
 @login_required
@@ -11,3 +23,77 @@ def home(request):
     """The graphs of the user's organizations, with counts."""
     graphs = Graph.objects.for_user(request.user).select_related("organization").order_by("organization__slug", "slug")
     return render(request, "graphadmin/home.html", {"graphs": graphs})
+
+
+@login_required
+def audit_trail(request, graph_id):
+    """The organization's audit chain, filterable by action and actor, with its verification status."""
+    access = graph_access(request, graph_id)
+    org_id = access.graph.organization_id
+    events = AuditEvent.objects.filter(organization_id=org_id).order_by("-seq")
+    action, actor = request.GET.get("action", ""), request.GET.get("actor", "")
+    if action:
+        events = events.filter(action=action)
+    if actor:
+        events = events.filter(actor__icontains=actor)
+    actions = (
+        AuditEvent.objects.filter(organization_id=org_id).order_by("action").values_list("action", flat=True).distinct()
+    )
+    page = Paginator(events, 50).get_page(request.GET.get("page"))
+    return render(
+        request,
+        "graphadmin/audit.html",
+        {
+            "access": access,
+            "page": page,
+            "actions": list(actions),
+            "action": action,
+            "actor": actor,
+            "chain": audit.verify(org_id, full=False),
+        },
+    )
+
+
+def _initial(current: PolicyRevision, edge_types) -> dict:
+    return {**current.numbers(), **{f"priority_{et.pk}": et.priority for et in edge_types}}
+
+
+def _revision_diffs(graph):
+    """Revisions newest first, each with what changed from the one before."""
+    revisions = list(PolicyRevision.objects.filter(graph=graph).select_related("created_by").order_by("revision"))
+    rows, previous = [], None
+    for rev in revisions:
+        values = rev.numbers()
+        diff = {} if previous is None else {k: (previous[k], v) for k, v in values.items() if previous[k] != v}
+        rows.append({"revision": rev, "diff": diff})
+        previous = values
+    return rows[::-1]
+
+
+@login_required
+def tune(request, graph_id):
+    access = graph_access(request, graph_id, needed="operator")
+    graph = access.graph
+    edge_types = list(EdgeType.objects.filter(graph=graph).order_by("name"))
+    current = graph.current_policy()
+    if request.method == "POST":
+        form = TuneForm(request.POST, edge_types=edge_types)
+        if form.is_valid():
+            changes, priorities = form.changes(current), form.priority_changes()
+            with transaction.atomic():
+                for edge_type, value in priorities.items():
+                    services.update_edge_type(request.user, edge_type, priority=value)
+                if changes:
+                    services.set_policy(request.user, graph, changes, note=form.cleaned_data["note"])
+            if changes or priorities:
+                messages.success(request, f"Saved: {len(changes)} policy value(s), {len(priorities)} priority(ies).")
+            else:
+                messages.info(request, "Nothing changed.")
+            return redirect("tune", graph_id=graph.pk)
+    else:
+        form = TuneForm(initial=_initial(current, edge_types), edge_types=edge_types)
+    return render(
+        request,
+        "graphadmin/tune.html",
+        {"access": access, "form": form, "current": current, "revisions": _revision_diffs(graph)},
+    )

@@ -26,10 +26,10 @@ def call_service(fn, *args, **kwargs):
     try:
         return fn(*args, **kwargs)
     except service.RankingInputError as exc:
-        raise ValidationError(exc.errors)
+        raise ValidationError(exc.errors) from exc
 
 
-# The response bodies, shared by the views below and the MCP tools (graphadmin.mcp).
+# The response bodies, shared by the views below and the MCP tools (ranking.mcp).
 
 
 def search_payload(result: service.SearchResult) -> dict:
@@ -129,7 +129,10 @@ class RankView(_RankingView):
 
 
 class SearchView(_RankingView):
-    """The retrieval pipeline's ranked candidates (vector and triplet entry points, expansion), without a budget or log."""
+    """The retrieval pipeline's ranked candidates (vector and triplet entry points, expansion).
+
+    No budget, nothing logged.
+    """
 
     serializer_class = s.SearchRequestSerializer
 
@@ -151,7 +154,10 @@ class SearchView(_RankingView):
 
 
 class ContextView(_RankingView):
-    """The retrieval pipeline's candidates within a budget, logged as a ContextInjection with every candidate considered."""
+    """The retrieval pipeline's candidates within a budget.
+
+    Logged as a ContextInjection with every candidate considered.
+    """
 
     serializer_class = s.ContextRequestSerializer
 

@@ -1,13 +1,20 @@
-"""URL routes of the ranking API, included under /api/ by graphadmin.api.urls."""
+"""URL routes of ranking: its REST API (``api_urlpatterns``, mounted under /api/) and its pages
+(``page_urlpatterns``, under /g/<graph_id>/). Both are mounted by graphadmin.urls."""
 
 from django.urls import path
 
-from . import api
+from . import api, views
 
-urlpatterns = [
+api_urlpatterns = [
     path("graphs/<int:graph_pk>/rank/", api.RankView.as_view(), name="graph-rank"),
     path("graphs/<int:graph_pk>/search/", api.SearchView.as_view(), name="graph-search"),
     path("graphs/<int:graph_pk>/context/", api.ContextView.as_view(), name="graph-context"),
     path("graphs/<int:graph_pk>/whatif/", api.WhatIfView.as_view(), name="graph-whatif"),
     path("injections/<int:pk>/explain/", api.ExplainView.as_view(), name="injection-explain"),
+]
+
+page_urlpatterns = [
+    path("g/<int:graph_id>/explain/", views.injection_list, name="explain"),
+    path("g/<int:graph_id>/injections/<int:injection_id>/", views.injection_detail, name="injection"),
+    path("g/<int:graph_id>/tune/preview/", views.tune_preview, name="tune-preview"),
 ]

@@ -1,9 +1,9 @@
-"""URL routes of the REST API."""
+"""URL routes of the core's REST API (graphs, nodes, edges, edge types, policy, audit), mounted under /api/."""
 
 from django.urls import include, path
 from rest_framework.routers import DefaultRouter
 
-from . import imports, views
+from . import views
 
 router = DefaultRouter(use_regex_path=False)
 router.register("graphs", views.GraphViewSet, basename="graph")
@@ -18,8 +18,6 @@ graph_router.register("edge-types", views.EdgeTypeViewSet, basename="edgetype")
 policy = views.PolicyViewSet
 urlpatterns = [
     path("", include(router.urls)),
-    path("", include("ranking.urls")),
-    path("", include("feedback.urls")),
     path("graphs/<int:graph_pk>/", include(graph_router.urls)),
     path(
         "graphs/<int:graph_pk>/policy/",
@@ -27,5 +25,4 @@ urlpatterns = [
         name="policy",
     ),
     path("graphs/<int:graph_pk>/policy/revisions/", policy.as_view({"get": "list"}), name="policy-revisions"),
-    path("graphs/<int:graph_pk>/import/", imports.VaultImportView.as_view(), name="graph-import"),
 ]

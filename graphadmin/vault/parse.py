@@ -48,8 +48,9 @@ RESERVED_PROPERTIES = frozenset(
 )
 # Obsidian's attachment formats, and other files a vault commonly links to.
 ATTACHMENT_SUFFIXES = frozenset(
-    ".png .jpg .jpeg .gif .bmp .svg .webp .avif .tif .tiff .ico .heic .mp3 .wav .m4a .ogg .flac .3gp .webm .mp4 .ogv .mov "
-    ".mkv .avi .pdf .canvas .base .excalidraw .zip .csv .tsv .json .txt .xlsx .xls .docx .doc .pptx .ppt .odt .ods .html .htm".split()
+    ".png .jpg .jpeg .gif .bmp .svg .webp .avif .tif .tiff .ico .heic .mp3 .wav .m4a .ogg .flac .3gp .webm .mp4 "
+    ".ogv .mov .mkv .avi .pdf .canvas .base .excalidraw .zip .csv .tsv .json .txt .xlsx .xls .docx .doc .pptx "
+    ".ppt .odt .ods .html .htm".split()
 )
 EDGE_TYPE_NAME = re.compile(r"^[a-z][a-z0-9_]{0,99}$")
 

@@ -7,13 +7,16 @@ import sys
 from django.urls import get_resolver
 
 from bench.run import ACTIONS, PAGES
-from graphadmin.dashboard import urls as dashboard_urls
+from feedback import urls as feedback_urls
+from graphadmin import urls as graphadmin_urls
+from ranking import urls as ranking_urls
 from tests.conftest import ROOT
 
 
 def test_every_dashboard_page_is_benchmarked():
     """A new dashboard route must be added to bench.run.PAGES (the one place its URL is built)."""
-    names = {p.name for p in dashboard_urls.urlpatterns if p.name}
+    pages = graphadmin_urls.page_urlpatterns + feedback_urls.page_urlpatterns + ranking_urls.page_urlpatterns
+    names = {p.name for p in pages if p.name}
     assert names and names == set(PAGES) | ACTIONS
     assert all(get_resolver().reverse_dict.getlist(name) for name in names)
 

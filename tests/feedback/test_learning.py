@@ -7,8 +7,8 @@ import pytest
 from django.contrib.auth import get_user_model
 
 from feedback import simulation
+from feedback.demo import ensure_demo, fill_demo_history
 from feedback.models import AgentSession, DailyMetric, UpdateBatch
-from graphadmin.demo import ensure_demo, fill_demo_history
 from graphadmin.models import AuditEvent, Membership
 
 

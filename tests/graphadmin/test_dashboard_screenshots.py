@@ -10,8 +10,8 @@ import pytest
 from django.contrib.auth import get_user_model
 
 from feedback import actions, metrics
+from feedback.demo import ensure_demo
 from feedback.models import ContextInjection, UpdateBatch, WeightChange
-from graphadmin.demo import ensure_demo
 from graphadmin.models import Edge
 from ranking import service
 from tests.browser import chromium, login

@@ -33,7 +33,8 @@ def test_one_edge_per_triplet(small_graph):
     edge = Edge.objects.first()
     with pytest.raises(IntegrityError):
         _raw(
-            "INSERT INTO graphadmin_edge (graph_id, source_id, target_id, edge_type_id, weight, feedback_weight, archived, created_at, updated_at)"
+            "INSERT INTO graphadmin_edge (graph_id, source_id, target_id, edge_type_id, weight, feedback_weight, "
+            "archived, created_at, updated_at)"
             " VALUES (%s, %s, %s, %s, 0.5, 0.5, false, now(), now())",
             [edge.graph_id, edge.source_id, edge.target_id, edge.edge_type_id],
         )
@@ -44,7 +45,8 @@ def test_edge_ends_and_type_belong_to_its_graph(acme_graph, small_graph, globex_
     foreign_type = EdgeType.objects.get(graph=globex_graph, name="related")
     local_type = EdgeType.objects.get(graph=acme_graph, name="related")
     insert = (
-        "INSERT INTO graphadmin_edge (graph_id, source_id, target_id, edge_type_id, weight, feedback_weight, archived, created_at, updated_at)"
+        "INSERT INTO graphadmin_edge (graph_id, source_id, target_id, edge_type_id, weight, feedback_weight, archived, "
+        "created_at, updated_at)"
         " VALUES (%s, %s, %s, %s, 0.5, 0.5, false, now(), now())"
     )
     with pytest.raises(IntegrityError):
@@ -59,7 +61,8 @@ def test_external_key_unique_per_graph(acme_graph, small_graph, globex_graph):
     Node.objects.create(graph=globex_graph, key="a", title="same key, other graph is fine")
     with pytest.raises(IntegrityError):
         _raw(
-            "INSERT INTO graphadmin_node (graph_id, key, kind, title, text, source, aliases, tags, content_hash, feedback_weight, archived, created_at, updated_at)"
+            "INSERT INTO graphadmin_node (graph_id, key, kind, title, text, source, aliases, tags, content_hash, "
+            "feedback_weight, archived, created_at, updated_at)"
             " VALUES (%s, 'a', 'note', 'dup', '', '', '[]', '[]', '', 0.5, false, now(), now())",
             [acme_graph.pk],
         )

@@ -1,7 +1,7 @@
 """`make run` opens on the demo vault, imported once and kept up to date without duplicate batches."""
 
+from feedback.demo import ensure_demo
 from feedback.models import UpdateBatch
-from graphadmin.demo import ensure_demo
 from graphadmin.models import AuditEvent, Edge, Node
 
 

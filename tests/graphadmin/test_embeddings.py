@@ -10,6 +10,7 @@ from pathlib import Path
 
 import pytest
 
+from feedback.imports import do_import_vault
 from graphadmin.embeddings import (
     HashingEmbedder,
     ModelNotInstalled,
@@ -18,18 +19,23 @@ from graphadmin.embeddings import (
     get_embedder,
 )
 from graphadmin.models import Edge, Node
-from graphadmin.vault.load import embed_pending, import_vault
+from graphadmin.vault.apply import embed_pending
 from graphadmin.vault.parse import parse_vault
 
 FIXTURE = Path(__file__).resolve().parent.parent / "fixtures" / "vault"
 
 CACHE_A = "Caching hot keys in Redis reduces read latency; the cache is invalidated when records change."
-CACHE_B = "Our cache layer keeps frequently read records in memory so reads skip the database; stale cache entries are invalidated."
+CACHE_B = (
+    "Our cache layer keeps frequently read records in memory so reads skip the database; "
+    "stale cache entries are invalidated."
+)
 BUDGET = "The quarterly hiring budget was approved by finance after the offsite meeting in March."
 
 
 def cosine(a, b):
-    return sum(x * y for x, y in zip(a, b)) / (math.sqrt(sum(x * x for x in a)) * math.sqrt(sum(y * y for y in b)))
+    return sum(x * y for x, y in zip(a, b, strict=True)) / (
+        math.sqrt(sum(x * x for x in a)) * math.sqrt(sum(y * y for y in b))
+    )
 
 
 def test_hashing_embedder_is_deterministic_unit_length_and_topical(settings):
@@ -135,7 +141,7 @@ def test_large_import_leaves_vectors_to_the_task_which_fills_them_in_batches(
     settings.VAULT_IMPORT_SYNC_EMBED_LIMIT = 5
     settings.EMBED_BATCH_SIZE = 4
     with django_capture_on_commit_callbacks(execute=False) as callbacks:
-        result = import_vault(acme_graph, parse_vault(FIXTURE), "command:test")
+        result = do_import_vault(acme_graph, parse_vault(FIXTURE), actor="command:test")
     assert result.embedding == "task" and len(callbacks) == 1
     assert Node.objects.filter(graph=acme_graph, embedding__isnull=True).count() == 9
     assert embed_pending(acme_graph.pk) == {"nodes": 9, "edges": 22}

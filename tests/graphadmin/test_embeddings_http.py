@@ -83,7 +83,9 @@ def test_texts_are_sent_in_batches_and_come_back_in_order(server):
     lengths = [len(t) for t in texts if t]
     first = [v[0] for v in vectors if v is not None]
     norms = [(n + DIM - 1) ** 0.5 for n in (length * length for length in lengths)]
-    assert [round(f * n, 6) for f, n in zip(first, norms)] == [float(n) for n in lengths]  # unit vectors, in order
+    assert [round(f * n, 6) for f, n in zip(first, norms, strict=True)] == [
+        float(n) for n in lengths
+    ]  # unit vectors, in order
 
 
 def test_a_5xx_is_retried(server):

@@ -33,7 +33,7 @@ REFERENCE = [
 
 
 def cosine(a, b):
-    return sum(x * y for x, y in zip(a, b))
+    return sum(x * y for x, y in zip(a, b, strict=True))
 
 
 @pytest.fixture(scope="module")
@@ -70,7 +70,7 @@ def test_batching_does_not_change_a_vector(minilm):
     texts = ["short", LONG, "A medium sentence about caching hot keys.", ""] * 20
     together = minilm.embed(texts)
     alone = [minilm.embed([t])[0] for t in texts[:4]]
-    for a, b in zip(together[:4], alone):
+    for a, b in zip(together[:4], alone, strict=True):
         assert (a is None and b is None) or cosine(a, b) > 0.9999
 
 

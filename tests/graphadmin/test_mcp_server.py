@@ -198,7 +198,8 @@ def test_full_agent_session_over_stdio_moves_the_weights(rg, ana, globex_graph, 
         "batch": UpdateBatch.objects.get(kind="outcome").pk,
     }
 
-    # Reinforcement: the used note's path w += lr * (1 - w); the wrong note's last edge w -= neg * w; the rest unchanged.
+    # Reinforcement: the used note's path w += lr * (1 - w); the wrong note's last edge w -= neg * w;
+    # the rest unchanged.
     up = set(used["path"])
     down = set(wrong["path"][-1:]) - up
     after = {

@@ -6,9 +6,9 @@ from pathlib import Path
 import pytest
 from django.core.management import call_command
 
+from feedback.imports import do_import_vault
 from graphadmin.embeddings import get_embedder, stored_models
 from graphadmin.models import AuditEvent, Edge, Node
-from graphadmin.vault.load import import_vault
 from graphadmin.vault.parse import parse_vault
 
 FIXTURE = Path(__file__).resolve().parent.parent / "fixtures" / "vault"
@@ -20,7 +20,7 @@ MINILM = "graphadmin.embeddings.MiniLMEmbedder"
 def hashed_graph(acme_graph, settings):
     """acme_graph imported from the fixture vault with the hashing embedder, then the default configured again."""
     settings.EMBEDDER = HASHING
-    import_vault(acme_graph, parse_vault(FIXTURE), "command:test", embed="sync")
+    do_import_vault(acme_graph, parse_vault(FIXTURE), actor="command:test", embed="sync")
     settings.EMBEDDER = MINILM
     return acme_graph
 
@@ -111,7 +111,7 @@ def test_the_mcp_tools_refuse_another_models_vectors_with_the_reason(acme_graph,
     from tests.graphadmin.test_mcp_server import error, with_server
 
     settings.EMBEDDER = HASHING
-    import_vault(acme_graph, parse_vault(FIXTURE), "command:test", embed="sync")
+    do_import_vault(acme_graph, parse_vault(FIXTURE), actor="command:test", embed="sync")
     token = Token.objects.create(user=rita)
 
     async def script(client):  # the server runs the default embedder (MiniLM)

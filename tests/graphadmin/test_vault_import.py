@@ -8,9 +8,9 @@ from django.core.management import CommandError, call_command
 from django.db import connection
 from django.test.utils import CaptureQueriesContext
 
+from feedback.imports import do_import_vault
 from feedback.models import UpdateBatch, WeightHistory
 from graphadmin.models import AuditEvent, Edge, EdgeType, Node
-from graphadmin.vault.load import import_vault
 from graphadmin.vault.parse import parse_vault
 
 FIXTURE = Path(__file__).resolve().parent.parent / "fixtures" / "vault"
@@ -24,7 +24,7 @@ def vault(tmp_path):
 
 
 def run(graph, path, actor="command:test", **kwargs):
-    return import_vault(graph, parse_vault(path), actor, **kwargs)
+    return do_import_vault(graph, parse_vault(path), actor=actor, **kwargs)
 
 
 def edge_set(graph, archived=False):
@@ -195,7 +195,7 @@ def test_dry_run_writes_nothing(acme_graph, vault):
 
 
 def test_create_missing_makes_placeholder_nodes(acme_graph, vault):
-    result = import_vault(acme_graph, parse_vault(vault, create_missing=True), "command:test")
+    result = do_import_vault(acme_graph, parse_vault(vault, create_missing=True), actor="command:test")
     assert result.counts["placeholders"] == 2 and result.counts["unresolved_links"] == 0
     ghost = Node.objects.get(graph=acme_graph, key="Ghost Note")
     assert ghost.kind == "missing" and ghost.source.startswith("vault-missing:")

@@ -25,7 +25,7 @@ def parsed():
 
 
 def links_of(parsed, source):
-    return {(l.target, l.edge_type) for l in parsed.links if l.source == source}
+    return {(link.target, link.edge_type) for link in parsed.links if link.source == source}
 
 
 def test_every_markdown_file_is_a_note_except_the_unreadable_one(parsed):
@@ -115,7 +115,7 @@ def test_unresolved_are_reported_with_reason(parsed):
 
 def test_attachments_code_comments_urls_and_same_note_links_are_not_edges(parsed):
     assert parsed.attachments == 2 and parsed.attachment_links == 2
-    targets = {l.target for l in parsed.links} | {u.target for u in parsed.unresolved}
+    targets = {link.target for link in parsed.links} | {u.target for u in parsed.unresolved}
     for ignored in ("Not A Link", "Also Not A Link", "Nowhere", "Hidden Link", "#Home"):
         assert ignored not in targets
     assert not links_of(parsed, "Research/Caching Study")  # its only link is in a ~~~ fence
@@ -126,7 +126,7 @@ def test_a_dotted_note_name_is_not_an_attachment(tmp_path):
     (tmp_path / "photo.jpg").write_bytes(b"jpg")
     (tmp_path / "A.md").write_text("[[Release 1.2]] [[Release 1.3]] ![[photo.jpg]] [[data.csv]]")
     p = parse_vault(tmp_path)
-    assert [(l.source, l.target) for l in p.links] == [("A", "Release 1.2")]
+    assert [(link.source, link.target) for link in p.links] == [("A", "Release 1.2")]
     assert [(u.target, u.reason) for u in p.unresolved] == [
         ("Release 1.3", "no such note"),
         ("data.csv", "attachment missing"),
@@ -167,7 +167,7 @@ def _zip(entries: dict, symlink: str | None = None) -> io.BytesIO:
 
 def test_zip_with_one_top_folder_is_the_vault():
     p = parse_vault(_zip({"MyVault/A.md": "[[B]]", "MyVault/sub/B.md": "text"}))
-    assert sorted(p.notes) == ["A", "sub/B"] and [(l.source, l.target) for l in p.links] == [("A", "sub/B")]
+    assert sorted(p.notes) == ["A", "sub/B"] and [(link.source, link.target) for link in p.links] == [("A", "sub/B")]
 
 
 @pytest.mark.parametrize("name", ["../evil.md", "a/../../evil.md", "/abs.md", "C:/win.md"])

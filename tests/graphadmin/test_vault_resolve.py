@@ -27,7 +27,7 @@ def parsed():
 
 
 def links_of(parsed, source):
-    return {(l.target, l.edge_type) for l in parsed.links if l.source == source}
+    return {(link.target, link.edge_type) for link in parsed.links if link.source == source}
 
 
 # --- The resolution rule.
@@ -113,7 +113,7 @@ def test_unresolved_links_carry_their_reason_and_group_by_it(parsed):
     ]
     assert parsed.attachment_links == 1  # ![[board.png]] is in the vault
     groups = group_unresolved(u.as_dict() for u in parsed.unresolved)
-    assert [(g["reason"], g["count"], [l["target"] for l in g["links"]]) for g in groups] == [
+    assert [(g["reason"], g["count"], [link["target"] for link in g["links"]]) for g in groups] == [
         ("no such note", 1, ["Retro"]),
         ("ambiguous", 1, ["Standup"]),
         ("attachment missing", 1, ["org-chart.png"]),
@@ -133,7 +133,7 @@ def test_group_unresolved_keeps_the_order_and_skips_empty_reasons():
         ("attachment missing", 1),
         ("empty link", 1),
     ]
-    assert [l["source"] for l in groups[0]["links"]] == ["b", "a"]
+    assert [link["source"] for link in groups[0]["links"]] == ["b", "a"]
     assert group_unresolved([]) == []
 
 

@@ -8,9 +8,9 @@ from pathlib import Path
 import pytest
 from django.core.management import call_command
 
+from feedback.imports import do_import_vault
 from feedback.models import UpdateBatch, WeightHistory
 from graphadmin.models import Edge, EdgeType, Node
-from graphadmin.vault.load import import_vault
 from graphadmin.vault.parse import parse_vault
 
 SAMENAME = Path(__file__).resolve().parent.parent / "fixtures" / "samename_vault"
@@ -24,7 +24,7 @@ def vault(tmp_path):
 
 
 def run(graph, path, **kwargs):
-    return import_vault(graph, parse_vault(path), "command:test", **kwargs)
+    return do_import_vault(graph, parse_vault(path), actor="command:test", **kwargs)
 
 
 def edges(graph, archived=False):

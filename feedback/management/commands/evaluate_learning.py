@@ -104,8 +104,8 @@ class Command(BaseCommand):
         graphs = report.graphs
         self.stdout.write(
             f"vault {o['vault']}: {len(questions)} questions ({len(report.train)} train, {len(report.test)} test), "
-            f"{cfg.rounds} rounds, seed {cfg.seed}, budget {cfg.budget or 'policy default'}, negative rate {cfg.negative_rate}"
-            + (f", policy {json.dumps(policy, sort_keys=True)}" if policy else "")
+            f"{cfg.rounds} rounds, seed {cfg.seed}, budget {cfg.budget or 'policy default'}, "
+            f"negative rate {cfg.negative_rate}" + (f", policy {json.dumps(policy, sort_keys=True)}" if policy else "")
         )
         self.stdout.write(
             f"graphs: learning {graphs['learning']['id']} ({graphs['learning']['slug']}), "
@@ -114,7 +114,8 @@ class Command(BaseCommand):
         self.stdout.write(report.table())
         t = report.targets()
         self.stdout.write(
-            f"\nlast round, recall@5: train {t['train_gain'] * 100:+.1f} points over frozen (needed {t['train_gain_needed'] * 100:+.1f}: "
+            f"\nlast round, recall@5: train {t['train_gain'] * 100:+.1f} points over frozen "
+            f"(needed {t['train_gain_needed'] * 100:+.1f}: "
             f"{'met' if t['train_met'] else 'missed'}); test {t['test_change'] * 100:+.1f} points "
             f"(allowed {t['test_change_allowed'] * 100:+.1f}: {'met' if t['test_met'] else 'missed'})"
         )
@@ -130,8 +131,9 @@ class Command(BaseCommand):
             if f["sessions"]:
                 o_ = f["outcomes"]
                 self.stdout.write(
-                    f"feedback round {r['round']}: {f['sessions']} sessions, {f['uses']} uses, {f['negatives']} negatives; "
-                    f"{o_['accepted']} accepted, {o_['rework']} rework, {o_['rejected']} rejected; applied in {f['wait_s']:.1f}s"
+                    f"feedback round {r['round']}: {f['sessions']} sessions, {f['uses']} uses, "
+                    f"{f['negatives']} negatives; {o_['accepted']} accepted, {o_['rework']} rework, "
+                    f"{o_['rejected']} rejected; applied in {f['wait_s']:.1f}s"
                     + (f"; {f['resent']} reports resent (lost by the worker)" if f["resent"] else "")
                     + (f"; {f['not_queued']} not queued" if f["not_queued"] else "")
                 )

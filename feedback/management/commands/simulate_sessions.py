@@ -7,10 +7,13 @@ frozen policy, and the two targets. ``--plot`` writes docs/learning.png and docs
 """
 
 import json
+import logging
 
+from django.conf import settings
 from django.core.management.base import BaseCommand
 
 from feedback import simulation
+from feedback.demo import fill_demo_history
 
 
 class Command(BaseCommand):
@@ -37,12 +40,8 @@ class Command(BaseCommand):
         parser.add_argument("--demo", action="store_true", help="Fill the demo graph with history instead (once).")
 
     def handle(self, *args, **o):
-        import logging
-
         logging.getLogger("celery.app.trace").setLevel(logging.WARNING)  # one INFO line per eager task otherwise
         if o["demo"]:
-            from graphadmin.demo import fill_demo_history
-
             result = fill_demo_history()
             self.stdout.write(f"demo history: {result}")
             return
@@ -73,8 +72,6 @@ class Command(BaseCommand):
             with open(o["json"], "w") as fh:
                 json.dump(report.as_dict(), fh, indent=2)
         if o["plot"]:
-            from django.conf import settings
-
             simulation.write_plots(
                 report, settings.BASE_DIR / "docs" / "learning.png", settings.BASE_DIR / "docs" / "learning.html"
             )

@@ -5,6 +5,9 @@ from __future__ import annotations
 import os
 
 from django.core.management.base import BaseCommand, CommandError
+from django.db import close_old_connections
+
+from graphadmin import mcp_server
 
 
 class Command(BaseCommand):
@@ -23,8 +26,6 @@ class Command(BaseCommand):
         parser.add_argument("--port", type=int, default=8765, help="HTTP: port (default 8765).")
 
     def handle(self, *args, token=None, http=False, host="127.0.0.1", port=8765, **options):
-        from graphadmin import mcp_server
-
         # stdout is the protocol channel on stdio: logging (settings.LOGGING) and messages go to stderr.
         if http:
             server = mcp_server.build_server(http=True, host=host, port=port)
@@ -41,10 +42,8 @@ class Command(BaseCommand):
         try:
             user = mcp_server.user_for_token(token)
         except mcp_server.NotAuthenticated as exc:
-            raise CommandError(str(exc))
+            raise CommandError(str(exc)) from exc
         finally:
-            from django.db import close_old_connections
-
             close_old_connections()
         self.stderr.write(f"graphadmin MCP server on stdio, acting as {user.get_username()}")
         mcp_server.build_server(token=token).run("stdio")

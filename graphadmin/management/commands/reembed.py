@@ -14,9 +14,10 @@ from django.conf import settings
 from django.core.management.base import BaseCommand, CommandError
 
 from graphadmin.embeddings import configured_model, stored_models
-from graphadmin.management.commands.import_vault import Progress
+from graphadmin.management.progress import Progress
 from graphadmin.models import Graph
-from graphadmin.vault.load import do_reembed, stale_rows
+from graphadmin.tasks import reembed_graph
+from graphadmin.vault.apply import do_reembed, stale_rows
 
 ACTOR = "command:reembed"
 
@@ -51,8 +52,6 @@ class Command(BaseCommand):
             self.stdout.write(self.style.SUCCESS("Nothing to re-embed."))
             return
         if task or (not sync and total > settings.VAULT_IMPORT_SYNC_EMBED_LIMIT):
-            from graphadmin.tasks import reembed_graph
-
             result = reembed_graph.apply_async(args=[target.pk, ACTOR], queue="embeddings")
             self.stdout.write(
                 self.style.SUCCESS(f"Enqueued graphadmin.reembed_graph on queue 'embeddings': task {result.id}.")
@@ -65,7 +64,8 @@ class Command(BaseCommand):
             bars.close()
         self.stdout.write(
             self.style.SUCCESS(
-                f"Re-embedded {result['nodes']} nodes and {result['edges']} edges with {model} in {result['duration_ms'] / 1000:.1f} s."
+                f"Re-embedded {result['nodes']} nodes and {result['edges']} edges with {model} "
+                f"in {result['duration_ms'] / 1000:.1f} s."
             )
         )
 

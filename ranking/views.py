@@ -1,4 +1,4 @@
-"""Explain: recent sessions and injections, one injection's candidates and why one beat another."""
+"""Pages of ranking: recent injections, one injection's candidates and why one beat another, the what-if preview."""
 
 from __future__ import annotations
 
@@ -6,14 +6,17 @@ from django.contrib.auth.decorators import login_required
 from django.core.paginator import Paginator
 from django.db.models import Count, Q
 from django.shortcuts import get_object_or_404, render
+from django.views.decorators.http import require_POST
 
+from feedback import charts
 from feedback.models import ContextInjection, InjectionCandidate
-from graphadmin.models import Node
+from graphadmin.access import graph_access
+from graphadmin.forms import TuneForm
+from graphadmin.models import EdgeType, Node
 from ranking import service
 from ranking.service import RankingInputError
 
-from . import charts
-from .access import graph_access
+PREVIEW_INJECTIONS = 20
 
 
 @login_required
@@ -47,7 +50,7 @@ def injection_list(request, graph_id):
     for inj in page.object_list:
         inj.n_candidates = counts.get(inj.pk, {}).get("n_candidates", 0)
         inj.n_selected = counts.get(inj.pk, {}).get("n_selected", 0)
-    return render(request, "dashboard/explain_list.html", {"access": access, "page": page, "filters": filters})
+    return render(request, "ranking/explain_list.html", {"access": access, "page": page, "filters": filters})
 
 
 def _components_figure(candidates: list[dict], titles: dict) -> dict:
@@ -106,5 +109,21 @@ def injection_detail(request, graph_id, injection_id):
         "i": i or "",
         "j": j or "",
     }
-    template = "dashboard/_comparison.html" if request.headers.get("HX-Request") else "dashboard/injection.html"
+    template = "ranking/_comparison.html" if request.headers.get("HX-Request") else "ranking/injection.html"
     return render(request, template, context)
+
+
+@login_required
+@require_POST
+def tune_preview(request, graph_id):
+    """The what-if replay of the form's draft on the last injections (htmx partial). Writes nothing."""
+    access = graph_access(request, graph_id, needed="operator")
+    edge_types = list(EdgeType.objects.filter(graph=access.graph).order_by("name"))
+    form = TuneForm(request.POST, edge_types=edge_types)
+    result = None
+    if form.is_valid():
+        changes = form.changes(access.graph.current_policy())
+        changes.pop("ceiling_mode", None)  # does not affect ranking
+        priorities = {et.name: value for et, value in form.priority_changes().items()}
+        result = service.whatif(access.graph, changes=changes, priorities=priorities, n=PREVIEW_INJECTIONS)
+    return render(request, "ranking/_whatif.html", {"access": access, "form": form, "result": result})

@@ -15,7 +15,7 @@ from django.conf import settings
 from django.core.management import call_command
 from django.core.management.base import BaseCommand
 
-from graphadmin.demo import ensure_demo, fill_demo_history
+from feedback.demo import ensure_demo, fill_demo_history
 from graphadmin.embeddings import configured_model
 
 

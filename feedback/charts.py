@@ -1,13 +1,78 @@
-"""Figures built from the daily metrics rollup (feedback.DailyMetric): charts never scan raw history."""
+"""Plotly figures as plain JSON-able dicts; plotly.js (served from static/) draws them in the browser.
+
+Keeping figures as data means no multi-megabyte script per chart: each page loads plotly.min.js once
+and passes its figures through ``json_script``. The figures of the metrics pages are built from the
+daily metrics rollup (feedback.DailyMetric): charts never scan raw history.
+"""
 
 from __future__ import annotations
 
 from collections import defaultdict
+from collections.abc import Iterable, Sequence
 from datetime import date
 
 from feedback.models import DailyMetric
 
-from . import charts
+_LAYOUT = {
+    "margin": {"l": 55, "r": 20, "t": 40, "b": 90},
+    "height": 340,
+    "legend": {"orientation": "h", "y": -0.3},
+    "font": {"family": "system-ui, sans-serif", "size": 12},
+}
+# Colour-blind-safe palette (Okabe-Ito); series are also told apart by name, marker and dash.
+PALETTE = ["#0072B2", "#E69F00", "#009E73", "#CC79A7", "#56B4E9", "#D55E00", "#F0E442", "#000000"]
+DASHES = ["solid", "dash", "dot", "dashdot", "longdash", "longdashdot"]
+SYMBOLS = ["circle", "square", "diamond", "triangle-up", "x", "cross"]
+
+
+def figure(title: str, data: list[dict], **layout) -> dict:
+    """A figure dict with our shared layout."""
+    return {"data": data, "layout": {**_LAYOUT, "title": {"text": title}, **layout}}
+
+
+# Daily rollups are categories (one per day with data), so a single day is not drawn as a time span.
+DAY_AXIS = {"type": "category", "title": {"text": "day"}}
+
+
+def line_series(name: str, x: Sequence, y: Sequence, index: int = 0, **extra) -> dict:
+    """A line with markers, distinguishable without colour (dash and marker vary with ``index``)."""
+    return {
+        "type": "scatter",
+        "mode": "lines+markers",
+        "name": name,
+        "x": list(x),
+        "y": list(y),
+        "line": {"color": PALETTE[index % len(PALETTE)], "dash": DASHES[index % len(DASHES)]},
+        "marker": {"symbol": SYMBOLS[index % len(SYMBOLS)]},
+        **extra,
+    }
+
+
+def bar_series(name: str, x: Sequence, y: Sequence, index: int = 0, **extra) -> dict:
+    """A bar series with a pattern as well as a colour, so stacks read in greyscale."""
+    patterns = ["", "/", "\\", "x", "-", "|", "+", "."]
+    return {
+        "type": "bar",
+        "name": name,
+        "x": list(x),
+        "y": list(y),
+        "marker": {"color": PALETTE[index % len(PALETTE)], "pattern": {"shape": patterns[index % len(patterns)]}},
+        **extra,
+    }
+
+
+def histogram_series(name: str, values: Iterable[float], index: int = 0) -> dict:
+    return {
+        "type": "histogram",
+        "name": name,
+        "x": list(values),
+        "opacity": 0.65,
+        "marker": {"color": PALETTE[index % len(PALETTE)], "pattern": {"shape": ["", "/", "x"][index % 3]}},
+    }
+
+
+# ---------------------------------------------------------------------------------------------
+# Figures of the daily metrics rollup
 
 
 def rollup_rows(graph, since: date, until: date) -> list[DailyMetric]:
@@ -20,14 +85,12 @@ def score_distribution(rows) -> dict:
     days = [r.day.isoformat() for r in rows if r.data.get("scores", {}).get("count")]
     scores = [r.data["scores"] for r in rows if r.data.get("scores", {}).get("count")]
     series = [
-        charts.line_series(label, days, [s[key] for s in scores], i)
+        line_series(label, days, [s[key] for s in scores], i)
         for i, (label, key) in enumerate(
             (("p90", "p90"), ("median", "p50"), ("p10", "p10"), ("spread (std dev)", "stddev"))
         )
     ]
-    return charts.figure(
-        "Traversal-score distribution per day", series, xaxis=charts.DAY_AXIS, yaxis={"title": {"text": "score"}}
-    )
+    return figure("Traversal-score distribution per day", series, xaxis=DAY_AXIS, yaxis={"title": {"text": "score"}})
 
 
 def updates_by_kind(rows) -> dict:
@@ -38,14 +101,14 @@ def updates_by_kind(rows) -> dict:
         for u in r.data.get("updates", []):
             per_kind[u["kind"]][r.day.isoformat()] = per_kind[u["kind"]].get(r.day.isoformat(), 0) + u["count"]
     series = [
-        charts.bar_series(kind, days, [counts.get(d, 0) for d in days], i)
+        bar_series(kind, days, [counts.get(d, 0) for d in days], i)
         for i, (kind, counts) in enumerate(sorted(per_kind.items()))
     ]
-    return charts.figure(
+    return figure(
         "Weight updates per day by kind",
         series,
         barmode="stack",
-        xaxis=charts.DAY_AXIS,
+        xaxis=DAY_AXIS,
         yaxis={"title": {"text": "changes"}},
     )
 
@@ -58,13 +121,11 @@ def top_used_fraction(rows) -> dict:
         if r.data.get("top_used", {}).get("fraction") is not None
     ]
     k = rows[-1].data.get("top_used", {}).get("top_k", 3) if rows else 3
-    series = [
-        charts.line_series(f"sessions using a top-{k} candidate", [d for d, _ in points], [f for _, f in points], 0)
-    ]
-    return charts.figure(
+    series = [line_series(f"sessions using a top-{k} candidate", [d for d, _ in points], [f for _, f in points], 0)]
+    return figure(
         "Sessions whose top-ranked candidates were used",
         series,
-        xaxis=charts.DAY_AXIS,
+        xaxis=DAY_AXIS,
         yaxis={"range": [0, 1], "tickformat": ".0%"},
     )
 
@@ -76,11 +137,11 @@ def weight_distribution(rows) -> dict:
     series = []
     if latest:
         for i, w in enumerate(latest.data["weights"]):
-            series.append(charts.bar_series(w["edge_type"], bins, w["weight"]["histogram"], i))
+            series.append(bar_series(w["edge_type"], bins, w["weight"]["histogram"], i))
     title = (
         f"Edge weight distribution by type ({latest.day.isoformat()})" if latest else "Edge weight distribution by type"
     )
-    return charts.figure(
+    return figure(
         title, series, barmode="group", xaxis={"title": {"text": "weight"}}, yaxis={"title": {"text": "edges"}}
     )
 
@@ -95,35 +156,33 @@ def mean_weights_by_type(rows) -> dict:
     for i, (name, points) in enumerate(sorted(by_type.items())):
         days = [p[0] for p in points]
         series.append(
-            charts.line_series(
+            line_series(
                 f"{name} weight",
                 days,
                 [p[1] for p in points],
                 i,
-                line={"color": charts.PALETTE[i % 8], "dash": "solid"},
+                line={"color": PALETTE[i % 8], "dash": "solid"},
             )
         )
         series.append(
-            charts.line_series(
+            line_series(
                 f"{name} feedback_weight",
                 days,
                 [p[2] for p in points],
                 i,
-                line={"color": charts.PALETTE[i % 8], "dash": "dash"},
+                line={"color": PALETTE[i % 8], "dash": "dash"},
             )
         )
-    return charts.figure(
-        "Mean weight and feedback_weight by edge type", series, xaxis=charts.DAY_AXIS, yaxis={"range": [0, 1]}
-    )
+    return figure("Mean weight and feedback_weight by edge type", series, xaxis=DAY_AXIS, yaxis={"range": [0, 1]})
 
 
 def outcomes_per_day(rows) -> dict:
     days = [r.day.isoformat() for r in rows]
     series = [
-        charts.bar_series(outcome, days, [r.data.get("outcomes", {}).get(outcome, 0) for r in rows], i)
+        bar_series(outcome, days, [r.data.get("outcomes", {}).get(outcome, 0) for r in rows], i)
         for i, outcome in enumerate(("accepted", "rework", "rejected"))
     ]
-    return charts.figure("Session outcomes per day", series, barmode="stack", xaxis=charts.DAY_AXIS)
+    return figure("Session outcomes per day", series, barmode="stack", xaxis=DAY_AXIS)
 
 
 def csv_rows(rows):

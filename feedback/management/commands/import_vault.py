@@ -6,48 +6,17 @@ Imports an Obsidian vault (a folder or a zip) into a graph; see docs/import.md f
 from __future__ import annotations
 
 import argparse
-import sys
 
 from django.core.management.base import BaseCommand, CommandError
 from django.db import transaction
-from tqdm import tqdm
 
+from feedback.imports import do_import_vault
 from graphadmin import services
+from graphadmin.management.progress import Progress
 from graphadmin.models import Graph, Organization
-from graphadmin.vault.load import import_vault
 from graphadmin.vault.parse import VaultError, group_unresolved, parse_vault
 
 ACTOR = "command:import_vault"
-PHASES = {"read": "notes read", "link": "notes linked", "embed": "texts embedded"}
-
-
-class Progress:
-    """One tqdm bar per phase (notes read, linked, embedded), on stderr; silent when not a terminal."""
-
-    def __init__(self, enabled: bool | None):
-        self.enabled = enabled
-        self.bars: dict[str, tqdm] = {}
-
-    def __call__(self, phase: str, done: int, total: int):
-        bar = self.bars.get(phase)
-        if bar is None:
-            for other in self.bars.values():
-                other.close()
-            bar = self.bars[phase] = tqdm(
-                total=total,
-                desc=PHASES.get(phase, phase),
-                unit="",
-                file=sys.stderr,
-                disable=self.enabled is False or (self.enabled is None and not sys.stderr.isatty()),
-                leave=True,
-                dynamic_ncols=True,
-            )
-        bar.total = total
-        bar.update(done - bar.n)  # tqdm redraws at most every mininterval
-
-    def close(self):
-        for bar in self.bars.values():
-            bar.close()
 
 
 class Command(BaseCommand):
@@ -87,7 +56,7 @@ class Command(BaseCommand):
             # A dry run against a graph that does not exist yet creates it inside the rolled-back transaction.
             with transaction.atomic():
                 target = self._graph(graph, org)
-                result = import_vault(target, parsed, ACTOR, dry_run=dry_run, embed=embed, progress=bars)
+                result = do_import_vault(target, parsed, actor=ACTOR, dry_run=dry_run, embed=embed, progress=bars)
                 if dry_run:
                     transaction.set_rollback(True)
         except VaultError as exc:

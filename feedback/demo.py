@@ -8,17 +8,23 @@ The users cover every role so each page can be tried as each of them.
 
 from __future__ import annotations
 
+import os
 import secrets
-from datetime import UTC
+from datetime import UTC, datetime
 
 from django.conf import settings
 from django.contrib.auth import get_user_model
 from django.db import transaction
 
 from graphadmin import services
+from graphadmin.embeddings import configured_model
 from graphadmin.models import Graph, Membership, Organization
-from graphadmin.vault.load import ImportResult, import_vault
+from graphadmin.vault.apply import do_reembed, stale_rows
 from graphadmin.vault.parse import parse_vault
+from graphadmin.vault.plan import ImportResult
+
+from . import metrics, simulation
+from .imports import do_import_vault
 
 DEMO_ORG = "demo"
 DEMO_GRAPH = "demo"
@@ -37,8 +43,6 @@ CHANGE_COUNTS = (
 
 def demo_password() -> str:
     """The demo users' password: DEMO_PASSWORD, else one generated once and kept in the local folder."""
-    import os
-
     if os.environ.get("DEMO_PASSWORD"):
         return os.environ["DEMO_PASSWORD"]
     path = settings.LOCAL_DIR / "demo-password"
@@ -73,10 +77,10 @@ def ensure_demo() -> tuple[Graph, str]:
 
 
 def reembed_if_stale(graph: Graph) -> dict | None:
-    """Re-embed the demo graph when its vectors are not the configured model's (a demo made before a change of EMBEDDER)."""
-    from graphadmin.embeddings import configured_model
-    from graphadmin.vault.load import do_reembed, stale_rows
+    """Re-embed the demo graph when its vectors are not the configured model's.
 
+    (A demo made before a change of EMBEDDER.)
+    """
     stale = stale_rows(graph.pk, configured_model())
     if not (stale["nodes"] or stale["edges"]):
         return None
@@ -88,10 +92,10 @@ def import_demo_vault(graph: Graph) -> ImportResult | None:
     parsed = parse_vault(DEMO_VAULT)
     if parsed.unresolved:
         raise ValueError(f"The demo vault has unresolved links: {[u.as_dict() for u in parsed.unresolved]}")
-    plan = import_vault(graph, parsed, "command:rundemo", dry_run=True)
+    plan = do_import_vault(graph, parsed, actor="command:rundemo", dry_run=True)
     if not any(plan.counts[name] for name in CHANGE_COUNTS):
         return None
-    return import_vault(graph, parsed, "command:rundemo", embed="sync")
+    return do_import_vault(graph, parsed, actor="command:rundemo", embed="sync")
 
 
 DEMO_HISTORY_SESSIONS = 150
@@ -107,10 +111,6 @@ def fill_demo_history(sessions: int = DEMO_HISTORY_SESSIONS) -> dict:
     the periodic task does that, and a simulated clock would take the coming periods' decay keys.
     The metrics rollup of today then gives the overview's charts their first point.
     """
-    from datetime import datetime
-
-    from feedback import metrics, simulation
-
     graph = Graph.objects.select_related("organization").get(organization__slug=DEMO_ORG, slug=DEMO_GRAPH)
     if simulation.simulated_sessions(graph):
         return {"status": "skipped", "reason": "the demo graph already has sessions"}

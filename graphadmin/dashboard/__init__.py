@@ -1,1 +1,0 @@
-"""The dashboard: server-rendered pages where people audit and tune the graph's weights."""

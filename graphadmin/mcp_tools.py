@@ -1,0 +1,38 @@
+"""What every MCP tool body shares (ranking.mcp, feedback.mcp): the graph through the caller's
+tenancy and role, and input validated by the REST API's own serializers, refused as a ToolError.
+
+graphadmin.mcp_server registers the bodies; they are reads or report intake, so they are not ``do_*``.
+"""
+
+from __future__ import annotations
+
+import json
+
+from mcp.server.mcpserver.exceptions import ToolError
+from rest_framework.utils.encoders import JSONEncoder
+
+from graphadmin.models import Graph
+from graphadmin.models.tenancy import role_at_least
+
+
+def invalid(errors) -> ToolError:
+    """The tool error for refused input: the serializer's errors by field, as JSON."""
+    return ToolError("Invalid input: " + json.dumps(errors, cls=JSONEncoder, sort_keys=True))
+
+
+def graph_for(user, graph_id: int, role: str) -> Graph:
+    """The graph through the caller's tenancy (else 'not found'), with at least ``role`` (else refused)."""
+    graph = Graph.objects.with_role(user).filter(pk=graph_id).first()
+    if graph is None:
+        raise ToolError(f"Graph {graph_id} not found.")
+    if not role_at_least(graph.user_role, role):
+        raise ToolError(f"Permission denied: your role in this organization may not do this (needs {role}).")
+    return graph
+
+
+def validated(serializer_class, data: dict) -> dict:
+    """``data`` (None values dropped) validated by ``serializer_class``; its errors as ``invalid``."""
+    serializer = serializer_class(data={k: v for k, v in data.items() if v is not None})
+    if not serializer.is_valid():
+        raise invalid(serializer.errors)
+    return serializer.validated_data

@@ -1,0 +1,329 @@
+"""Apply a vault import's plan: write the nodes, edge types and edges (set-based), with their embeddings.
+
+``apply_plan(graph, plan, embed=...)`` writes what ``graphadmin.vault.plan.plan_import`` decided, inside
+the caller's transaction; the import action (``feedback.imports.do_import_vault``) holds the graph's
+row lock, records the import's batch and audit event and enqueues the embeddings task. Also here:
+filling missing embeddings after a large import (``embed_pending``) and re-embedding a graph with
+another model (``do_reembed``).
+
+All writes are set-based (bulk_create, bulk_update, UPDATE ... WHERE id IN), never one query per row.
+"""
+
+from __future__ import annotations
+
+import time
+from datetime import UTC, datetime
+
+from django.conf import settings
+from django.db import transaction
+from django.db.models import Q
+
+from graphadmin import audit
+from graphadmin.embeddings import get_embedder, stored_models
+from graphadmin.models import Edge, EdgeType, Graph, Node
+
+from .parse import ProgressFn
+from .plan import ImportPlan, node_embedding_text, triplet_text
+
+BULK = 500
+
+
+def current_rows(graph: Graph) -> tuple[list[dict], list[dict], dict[str, int]]:
+    """The graph's nodes, edges and edge types as ``plan_import`` reads them (archived rows too)."""
+    nodes = list(
+        Node.objects.filter(graph=graph).values(
+            "id", "key", "title", "kind", "source", "content_hash", "archived", "tags", "aliases"
+        )
+    )
+    edges = list(Edge.objects.filter(graph=graph).values("id", "source_id", "target_id", "edge_type_id", "archived"))
+    return nodes, edges, dict(EdgeType.objects.filter(graph=graph).values_list("name", "id"))
+
+
+def embedding_mode(plan: ImportPlan, embed: str) -> str:
+    """'sync' or 'task': 'auto' is 'task' when more than settings.VAULT_IMPORT_SYNC_EMBED_LIMIT texts need embedding."""
+    if embed == "auto":
+        return "task" if plan.to_embed > settings.VAULT_IMPORT_SYNC_EMBED_LIMIT else "sync"
+    return embed
+
+
+def apply_plan(graph: Graph, plan: ImportPlan, *, mode: str, progress: ProgressFn | None = None) -> None:
+    """Write ``plan`` into ``graph`` in the caller's transaction; ``mode`` 'sync' embeds here, 'task' leaves NULLs."""
+    desired, existing, renames, changed, meta_only = (
+        plan.desired,
+        plan.existing,
+        plan.renames,
+        plan.changed,
+        plan.meta_only,
+    )
+    new_keys, gone, key_after, title_after = plan.new_keys, plan.gone, plan.key_after, dict(plan.title_after)
+    create_edges, restore_edges, archive_edges, retitle_edges = (
+        plan.create_edges,
+        plan.restore_edges,
+        plan.archive_edges,
+        plan.retitle_edges,
+    )
+    new_types, to_embed = plan.new_types, plan.to_embed
+    embedder = get_embedder() if mode == "sync" else None
+    model = embedder.model_name if embedder else ""
+    embedded = [0]
+
+    def vectors(texts: list[str]) -> list:
+        if embedder is None:
+            return [None] * len(texts)
+        out = []
+        size = settings.EMBED_BATCH_SIZE
+        for i in range(0, len(texts), size):
+            out.extend(embedder.embed(texts[i : i + size]))
+            embedded[0] += len(texts[i : i + size])
+            if progress:
+                progress("embed", embedded[0], to_embed)
+        return out
+
+    now = datetime.now(UTC)
+    # --- Write nodes.
+    new_objs = [
+        Node(
+            graph=graph,
+            key=k,
+            kind=desired[k].kind,
+            title=desired[k].title,
+            text=desired[k].text,
+            source=desired[k].source,
+            aliases=desired[k].aliases,
+            tags=desired[k].tags,
+            content_hash=desired[k].content_hash,
+        )
+        for k in new_keys
+    ]
+    for obj, vec in zip(new_objs, vectors([node_embedding_text(o.title, o.text) for o in new_objs]), strict=True):
+        obj.embedding, obj.embedding_model = vec, model if vec is not None else ""
+    Node.objects.bulk_create(new_objs, batch_size=BULK)
+    update_objs = []
+    for key in changed:
+        if key not in meta_only:
+            update_objs.append((existing[key]["id"], desired[key]))
+    for new_key, row in renames.items():
+        update_objs.append((row["id"], desired[new_key]))
+    updated = [
+        Node(
+            id=pk,
+            key=d.key,
+            kind=d.kind,
+            title=d.title,
+            text=d.text,
+            source=d.source,
+            aliases=d.aliases,
+            tags=d.tags,
+            content_hash=d.content_hash,
+            archived=False,
+            updated_at=now,
+        )
+        for pk, d in update_objs
+    ]
+    for obj, vec in zip(updated, vectors([node_embedding_text(o.title, o.text) for o in updated]), strict=True):
+        obj.embedding, obj.embedding_model = vec, model if vec is not None else ""
+    Node.objects.bulk_update(
+        updated,
+        [
+            "key",
+            "kind",
+            "title",
+            "text",
+            "source",
+            "aliases",
+            "tags",
+            "content_hash",
+            "embedding",
+            "embedding_model",
+            "archived",
+            "updated_at",
+        ],
+        batch_size=BULK,
+    )
+    if meta_only:
+        Node.objects.bulk_update(
+            [
+                Node(
+                    id=existing[k]["id"],
+                    kind=desired[k].kind,
+                    source=desired[k].source,
+                    aliases=desired[k].aliases,
+                    tags=desired[k].tags,
+                    updated_at=now,
+                )
+                for k in sorted(meta_only)
+            ],
+            ["kind", "source", "aliases", "tags", "updated_at"],
+            batch_size=BULK,
+        )
+    if gone:
+        Node.objects.filter(graph=graph, id__in=[row["id"] for row in gone]).update(archived=True, updated_at=now)
+
+    # --- Write edge types and edges.
+    type_ids = dict(plan.type_ids)
+    if new_types:
+        EdgeType.objects.bulk_create(
+            [EdgeType(graph=graph, name=n, priority=0.0, description="Created by a vault import.") for n in new_types],
+            ignore_conflicts=True,
+        )
+        type_ids = dict(EdgeType.objects.filter(graph=graph).values_list("name", "id"))
+    node_id = {key_after[i]: i for i in key_after}
+    node_id.update({o.key: o.id for o in new_objs})
+    for obj in new_objs:
+        title_after[obj.id] = obj.title
+    edge_objs = [
+        Edge(graph=graph, source_id=node_id[s], target_id=node_id[t], edge_type_id=type_ids[n])
+        for s, t, n in create_edges
+    ]
+    texts = [
+        triplet_text(title_after[e.source_id], n, title_after[e.target_id])
+        for e, (_s, _t, n) in zip(edge_objs, create_edges, strict=True)
+    ]
+    for obj, vec in zip(edge_objs, vectors(texts), strict=True):
+        obj.triplet_embedding, obj.embedding_model = vec, model if vec is not None else ""
+    Edge.objects.bulk_create(edge_objs, batch_size=BULK)
+    if restore_edges:
+        Edge.objects.filter(graph=graph, id__in=restore_edges).update(archived=False, updated_at=now)
+    if archive_edges:
+        Edge.objects.filter(graph=graph, id__in=archive_edges).update(archived=True, updated_at=now)
+    if retitle_edges:
+        rows = list(
+            Edge.objects.filter(graph=graph, id__in=retitle_edges).values_list(
+                "id", "source_id", "target_id", "edge_type__name"
+            )
+        )
+        vecs = vectors([triplet_text(title_after[s], n, title_after[t]) for _i, s, t, n in rows])
+        Edge.objects.bulk_update(
+            [
+                Edge(id=i, triplet_embedding=v, embedding_model=model if v is not None else "", updated_at=now)
+                for (i, _s, _t, _n), v in zip(rows, vecs, strict=True)
+            ],
+            ["triplet_embedding", "embedding_model", "updated_at"],
+            batch_size=BULK,
+        )
+
+
+def embed_pending(graph_id: int, progress: ProgressFn | None = None) -> dict:
+    """Fill every missing embedding of a graph's active nodes and edges, in batches; returns the counts.
+
+    What the embeddings task runs after a large import. Idempotent: rows that already have a vector
+    are not touched, and each batch is written in one statement. A text that gives the embedder
+    nothing to embed stays NULL (and is tried again by the next run: cheap, it has no tokens).
+    """
+    embedder = get_embedder()
+    missing = Q(archived=False)
+    return {
+        "nodes": _embed_rows(
+            Node,
+            "embedding",
+            ("title", "text"),
+            node_embedding_text,
+            graph_id,
+            embedder,
+            missing & Q(embedding__isnull=True),
+            progress,
+        ),
+        "edges": _embed_rows(
+            Edge,
+            "triplet_embedding",
+            ("source__title", "edge_type__name", "target__title"),
+            triplet_text,
+            graph_id,
+            embedder,
+            missing & Q(triplet_embedding__isnull=True),
+        ),
+    }
+
+
+def _stale(model_name: str) -> Q:
+    # A vector of a named model other than ``model_name``. Rows without a vector are embed_pending's;
+    # a vector a caller sent without naming its model ('') is the caller's, and left alone.
+    return Q(embedding_model__gt="") & ~Q(embedding_model=model_name)
+
+
+def stale_rows(graph_id: int, model_name: str) -> dict:
+    """How many of a graph's nodes and edges (archived too) have a vector of another model than ``model_name``."""
+    stale = _stale(model_name)
+    return {
+        "nodes": Node.objects.filter(stale, graph_id=graph_id).count(),
+        "edges": Edge.objects.filter(stale, graph_id=graph_id).count(),
+    }
+
+
+def do_reembed(graph: Graph, *, actor, progress: ProgressFn | None = None) -> dict:
+    """Re-embed every node and edge of ``graph`` (archived ones too) whose vector was made by another model.
+
+    Batches of EMBED_BATCH_SIZE, one transaction each, so a large graph never holds one long
+    transaction; until the last batch the graph has vectors of two models and retrieval refuses it
+    (409) rather than compare them. Idempotent: a second run finds nothing to do. Rows whose text
+    gives the model nothing to embed end with no vector and no model. Rows without a vector
+    (embed_pending fills them) and vectors a caller sent without naming a model are left alone.
+    Audited as ``graph.reembed``.
+    """
+    embedder = get_embedder()
+    stale = _stale(embedder.model_name)
+    started = time.perf_counter()
+    before = stored_models(graph.pk)
+    total = sum(stale_rows(graph.pk, embedder.model_name).values())
+    nodes = _embed_rows(
+        Node,
+        "embedding",
+        ("title", "text"),
+        node_embedding_text,
+        graph.pk,
+        embedder,
+        stale,
+        progress and (lambda phase, done, _n: progress(phase, done, total)),
+    )
+    edges = _embed_rows(
+        Edge,
+        "triplet_embedding",
+        ("source__title", "edge_type__name", "target__title"),
+        triplet_text,
+        graph.pk,
+        embedder,
+        stale,
+        progress and (lambda phase, done, _n: progress(phase, nodes + done, total)),
+    )
+    counts = {"nodes": nodes, "edges": edges}
+    payload = {
+        "model": embedder.model_name,
+        "models_before": before,
+        **counts,
+        "duration_ms": round((time.perf_counter() - started) * 1000, 1),
+    }
+    with transaction.atomic():
+        audit.append(
+            graph.organization_id, actor, "graph.reembed", payload, scope={"graph": graph.pk, "graph_slug": graph.slug}
+        )
+    return payload
+
+
+def _embed_rows(
+    model, field: str, columns: tuple, text_of, graph_id: int, embedder, where: Q, progress: ProgressFn | None = None
+) -> int:
+    """Embed the rows of ``model`` in the graph matching ``where``, EMBED_BATCH_SIZE per transaction.
+
+    Each row gets its vector and the embedder's model name, or NULL and '' when its text has
+    nothing to embed. Rows are re-checked against ``where`` in each batch (another writer may have
+    embedded them meanwhile).
+    """
+    ids = list(model.objects.filter(where, graph_id=graph_id).order_by("id").values_list("id", flat=True))
+    done, size = 0, settings.EMBED_BATCH_SIZE
+    for i in range(0, len(ids), size):
+        with transaction.atomic():
+            rows = list(
+                model.objects.filter(where, graph_id=graph_id, id__in=ids[i : i + size]).values_list("id", *columns)
+            )
+            vecs = embedder.embed([text_of(*row[1:]) for row in rows])
+            model.objects.bulk_update(
+                [
+                    model(id=row[0], **{field: v, "embedding_model": embedder.model_name if v is not None else ""})
+                    for row, v in zip(rows, vecs, strict=True)
+                ],
+                [field, "embedding_model"],
+            )
+        done += len(rows)
+        if progress:
+            progress("embed", done, len(ids))
+    return done

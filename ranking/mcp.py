@@ -1,0 +1,96 @@
+"""ranking's MCP tool bodies: graph_search, graph_context and graph_explain (registered by graphadmin.mcp_server).
+
+Each is the REST endpoint's code path with the MCP's errors: the same serializers validate the
+input, the same service functions answer, the same payloads come back.
+"""
+
+from __future__ import annotations
+
+from mcp.server.mcpserver.exceptions import ToolError
+
+from feedback.models import ContextInjection, UpdateBatch
+from graphadmin.mcp_tools import graph_for, invalid, validated
+from ranking import serializers as rs
+from ranking import service
+from ranking.api import call_service, context_payload, search_payload
+
+
+def search(user, graph_id: int, args: dict) -> dict:
+    """graph_search: POST /api/graphs/{id}/search/ (reviewers and up); logs nothing."""
+    graph = graph_for(user, graph_id, "reviewer")
+    data = validated(rs.SearchRequestSerializer, args)
+    result = call_service(
+        service.search,
+        graph,
+        query=data["query"],
+        vector=data["vector"],
+        k=data["k"],
+        anchors=data["anchors"],
+        start_nodes=data["start_nodes"],
+        exclude=data["exclude"],
+        persona=data["persona"],
+    )
+    return search_payload(result)
+
+
+def context(user, graph_id: int, args: dict) -> dict:
+    """graph_context: POST /api/graphs/{id}/context/ (reviewers and up); logs the injection."""
+    graph = graph_for(user, graph_id, "reviewer")
+    data = validated(rs.ContextRequestSerializer, args)
+    result = call_service(
+        service.assemble_context,
+        graph,
+        session_id=data["session"],
+        query=data["query"],
+        vector=data["vector"],
+        start_nodes=data["start_nodes"],
+        anchors=data["anchors"],
+        exclude=data["exclude"],
+        persona=data["persona"],
+        budget_unit=data["budget_unit"],
+        budget=data["budget"],
+        k=data["k"],
+        hops=data["hops"],
+    )
+    return context_payload(result, data["session"])
+
+
+def explain(user, injection_id: int, i, j, node) -> dict:
+    """graph_explain: GET /api/injections/{id}/explain/, plus the update batches of the injection's session."""
+    injection = (
+        ContextInjection.objects.for_user(user)
+        .select_related("session", "policy_revision")
+        .filter(pk=injection_id)
+        .first()
+    )
+    if injection is None:
+        raise ToolError(f"Injection {injection_id} not found.")
+    params = validated(rs.ExplainQuerySerializer, {"i": i, "j": j})
+    i, j = params.get("i"), params.get("j")
+    if node is not None and (i is not None or j is not None):
+        raise invalid({"node": ["Give either node, or the ranks i and j, not both."]})
+    result = service.explain(injection)
+    candidates = result["candidates"]
+    if node is not None:
+        rank = min((c["rank"] for c in candidates if c["node"] == node), default=None)
+        if rank is None:
+            raise invalid({"node": [f"Node {node} is not a candidate of injection {injection.pk}."]})
+        # Compare with the candidate just above it; the top candidate with the runner-up.
+        i, j = (rank, rank - 1) if rank > 1 else ((1, 2) if len(candidates) > 1 else (None, None))
+    result["comparison"] = call_service(service.compare, candidates, i, j)
+    result["feedback_batches"] = [
+        {
+            "id": b.pk,
+            "kind": b.kind,
+            "status": b.status,
+            "node_updates": b.node_updates,
+            "edge_updates": b.edge_updates,
+            "conflicts": b.conflicts,
+            "details": b.details,
+            "finished_at": b.finished_at,
+        }
+        for b in UpdateBatch.objects.filter(
+            graph_id=injection.graph_id, trigger_session_id=injection.session_id
+        ).order_by("id")
+    ]
+    return result

