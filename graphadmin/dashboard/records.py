@@ -5,6 +5,7 @@ from django.shortcuts import get_object_or_404, render
 
 from feedback.models import WeightHistory
 from graphadmin.models import Edge, Node
+from graphadmin.note_links import render_node_text
 
 from . import charts
 from .access import graph_access
@@ -65,7 +66,16 @@ def node_detail(request, graph_id, node_id):
         .select_related("source", "edge_type")
         .order_by("-weight")[:100]
     )
-    return _record_page(request, access, "node", node, f"History of {node.title}", outgoing=outgoing, incoming=incoming)
+    return _record_page(
+        request,
+        access,
+        "node",
+        node,
+        f"History of {node.title}",
+        outgoing=outgoing,
+        incoming=incoming,
+        note_html=render_node_text(node),
+    )
 
 
 @login_required
