@@ -7,17 +7,18 @@ lets ``graphadmin.vault.parse.Resolver`` pick among them with the importer's rul
 then the same name in the linking note's own folder, then the shortest path, then a unique alias;
 a true tie stays unresolved). A node created through the API, whose key is no vault path, is found
 by its key or its aliases all the same.
+
+The query reads the graph's live nodes with plain comparisons (no index serves a case-insensitive
+match on a key's last part); it runs only for a note that has links.
 """
 
 from __future__ import annotations
 
-import json
 import posixpath
-import re
 from collections.abc import Mapping
 
-from django.db.models import Q, TextField
-from django.db.models.functions import Cast, Lower
+from django.db.models import Func, JSONField, Q, TextField, Value
+from django.db.models.functions import Cast, Lower, Reverse
 from django.urls import reverse
 
 from graphadmin.models import Node
@@ -34,13 +35,14 @@ def _vault_path(path: str) -> str:
     return path[: -len(NOTE_SUFFIX)] if path.lower().endswith(NOTE_SUFFIX) else path
 
 
-def _alternation(values) -> str:
-    """A POSIX regular expression alternation of the literal strings ``values`` (Python escapes suit it)."""
-    return "|".join(re.escape(v) for v in sorted(values))
-
-
 def candidate_filter(refs: list[NoteRef], source_key: str) -> Q:
-    """Nodes that any of ``refs`` could name: a superset of what ``Resolver`` may pick, for one query."""
+    """Nodes that any of ``refs`` could name: a superset of what ``Resolver`` may pick, for one query.
+
+    Over the annotations of ``_annotated``: the lowercased key (exact paths, and paths relative to the
+    note's folder for markdown links), the lowercased last part of the key (names: ``Resolver`` keeps
+    those whose path ends as the link says) and the lowercased aliases (JSON ``?|``: plain equality,
+    no pattern matching, so the scan stays cheap).
+    """
     exact, names, aliases = set(), set(), set()
     for ref in refs:
         path = _vault_path(ref.path)
@@ -52,14 +54,18 @@ def candidate_filter(refs: list[NoteRef], source_key: str) -> Q:
             if not relative.startswith(".."):
                 exact.add(relative.lower())
         names.add(path.rsplit("/", 1)[-1].lower())
-        # An alias is matched in the JSON text of the list, where '"' and '\' are escaped.
-        aliases.add(json.dumps(ref.path.strip().lower(), ensure_ascii=False)[1:-1])
-    condition = Q(lkey__in=exact)
-    if names:
-        condition |= Q(key__iregex=f"(^|/)({_alternation(names)})$")
-    if aliases:
-        condition |= Q(alias_text__iregex=f'"\\s*({_alternation(aliases)})\\s*"')
-    return condition
+        aliases.add(ref.path.strip().lower())
+    return Q(lkey__in=sorted(exact)) | Q(lname__in=sorted(names)) | Q(laliases__has_any_keys=sorted(aliases))
+
+
+def _annotated(graph_id: int):
+    # The key's last part is reverse(split_part(reverse(key), '/', 1)): 'Team A/Standup' -> 'Standup'.
+    last_part = Func(Reverse("key"), Value("/"), Value(1), function="split_part", output_field=TextField())
+    return Node.objects.filter(graph_id=graph_id, archived=False).annotate(
+        lkey=Lower("key"),
+        lname=Lower(Reverse(last_part)),
+        laliases=Cast(Lower(Cast("aliases", TextField())), JSONField()),
+    )
 
 
 def node_resolver(graph_id: int, source_key: str) -> Resolve:
@@ -68,10 +74,7 @@ def node_resolver(graph_id: int, source_key: str) -> Resolve:
     def resolve(refs: list[NoteRef]) -> Mapping[NoteRef, NoteLink]:
         refs = refs[:MAX_LINK_TARGETS]
         rows = list(
-            Node.objects.filter(graph_id=graph_id, archived=False)
-            .annotate(lkey=Lower("key"), alias_text=Cast("aliases", TextField()))
-            .filter(candidate_filter(refs, source_key))
-            .values_list("id", "key", "title", "aliases")
+            _annotated(graph_id).filter(candidate_filter(refs, source_key)).values_list("id", "key", "title", "aliases")
         )
         by_key = {key: (pk, title) for pk, key, title, _aliases in rows}
         resolver = Resolver(by_key, {key: list(aliases or []) for _pk, key, _title, aliases in rows}, [])
