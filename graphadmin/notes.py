@@ -41,7 +41,7 @@ _SCHEME = re.compile(r"^[a-zA-Z][a-zA-Z0-9+.\-]*:")
 
 @dataclass(frozen=True)
 class NoteRef:
-    """A note named by a link: its vault path (no heading, no ``.md`` suffix removed) and the link's style."""
+    """A note named by a link: the path as written (without heading, block or URL encoding) and the link's style."""
 
     path: str
     style: str  # 'wiki' or 'md'
