@@ -18,6 +18,7 @@ from feedback.models import BATCH_KINDS, BATCH_STATUSES, AgentSession, ContextIn
 from graphadmin import audit
 from graphadmin.access import graph_access
 from graphadmin.models import Edge, Node
+from graphadmin.note_links import render_node_text
 
 HISTORY_LIMIT = 500
 
@@ -219,7 +220,16 @@ def node_detail(request, graph_id, node_id):
         .select_related("source", "edge_type")
         .order_by("-weight")[:100]
     )
-    return _record_page(request, access, "node", node, f"History of {node.title}", outgoing=outgoing, incoming=incoming)
+    return _record_page(
+        request,
+        access,
+        "node",
+        node,
+        f"History of {node.title}",
+        outgoing=outgoing,
+        incoming=incoming,
+        note_html=render_node_text(node),
+    )
 
 
 @login_required

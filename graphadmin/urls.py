@@ -10,13 +10,16 @@ from django.urls import include, path
 from drf_spectacular.views import SpectacularAPIView, SpectacularSwaggerView
 
 from feedback import urls as feedback_urls
-from graphadmin import views
+from graphadmin import neighbourhood, views
 from ranking import urls as ranking_urls
 
 # The core's pages, all under /g/<graph_id>/ but the graphs list.
 page_urlpatterns = [
     path("g/<int:graph_id>/audit/", views.audit_trail, name="audit"),
     path("g/<int:graph_id>/tune/", views.tune, name="tune"),
+    path(
+        "g/<int:graph_id>/nodes/<int:node_id>/graph.json", neighbourhood.neighbourhood_json, name="graph-neighbourhood"
+    ),
 ]
 
 urlpatterns = [

@@ -3,7 +3,7 @@
 
 from django.urls import path
 
-from . import api, views
+from . import api, subgraph, views
 
 api_urlpatterns = [
     path("graphs/<int:graph_pk>/rank/", api.RankView.as_view(), name="graph-rank"),
@@ -17,4 +17,9 @@ page_urlpatterns = [
     path("g/<int:graph_id>/explain/", views.injection_list, name="explain"),
     path("g/<int:graph_id>/injections/<int:injection_id>/", views.injection_detail, name="injection"),
     path("g/<int:graph_id>/tune/preview/", views.tune_preview, name="tune-preview"),
+    path(
+        "g/<int:graph_id>/injections/<int:injection_id>/graph.json",
+        subgraph.injection_subgraph_json,
+        name="injection-subgraph",
+    ),
 ]

@@ -1,0 +1,121 @@
+"""A node's neighbourhood for the graph view: the strongest edges within one or two hops, in four queries.
+
+``neighbourhood(graph_id, node_id)`` reads the live (not archived) edges touching the node, strongest
+first, then the strongest edges touching those neighbours, up to a bound, and the nodes at their ends.
+The node page draws it (static/js/graphview.js) from ``neighbourhood_json``; the page's tables stay
+its text alternative.
+"""
+
+from __future__ import annotations
+
+from django.contrib.auth.decorators import login_required
+from django.db.models import Q
+from django.http import JsonResponse
+from django.shortcuts import get_object_or_404
+from django.urls import reverse
+
+from graphadmin.access import graph_access
+from graphadmin.models import Edge, EdgeType, Node
+
+MAX_EDGES = 150  # what a reader can take in on one canvas
+FIRST_HOP_SHARE = 2 / 3  # at most this share of the bound goes to the first hop, so a hub still shows its second
+_EDGE_FIELDS = ("id", "source_id", "target_id", "edge_type__name", "weight", "feedback_weight")
+
+
+def _edge(row: dict, graph_id: int, hops: int) -> dict:
+    return {
+        "id": row["id"],
+        "source": row["source_id"],
+        "target": row["target_id"],
+        "type": row["edge_type__name"],
+        "weight": row["weight"],
+        "feedback_weight": row["feedback_weight"],
+        "hops": hops,
+        "url": reverse("edge", args=[graph_id, row["id"]]),
+    }
+
+
+def _strongest(edges, limit: int) -> tuple[list[dict], bool]:
+    """The ``limit`` strongest edges of a queryset (weight, then id), and whether there were more."""
+    rows = list(edges.order_by("-weight", "id").values(*_EDGE_FIELDS)[: limit + 1])
+    return rows[:limit], len(rows) > limit
+
+
+def neighbourhood(graph_id: int, node_id: int, *, hops: int = 2, limit: int = MAX_EDGES) -> dict:
+    """Nodes and edges within ``hops`` (1 or 2) of the node: at most ``limit`` edges, strongest first.
+
+    The first hop takes up to two thirds of the bound when a second hop is asked for; the second
+    hop fills the rest with the strongest edges touching a first-hop neighbour. ``truncated`` says
+    whether edges were left out. Archived edges are left out; archived nodes are drawn, marked.
+    """
+    live = Edge.objects.filter(graph_id=graph_id, archived=False)
+    first_limit = limit if hops == 1 else max(1, int(limit * FIRST_HOP_SHARE))
+    first, truncated = _strongest(live.filter(Q(source_id=node_id) | Q(target_id=node_id)), first_limit)
+    hop_of = {node_id: 0}
+    for row in first:
+        for end in (row["source_id"], row["target_id"]):
+            hop_of.setdefault(end, 1)
+    edges = [_edge(row, graph_id, 1) for row in first]
+    neighbours = [n for n, h in hop_of.items() if h == 1]
+    if hops == 2 and neighbours and len(edges) < limit:
+        # Edges touching the node itself are first-hop edges (left out above when over the bound).
+        second, more = _strongest(
+            live.filter(Q(source_id__in=neighbours) | Q(target_id__in=neighbours))
+            .exclude(source_id=node_id)
+            .exclude(target_id=node_id),
+            limit - len(edges),
+        )
+        truncated = truncated or more
+        for row in second:
+            for end in (row["source_id"], row["target_id"]):
+                hop_of.setdefault(end, 2)
+        edges.extend(_edge(row, graph_id, 2) for row in second)
+    rows = {
+        n["id"]: n
+        for n in Node.objects.filter(graph_id=graph_id, pk__in=hop_of).values(
+            "id", "title", "kind", "feedback_weight", "archived"
+        )
+    }
+    nodes = [
+        {
+            **rows[n],
+            "hops": hop,
+            "status": ("center", "hop1", "hop2")[hop],
+            "url": reverse("node", args=[graph_id, n]),
+        }
+        for n, hop in hop_of.items()
+        if n in rows
+    ]
+    return {
+        "kind": "neighbourhood",
+        "center": node_id,
+        "hops": hops,
+        "limit": limit,
+        "truncated": truncated,
+        "nodes": nodes,
+        "edges": edges,
+        "types": list(EdgeType.objects.filter(graph_id=graph_id).order_by("name").values_list("name", flat=True)),
+    }
+
+
+def _bounded_int(request, name: str, default: int, low: int, high: int) -> int:
+    raw = request.GET.get(name, "")
+    if raw == "":
+        return default
+    if not raw.isdigit() or not low <= int(raw) <= high:
+        raise ValueError(name, f"Give a whole number from {low} to {high}.")
+    return int(raw)
+
+
+@login_required
+def neighbourhood_json(request, graph_id, node_id):
+    """GET /g/<graph>/nodes/<node>/graph.json[?hops=1|2&limit=1..150]: the node page's graph view, as JSON."""
+    access = graph_access(request, graph_id)
+    node = get_object_or_404(Node.objects.filter(graph=access.graph).only("pk"), pk=node_id)
+    try:
+        hops = _bounded_int(request, "hops", 2, 1, 2)
+        limit = _bounded_int(request, "limit", MAX_EDGES, 1, MAX_EDGES)
+    except ValueError as exc:
+        field, message = exc.args
+        return JsonResponse({field: [message]}, status=400)
+    return JsonResponse(neighbourhood(access.graph.pk, node.pk, hops=hops, limit=limit))

@@ -1,0 +1,311 @@
+"""The graph views: their JSON endpoints (shape, bounds, tenancy, roles) and, in Chromium, the drawing itself.
+
+On the ranked graph ``rg`` (tests/conftest.py):
+
+    a -> b (related, .9)  a -> x (related, .8; x archived)  a -> c (depends_on, .6)  a -> d (derived_from, .3)
+    b -> e (related, .5)  c -> e (related, .4)  e -> g (related, .5)  a -> f (related, .7; the edge archived)
+"""
+
+import pytest
+from django.urls import reverse
+
+from graphadmin.models import Edge, EdgeType, Node
+from graphadmin.neighbourhood import MAX_EDGES, neighbourhood
+from ranking import service
+from ranking.subgraph import injection_subgraph
+from tests.browser import chromium, login
+
+
+def url(rg, key, **params):
+    base = reverse("graph-neighbourhood", args=[rg["graph"].pk, rg["nodes"][key].pk])
+    return base + ("?" + "&".join(f"{k}={v}" for k, v in params.items()) if params else "")
+
+
+@pytest.fixture
+def injection(rg):
+    ctx = service.assemble_context(
+        rg["graph"],
+        session_id="s-graph",
+        query="vector search in postgres",
+        start_nodes=[rg["nodes"]["a"].pk],
+        budget=3,
+        k=1,  # one vector hit: the others are reached along edges, with paths
+    )
+    return ctx.injection
+
+
+def ids(rg, *names):
+    return [rg["edges"][n].pk for n in names]
+
+
+# --- The neighbourhood of a node.
+
+
+def test_neighbourhood_two_hops_strongest_first(client, rg, rita, django_assert_max_num_queries):
+    client.force_login(rita)
+    # Session, user, graph and role, node; first hop, second hop, nodes, edge types; the request's savepoint pair.
+    with django_assert_max_num_queries(10):
+        response = client.get(url(rg, "a"))
+    assert response.status_code == 200 and response["Content-Type"] == "application/json"
+    data = response.json()
+    assert [e["id"] for e in data["edges"]] == ids(rg, "a>b", "a>x", "a>c", "a>d", "b>e", "c>e")
+    n = rg["nodes"]
+    assert {node["id"]: node["hops"] for node in data["nodes"]} == {
+        n["a"].pk: 0,
+        n["b"].pk: 1,
+        n["x"].pk: 1,
+        n["c"].pk: 1,
+        n["d"].pk: 1,
+        n["e"].pk: 2,
+    }  # f only through an archived edge; g three hops away
+    first = data["edges"][0]
+    assert first == {
+        "id": rg["edges"]["a>b"].pk,
+        "source": n["a"].pk,
+        "target": n["b"].pk,
+        "type": "related",
+        "weight": 0.9,
+        "feedback_weight": 0.5,
+        "hops": 1,
+        "url": reverse("edge", args=[rg["graph"].pk, rg["edges"]["a>b"].pk]),
+    }
+    by_id = {node["id"]: node for node in data["nodes"]}
+    assert by_id[n["a"].pk]["status"] == "center" and by_id[n["e"].pk]["status"] == "hop2"
+    assert by_id[n["x"].pk]["archived"] is True and by_id[n["b"].pk]["url"] == reverse(
+        "node", args=[rg["graph"].pk, n["b"].pk]
+    )
+    assert data["types"] == sorted(EdgeType.objects.filter(graph=rg["graph"]).values_list("name", flat=True))
+    assert data["truncated"] is False and data["limit"] == MAX_EDGES
+
+
+def test_incoming_edges_count_and_one_hop(client, rg, rita):
+    client.force_login(rita)
+    data = client.get(url(rg, "e", hops=1)).json()
+    assert [edge["id"] for edge in data["edges"]] == ids(rg, "b>e", "e>g", "c>e")  # in and out, by weight then id
+    assert {node["hops"] for node in data["nodes"]} == {0, 1}
+
+
+def test_bounded_and_truncated(client, rg, rita):
+    client.force_login(rita)
+    data = client.get(url(rg, "a", limit=2)).json()
+    # Two thirds of the bound for the first hop (one edge), the rest for the second.
+    assert [e["id"] for e in data["edges"]] == ids(rg, "a>b", "b>e") and data["truncated"] is True
+
+
+def test_a_hub_is_bounded(rg, django_assert_max_num_queries):
+    g, hub = rg["graph"], rg["nodes"]["g"]
+    related = rg["types"]["related"]
+    spokes = Node.objects.bulk_create([Node(graph=g, key=f"s{i}", title=f"Spoke {i}") for i in range(MAX_EDGES + 60)])
+    Edge.objects.bulk_create(
+        [Edge(graph=g, source=hub, target=s, edge_type=related, weight=(i % 100) / 100) for i, s in enumerate(spokes)]
+    )
+    ring = zip(spokes, spokes[1:] + spokes[:1], strict=True)
+    Edge.objects.bulk_create([Edge(graph=g, source=s, target=t, edge_type=related) for s, t in ring])
+    with django_assert_max_num_queries(4):
+        data = neighbourhood(g.pk, hub.pk)
+    assert len(data["edges"]) == MAX_EDGES and data["truncated"] is True
+    first = [e for e in data["edges"] if e["hops"] == 1]
+    assert len(first) == 100 and [e["weight"] for e in first] == sorted((e["weight"] for e in first), reverse=True)
+    assert {e["hops"] for e in data["edges"]} == {1, 2}
+    assert len({n["id"] for n in data["nodes"]}) == len(data["nodes"])
+
+
+@pytest.mark.parametrize(
+    "params, field",
+    [({"hops": 3}, "hops"), ({"hops": "two"}, "hops"), ({"limit": 0}, "limit"), ({"limit": MAX_EDGES + 1}, "limit")],
+)
+def test_bad_parameters_are_a_400_naming_the_field(client, rg, rita, params, field):
+    client.force_login(rita)
+    response = client.get(url(rg, "a", **params))
+    assert response.status_code == 400
+    assert list(response.json()) == [field]
+
+
+# --- The candidate subgraph of an injection.
+
+
+def test_injection_subgraph_shape(client, rg, rita, injection, django_assert_max_num_queries):
+    client.force_login(rita)
+    # Session, user, graph and role, injection; candidates, edges, nodes, edge types; the savepoint pair.
+    with django_assert_max_num_queries(10):
+        response = client.get(reverse("injection-subgraph", args=[rg["graph"].pk, injection.pk]))
+    assert response.status_code == 200
+    data = response.json()
+    candidates = list(injection.candidates.order_by("rank"))
+    assert data["kind"] == "injection" and data["candidates"] == len(candidates) and data["truncated"] is False
+    assert [p["rank"] for p in data["paths"]] == [c.rank for c in candidates]
+    edge_ids = {e["id"] for e in data["edges"]}
+    node_ids = {n["id"] for n in data["nodes"]}
+    for path, cand in zip(data["paths"], candidates, strict=True):
+        assert path["node"] == cand.node_id and path["selected"] == cand.selected
+        assert set(path["edges"]) <= edge_ids and path["node"] in node_ids
+    by_id = {n["id"]: n for n in data["nodes"]}
+    assert by_id[rg["nodes"]["a"].pk]["entry"] == "start"
+    selected_nodes = {c.node_id for c in candidates if c.selected}
+    assert {n for n, node in by_id.items() if node["status"] == "selected"} == selected_nodes
+    on_selected = {e for p in data["paths"] if p["selected"] for e in p["edges"]}
+    assert {e["id"] for e in data["edges"] if e["selected"]} == on_selected
+    for edge in data["edges"]:
+        assert edge["source"] in node_ids and edge["target"] in node_ids
+        assert set(edge) >= {"type", "weight", "feedback_weight", "url"}
+
+
+def test_injection_subgraph_is_bounded_selected_first(rg, injection):
+    paths = {c.rank: c.features["path"] for c in injection.candidates.all()}
+    assert paths == {1: [], 2: ids(rg, "a>d"), 3: [], 4: ids(rg, "a>b"), 5: ids(rg, "a>b", "b>e")}  # (ranks 4, 5 cut)
+    data = injection_subgraph(injection, max_edges=1)
+    assert [e["id"] for e in data["edges"]] == ids(rg, "a>d") and data["truncated"] is True
+    assert [(p["rank"], p["selected"]) for p in data["paths"]] == [(1, True), (2, True), (3, True)]
+    whole = injection_subgraph(injection)
+    assert sorted(e["id"] for e in whole["edges"]) == sorted(ids(rg, "a>d", "a>b", "b>e"))
+    assert {e["id"]: e["selected"] for e in whole["edges"]} == {
+        rg["edges"]["a>d"].pk: True,
+        rg["edges"]["a>b"].pk: False,
+        rg["edges"]["b>e"].pk: False,
+    }
+    status = {n["id"]: (n["status"], n["entry"]) for n in whole["nodes"]}
+    n = rg["nodes"]
+    assert status == {
+        n["c"].pk: ("selected", "vector"),
+        n["d"].pk: ("selected", ""),
+        n["a"].pk: ("selected", "start"),
+        n["b"].pk: ("cut", ""),
+        n["e"].pk: ("cut", ""),
+    }
+    assert whole["truncated"] is False
+
+
+# --- Tenancy and roles: as the pages.
+
+
+@pytest.mark.parametrize("username", ["rita", "ana", "oscar", "alice"])
+def test_every_role_of_the_org_reads_them(request, client, rg, injection, username):
+    client.force_login(request.getfixturevalue(username))
+    assert client.get(url(rg, "a")).status_code == 200
+    assert client.get(reverse("injection-subgraph", args=[rg["graph"].pk, injection.pk])).status_code == 200
+
+
+def test_another_org_gets_404(client, rg, injection, mallory, globex_graph):
+    client.force_login(mallory)
+    assert client.get(url(rg, "a")).status_code == 404
+    assert client.get(reverse("injection-subgraph", args=[rg["graph"].pk, injection.pk])).status_code == 404
+    # Nor through a graph of its own: the node and the injection belong to acme's graph.
+    assert client.get(reverse("graph-neighbourhood", args=[globex_graph.pk, rg["nodes"]["a"].pk])).status_code == 404
+    assert client.get(reverse("injection-subgraph", args=[globex_graph.pk, injection.pk])).status_code == 404
+
+
+def test_a_node_of_another_graph_is_404(client, rg, alice, acme):
+    from graphadmin import services
+
+    other = services.create_graph(alice, acme, "second", "Second graph")
+    client.force_login(alice)
+    assert client.get(reverse("graph-neighbourhood", args=[other.pk, rg["nodes"]["a"].pk])).status_code == 404
+
+
+def test_login_required(client, rg, injection):
+    for target in (url(rg, "a"), reverse("injection-subgraph", args=[rg["graph"].pk, injection.pk])):
+        response = client.get(target)
+        assert response.status_code == 302 and response["Location"].startswith("/accounts/login/")
+
+
+def test_pages_embed_the_views(client, rg, injection, rita):
+    client.force_login(rita)
+    node_page = client.get(reverse("node", args=[rg["graph"].pk, rg["nodes"]["a"].pk])).content.decode()
+    assert f'data-graph-url="{url(rg, "a")}"' in node_page and "vendor/cytoscape/cytoscape.min.js" in node_page
+    assert "<table>" in node_page  # the neighbours table stays, the text alternative
+    injection_page = client.get(reverse("injection", args=[rg["graph"].pk, injection.pk])).content.decode()
+    assert f'data-graph-url="{reverse("injection-subgraph", args=[rg["graph"].pk, injection.pk])}"' in injection_page
+
+
+# --- In Chromium: the canvas draws the nodes; a click and the keyboard open a node's page.
+
+# Pixels painted on the view's canvases (Cytoscape draws with 2d contexts).
+PAINTED = """(root) => [...root.querySelectorAll('canvas')].reduce((sum, c) => {
+  const d = c.getContext('2d').getImageData(0, 0, c.width, c.height).data;
+  let n = 0; for (let i = 3; i < d.length; i += 4) if (d[i] > 0) n++;
+  return sum + n;
+}, 0)"""
+
+
+@pytest.fixture(scope="module")
+def browser():
+    with chromium() as b:
+        yield b
+
+
+def _ready(page, view_id):
+    page.wait_for_selector(f"#{view_id}[data-state=ready]", timeout=15000)
+    return page.locator(f"#{view_id}")
+
+
+def _position(page, view_id, element_id, midpoint=False):
+    """Page coordinates of a drawn node (or an edge's midpoint)."""
+    box = page.locator(f"#{view_id} .graph-canvas").bounding_box()
+    point = page.evaluate(
+        f"""() => {{ const e = document.getElementById('{view_id}').graph.getElementById('{element_id}');
+            return e.{"renderedMidpoint" if midpoint else "renderedPosition"}(); }}"""
+    )
+    return box["x"] + point["x"], box["y"] + point["y"]
+
+
+@pytest.mark.browser
+@pytest.mark.django_db(transaction=True)
+def test_node_view_draws_and_a_click_opens_a_node(live_server, browser, rg, rita):
+    g, n = rg["graph"].pk, rg["nodes"]
+    page = login(browser, live_server.url, "rita", "pw-rita")
+    page.goto(f"{live_server.url}/g/{g}/nodes/{n['a'].pk}/")
+    view = _ready(page, "neighbourhood-graph")
+    assert page.evaluate("() => document.getElementById('neighbourhood-graph').graph.nodes().length") == 6
+    assert view.evaluate(PAINTED) > 500  # the nodes and edges are on the canvas, not only in the DOM
+    assert view.locator(".graph-legend").inner_text().count("related") == 1
+    assert view.locator(".graph-list a").count() == 6 + 6  # six nodes, six edges: the linked lists
+    x, y = _position(page, "neighbourhood-graph", f"n{n['b'].pk}")
+    page.mouse.click(x, y)
+    page.wait_for_url(f"{live_server.url}/g/{g}/nodes/{n['b'].pk}/")
+    page.close()
+
+
+@pytest.mark.browser
+@pytest.mark.django_db(transaction=True)
+def test_keyboard_tab_to_the_graph_arrow_and_enter(live_server, browser, rg, rita):
+    g, n = rg["graph"].pk, rg["nodes"]
+    page = login(browser, live_server.url, "rita", "pw-rita")
+    page.goto(f"{live_server.url}/g/{g}/nodes/{n['a'].pk}/")
+    _ready(page, "neighbourhood-graph")
+    for _ in range(80):  # Tab through the page until the drawing has the focus
+        page.keyboard.press("Tab")
+        if page.evaluate("() => document.activeElement.classList.contains('graph-canvas')"):
+            break
+    else:
+        pytest.fail("Tab never reached the graph")
+    page.keyboard.press("ArrowRight")  # the first node: a itself
+    page.keyboard.press("ArrowRight")  # then its strongest neighbour, b
+    status = page.locator("#neighbourhood-graph .graph-status")
+    assert status.inner_text().startswith("Ranking (2 of 6)")
+    page.keyboard.press("Enter")
+    page.wait_for_url(f"{live_server.url}/g/{g}/nodes/{n['b'].pk}/")
+    # The list of nodes is reachable and linked too.
+    _ready(page, "neighbourhood-graph")
+    page.locator("#neighbourhood-graph .graph-list a", has_text="Architecture").first.focus()
+    page.keyboard.press("Enter")
+    page.wait_for_url(f"{live_server.url}/g/{g}/nodes/{n['a'].pk}/")
+    page.close()
+
+
+@pytest.mark.browser
+@pytest.mark.django_db(transaction=True)
+def test_injection_view_draws_paths_and_an_edge_click_opens_the_edge(live_server, browser, rg, rita, injection):
+    g = rg["graph"].pk
+    data = injection_subgraph(injection)
+    page = login(browser, live_server.url, "rita", "pw-rita")
+    page.goto(f"{live_server.url}/g/{g}/injections/{injection.pk}/")
+    view = _ready(page, "injection-graph")
+    drawn = page.evaluate("() => document.getElementById('injection-graph').graph.nodes().length")
+    assert drawn == len(data["nodes"]) and view.evaluate(PAINTED) > 500
+    assert page.evaluate("() => document.getElementById('injection-graph').graph.nodes('.entry').length") >= 1
+    assert "entry point" in view.locator(".graph-legend").inner_text()
+    edge = data["edges"][0]
+    x, y = _position(page, "injection-graph", f"e{edge['id']}", midpoint=True)
+    page.mouse.click(x, y)
+    page.wait_for_url(f"{live_server.url}{edge['url']}")
+    page.close()
