@@ -1,7 +1,8 @@
 """Admin registrations of the feedback ledger, scoped to the staff user's organizations."""
 
-from django.contrib import admin
+from django.contrib import admin, messages
 
+from feedback import actions
 from feedback.models import (
     AgentSession,
     ContextInjection,
@@ -67,10 +68,6 @@ class DailyMetricAdmin(ReadOnlyAdmin):
 @admin.action(description="Roll back the selected batches (same action as the dashboard button)")
 def rollback_batches(modeladmin, request, queryset):
     """Roll back each selected batch; needs the operator role in the batch's organization."""
-    from django.contrib import messages
-
-    from feedback import actions
-
     allowed = set(queryset.for_user(request.user, "operator").values_list("pk", flat=True))
     for batch in queryset.select_related("graph"):
         if not request.user.is_superuser and batch.pk not in allowed:
@@ -79,7 +76,7 @@ def rollback_batches(modeladmin, request, queryset):
             )
             continue
         try:
-            result = actions.rollback(request.user, batch)
+            result = actions.do_rollback_batch(batch, actor=request.user)
         except actions.RollbackRefused as exc:
             modeladmin.message_user(request, f"Batch #{batch.pk}: {exc}", messages.WARNING)
             continue

@@ -306,7 +306,9 @@ class ManualWeightsView(GraphOperationView):
             for v in serializer.validated_data["values"]
         ]
         try:
-            result = actions.set_weights(request.user, self.graph(), values, reason=serializer.validated_data["reason"])
+            result = actions.do_set_weights(
+                self.graph(), values, actor=request.user, reason=serializer.validated_data["reason"]
+            )
         except actions.FeedbackError as exc:
             raise ValidationError({exc.field: [exc.message]})
         return Response(result.as_dict())
@@ -426,7 +428,9 @@ class BatchRollbackView(BatchScopedMixin, APIView):
         serializer = RollbackSerializer(data=request.data)
         serializer.is_valid(raise_exception=True)
         try:
-            result = actions.rollback(request.user, self.batch(), force=serializer.validated_data["force"])
+            result = actions.do_rollback_batch(
+                self.batch(), actor=request.user, force=serializer.validated_data["force"]
+            )
         except actions.RollbackRefused as exc:
             return Response({"status": "already_rolled_back", "reason": str(exc)}, status=status.HTTP_409_CONFLICT)
         return Response(result.as_dict())

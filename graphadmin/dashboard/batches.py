@@ -68,7 +68,7 @@ def batch_rollback(request, graph_id, batch_id):
     batch = get_object_or_404(UpdateBatch.objects.filter(graph=access.graph), pk=batch_id)
     force = request.POST.get("force") == "on"
     try:
-        result = actions.rollback(request.user, batch, force=force)
+        result = actions.do_rollback_batch(batch, actor=request.user, force=force)
     except actions.RollbackRefused as exc:
         messages.error(request, str(exc))
         return redirect("batch", graph_id=access.graph.pk, batch_id=batch.pk)
