@@ -309,32 +309,13 @@ class WeightHistoryQuerySet(GraphScopedQuerySet):
         """A batch's changes in the order they were written (rows by id, then blocks in id order)."""
         return self.order_by(*self.ORDER)
 
-    def of(self, graph, kind: str, target_id: int, *, field: str | None = None, latest: int | None = None):
-        """The changes of one node or edge, newest first (at most ``latest``), batches prefetched.
-
-        Reads the view (its SELECT is written once, in migration 0007). The span bounds let PostgreSQL
-        push the filter into both halves of the view: rows come from the (graph, target, time) index,
-        and a block is unnested only when its id bounds (the (graph, id_min, id_max) index) hold the
-        target.
-        """
-        if kind not in HISTORY_TARGETS:
-            raise ValueError(f"kind must be one of {HISTORY_TARGETS}")
-        rows = self.filter(
-            graph_id=getattr(graph, "pk", graph), span_min__lte=target_id, span_max__gte=target_id
-        ).filter(**{f"{kind}_id": target_id})
-        if field:
-            rows = rows.filter(field=field)
-        rows = rows.order_by(
-            models.F("created_at").desc(),
-            models.F("change_id").desc(nulls_last=True),
-            models.F("block_id").desc(),
-            models.F("seq").desc(),
-        ).prefetch_related("batch")
-        return rows[:latest] if latest else rows
-
 
 class WeightHistory(models.Model):
     """One change per row, from either storage shape: the database view ``feedback_weighthistory``.
+
+    The view's SELECT is written once, in migration 0007. One target's history (the node and edge
+    pages) is read by ``feedback.queries.history_of``, which reaches into the blocks at the target's
+    position instead of unnesting them.
 
     ``key`` is ``c<change id>`` for a WeightChange row and ``b<block id>.<position>`` for a block
     element; ``change_id`` or ``block_id`` says which. Read-only.

@@ -533,6 +533,65 @@ INSERT_LINKS = _statement("""
 
 
 # --------------------------------------------------------------------------------------------------
+# One target's history
+
+
+# The changes of one node or edge (``{target_column}``: ``node_id`` or ``edge_id``), newest first, as
+# rows of the view ``feedback_weighthistory`` (model WeightHistory, the same columns). Not a filter on
+# the view: the view unnests each block whole, and a block holds up to BLOCK_SPAN changes, so on an
+# edge decayed a hundred times the view takes about twenty times longer (docs/performance.md). Here
+# rows come from the (graph, target, time) index; a block is read only when its id bounds hold the
+# target, and only at the target's position (``array_position``). ``only_field``: the field or NULL
+# for both; ``latest``: at most that many (NULL: all).
+def _history_of(target_column: sql.Identifier) -> sql.Composed:
+    return _statement(
+        """
+        SELECT * FROM (
+            SELECT 'c' || w.id AS key, w.id AS change_id, NULL::bigint AS block_id, w.id AS seq, w.batch_id,
+                   w.graph_id, w.node_id, w.edge_id, w.field, w.before, w.after, w.event, w.use_event_id,
+                   w.created_at, %(target)s::bigint AS span_min, %(target)s::bigint AS span_max
+            FROM {change} w
+            WHERE w.graph_id = %(graph)s AND w.{target_column} = %(target)s
+              AND (%(only_field)s::text IS NULL OR w.field = %(only_field)s)
+            UNION ALL
+            SELECT 'b' || b.id || '.' || p, NULL::bigint, b.id, p::bigint, b.batch_id, b.graph_id,
+                   CASE WHEN b.target = 'node' THEN %(target)s::bigint END,
+                   CASE WHEN b.target = 'edge' THEN %(target)s::bigint END,
+                   b.field, b.before[p], b.after[p], b.event, NULL::bigint, b.created_at, b.id_min, b.id_max
+            FROM {block} b
+            CROSS JOIN LATERAL array_position(b.ids, %(target)s::bigint) AS p
+            WHERE b.graph_id = %(graph)s AND b.target = %(kind)s AND b.id_min <= %(target)s AND b.id_max >= %(target)s
+              AND p IS NOT NULL AND (%(only_field)s::text IS NULL OR b.field = %(only_field)s)
+        ) h
+        ORDER BY created_at DESC, change_id DESC NULLS LAST, block_id DESC, seq DESC
+        LIMIT %(latest)s
+        """,
+        target_column=target_column,
+    )
+
+
+HISTORY_OF = {kind: _history_of(column) for (kind, _field), (_table, column) in WEIGHTS.items()}
+
+
+def history_of(graph, kind: str, target_id: int, *, field: str | None = None, latest: int | None = None):
+    """The changes of one node or edge, newest first (at most ``latest``), as WeightHistory rows with
+    their batches prefetched (``HISTORY_OF``)."""
+    if kind not in HISTORY_OF:
+        raise ValueError(f"kind must be one of {tuple(HISTORY_OF)}")
+    params = {
+        "graph": getattr(graph, "pk", graph),
+        "kind": kind,
+        "target": target_id,
+        "only_field": field,
+        "latest": latest or None,
+    }
+    connection.ensure_connection()
+    return WeightHistory.objects.raw(HISTORY_OF[kind].as_string(connection.connection), params).prefetch_related(
+        "batch"
+    )
+
+
+# --------------------------------------------------------------------------------------------------
 # Reads of the write path
 
 

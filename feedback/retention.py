@@ -2,7 +2,7 @@
 
 Both history tables (WeightChange rows, migration 0006, and WeightChangeBlock, migration 0007) are
 partitioned by month of ``created_at``. ``ensure_partitions`` creates the monthly partitions a
-period needs (the beat task keeps three months ahead); ``expire`` drops every partition that ends
+period needs (the beat task keeps three months ahead); ``do_expire_history`` drops every partition that ends
 on or before the retention cutoff, in both tables, and records each drop in the audit chain of
 every organization that had rows in it (how many, which months). Expiry never deletes rows one by
 one: the append-only triggers stay, and only whole months go. Rows that fall outside every monthly
@@ -100,7 +100,7 @@ def ensure_partitions(
     return created
 
 
-def expire(actor, retention_days: int, now: datetime | None = None) -> list[dict]:
+def do_expire_history(retention_days: int, *, actor, now: datetime | None = None) -> list[dict]:
     """Drop every monthly partition (of both history tables) that ends on or before now - retention_days.
 
     Each drop is audited. Returns one dict per dropped partition: name, ledger, month, rows, rows per

@@ -195,5 +195,5 @@ def rollup_metrics_all_task() -> list[int]:
 def maintain_history_task() -> dict:
     """Create next months' weight-history partitions; expire whole months past the retention setting."""
     created = retention.ensure_partitions()
-    dropped = retention.expire("task:maintain_history", settings.WEIGHT_HISTORY_RETENTION_DAYS)
+    dropped = retention.do_expire_history(settings.WEIGHT_HISTORY_RETENTION_DAYS, actor="task:maintain_history")
     return {"created": created, "dropped": dropped}

@@ -3,7 +3,7 @@
 from django.contrib.auth.decorators import login_required
 from django.shortcuts import get_object_or_404, render
 
-from feedback.models import WeightHistory
+from feedback import queries
 from graphadmin.models import Edge, Node
 
 from . import charts
@@ -37,7 +37,7 @@ def _history_figure(title: str, changes) -> dict:
 
 def _record_page(request, access, kind: str, record, title: str, **context):
     """A node or edge page: the record, its latest 20 changes and its history chart (last 500 changes)."""
-    latest = list(WeightHistory.objects.of(access.graph, kind, record.pk, latest=HISTORY_LIMIT))  # newest first
+    latest = list(queries.history_of(access.graph, kind, record.pk, latest=HISTORY_LIMIT))  # newest first
     return render(
         request,
         f"dashboard/{kind}.html",

@@ -11,7 +11,7 @@ from datetime import UTC
 import pytest
 from django.db import connection
 
-from feedback import actions
+from feedback import actions, queries
 from feedback.actions import UseItem
 from feedback.models import UpdateBatch, UseEvent, WeightChange
 
@@ -132,8 +132,6 @@ def test_decay_running_beside_use_reports_loses_no_update(oscar, acme_graph, sma
     every edge's history, rows and block elements together, is one chain ending at its weight."""
     from datetime import datetime, timedelta
 
-    from feedback.models import WeightHistory
-
     later = datetime.now(UTC) + timedelta(days=15)
     sessions = [make_session(acme_graph, f"d{i}", [(small_graph["b"], edges["ab"], True)]) for i in range(4)]
 
@@ -148,7 +146,7 @@ def test_decay_running_beside_use_reports_loses_no_update(oscar, acme_graph, sma
     rules = {**RULES, "decay": lambda w: max(0.1, w * 0.95)}
     for edge in edges.values():
         edge.refresh_from_db()
-        changes = list(WeightHistory.objects.of(acme_graph, "edge", edge.pk, field="weight"))
+        changes = list(queries.history_of(acme_graph, "edge", edge.pk, field="weight"))
         assert sorted(c.event for c in changes) == ["decay", "explicit", "explicit", "explicit", "explicit"]
         value = 0.5
         while changes:  # rebuild the serial order: each step starts where the previous one ended

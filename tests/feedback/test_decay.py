@@ -106,11 +106,11 @@ def test_decay_history_is_one_block_per_chunk_read_back_per_edge(oscar, acme_gra
     actions.do_record_uses(
         _session(acme_graph, small_graph, edges), [actions.UseItem("edge", ab, "explicit")], actor=oscar
     )
-    history = list(WeightHistory.objects.of(acme_graph, "edge", ab))  # newest first
+    history = list(queries.history_of(acme_graph, "edge", ab))  # newest first
     assert [h.event for h in history] == ["explicit", "decay"] and history[0].before == pytest.approx(0.475)
     assert (history[1].block_id, history[1].before, history[1].batch.kind) == (block.pk, 0.5, "decay")
-    assert [h.event for h in WeightHistory.objects.of(acme_graph, "edge", bc)] == ["decay"]
-    assert not list(WeightHistory.objects.of(acme_graph, "node", ab))
+    assert [h.event for h in queries.history_of(acme_graph, "edge", bc)] == ["decay"]
+    assert not list(queries.history_of(acme_graph, "node", ab))
 
 
 def test_rolling_back_a_decay_chunk_restores_it_with_block_history(oscar, acme_graph, edges):

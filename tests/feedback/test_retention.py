@@ -57,7 +57,7 @@ def test_expire_drops_whole_old_months_and_audits_them(rg, old_batch, alice):
     recent = actions.do_set_weights(
         rg["graph"], [actions.ManualValue("edge", rg["edges"]["a>c"].pk, "weight", 0.3)], actor=alice
     )
-    dropped = {d["partition"]: d for d in retention.expire("task:test", retention_days=365)}
+    dropped = {d["partition"]: d for d in retention.do_expire_history(365, actor="task:test")}
     assert dropped["feedback_weightchange_2025_03"]["rows"] == 1
     assert sum(d["rows"] for d in dropped.values()) == 1  # the other old months were empty
     now = datetime.now(UTC)
@@ -74,7 +74,7 @@ def test_expire_drops_whole_old_months_and_audits_them(rg, old_batch, alice):
 
 
 def test_no_retention_keeps_everything(old_batch):
-    assert retention.expire("task:test", retention_days=0) == []
+    assert retention.do_expire_history(0, actor="task:test") == []
     assert WeightChange.objects.filter(batch=old_batch).exists()
 
 
@@ -114,7 +114,7 @@ def test_block_history_expires_by_month_like_rows(rg, oscar):
         )
         cur.execute("DELETE FROM feedback_weightchangeblock WHERE id = %s", [block.pk])
         cur.execute("SET session_replication_role = DEFAULT")
-    dropped = {d["partition"]: d for d in retention.expire("task:test", retention_days=365)}
+    dropped = {d["partition"]: d for d in retention.do_expire_history(365, actor="task:test")}
     gone = dropped["feedback_weightchangeblock_2025_03"]
     assert gone["rows"] == 1 and gone["ledger"] == "weight_change_blocks"
     assert not WeightHistory.objects.filter(batch_id=result.batch_id).exists()
