@@ -602,7 +602,7 @@ class Bench:
             items = [actions.UseItem("edge", e, "explicit") for e in edges[:5]] + [
                 actions.UseItem("node", n, "explicit") for n in nodes[:5]
             ]
-            actions.apply_uses("bench", session, items)
+            actions.do_record_uses(session, items, actor="bench")
 
         self._feedback_path(
             "use feedback, 10 items (apply_uses action)",
@@ -618,7 +618,7 @@ class Bench:
         from feedback import actions
 
         def act(session, _edges, _nodes):
-            actions.apply_outcome("bench", self.graph, session.external_id, "accepted")
+            actions.do_apply_outcome(self.graph, session.external_id, "accepted", actor="bench")
 
         self._feedback_path(
             "outcome feedback, 100 edges + targets (apply_outcome action)",
@@ -632,7 +632,7 @@ class Bench:
     def decay_and_rollback(self, rounds: int):
         from django.db import connection, transaction
 
-        from feedback import actions
+        from feedback import actions, queries
         from feedback.models import UpdateBatch
 
         policy = self.graph.current_policy()
@@ -643,7 +643,7 @@ class Bench:
         edges = 0
         for r in range(max(rounds, 7)):  # decay rounds are short: a few more of them steady the median
             now = start + timedelta(days=7 * r)
-            _period, _start, cutoff = actions.decay_period(self.graph, now)
+            _period, _start, cutoff = queries.decay_period(self.graph, now)
             _vacuum_edges()
             t = time.perf_counter()
             with transaction.atomic(), connection.cursor() as cur:
@@ -659,7 +659,7 @@ class Bench:
             size_before = _history_bytes("feedback_weightchangeblock")
             _vacuum_edges()
             t = time.perf_counter()
-            result = actions.decay("bench", self.graph, now=now)
+            result = actions.do_decay(self.graph, actor="bench", now=now)
             action.append((time.perf_counter() - t) * 1000.0)
             edges = result.edge_updates
             block_bytes.append((_history_bytes("feedback_weightchangeblock") - size_before) / max(edges, 1))
@@ -694,7 +694,7 @@ class Bench:
                 cur.execute(
                     "UPDATE graphadmin_edge SET weight = weight * 0.9 WHERE graph_id = %s", [g]
                 )  # normalize has work
-            normalized = actions.normalize("bench", self.graph, chunk_size=10**12)
+            normalized = actions.do_normalize(self.graph, actor="bench", chunk_size=10**12)
             batch = UpdateBatch.objects.get(pk=normalized.batch_id)
             _vacuum_edges()
             t = time.perf_counter()
@@ -708,7 +708,7 @@ class Bench:
             rb_floor.append((time.perf_counter() - t) * 1000.0)
             _vacuum_edges()
             t = time.perf_counter()
-            done = actions.rollback("bench", batch)
+            done = actions.do_rollback_batch(batch, actor="bench")
             rb.append((time.perf_counter() - t) * 1000.0)
             self.log(f"  rollback {r + 1}/{rounds}: {done.edge_updates:,} restored in {rb[-1] / 1000:.2f} s")
         n = normalized.edge_updates

@@ -76,7 +76,7 @@ def rollback_batches(modeladmin, request, queryset):
             )
             continue
         try:
-            result = actions.rollback(request.user, batch)
+            result = actions.do_rollback_batch(batch, actor=request.user)
         except actions.RollbackRefused as exc:
             modeladmin.message_user(request, f"Batch #{batch.pk}: {exc}", messages.WARNING)
             continue

@@ -309,9 +309,11 @@ class ManualWeightsView(GraphOperationView):
             for v in serializer.validated_data["values"]
         ]
         try:
-            result = actions.set_weights(request.user, self.graph(), values, reason=serializer.validated_data["reason"])
+            result = actions.do_set_weights(
+                self.graph(), values, actor=request.user, reason=serializer.validated_data["reason"]
+            )
         except actions.FeedbackError as exc:
-            raise ValidationError({exc.field: [exc.message]})
+            raise ValidationError({exc.field: [exc.message]}) from exc
         return Response(result.as_dict())
 
 
@@ -326,7 +328,7 @@ class MetricsView(GraphScopedMixin, generics.ListAPIView):
         try:
             start, end = metrics.day_range(params.get("from"), params.get("to"))
         except metrics.RangeError as exc:
-            raise ValidationError({exc.field: [str(exc)]})
+            raise ValidationError({exc.field: [str(exc)]}) from exc
         return DailyMetric.objects.filter(graph=self.graph(), day__gte=start, day__lte=end).order_by("day")
 
     @extend_schema(
@@ -429,7 +431,9 @@ class BatchRollbackView(BatchScopedMixin, APIView):
         serializer = RollbackSerializer(data=request.data)
         serializer.is_valid(raise_exception=True)
         try:
-            result = actions.rollback(request.user, self.batch(), force=serializer.validated_data["force"])
+            result = actions.do_rollback_batch(
+                self.batch(), actor=request.user, force=serializer.validated_data["force"]
+            )
         except actions.RollbackRefused as exc:
             return Response({"status": "already_rolled_back", "reason": str(exc)}, status=status.HTTP_409_CONFLICT)
         return Response(result.as_dict())

@@ -47,11 +47,11 @@ def day_range(since: str | None = None, until: str | None = None) -> tuple[date,
     try:
         end = date.fromisoformat(until) if until else datetime.now(UTC).date()
     except ValueError:
-        raise RangeError("to", "Expected a date, YYYY-MM-DD.")
+        raise RangeError("to", "Expected a date, YYYY-MM-DD.") from None
     try:
         start = date.fromisoformat(since) if since else end - timedelta(days=DEFAULT_RANGE_DAYS - 1)
     except ValueError:
-        raise RangeError("from", "Expected a date, YYYY-MM-DD.")
+        raise RangeError("from", "Expected a date, YYYY-MM-DD.") from None
     if start > end:
         raise RangeError("from", "Must not be after 'to'.")
     if (end - start).days >= MAX_RANGE_DAYS:
@@ -80,7 +80,8 @@ def _scores(p: dict) -> dict:
                percentile_cont(0.9) WITHIN GROUP (ORDER BY c.total),
                count(*) FILTER (WHERE c.selected)
         FROM feedback_injectioncandidate c JOIN feedback_contextinjection j ON j.id = c.injection_id
-        WHERE c.graph_id = %(graph)s AND j.graph_id = %(graph)s AND j.created_at >= %(start)s AND j.created_at < %(end)s
+        WHERE c.graph_id = %(graph)s AND j.graph_id = %(graph)s
+              AND j.created_at >= %(start)s AND j.created_at < %(end)s
         """,
         p,
     )
@@ -102,9 +103,11 @@ def _scores(p: dict) -> dict:
         bins = dict(
             _all(
                 """
-            SELECT least(width_bucket(c.total, %(lo)s, %(lo)s + %(width)s * %(bins)s, %(bins)s), %(bins)s) AS b, count(*)
+            SELECT least(width_bucket(c.total, %(lo)s, %(lo)s + %(width)s * %(bins)s, %(bins)s), %(bins)s) AS b,
+                   count(*)
             FROM feedback_injectioncandidate c JOIN feedback_contextinjection j ON j.id = c.injection_id
-            WHERE c.graph_id = %(graph)s AND j.graph_id = %(graph)s AND j.created_at >= %(start)s AND j.created_at < %(end)s
+            WHERE c.graph_id = %(graph)s AND j.graph_id = %(graph)s
+              AND j.created_at >= %(start)s AND j.created_at < %(end)s
             GROUP BY b
             """,
                 {**p, "lo": lo, "width": width, "bins": BINS},
@@ -192,7 +195,8 @@ def _top_used(p: dict) -> dict:
         top AS (
             SELECT j.session_id, c.node_id, c.edge_id FROM feedback_injectioncandidate c
             JOIN feedback_contextinjection j ON j.id = c.injection_id
-            WHERE j.session_id IN (SELECT session_id FROM s) AND c.graph_id = %(graph)s AND c.selected AND c.rank <= %(k)s
+            WHERE j.session_id IN (SELECT session_id FROM s)
+              AND c.graph_id = %(graph)s AND c.selected AND c.rank <= %(k)s
         )
         SELECT (SELECT count(*) FROM s),
                (SELECT count(DISTINCT top.session_id) FROM top JOIN feedback_useevent u
@@ -209,7 +213,8 @@ def _outcomes(p: dict) -> dict:
     rows = _all(
         """
         SELECT outcome, count(*) FROM feedback_agentsession
-        WHERE graph_id = %(graph)s AND outcome_at >= %(start)s AND outcome_at < %(end)s GROUP BY outcome ORDER BY outcome
+        WHERE graph_id = %(graph)s AND outcome_at >= %(start)s AND outcome_at < %(end)s
+        GROUP BY outcome ORDER BY outcome
         """,
         p,
     )

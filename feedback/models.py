@@ -310,49 +310,12 @@ class WeightHistoryQuerySet(GraphScopedQuerySet):
         return self.order_by(*self.ORDER)
 
 
-class WeightHistoryManager(models.Manager.from_queryset(WeightHistoryQuerySet)):
-    # The view's columns, from a WeightChange row ``w`` and from position ``p`` of a block ``b``.
-    _ROW = """'c' || w.id AS key, w.id AS change_id, NULL::bigint AS block_id, w.id AS seq, w.batch_id, w.graph_id,
-              w.node_id, w.edge_id, w.field, w.before, w.after, w.event, w.use_event_id, w.created_at,
-              %(target)s::bigint AS span_min, %(target)s::bigint AS span_max"""
-    _ELEMENT = """'b' || b.id || '.' || p AS key, NULL::bigint, b.id, p::bigint, b.batch_id, b.graph_id,
-              CASE WHEN b.target = 'node' THEN %(target)s::bigint END, CASE WHEN b.target = 'edge' THEN %(target)s::bigint END,
-              b.field, b.before[p], b.after[p], b.event, NULL::bigint, b.created_at, b.id_min, b.id_max"""
-
-    def of(self, graph, kind: str, target_id: int, *, field: str | None = None, latest: int | None = None):
-        """The changes of one node or edge, newest first (at most ``latest``), batches prefetched.
-
-        Rows come from the (graph, target, time) index; a block is read only when its id bounds hold
-        the target, and only at the target's position (``array_position``), never unnested whole.
-        """
-        if kind not in HISTORY_TARGETS:
-            raise ValueError(f"kind must be one of {HISTORY_TARGETS}")
-        only_field = "AND {alias}.field = %(field)s" if field else ""
-        sql = f"""
-            SELECT * FROM (
-                SELECT {self._ROW} FROM feedback_weightchange w
-                WHERE w.graph_id = %(graph)s AND w.{kind}_id = %(target)s {only_field.format(alias="w")}
-                UNION ALL
-                SELECT {self._ELEMENT} FROM feedback_weightchangeblock b
-                CROSS JOIN LATERAL array_position(b.ids, %(target)s::bigint) AS p
-                WHERE b.graph_id = %(graph)s AND b.target = %(kind)s AND b.id_min <= %(target)s AND b.id_max >= %(target)s
-                  AND p IS NOT NULL {only_field.format(alias="b")}
-            ) h
-            ORDER BY created_at DESC, change_id DESC NULLS LAST, block_id DESC, seq DESC
-            {"LIMIT %(latest)s" if latest else ""}
-        """
-        params = {
-            "graph": getattr(graph, "pk", graph),
-            "kind": kind,
-            "target": target_id,
-            "field": field,
-            "latest": latest,
-        }
-        return self.raw(sql, params).prefetch_related("batch")
-
-
 class WeightHistory(models.Model):
     """One change per row, from either storage shape: the database view ``feedback_weighthistory``.
+
+    The view's SELECT is written once, in migration 0007. One target's history (the node and edge
+    pages) is read by ``feedback.queries.history_of``, which reaches into the blocks at the target's
+    position instead of unnesting them.
 
     ``key`` is ``c<change id>`` for a WeightChange row and ``b<block id>.<position>`` for a block
     element; ``change_id`` or ``block_id`` says which. Read-only.
@@ -377,7 +340,7 @@ class WeightHistory(models.Model):
     span_min = models.BigIntegerField()
     span_max = models.BigIntegerField()
 
-    objects = WeightHistoryManager()
+    objects = WeightHistoryQuerySet.as_manager()
 
     class Meta:
         managed = False

@@ -2,7 +2,7 @@
 
 Both history tables (WeightChange rows, migration 0006, and WeightChangeBlock, migration 0007) are
 partitioned by month of ``created_at``. ``ensure_partitions`` creates the monthly partitions a
-period needs (the beat task keeps three months ahead); ``expire`` drops every partition that ends
+period needs (the beat task keeps three months ahead); ``do_expire_history`` drops every partition that ends
 on or before the retention cutoff, in both tables, and records each drop in the audit chain of
 every organization that had rows in it (how many, which months). Expiry never deletes rows one by
 one: the append-only triggers stay, and only whole months go. Rows that fall outside every monthly
@@ -17,8 +17,10 @@ from datetime import UTC, date, datetime, timedelta
 
 from django.db import connection as default_connection
 from django.db import transaction
+from psycopg import sql
 
 from graphadmin import audit
+from graphadmin.models import Graph
 
 log = logging.getLogger(__name__)
 
@@ -57,7 +59,8 @@ def existing_partitions(connection=None, parent: str = "feedback_weightchange") 
 def ensure_partitions(
     since=None, months_ahead: int = MONTHS_AHEAD, connection=None, parents=tuple(LEDGERS)
 ) -> list[str]:
-    """Create each history table's monthly partitions from ``since`` (default: this month) to ``months_ahead`` months on.
+    """Create each history table's monthly partitions from ``since`` (default: this month) to ``months_ahead``
+    months on.
 
     A month whose rows already sit in the DEFAULT partition is skipped (PostgreSQL refuses to
     create it) and logged; those rows stay until the default partition is split by hand.
@@ -78,21 +81,26 @@ def ensure_partitions(
                 name, upper = partition_name(month, parent), _next_month(month)
                 with connection.cursor() as cur:
                     cur.execute(
-                        f"SELECT EXISTS (SELECT 1 FROM {parent}_default WHERE created_at >= %s AND created_at < %s)",
+                        sql.SQL(
+                            "SELECT EXISTS (SELECT 1 FROM {default} WHERE created_at >= %s AND created_at < %s)"
+                        ).format(default=sql.Identifier(f"{parent}_default")),
                         [month, upper],
                     )
                     if cur.fetchone()[0]:
                         log.warning("weight history for %s is in the default partition; not creating %s", month, name)
                     else:
                         cur.execute(
-                            f"CREATE TABLE {name} PARTITION OF {parent} FOR VALUES FROM (%s) TO (%s)", [month, upper]
+                            sql.SQL("CREATE TABLE {name} PARTITION OF {parent} FOR VALUES FROM (%s) TO (%s)").format(
+                                name=sql.Identifier(name), parent=sql.Identifier(parent)
+                            ),
+                            [month, upper],
                         )
                         created.append(name)
             month = _next_month(month)
     return created
 
 
-def expire(actor, retention_days: int, now: datetime | None = None) -> list[dict]:
+def do_expire_history(retention_days: int, *, actor, now: datetime | None = None) -> list[dict]:
     """Drop every monthly partition (of both history tables) that ends on or before now - retention_days.
 
     Each drop is audited. Returns one dict per dropped partition: name, ledger, month, rows, rows per
@@ -109,13 +117,20 @@ def expire(actor, retention_days: int, now: datetime | None = None) -> list[dict
             continue
         with transaction.atomic():
             with default_connection.cursor() as cur:
+                partition = sql.Identifier(name)
                 cur.execute(
-                    f"SELECT g.organization_id, count(*) FROM {name} w JOIN graphadmin_graph g ON g.id = w.graph_id "
-                    "GROUP BY g.organization_id ORDER BY g.organization_id"
+                    sql.SQL(
+                        "SELECT g.organization_id, count(*) FROM {partition} w JOIN {graph} g ON g.id = w.graph_id "
+                        "GROUP BY g.organization_id ORDER BY g.organization_id"
+                    ).format(partition=partition, graph=sql.Identifier(Graph._meta.db_table))
                 )
                 per_org = dict(cur.fetchall())
-                cur.execute(f"ALTER TABLE {parent} DETACH PARTITION {name}")
-                cur.execute(f"DROP TABLE {name}")
+                cur.execute(
+                    sql.SQL("ALTER TABLE {parent} DETACH PARTITION {partition}").format(
+                        parent=sql.Identifier(parent), partition=partition
+                    )
+                )
+                cur.execute(sql.SQL("DROP TABLE {partition}").format(partition=partition))
             payload = {
                 "ledger": LEDGERS[parent],
                 "partition": name,

@@ -27,7 +27,7 @@ A *frozen* twin of the world (same notes, edges, weights and embeddings, built f
 receives the same questions through the same context endpoint but no reports: the policy without
 feedback. Halfway the ground truth shifts (a project phase ends: other notes of each topic become
 the useful ones). Time is simulated: ``sessions_per_day`` sessions make a day, and at every period
-boundary the decay action (``feedback.actions.decay``) runs with ``now`` on the simulated clock.
+boundary the decay action (``feedback.actions.do_decay``) runs with ``now`` on the simulated clock.
 Caveat: traversal stamps are written by the database with the real clock (the simulation's minutes),
 so on the simulated clock every edge counts as not traversed in the period and each decay run
 multiplies *every* weight above the floor by the decay rate, a stronger decay than in production.
@@ -392,9 +392,9 @@ def simulate(
             if cfg.decay and period > last_period:
                 last_period = period
                 # The periodic decay task's action, on the simulated clock.
-                actions.decay(
-                    ACTOR,
+                actions.do_decay(
                     Graph.objects.select_related("organization").get(pk=graph.pk),
+                    actor=ACTOR,
                     now=start + timedelta(days=period * period_days),
                 )
                 report.decay_runs += 1

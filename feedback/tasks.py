@@ -62,7 +62,7 @@ def apply_uses_task(
     idempotency_key: str | None = None,
     user_id: int | None = None,
 ) -> dict:
-    """Record use events of a session and reinforce (``actions.apply_uses``)."""
+    """Record use events of a session and reinforce (``actions.do_record_uses``)."""
     session = _session(graph_id, external_id)
     if session is None:
         return actions.fall_through(
@@ -70,10 +70,10 @@ def apply_uses_task(
         ).as_dict()
     parsed = [actions.UseItem(i["kind"], i["id"], i["signal"], i.get("injection_id")) for i in items]
     try:
-        return actions.apply_uses(
-            _actor(user_id, "task:feedback.apply_uses"),
+        return actions.do_record_uses(
             session,
             parsed,
+            actor=_actor(user_id, "task:feedback.apply_uses"),
             source=source,
             learning_rate=learning_rate,
             idempotency_key=idempotency_key,
@@ -86,14 +86,14 @@ def apply_uses_task(
 def apply_response_task(
     graph_id: int, external_id: str, response: str, idempotency_key: str | None = None, user_id: int | None = None
 ) -> dict:
-    """Detect implicit uses in a response text and reinforce them (``actions.apply_response``)."""
+    """Detect implicit uses in a response text and reinforce them (``actions.do_record_response``)."""
     session = _session(graph_id, external_id)
     if session is None:
         return actions.fall_through(
             "unknown_session", "response for an unknown session", graph=graph_id, session=external_id
         ).as_dict()
-    return actions.apply_response(
-        _actor(user_id, "task:feedback.apply_response"), session, response, idempotency_key=idempotency_key
+    return actions.do_record_response(
+        session, response, actor=_actor(user_id, "task:feedback.apply_response"), idempotency_key=idempotency_key
     ).as_dict()
 
 
@@ -106,7 +106,7 @@ def apply_outcome_task(
     idempotency_key: str | None = None,
     user_id: int | None = None,
 ) -> dict:
-    """Apply a session's outcome EMA (``actions.apply_outcome``)."""
+    """Apply a session's outcome EMA (``actions.do_apply_outcome``)."""
     graph = _graph(graph_id)
     if graph is None:
         return actions.fall_through(
@@ -114,14 +114,14 @@ def apply_outcome_task(
         ).as_dict()
     actor = _actor(user_id, "task:feedback.apply_outcome")
     try:
-        result = actions.apply_outcome(
-            actor, graph, external_id, outcome, alpha=alpha, idempotency_key=idempotency_key
+        result = actions.do_apply_outcome(
+            graph, external_id, outcome, actor=actor, alpha=alpha, idempotency_key=idempotency_key
         ).as_dict()
     except actions.FeedbackError as exc:
         return _refused(exc, graph=graph_id, session=external_id)
     if outcome == "accepted" and result["status"] == "applied":
         # An accepted session may complete a pair of notes used together often enough to be linked.
-        result["links"] = actions.link_co_used(actor, _session(graph_id, external_id)).as_dict()
+        result["links"] = actions.do_link_co_used(_session(graph_id, external_id), actor=actor).as_dict()
     return result
 
 
@@ -131,7 +131,7 @@ def decay_graph_task(graph_id: int, user_id: int | None = None) -> dict:
     graph = _graph(graph_id)
     if graph is None:
         return {"status": "unknown_graph", "graph": graph_id}
-    return actions.decay(_actor(user_id, "task:feedback.decay"), graph).as_dict()
+    return actions.do_decay(graph, actor=_actor(user_id, "task:feedback.decay")).as_dict()
 
 
 @shared_task(name="feedback.decay_all")
@@ -145,12 +145,12 @@ def decay_all_task() -> list[int]:
 
 @shared_task(name="feedback.normalize_graph")
 def normalize_graph_task(graph_id: int, idempotency_key: str | None = None, user_id: int | None = None) -> dict:
-    """Rescale a graph's edge weights so the largest is 1.0 (``actions.normalize``)."""
+    """Rescale a graph's edge weights so the largest is 1.0 (``actions.do_normalize``)."""
     graph = _graph(graph_id)
     if graph is None:
         return {"status": "unknown_graph", "graph": graph_id}
-    return actions.normalize(
-        _actor(user_id, "task:feedback.normalize"), graph, idempotency_key=idempotency_key
+    return actions.do_normalize(
+        graph, actor=_actor(user_id, "task:feedback.normalize"), idempotency_key=idempotency_key
     ).as_dict()
 
 
@@ -195,5 +195,5 @@ def rollup_metrics_all_task() -> list[int]:
 def maintain_history_task() -> dict:
     """Create next months' weight-history partitions; expire whole months past the retention setting."""
     created = retention.ensure_partitions()
-    dropped = retention.expire("task:maintain_history", settings.WEIGHT_HISTORY_RETENTION_DAYS)
+    dropped = retention.do_expire_history(settings.WEIGHT_HISTORY_RETENTION_DAYS, actor="task:maintain_history")
     return {"created": created, "dropped": dropped}

@@ -13,7 +13,7 @@ from django.http import HttpResponse
 from django.shortcuts import get_object_or_404, redirect, render
 from django.views.decorators.http import require_POST
 
-from feedback import actions, charts, metrics
+from feedback import actions, charts, metrics, queries
 from feedback.models import BATCH_KINDS, BATCH_STATUSES, AgentSession, ContextInjection, UpdateBatch, WeightHistory
 from graphadmin import audit
 from graphadmin.access import graph_access
@@ -118,20 +118,21 @@ def batch_rollback(request, graph_id, batch_id):
     batch = get_object_or_404(UpdateBatch.objects.filter(graph=access.graph), pk=batch_id)
     force = request.POST.get("force") == "on"
     try:
-        result = actions.rollback(request.user, batch, force=force)
+        result = actions.do_rollback_batch(batch, actor=request.user, force=force)
     except actions.RollbackRefused as exc:
         messages.error(request, str(exc))
         return redirect("batch", graph_id=access.graph.pk, batch_id=batch.pk)
     if result.conflicts and not force:
         messages.warning(
             request,
-            f"Rolled back batch #{batch.pk} with {result.conflicts} conflict(s): those rows changed since and were left alone "
-            "(listed in this batch's details).",
+            f"Rolled back batch #{batch.pk} with {result.conflicts} conflict(s): "
+            "those rows changed since and were left alone (listed in this batch's details).",
         )
     else:
         messages.success(
             request,
-            f"Rolled back batch #{batch.pk}: {result.edge_updates} edge and {result.node_updates} node value(s) restored.",
+            f"Rolled back batch #{batch.pk}: {result.edge_updates} edge and {result.node_updates} node value(s) "
+            "restored.",
         )
     return redirect("batch", graph_id=access.graph.pk, batch_id=result.batch_id)
 
@@ -192,7 +193,7 @@ def _history_figure(title: str, changes) -> dict:
 
 def _record_page(request, access, kind: str, record, title: str, **context):
     """A node or edge page: the record, its latest 20 changes and its history chart (last 500 changes)."""
-    latest = list(WeightHistory.objects.of(access.graph, kind, record.pk, latest=HISTORY_LIMIT))  # newest first
+    latest = list(queries.history_of(access.graph, kind, record.pk, latest=HISTORY_LIMIT))  # newest first
     return render(
         request,
         f"feedback/{kind}.html",

@@ -18,13 +18,13 @@ pytestmark = pytest.mark.django_db
 def test_list_query_count_does_not_grow_with_batches(api, oscar, rita, acme_graph, small_graph, surfaced, edges):
     from .conftest import make_session
 
-    actions.apply_uses(oscar, surfaced, [UseItem("edge", edges["ab"].pk, "explicit")])
+    actions.do_record_uses(surfaced, [UseItem("edge", edges["ab"].pk, "explicit")], actor=oscar)
     client = api(rita)
     with CaptureQueriesContext(connection) as few:
         assert client.get("/api/batches/").data["count"] == 1
     for n in range(5):
         session = make_session(acme_graph, f"more-{n}", [(small_graph["c"], edges["bc"], True)])
-        actions.apply_uses(oscar, session, [UseItem("edge", edges["bc"].pk, "negative")])
+        actions.do_record_uses(session, [UseItem("edge", edges["bc"].pk, "negative")], actor=oscar)
     with CaptureQueriesContext(connection) as many:
         data = client.get("/api/batches/").data
     assert data["count"] == 6 and len(many) == len(few)
@@ -38,8 +38,8 @@ def test_list_query_count_does_not_grow_with_batches(api, oscar, rita, acme_grap
 
 
 def test_filters(api, oscar, rita, acme_graph, surfaced, edges):
-    actions.apply_uses(oscar, surfaced, [UseItem("edge", edges["ab"].pk, "explicit")])
-    actions.apply_outcome(oscar, acme_graph, "s1", "accepted")
+    actions.do_record_uses(surfaced, [UseItem("edge", edges["ab"].pk, "explicit")], actor=oscar)
+    actions.do_apply_outcome(acme_graph, "s1", "accepted", actor=oscar)
     client = api(rita)
     assert client.get(f"/api/batches/?graph={acme_graph.pk}&kind=outcome").data["count"] == 1
     assert client.get("/api/batches/?session=s1").data["count"] == 2
@@ -48,7 +48,7 @@ def test_filters(api, oscar, rita, acme_graph, surfaced, edges):
 
 
 def test_detail_and_changes(api, oscar, rita, acme_graph, surfaced, edges):
-    done = actions.apply_outcome(oscar, acme_graph, "s1", "accepted")
+    done = actions.do_apply_outcome(acme_graph, "s1", "accepted", actor=oscar)
     detail = api(rita).get(f"/api/batches/{done.batch_id}/").data
     assert detail["changes_total"] == 4 and len(detail["changes"]) == 4
     assert {(c["field"], c["before"], c["event"]) for c in detail["changes"]} == {("feedback_weight", 0.5, "accepted")}
@@ -57,8 +57,8 @@ def test_detail_and_changes(api, oscar, rita, acme_graph, surfaced, edges):
 
 
 def test_rollback_endpoint_conflicts_force_and_twice(api, oscar, surfaced, later, edges):
-    first = actions.apply_uses(oscar, surfaced, [UseItem("edge", edges["ab"].pk, "explicit")])
-    second = actions.apply_uses(oscar, later, [UseItem("edge", edges["ab"].pk, "explicit")])
+    first = actions.do_record_uses(surfaced, [UseItem("edge", edges["ab"].pk, "explicit")], actor=oscar)
+    second = actions.do_record_uses(later, [UseItem("edge", edges["ab"].pk, "explicit")], actor=oscar)
     client = api(oscar)
     response = client.post(f"/api/batches/{first.batch_id}/rollback/", {}, format="json")
     assert response.status_code == 200 and response.data["conflicts"] == 1
@@ -75,7 +75,7 @@ def test_rollback_endpoint_conflicts_force_and_twice(api, oscar, surfaced, later
 def test_a_decay_batch_lists_its_block_changes(api, oscar, rita, client, acme_graph, edges):
     from datetime import datetime, timedelta
 
-    decayed = actions.decay(oscar, acme_graph, now=datetime.now(UTC) + timedelta(days=15))
+    decayed = actions.do_decay(acme_graph, actor=oscar, now=datetime.now(UTC) + timedelta(days=15))
     detail = api(rita).get(f"/api/batches/{decayed.batch_id}/").data
     assert detail["changes_total"] == 2
     assert [(c["id"], c["edge"], c["before"], c["event"]) for c in detail["changes"]] == [

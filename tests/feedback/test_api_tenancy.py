@@ -14,7 +14,7 @@ pytestmark = pytest.mark.django_db
 @pytest.fixture
 def batch(oscar, surfaced, edges):
     return UpdateBatch.objects.get(
-        pk=actions.apply_uses(oscar, surfaced, [UseItem("edge", edges["ab"].pk, "explicit")]).batch_id
+        pk=actions.do_record_uses(surfaced, [UseItem("edge", edges["ab"].pk, "explicit")], actor=oscar).batch_id
     )
 
 

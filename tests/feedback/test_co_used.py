@@ -4,7 +4,7 @@ from datetime import UTC
 
 import pytest
 
-from feedback import actions
+from feedback import actions, queries
 from feedback.actions import UseItem
 from feedback.models import UpdateBatch
 from feedback.tasks import apply_outcome_task
@@ -23,7 +23,7 @@ def unlinked(acme_graph):
 
 def accepted_session(graph, name, nodes, oscar, used):
     session = make_session(graph, name, [(n, None, True) for n in nodes.values()])
-    actions.apply_uses(oscar, session, [UseItem("node", nodes[k].pk, "explicit") for k in used])
+    actions.do_record_uses(session, [UseItem("node", nodes[k].pk, "explicit") for k in used], actor=oscar)
     return apply_outcome_task(graph.pk, name, "accepted", user_id=oscar.pk)
 
 
@@ -55,10 +55,10 @@ def test_a_pair_used_together_in_enough_accepted_sessions_is_linked_both_ways(ac
 def test_only_accepted_sessions_count(acme_graph, unlinked, oscar):
     for i in range(3):
         session = make_session(acme_graph, f"r{i}", [(n, None, True) for n in unlinked.values()])
-        actions.apply_uses(oscar, session, [UseItem("node", unlinked[k].pk, "explicit") for k in "pq"])
+        actions.do_record_uses(session, [UseItem("node", unlinked[k].pk, "explicit") for k in "pq"], actor=oscar)
         result = apply_outcome_task(acme_graph.pk, f"r{i}", "rework", user_id=oscar.pk)
         assert "links" not in result
-    assert actions.co_used_pairs(session, 1) == []
+    assert queries.co_used_pairs(session, 1) == []
     assert not co_used(acme_graph).exists()
 
 
@@ -80,15 +80,15 @@ def test_rolling_back_a_link_archives_its_edges_and_it_is_not_made_again(acme_gr
     for i in range(3):
         result = accepted_session(acme_graph, f"s{i}", unlinked, oscar, "pq")
     batch = UpdateBatch.objects.get(pk=result["links"]["batch_id"])
-    undo = actions.rollback(oscar, batch)
+    undo = actions.do_rollback_batch(batch, actor=oscar)
     assert undo.edge_updates == 2 and all(e.archived for e in co_used(acme_graph))
     assert UpdateBatch.objects.get(pk=batch.pk).status == "rolled_back"
     with pytest.raises(actions.RollbackRefused):
-        actions.rollback(oscar, batch)
+        actions.do_rollback_batch(batch, actor=oscar)
     assert accepted_session(acme_graph, "s9", unlinked, oscar, "pq")["links"]["status"] == "no_new_links"
-    redo = actions.rollback(oscar, UpdateBatch.objects.get(pk=undo.batch_id))
+    redo = actions.do_rollback_batch(UpdateBatch.objects.get(pk=undo.batch_id), actor=oscar)
     assert redo.edge_updates == 2 and not any(e.archived for e in co_used(acme_graph))
-    again = actions.rollback(oscar, UpdateBatch.objects.get(pk=redo.batch_id))
+    again = actions.do_rollback_batch(UpdateBatch.objects.get(pk=redo.batch_id), actor=oscar)
     assert again.edge_updates == 2 and all(e.archived for e in co_used(acme_graph))
 
 
@@ -97,5 +97,5 @@ def test_co_used_edges_decay_like_every_edge(acme_graph, unlinked, oscar):
 
     for i in range(3):
         accepted_session(acme_graph, f"s{i}", unlinked, oscar, "pq")
-    actions.decay(oscar, acme_graph, now=datetime.now(UTC) + timedelta(days=15), chunk_size=10**9)
+    actions.do_decay(acme_graph, actor=oscar, now=datetime.now(UTC) + timedelta(days=15), chunk_size=10**9)
     assert [e.weight for e in co_used(acme_graph)] == [pytest.approx(0.475)] * 2

@@ -11,7 +11,7 @@ from datetime import UTC
 import pytest
 from django.db import connection
 
-from feedback import actions
+from feedback import actions, queries
 from feedback.actions import UseItem
 from feedback.models import UpdateBatch, UseEvent, WeightChange
 
@@ -63,8 +63,8 @@ def test_eight_concurrent_reporters_lose_no_update(oscar, acme_graph, small_grap
             signal = "explicit" if i % 4 == 0 else "negative"
             # Opposite order of items in alternate threads: the engine must lock in id order anyway.
             items = [UseItem("edge", edges["ab"].pk, signal), UseItem("edge", edges["bc"].pk, signal)]
-            return actions.apply_uses(oscar, sessions[i], items if i % 4 else items[::-1])
-        return actions.apply_outcome(oscar, acme_graph, f"c{i}", "accepted" if i % 4 == 1 else "rejected")
+            return actions.do_record_uses(sessions[i], items if i % 4 else items[::-1], actor=oscar)
+        return actions.do_apply_outcome(acme_graph, f"c{i}", "accepted" if i % 4 == 1 else "rejected", actor=oscar)
 
     run_at_once(*(lambda i=i: report(i) for i in range(8)))
     assert UpdateBatch.objects.count() == 8
@@ -96,8 +96,8 @@ def test_the_same_report_delivered_twice_at_once_applies_once(oscar, acme_graph,
     session = make_session(acme_graph, "dup", [(small_graph["b"], edges["ab"], True)])
 
     def report():
-        return actions.apply_uses(
-            oscar, session, [UseItem("edge", edges["ab"].pk, "explicit")], idempotency_key="same-report"
+        return actions.do_record_uses(
+            session, [UseItem("edge", edges["ab"].pk, "explicit")], actor=oscar, idempotency_key="same-report"
         )
 
     results = run_at_once(*[report] * 4)
@@ -115,7 +115,7 @@ def test_the_same_outcome_reported_at_once_applies_once(oscar, acme_graph, small
     make_session(acme_graph, "dup-outcome", [(small_graph["b"], edges["ab"], True)])
 
     def report(key):
-        return actions.apply_outcome(oscar, acme_graph, "dup-outcome", "accepted", idempotency_key=key)
+        return actions.do_apply_outcome(acme_graph, "dup-outcome", "accepted", actor=oscar, idempotency_key=key)
 
     # Two deliveries of one report (same key) and two separate reports of the same outcome.
     results = run_at_once(*(lambda key=key: report(key) for key in ("r1", "r1", "r2", None)))
@@ -132,22 +132,21 @@ def test_decay_running_beside_use_reports_loses_no_update(oscar, acme_graph, sma
     every edge's history, rows and block elements together, is one chain ending at its weight."""
     from datetime import datetime, timedelta
 
-    from feedback.models import WeightHistory
-
     later = datetime.now(UTC) + timedelta(days=15)
     sessions = [make_session(acme_graph, f"d{i}", [(small_graph["b"], edges["ab"], True)]) for i in range(4)]
 
     def report(i):
         items = [UseItem("edge", edges["ab"].pk, "explicit"), UseItem("edge", edges["bc"].pk, "explicit")]
-        return actions.apply_uses(oscar, sessions[i], items if i % 2 else items[::-1])
+        return actions.do_record_uses(sessions[i], items if i % 2 else items[::-1], actor=oscar)
 
     run_at_once(
-        lambda: actions.decay(oscar, acme_graph, now=later, chunk_size=1), *(lambda i=i: report(i) for i in range(4))
+        lambda: actions.do_decay(acme_graph, actor=oscar, now=later, chunk_size=1),
+        *(lambda i=i: report(i) for i in range(4)),
     )
     rules = {**RULES, "decay": lambda w: max(0.1, w * 0.95)}
     for edge in edges.values():
         edge.refresh_from_db()
-        changes = list(WeightHistory.objects.of(acme_graph, "edge", edge.pk, field="weight"))
+        changes = list(queries.history_of(acme_graph, "edge", edge.pk, field="weight"))
         assert sorted(c.event for c in changes) == ["decay", "explicit", "explicit", "explicit", "explicit"]
         value = 0.5
         while changes:  # rebuild the serial order: each step starts where the previous one ended

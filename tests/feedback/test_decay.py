@@ -4,7 +4,7 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 
-from feedback import actions
+from feedback import actions, queries
 from feedback.models import UpdateBatch, WeightChange, WeightChangeBlock, WeightHistory
 from graphadmin.models import AuditEvent, Edge, EdgeStats
 
@@ -16,13 +16,13 @@ LATER = datetime.now(UTC) + timedelta(days=15)  # more than one full 7-day perio
 
 
 def test_untraversed_edges_decay_once_per_period(oscar, acme_graph, edges):
-    first = actions.decay(oscar, acme_graph, now=LATER)
+    first = actions.do_decay(acme_graph, actor=oscar, now=LATER)
     assert first.status == "applied" and first.edge_updates == 2
     assert reload(edges["ab"]).weight == pytest.approx(0.475)  # 0.5 * 0.95
-    again = actions.decay(oscar, acme_graph, now=LATER + timedelta(seconds=1))
+    again = actions.do_decay(acme_graph, actor=oscar, now=LATER + timedelta(seconds=1))
     assert again.status == "duplicate" and again.edge_updates == 0
     assert reload(edges["ab"]).weight == pytest.approx(0.475)
-    next_period = actions.decay(oscar, acme_graph, now=LATER + timedelta(days=7))
+    next_period = actions.do_decay(acme_graph, actor=oscar, now=LATER + timedelta(days=7))
     assert next_period.edge_updates == 2
     assert reload(edges["ab"]).weight == pytest.approx(0.45125)
     assert set(WeightHistory.objects.values_list("event", flat=True)) == {"decay"}
@@ -32,25 +32,25 @@ def test_untraversed_edges_decay_once_per_period(oscar, acme_graph, edges):
 def test_floor_archived_and_recently_traversed_are_respected(oscar, acme_graph, edges, small_graph):
     Edge.objects.filter(pk=edges["ab"].pk).update(weight=0.104)
     Edge.objects.filter(pk=edges["bc"].pk).update(archived=True)
-    actions.decay(oscar, acme_graph, now=LATER)
+    actions.do_decay(acme_graph, actor=oscar, now=LATER)
     assert reload(edges["ab"]).weight == pytest.approx(0.1)  # 0.104 * 0.95 = 0.0988 -> floor 0.1
     assert reload(edges["bc"]).weight == 0.5
     # At the floor: nothing more to do next period.
-    assert actions.decay(oscar, acme_graph, now=LATER + timedelta(days=7)).edge_updates == 0
+    assert actions.do_decay(acme_graph, actor=oscar, now=LATER + timedelta(days=7)).edge_updates == 0
     # Traversed since the cutoff: untouched.
     Edge.objects.filter(pk=edges["bc"].pk).update(archived=False)
     EdgeStats.objects.create(edge=edges["bc"], graph=acme_graph, last_traversed_at=LATER + timedelta(days=8))
-    assert actions.decay(oscar, acme_graph, now=LATER + timedelta(days=14)).edge_updates == 0
+    assert actions.do_decay(acme_graph, actor=oscar, now=LATER + timedelta(days=14)).edge_updates == 0
     assert reload(edges["bc"]).weight == 0.5
 
 
 def test_recent_edges_do_not_decay(oscar, acme_graph, edges):
-    result = actions.decay(oscar, acme_graph)
+    result = actions.do_decay(acme_graph, actor=oscar)
     assert result.status == "nothing_to_change" and not UpdateBatch.objects.exists()
 
 
 def test_chunks_are_separate_batches_and_a_rerun_skips_them(oscar, acme_graph, edges):
-    result = actions.decay(oscar, acme_graph, now=LATER, chunk_size=1)
+    result = actions.do_decay(acme_graph, actor=oscar, now=LATER, chunk_size=1)
     assert len(result.details["batches"]) == 2
     batches = UpdateBatch.objects.filter(kind="decay").order_by("id")
     assert [b.edge_updates for b in batches] == [1, 1]
@@ -58,14 +58,14 @@ def test_chunks_are_separate_batches_and_a_rerun_skips_them(oscar, acme_graph, e
         [edges["ab"].pk, edges["ab"].pk + 1],
         [edges["bc"].pk, edges["bc"].pk + 1],
     ]
-    rerun = actions.decay(oscar, acme_graph, now=LATER, chunk_size=1)
+    rerun = actions.do_decay(acme_graph, actor=oscar, now=LATER, chunk_size=1)
     assert rerun.details["skipped_chunks"] == 2 and rerun.edge_updates == 0
 
 
 def test_dry_run_writes_nothing(oscar, acme_graph, edges):
-    result = actions.decay(oscar, acme_graph, now=LATER, dry_run=True)
+    result = actions.do_decay(acme_graph, actor=oscar, now=LATER, dry_run=True)
     assert result.status == "dry_run" and result.edge_updates == 2
-    preview = actions.decay_preview(acme_graph, now=LATER)
+    preview = queries.decay_preview(acme_graph, now=LATER)
     assert preview["edges"] == 2 and preview["sample"][0]["after"] == pytest.approx(0.475)
     assert not UpdateBatch.objects.exists() and reload(edges["ab"]).weight == 0.5
 
@@ -84,7 +84,7 @@ def test_decay_command_dry_run_and_run(oscar, acme_graph, edges, capsys):
 
 
 def test_decay_history_is_one_block_per_chunk_read_back_per_edge(oscar, acme_graph, edges, small_graph):
-    result = actions.decay(oscar, acme_graph, now=LATER)
+    result = actions.do_decay(acme_graph, actor=oscar, now=LATER)
     block = WeightChangeBlock.objects.get()
     ab, bc = sorted((edges["ab"].pk, edges["bc"].pk))
     assert (block.batch_id, block.target, block.field, block.event, block.size) == (
@@ -103,42 +103,35 @@ def test_decay_history_is_one_block_per_chunk_read_back_per_edge(oscar, acme_gra
         (bc, None, 0.5, None, block.pk),
     ]
     # One edge's history finds its change inside the block, beside its row-stored changes.
-    actions.apply_uses(oscar, _session(acme_graph, small_graph, edges), [actions.UseItem("edge", ab, "explicit")])
-    history = list(WeightHistory.objects.of(acme_graph, "edge", ab))  # newest first
+    actions.do_record_uses(
+        _session(acme_graph, small_graph, edges), [actions.UseItem("edge", ab, "explicit")], actor=oscar
+    )
+    history = list(queries.history_of(acme_graph, "edge", ab))  # newest first
     assert [h.event for h in history] == ["explicit", "decay"] and history[0].before == pytest.approx(0.475)
     assert (history[1].block_id, history[1].before, history[1].batch.kind) == (block.pk, 0.5, "decay")
-    assert [h.event for h in WeightHistory.objects.of(acme_graph, "edge", bc)] == ["decay"]
-    assert not list(WeightHistory.objects.of(acme_graph, "node", ab))
+    assert [h.event for h in queries.history_of(acme_graph, "edge", bc)] == ["decay"]
+    assert not list(queries.history_of(acme_graph, "node", ab))
 
 
 def test_rolling_back_a_decay_chunk_restores_it_with_block_history(oscar, acme_graph, edges):
-    result = actions.decay(oscar, acme_graph, now=LATER)
-    undo = actions.rollback(oscar, UpdateBatch.objects.get(pk=result.batch_id))
+    result = actions.do_decay(acme_graph, actor=oscar, now=LATER)
+    undo = actions.do_rollback_batch(UpdateBatch.objects.get(pk=result.batch_id), actor=oscar)
     assert (undo.edge_updates, undo.conflicts) == (2, 0)
     assert reload(edges["ab"]).weight == 0.5 and reload(edges["bc"]).weight == 0.5
     block = WeightChangeBlock.objects.get(batch_id=undo.batch_id)
     assert block.event == "rollback" and block.after == [0.5, 0.5]
-    redo = actions.rollback(oscar, UpdateBatch.objects.get(pk=undo.batch_id))  # a rollback can itself be rolled back
+    redo = actions.do_rollback_batch(
+        UpdateBatch.objects.get(pk=undo.batch_id), actor=oscar
+    )  # a rollback can itself be rolled back
     assert redo.edge_updates == 2 and reload(edges["ab"]).weight == pytest.approx(0.475)
-
-
-def test_without_returning_old_the_locking_path_writes_the_same(oscar, acme_graph, edges, monkeypatch):
-    """On PostgreSQL < 18 (no RETURNING old.*) decay takes the locking path: same weights, same blocks."""
-    from django.db import connection
-
-    monkeypatch.setattr(connection, "pg_version", 170000, raising=False)
-    result = actions.decay(oscar, acme_graph, now=LATER)
-    assert result.edge_updates == 2 and reload(edges["ab"]).weight == pytest.approx(0.475)
-    block = WeightChangeBlock.objects.get()
-    assert block.before == [0.5, 0.5] and block.after == pytest.approx([0.475, 0.475]) and block.event == "decay"
 
 
 def test_chunks_cover_only_ranges_holding_the_graphs_edges(acme_graph, edges):
     ab, bc = sorted((edges["ab"].pk, edges["bc"].pk))
-    assert actions._chunks(acme_graph, 1) == [ab, bc]
-    assert actions._chunks(acme_graph, 10**9) == [0]
+    assert queries.chunk_ranges(acme_graph, 1) == [ab, bc]
+    assert queries.chunk_ranges(acme_graph, 10**9) == [0]
     Edge.objects.filter(pk=ab).update(archived=True)
-    assert actions._chunks(acme_graph, 1) == [bc]
+    assert queries.chunk_ranges(acme_graph, 1) == [bc]
 
 
 def _session(graph, small_graph, edges):

@@ -20,10 +20,18 @@ from feedback.models import AgentSession, UpdateBatch, UseEvent
 from graphadmin.models import Graph
 
 NOTES = {
-    "Architecture/Overview": "The courier app sends scans to the tracking service; every scan becomes an event. See [[Event Log]].",
-    "Architecture/Event Log": "Kafka keeps scan events for seven days, partitioned by parcel id, so order is kept per parcel.",
-    "Decisions/Short Tokens": "Access tokens live fifteen minutes; refresh tokens are rotated on use. Derived from [[Token Study]].",
-    "Research/Token Study": "Stolen tokens: a fifteen-minute lifetime shrinks the window fourfold for two percent more calls.",
+    "Architecture/Overview": (
+        "The courier app sends scans to the tracking service; every scan becomes an event. See [[Event Log]]."
+    ),
+    "Architecture/Event Log": (
+        "Kafka keeps scan events for seven days, partitioned by parcel id, so order is kept per parcel."
+    ),
+    "Decisions/Short Tokens": (
+        "Access tokens live fifteen minutes; refresh tokens are rotated on use. Derived from [[Token Study]]."
+    ),
+    "Research/Token Study": (
+        "Stolen tokens: a fifteen-minute lifetime shrinks the window fourfold for two percent more calls."
+    ),
     "Components/Notifier": "Push first; when no receipt arrives within two minutes an SMS follows.",
     "Glossary/Geofence": "A polygon around a depot; entering it triggers an event.",
 }

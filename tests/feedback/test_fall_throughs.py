@@ -27,7 +27,7 @@ def _nothing_written():
 
 
 def test_unknown_session(caplog, oscar, acme_graph):
-    result = actions.apply_outcome(oscar, acme_graph, "nope", "accepted")
+    result = actions.do_apply_outcome(acme_graph, "nope", "accepted", actor=oscar)
     assert result.status == "unknown_session" and result.batch_id is None
     assert _warned(caplog, "unknown_session")[0].session == "nope"
     assert _nothing_written()
@@ -35,7 +35,7 @@ def test_unknown_session(caplog, oscar, acme_graph):
 
 def test_session_without_injection(caplog, oscar, acme_graph):
     AgentSession.objects.create(graph=acme_graph, external_id="bare")
-    assert actions.apply_outcome(oscar, acme_graph, "bare", "accepted").status == "no_injection"
+    assert actions.do_apply_outcome(acme_graph, "bare", "accepted", actor=oscar).status == "no_injection"
     assert _warned(caplog, "no_injection")
     assert _nothing_written()
     assert AgentSession.objects.get(external_id="bare").outcome is None
@@ -43,7 +43,7 @@ def test_session_without_injection(caplog, oscar, acme_graph):
 
 def test_injection_that_surfaced_nothing(caplog, oscar, acme_graph, small_graph):
     make_session(acme_graph, "cut", [(small_graph["a"], None, False)])
-    assert actions.apply_outcome(oscar, acme_graph, "cut", "rejected").status == "nothing_surfaced"
+    assert actions.do_apply_outcome(acme_graph, "cut", "rejected", actor=oscar).status == "nothing_surfaced"
     assert _warned(caplog, "nothing_surfaced")
     assert _nothing_written()
 
@@ -52,9 +52,10 @@ def test_feedback_disabled(caplog, oscar, acme_graph, surfaced, edges):
     acme_graph.feedback_enabled = False
     acme_graph.save()
     surfaced.graph.refresh_from_db()
-    assert actions.apply_outcome(oscar, acme_graph, "s1", "accepted").status == "feedback_disabled"
+    assert actions.do_apply_outcome(acme_graph, "s1", "accepted", actor=oscar).status == "feedback_disabled"
     assert (
-        actions.apply_uses(oscar, surfaced, [UseItem("edge", edges["ab"].pk, "explicit")]).status == "feedback_disabled"
+        actions.do_record_uses(surfaced, [UseItem("edge", edges["ab"].pk, "explicit")], actor=oscar).status
+        == "feedback_disabled"
     )
     assert len(_warned(caplog, "feedback_disabled")) == 2
     assert _nothing_written()

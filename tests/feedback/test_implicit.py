@@ -1,6 +1,6 @@
 """The implicit-use rule (pure, no database): overlap of distinctive word n-grams with the response."""
 
-from feedback.actions import detect_implicit, distinctive_grams
+from feedback.rules import detect_implicit, distinctive_grams
 
 CANDIDATES = [
     {"node_id": 1, "title": "Postgres vacuum tuning", "text": "Autovacuum scale factor lowered for hot tables."},

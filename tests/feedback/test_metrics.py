@@ -15,11 +15,12 @@ pytestmark = pytest.mark.django_db
 
 @pytest.fixture
 def day_of_feedback(oscar, acme_graph, surfaced, small_graph, edges):
-    """Today: s1 (totals 0.9, 0.8, 0.7) used its top candidate's edge and was accepted; s2 (same totals) used nothing."""
+    """Today: s1 (totals 0.9, 0.8, 0.7) used its top candidate's edge and was accepted; s2 (same totals) used
+    nothing."""
     n = small_graph
     make_session(acme_graph, "s2", [(n["c"], edges["bc"], True), (n["b"], edges["ab"], True), (n["a"], None, False)])
-    actions.apply_uses(oscar, surfaced, [UseItem("edge", edges["ab"].pk, "explicit")])
-    actions.apply_outcome(oscar, acme_graph, "s1", "accepted")
+    actions.do_record_uses(surfaced, [UseItem("edge", edges["ab"].pk, "explicit")], actor=oscar)
+    actions.do_apply_outcome(acme_graph, "s1", "accepted", actor=oscar)
     return datetime.now(UTC).date()
 
 

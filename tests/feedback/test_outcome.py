@@ -11,7 +11,7 @@ pytestmark = pytest.mark.django_db
 
 
 def test_accepted_moves_every_selected_node_and_edge(oscar, acme_graph, surfaced, edges, small_graph):
-    result = actions.apply_outcome(oscar, acme_graph, "s1", "accepted")
+    result = actions.do_apply_outcome(acme_graph, "s1", "accepted", actor=oscar)
     assert result.status == "applied"
     assert (result.node_updates, result.edge_updates) == (2, 2)
     # 0.1 * 1.0 + 0.9 * 0.5 = 0.55
@@ -26,16 +26,16 @@ def test_accepted_moves_every_selected_node_and_edge(oscar, acme_graph, surfaced
 
 
 def test_rejected_and_alpha_override(oscar, acme_graph, surfaced, edges):
-    actions.apply_outcome(oscar, acme_graph, "s1", "rejected", alpha=0.3)
+    actions.do_apply_outcome(acme_graph, "s1", "rejected", actor=oscar, alpha=0.3)
     assert reload(edges["ab"]).feedback_weight == pytest.approx(0.35)  # 0.3 * 0 + 0.7 * 0.5
 
 
 def test_alpha_out_of_bounds_is_refused(oscar, acme_graph, surfaced):
     with pytest.raises(actions.FeedbackError) as info:
-        actions.apply_outcome(oscar, acme_graph, "s1", "accepted", alpha=0.9)
+        actions.do_apply_outcome(acme_graph, "s1", "accepted", actor=oscar, alpha=0.9)
     assert info.value.field == "ema_alpha"
     with pytest.raises(actions.FeedbackError) as info:
-        actions.apply_outcome(oscar, acme_graph, "s1", "great")
+        actions.do_apply_outcome(acme_graph, "s1", "great", actor=oscar)
     assert info.value.field == "outcome"
     assert not UpdateBatch.objects.exists()
 
@@ -43,23 +43,23 @@ def test_alpha_out_of_bounds_is_refused(oscar, acme_graph, surfaced):
 def test_node_surfaced_twice_moves_once(oscar, acme_graph, small_graph, edges):
     n = small_graph
     session = make_session(acme_graph, "s2", [(n["b"], edges["ab"], True), (n["b"], None, True)])
-    result = actions.apply_outcome(oscar, acme_graph, "s2", "accepted")
+    result = actions.do_apply_outcome(acme_graph, "s2", "accepted", actor=oscar)
     assert (result.node_updates, result.edge_updates) == (1, 1)
     assert reload(n["b"]).feedback_weight == pytest.approx(0.55)
     assert session.pk
 
 
 def test_same_outcome_twice_applies_once(oscar, acme_graph, surfaced, edges):
-    first = actions.apply_outcome(oscar, acme_graph, "s1", "accepted")
-    second = actions.apply_outcome(oscar, acme_graph, "s1", "accepted")
+    first = actions.do_apply_outcome(acme_graph, "s1", "accepted", actor=oscar)
+    second = actions.do_apply_outcome(acme_graph, "s1", "accepted", actor=oscar)
     assert second.status == "duplicate" and second.batch_id == first.batch_id
     assert reload(edges["ab"]).feedback_weight == pytest.approx(0.55)
     assert UpdateBatch.objects.filter(kind="outcome").count() == 1
 
 
 def test_different_outcome_later_is_a_correction(oscar, acme_graph, surfaced, edges):
-    first = actions.apply_outcome(oscar, acme_graph, "s1", "accepted")
-    second = actions.apply_outcome(oscar, acme_graph, "s1", "rejected")
+    first = actions.do_apply_outcome(acme_graph, "s1", "accepted", actor=oscar)
+    second = actions.do_apply_outcome(acme_graph, "s1", "rejected", actor=oscar)
     assert second.status == "applied" and second.batch_id != first.batch_id
     correction = UpdateBatch.objects.get(pk=second.batch_id)
     assert correction.correction_of_id == first.batch_id
@@ -68,24 +68,18 @@ def test_different_outcome_later_is_a_correction(oscar, acme_graph, surfaced, ed
 
 
 def test_retried_report_with_its_key_applies_once_even_after_a_correction(oscar, acme_graph, surfaced, edges):
-    first = actions.apply_outcome(oscar, acme_graph, "s1", "accepted", idempotency_key="report-1")
-    actions.apply_outcome(oscar, acme_graph, "s1", "rejected", idempotency_key="report-2")
-    retried = actions.apply_outcome(oscar, acme_graph, "s1", "accepted", idempotency_key="report-1")
+    first = actions.do_apply_outcome(acme_graph, "s1", "accepted", actor=oscar, idempotency_key="report-1")
+    actions.do_apply_outcome(acme_graph, "s1", "rejected", actor=oscar, idempotency_key="report-2")
+    retried = actions.do_apply_outcome(acme_graph, "s1", "accepted", actor=oscar, idempotency_key="report-1")
     assert retried.status == "duplicate" and retried.batch_id == first.batch_id
     assert UpdateBatch.objects.filter(kind="outcome").count() == 2
     assert reload(edges["ab"]).feedback_weight == pytest.approx(0.495)
 
 
-@pytest.mark.parametrize("pg_version", [180000, 170000])
-def test_both_write_paths_record_the_same_history(
-    oscar, acme_graph, surfaced, edges, small_graph, monkeypatch, pg_version
-):
-    """PostgreSQL 18: one UPDATE with RETURNING old.*; older servers: a locking pass first. Same result."""
-    from django.db import connection
-
-    monkeypatch.setattr(connection, "pg_version", pg_version, raising=False)
-    actions.apply_outcome(oscar, acme_graph, "s1", "accepted")
-    result = actions.apply_outcome(oscar, acme_graph, "s1", "rejected")  # a correction, from 0.55
+def test_a_correction_records_the_replaced_values(oscar, acme_graph, surfaced, edges, small_graph):
+    """One UPDATE with RETURNING old.*: each change's before is the value it replaced."""
+    actions.do_apply_outcome(acme_graph, "s1", "accepted", actor=oscar)
+    result = actions.do_apply_outcome(acme_graph, "s1", "rejected", actor=oscar)  # a correction, from 0.55
     changes = list(WeightChange.objects.filter(batch_id=result.batch_id))
     ids = [edges["ab"].pk, edges["bc"].pk, small_graph["b"].pk, small_graph["c"].pk]
     assert sorted(c.edge_id or c.node_id for c in changes) == sorted(ids)

@@ -13,8 +13,10 @@ pytestmark = pytest.mark.django_db
 
 
 def test_explicit_use_reinforces_edge_weight_and_node_feedback_weight(oscar, surfaced, edges, small_graph):
-    result = actions.apply_uses(
-        oscar, surfaced, [UseItem("edge", edges["ab"].pk, "explicit"), UseItem("node", small_graph["c"].pk, "explicit")]
+    result = actions.do_record_uses(
+        surfaced,
+        [UseItem("edge", edges["ab"].pk, "explicit"), UseItem("node", small_graph["c"].pk, "explicit")],
+        actor=oscar,
     )
     assert result.status == "applied"
     # c was surfaced through b->c: its use credits that edge too (credit to the path).
@@ -32,13 +34,13 @@ def test_repeated_use_has_diminishing_steps(oscar, surfaced, edges, acme_graph, 
 
     again = make_session(acme_graph, "s2", [(small_graph["b"], edges["ab"], True)])
     for session in (surfaced, again):
-        actions.apply_uses(oscar, session, [UseItem("edge", edges["ab"].pk, "explicit")])
+        actions.do_record_uses(session, [UseItem("edge", edges["ab"].pk, "explicit")], actor=oscar)
     assert reload(edges["ab"]).weight == pytest.approx(0.595)  # 0.55 + 0.1 * 0.45
 
 
 def test_the_same_use_reported_again_in_a_session_moves_nothing_more(oscar, surfaced, edges, small_graph):
-    first = actions.apply_uses(oscar, surfaced, [UseItem("node", small_graph["c"].pk, "explicit")])
-    again = actions.apply_uses(oscar, surfaced, [UseItem("node", small_graph["c"].pk, "explicit")])
+    first = actions.do_record_uses(surfaced, [UseItem("node", small_graph["c"].pk, "explicit")], actor=oscar)
+    again = actions.do_record_uses(surfaced, [UseItem("node", small_graph["c"].pk, "explicit")], actor=oscar)
     assert first.status == "applied" and again.status == "already_credited"
     assert reload(small_graph["c"]).feedback_weight == pytest.approx(0.55)
     assert reload(edges["bc"]).weight == pytest.approx(0.55)
@@ -46,20 +48,20 @@ def test_the_same_use_reported_again_in_a_session_moves_nothing_more(oscar, surf
 
 
 def test_negative_signal_lowers_weight(oscar, surfaced, edges):
-    actions.apply_uses(oscar, surfaced, [UseItem("edge", edges["bc"].pk, "negative")])
+    actions.do_record_uses(surfaced, [UseItem("edge", edges["bc"].pk, "negative")], actor=oscar)
     assert reload(edges["bc"]).weight == pytest.approx(0.45)  # 0.5 - 0.1 * 0.5
 
 
 def test_learning_rate_override_within_bounds(oscar, surfaced, edges):
-    actions.apply_uses(oscar, surfaced, [UseItem("edge", edges["ab"].pk, "explicit")], learning_rate=0.2)
+    actions.do_record_uses(surfaced, [UseItem("edge", edges["ab"].pk, "explicit")], actor=oscar, learning_rate=0.2)
     assert reload(edges["ab"]).weight == pytest.approx(0.6)
     with pytest.raises(actions.FeedbackError) as info:
-        actions.apply_uses(oscar, surfaced, [UseItem("edge", edges["bc"].pk, "explicit")], learning_rate=0.9)
+        actions.do_record_uses(surfaced, [UseItem("edge", edges["bc"].pk, "explicit")], actor=oscar, learning_rate=0.9)
     assert info.value.field == "learning_rate"
 
 
 def test_batch_history_and_audit_are_written(oscar, surfaced, edges):
-    result = actions.apply_uses(oscar, surfaced, [UseItem("edge", edges["ab"].pk, "explicit")])
+    result = actions.do_record_uses(surfaced, [UseItem("edge", edges["ab"].pk, "explicit")], actor=oscar)
     batch = UpdateBatch.objects.get(pk=result.batch_id)
     assert (batch.kind, batch.status, batch.trigger_user, batch.trigger_session) == (
         "reinforce",
@@ -83,8 +85,12 @@ def test_batch_history_and_audit_are_written(oscar, surfaced, edges):
 
 
 def test_idempotency_key_applies_once(oscar, surfaced, edges):
-    first = actions.apply_uses(oscar, surfaced, [UseItem("edge", edges["ab"].pk, "explicit")], idempotency_key="k1")
-    again = actions.apply_uses(oscar, surfaced, [UseItem("edge", edges["ab"].pk, "explicit")], idempotency_key="k1")
+    first = actions.do_record_uses(
+        surfaced, [UseItem("edge", edges["ab"].pk, "explicit")], actor=oscar, idempotency_key="k1"
+    )
+    again = actions.do_record_uses(
+        surfaced, [UseItem("edge", edges["ab"].pk, "explicit")], actor=oscar, idempotency_key="k1"
+    )
     assert again.status == "duplicate" and again.batch_id == first.batch_id
     assert reload(edges["ab"]).weight == pytest.approx(0.55)
     assert UseEvent.objects.count() == 1
@@ -92,8 +98,10 @@ def test_idempotency_key_applies_once(oscar, surfaced, edges):
 
 def test_same_target_with_two_signals_is_refused_and_nothing_written(oscar, surfaced, edges):
     with pytest.raises(actions.FeedbackError) as info:
-        actions.apply_uses(
-            oscar, surfaced, [UseItem("edge", edges["ab"].pk, "explicit"), UseItem("edge", edges["ab"].pk, "negative")]
+        actions.do_record_uses(
+            surfaced,
+            [UseItem("edge", edges["ab"].pk, "explicit"), UseItem("edge", edges["ab"].pk, "negative")],
+            actor=oscar,
         )
     assert info.value.field == "items[1]"
     assert not UpdateBatch.objects.exists() and not UseEvent.objects.exists()
@@ -101,5 +109,5 @@ def test_same_target_with_two_signals_is_refused_and_nothing_written(oscar, surf
 
 def test_weight_already_at_one_writes_no_change_row(oscar, surfaced, edges):
     type(edges["ab"]).objects.filter(pk=edges["ab"].pk).update(weight=1.0)
-    result = actions.apply_uses(oscar, surfaced, [UseItem("edge", edges["ab"].pk, "explicit")])
+    result = actions.do_record_uses(surfaced, [UseItem("edge", edges["ab"].pk, "explicit")], actor=oscar)
     assert result.edge_updates == 0 and not WeightChange.objects.exists()

@@ -16,8 +16,8 @@ pytestmark = pytest.mark.django_db
 
 
 def test_rollback_restores_before_values(oscar, acme_graph, surfaced, edges, small_graph):
-    applied = actions.apply_outcome(oscar, acme_graph, "s1", "accepted")
-    result = actions.rollback(oscar, UpdateBatch.objects.get(pk=applied.batch_id))
+    applied = actions.do_apply_outcome(acme_graph, "s1", "accepted", actor=oscar)
+    result = actions.do_rollback_batch(UpdateBatch.objects.get(pk=applied.batch_id), actor=oscar)
     assert result.status == "applied" and (result.edge_updates, result.node_updates, result.conflicts) == (2, 2, 0)
     for obj in (edges["ab"], edges["bc"], small_graph["b"], small_graph["c"]):
         assert reload(obj).feedback_weight == 0.5
@@ -31,11 +31,13 @@ def test_rollback_restores_before_values(oscar, acme_graph, surfaced, edges, sma
 
 
 def test_rows_changed_since_are_conflicts_left_alone(oscar, surfaced, later, edges):
-    first = actions.apply_uses(
-        oscar, surfaced, [UseItem("edge", edges["ab"].pk, "explicit"), UseItem("edge", edges["bc"].pk, "explicit")]
+    first = actions.do_record_uses(
+        surfaced,
+        [UseItem("edge", edges["ab"].pk, "explicit"), UseItem("edge", edges["bc"].pk, "explicit")],
+        actor=oscar,
     )
-    actions.apply_uses(oscar, later, [UseItem("edge", edges["ab"].pk, "explicit")])  # ab: 0.55 -> 0.595
-    result = actions.rollback(oscar, UpdateBatch.objects.get(pk=first.batch_id))
+    actions.do_record_uses(later, [UseItem("edge", edges["ab"].pk, "explicit")], actor=oscar)  # ab: 0.55 -> 0.595
+    result = actions.do_rollback_batch(UpdateBatch.objects.get(pk=first.batch_id), actor=oscar)
     assert result.conflicts == 1 and result.edge_updates == 1
     assert result.details["conflict_ids"] == {"edge.weight": [edges["ab"].pk]}
     assert reload(edges["ab"]).weight == pytest.approx(0.595)  # left alone
@@ -44,9 +46,9 @@ def test_rows_changed_since_are_conflicts_left_alone(oscar, surfaced, later, edg
 
 
 def test_force_overwrites_conflicts_and_is_audited(oscar, surfaced, later, edges):
-    first = actions.apply_uses(oscar, surfaced, [UseItem("edge", edges["ab"].pk, "explicit")])
-    actions.apply_uses(oscar, later, [UseItem("edge", edges["ab"].pk, "negative")])
-    result = actions.rollback(oscar, UpdateBatch.objects.get(pk=first.batch_id), force=True)
+    first = actions.do_record_uses(surfaced, [UseItem("edge", edges["ab"].pk, "explicit")], actor=oscar)
+    actions.do_record_uses(later, [UseItem("edge", edges["ab"].pk, "negative")], actor=oscar)
+    result = actions.do_rollback_batch(UpdateBatch.objects.get(pk=first.batch_id), actor=oscar, force=True)
     assert result.conflicts == 1 and result.edge_updates == 1
     assert reload(edges["ab"]).weight == 0.5
     change = WeightHistory.objects.get(batch_id=result.batch_id)
@@ -55,18 +57,18 @@ def test_force_overwrites_conflicts_and_is_audited(oscar, surfaced, later, edges
 
 
 def test_cannot_roll_back_twice(oscar, surfaced, edges):
-    first = actions.apply_uses(oscar, surfaced, [UseItem("edge", edges["ab"].pk, "explicit")])
+    first = actions.do_record_uses(surfaced, [UseItem("edge", edges["ab"].pk, "explicit")], actor=oscar)
     batch = UpdateBatch.objects.get(pk=first.batch_id)
-    actions.rollback(oscar, batch)
+    actions.do_rollback_batch(batch, actor=oscar)
     with pytest.raises(actions.RollbackRefused):
-        actions.rollback(oscar, batch)
+        actions.do_rollback_batch(batch, actor=oscar)
     assert UpdateBatch.objects.filter(kind="rollback").count() == 1
 
 
 def test_a_rollback_can_be_rolled_back(oscar, surfaced, edges):
-    first = actions.apply_uses(oscar, surfaced, [UseItem("edge", edges["ab"].pk, "explicit")])
-    undo = actions.rollback(oscar, UpdateBatch.objects.get(pk=first.batch_id))
-    redo = actions.rollback(oscar, UpdateBatch.objects.get(pk=undo.batch_id))
+    first = actions.do_record_uses(surfaced, [UseItem("edge", edges["ab"].pk, "explicit")], actor=oscar)
+    undo = actions.do_rollback_batch(UpdateBatch.objects.get(pk=first.batch_id), actor=oscar)
+    redo = actions.do_rollback_batch(UpdateBatch.objects.get(pk=undo.batch_id), actor=oscar)
     assert redo.edge_updates == 1
     assert reload(edges["ab"]).weight == pytest.approx(0.55)
     assert UpdateBatch.objects.get(pk=undo.batch_id).status == "rolled_back"
@@ -75,26 +77,26 @@ def test_a_rollback_can_be_rolled_back(oscar, surfaced, edges):
 @pytest.mark.parametrize("kind", ["reinforce", "outcome", "decay", "normalize", "manual"])
 def test_every_kind_is_rollbackable(kind, oscar, acme_graph, surfaced, edges, small_graph):
     if kind == "reinforce":
-        done = actions.apply_uses(oscar, surfaced, [UseItem("edge", edges["ab"].pk, "negative")])
+        done = actions.do_record_uses(surfaced, [UseItem("edge", edges["ab"].pk, "negative")], actor=oscar)
     elif kind == "outcome":
-        done = actions.apply_outcome(oscar, acme_graph, "s1", "rejected")
+        done = actions.do_apply_outcome(acme_graph, "s1", "rejected", actor=oscar)
     elif kind == "decay":
-        done = actions.decay(oscar, acme_graph, now=datetime.now(UTC) + timedelta(days=15), chunk_size=10**9)
+        done = actions.do_decay(acme_graph, actor=oscar, now=datetime.now(UTC) + timedelta(days=15), chunk_size=10**9)
     elif kind == "normalize":
-        done = actions.normalize(oscar, acme_graph, chunk_size=10**9)
+        done = actions.do_normalize(acme_graph, actor=oscar, chunk_size=10**9)
     else:
-        done = actions.set_weights(
-            oscar,
+        done = actions.do_set_weights(
             acme_graph,
             [
                 ManualValue("edge", edges["ab"].pk, "weight", 0.9),
                 ManualValue("node", small_graph["a"].pk, "feedback_weight", 0.2),
             ],
+            actor=oscar,
         )
     assert done.status == "applied"
     before = {e.pk: (e.weight, e.feedback_weight) for e in Edge.objects.all()}
     assert before != {edges["ab"].pk: (0.5, 0.5), edges["bc"].pk: (0.5, 0.5)}
-    actions.rollback(oscar, UpdateBatch.objects.get(pk=done.batch_id))
+    actions.do_rollback_batch(UpdateBatch.objects.get(pk=done.batch_id), actor=oscar)
     assert {e.pk: (e.weight, e.feedback_weight) for e in Edge.objects.all()} == {
         edges["ab"].pk: (0.5, 0.5),
         edges["bc"].pk: (0.5, 0.5),
@@ -103,8 +105,8 @@ def test_every_kind_is_rollbackable(kind, oscar, acme_graph, surfaced, edges, sm
 
 
 def test_rollback_command(oscar, surfaced, later, edges, capsys):
-    first = actions.apply_uses(oscar, surfaced, [UseItem("edge", edges["ab"].pk, "explicit")])
-    actions.apply_uses(oscar, later, [UseItem("edge", edges["ab"].pk, "explicit")])
+    first = actions.do_record_uses(surfaced, [UseItem("edge", edges["ab"].pk, "explicit")], actor=oscar)
+    actions.do_record_uses(later, [UseItem("edge", edges["ab"].pk, "explicit")], actor=oscar)
     call_command("rollback", str(first.batch_id))
     assert "1 conflict(s) left alone" in capsys.readouterr().out
     with pytest.raises(CommandError, match="already been rolled back"):

@@ -104,7 +104,7 @@ def test_killed_worker_leaves_no_partial_batch_and_retry_applies_once(tmp_path, 
         def blocked_backends():
             return watcher.execute(
                 "SELECT pid FROM pg_stat_activity WHERE datname = current_database() AND wait_event_type = 'Lock'"
-                " AND query LIKE '%%INSERT INTO feedback_weightchange%%'"
+                " AND query LIKE '%%INSERT INTO \"feedback_weightchange\"%%'"
             ).fetchall()
 
         try:
@@ -112,7 +112,8 @@ def test_killed_worker_leaves_no_partial_batch_and_retry_applies_once(tmp_path, 
         except AssertionError:
             print(
                 watcher.execute(
-                    "SELECT pid, state, wait_event_type, wait_event, left(query, 200) FROM pg_stat_activity WHERE datname = current_database()"
+                    "SELECT pid, state, wait_event_type, wait_event, left(query, 200) FROM pg_stat_activity"
+                    " WHERE datname = current_database()"
                 ).fetchall()
             )
             raise

@@ -13,8 +13,8 @@ from ranking import service
 @pytest.fixture
 def manual_batch(rg, oscar):
     edge = rg["edges"]["a>b"]
-    result = actions.set_weights(
-        oscar, rg["graph"], [actions.ManualValue("edge", edge.pk, "weight", 0.2)], reason="test"
+    result = actions.do_set_weights(
+        rg["graph"], [actions.ManualValue("edge", edge.pk, "weight", 0.2)], actor=oscar, reason="test"
     )
     return UpdateBatch.objects.get(pk=result.batch_id), edge
 
@@ -105,7 +105,7 @@ def test_operator_rolls_back_from_the_batch_page(client, manual_batch, rg, oscar
 
 def test_rollback_reports_conflicts(client, manual_batch, rg, oscar):
     batch, edge = manual_batch
-    actions.set_weights(oscar, rg["graph"], [actions.ManualValue("edge", edge.pk, "weight", 0.3)])
+    actions.do_set_weights(rg["graph"], [actions.ManualValue("edge", edge.pk, "weight", 0.3)], actor=oscar)
     client.force_login(oscar)
     response = client.post(f"/g/{rg['graph'].pk}/batches/{batch.pk}/rollback/", follow=True)
     assert "1 conflict(s)" in response.content.decode()

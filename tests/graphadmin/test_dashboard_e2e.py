@@ -29,8 +29,10 @@ def activity(rg, oscar, ana):
     ctx = service.assemble_context(
         g, session_id="s-e2e", query="vector search in postgres", start_nodes=[nodes["a"].pk], budget=3
     )
-    actions.apply_uses(ana, ctx.injection.session, [actions.UseItem("edge", edges["a>b"].pk, "explicit")])
-    manual = actions.set_weights(oscar, g, [actions.ManualValue("edge", edges["a>c"].pk, "weight", 0.25)], reason="e2e")
+    actions.do_record_uses(ctx.injection.session, [actions.UseItem("edge", edges["a>b"].pk, "explicit")], actor=ana)
+    manual = actions.do_set_weights(
+        g, [actions.ManualValue("edge", edges["a>c"].pk, "weight", 0.25)], actor=oscar, reason="e2e"
+    )
     metrics.rollup(g, date.today())
     return {"injection": ctx.injection, "batch": UpdateBatch.objects.get(pk=manual.batch_id), "edge": edges["a>c"]}
 

@@ -32,8 +32,8 @@ def _activity(graph):
         if not used["path"]:  # an edge with history for the edge page: one leaving the used note
             edge = Edge.objects.filter(graph=graph, source_id=used["node"], archived=False).order_by("id").first()
             items += [actions.UseItem("edge", edge.pk, "explicit")] if edge else []
-        actions.apply_uses(agent, ctx.injection.session, items)
-        actions.apply_outcome(agent, graph, f"demo-{n}", ["accepted", "rework", "rejected"][n])
+        actions.do_record_uses(ctx.injection.session, items, actor=agent)
+        actions.do_apply_outcome(graph, f"demo-{n}", ["accepted", "rework", "rejected"][n], actor=agent)
     metrics.rollup(graph, date.today())
 
 

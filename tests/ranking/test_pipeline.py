@@ -180,7 +180,7 @@ def test_credit_along_a_two_hop_path(pg, oscar):
     result = ctx(pg, k=1)
     assert by_key(result)["e"]["path"] == [e["a>c"].pk, e["c>e"].pk]
     session = result.injection.session
-    done = actions.apply_uses(oscar, session, [UseItem("node", n["e"].pk, "explicit")])
+    done = actions.do_record_uses(session, [UseItem("node", n["e"].pk, "explicit")], actor=oscar)
     assert (done.node_updates, done.edge_updates) == (1, 2)
     assert Node.objects.get(pk=n["e"].pk).feedback_weight == pytest.approx(0.55)  # 0.5 + 0.1 * 0.5
     assert Edge.objects.get(pk=e["a>c"].pk).weight == pytest.approx(0.64)  # 0.6 + 0.1 * 0.4
@@ -190,8 +190,8 @@ def test_credit_along_a_two_hop_path(pg, oscar):
         e["c>e"].pk,
     }
     # Once per session: the same use again, or a use of c (whose path a->c was credited), moves no edge twice.
-    again = actions.apply_uses(
-        oscar, session, [UseItem("node", n["e"].pk, "explicit"), UseItem("node", n["c"].pk, "explicit")]
+    again = actions.do_record_uses(
+        session, [UseItem("node", n["e"].pk, "explicit"), UseItem("node", n["c"].pk, "explicit")], actor=oscar
     )
     assert (again.node_updates, again.edge_updates) == (1, 0)
     assert Edge.objects.get(pk=e["a>c"].pk).weight == pytest.approx(0.64)
@@ -200,7 +200,7 @@ def test_credit_along_a_two_hop_path(pg, oscar):
 def test_a_negative_flag_moves_the_node_and_the_last_edge_down(pg, oscar):
     n, e = pg["nodes"], pg["edges"]
     session = ctx(pg, k=1).injection.session
-    actions.apply_uses(oscar, session, [UseItem("node", n["e"].pk, "negative")])
+    actions.do_record_uses(session, [UseItem("node", n["e"].pk, "negative")], actor=oscar)
     assert Node.objects.get(pk=n["e"].pk).feedback_weight == pytest.approx(0.45)
     assert Edge.objects.get(pk=e["c>e"].pk).weight == pytest.approx(0.45)
     assert Edge.objects.get(pk=e["a>c"].pk).weight == 0.5
@@ -238,8 +238,8 @@ def test_question_only_learning_ranks_the_used_note_above_its_frozen_twin(twins,
         result = service.assemble_context(learning, session_id=f"round-{i}", vector=Q, budget=3)
         third = next(item for item in result.selected if item["key"] == "third")
         session = AgentSession.objects.get(graph=learning, external_id=f"round-{i}")
-        actions.apply_uses(oscar, session, [UseItem("node", third["node"], "explicit")])
-        actions.apply_outcome(oscar, learning, f"round-{i}", "accepted")
+        actions.do_record_uses(session, [UseItem("node", third["node"], "explicit")], actor=oscar)
+        actions.do_apply_outcome(learning, f"round-{i}", "accepted", actor=oscar)
     assert rank_of(learning, "third") < rank_of(frozen, "third") == 3
 
 
@@ -247,7 +247,7 @@ def test_memory_lifts_what_agents_used_for_the_same_question_only(twins, oscar):
     learning = twins["learning"]
     result = service.assemble_context(learning, session_id="m1", vector=Q, budget=3)
     third = next(item for item in result.selected if item["key"] == "third")
-    actions.apply_uses(oscar, result.injection.session, [UseItem("node", third["node"], "explicit")])
+    actions.do_record_uses(result.injection.session, [UseItem("node", third["node"], "explicit")], actor=oscar)
     same = {c.row.key: c.scored.component("memory") for c in service.search(learning, vector=Q, k=10).items}
     assert same["third"].raw == pytest.approx(0.5) and same["third"].coefficient == 0.2  # 1 / (1 + 1)
     assert same["first"].raw == 0.0  # given, not used: no change

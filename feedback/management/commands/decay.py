@@ -2,7 +2,7 @@
 
 from django.core.management.base import BaseCommand, CommandError
 
-from feedback import actions
+from feedback import actions, queries
 from graphadmin.models import Graph
 
 
@@ -26,9 +26,10 @@ class Command(BaseCommand):
             raise CommandError(f"Several graphs have slug '{graph}': give --org.")
         target = found[0]
         if dry_run:
-            preview = actions.decay_preview(target)
+            preview = queries.decay_preview(target)
             self.stdout.write(
-                f"{target}: period {preview['period']} (not traversed since {preview['cutoff']}), rate {preview['rate']}, "
+                f"{target}: period {preview['period']} (not traversed since {preview['cutoff']}), "
+                f"rate {preview['rate']}, "
                 f"floor {preview['floor']}: {preview['edges']} edge(s) would decay; "
                 f"{preview['chunks_already_applied']} chunk(s) of this period already applied."
             )
@@ -36,8 +37,9 @@ class Command(BaseCommand):
                 self.stdout.write(f"  edge {row['edge']}: {row['before']:.6f} -> {row['after']:.6f}")
             self.stdout.write("Dry run: nothing written.")
             return
-        result = actions.decay("command:decay", target, chunk_size=chunk_size)
+        result = actions.do_decay(target, actor="command:decay", chunk_size=chunk_size)
         self.stdout.write(
-            f"{target}: {result.status}: {result.edge_updates} edge(s) decayed in {len(result.details['batches'])} batch(es) "
-            f"{result.details['batches']}, {result.details['skipped_chunks']} chunk(s) already applied, {result.duration_ms:.0f} ms."
+            f"{target}: {result.status}: {result.edge_updates} edge(s) decayed in "
+            f"{len(result.details['batches'])} batch(es) {result.details['batches']}, "
+            f"{result.details['skipped_chunks']} chunk(s) already applied, {result.duration_ms:.0f} ms."
         )

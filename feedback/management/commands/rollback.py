@@ -18,9 +18,9 @@ class Command(BaseCommand):
         if batch is None:
             raise CommandError(f"No batch {batch_id}.")
         try:
-            result = actions.rollback("command:rollback", batch, force=force)
+            result = actions.do_rollback_batch(batch, actor="command:rollback", force=force)
         except actions.RollbackRefused as exc:
-            raise CommandError(str(exc))
+            raise CommandError(str(exc)) from exc
         self.stdout.write(
             f"batch {batch_id} rolled back by batch {result.batch_id}: {result.edge_updates} edge and "
             f"{result.node_updates} node change(s), {result.conflicts} conflict(s)"

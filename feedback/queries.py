@@ -1,0 +1,712 @@
+"""The feedback engine's SQL: each statement whole and named, and the reads the write path makes.
+
+Why raw SQL: every weight write changes a set of rows *and* writes their history from the UPDATE's
+RETURNING, in id order and in one round trip; the ORM has no UPDATE ... RETURNING, no data-modifying
+CTE and no ``FOR UPDATE`` ordered by id over a join. Rules for every statement here:
+
+- values are bound parameters (``%(name)s``), never pasted into the text;
+- table names come from the models' ``_meta.db_table`` through ``psycopg.sql.Identifier``, and so
+  does a column chosen among several (``set_weight``, ``rollback_restore``: from a fixed mapping);
+- every table is filtered by ``graph_id`` (the sharding key, DESIGN.md "Scale").
+
+Lock order, everywhere: the session row (outcome only), then edges by id, then nodes by id, then the
+organization's audit advisory lock (``graphadmin.audit``). A statement that changes edges and nodes
+locks the nodes only after the edges' history is written: its node step reads the edge step's count
+(``(SELECT n FROM edge_count) >= 0``, always true), which orders the two within the statement.
+
+History shapes (``feedback.models``): ``WeightChange`` rows for scattered, small batches;
+``WeightChangeBlock`` arrays (one per event and span of ``BLOCK_SPAN`` ids) for the bulk writes over
+id ranges. A bulk UPDATE walks the primary key (the caller turns sequential and bitmap scans off for
+its transaction, ``SESSION_SETTINGS``), so its ids come out in order without a sort step, and
+``RETURNING old.*, new.*`` (PostgreSQL 18, the minimum: ``graphadmin.checks``) gives the value it
+replaced with no separate locking pass.
+"""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+
+from django.db import connection
+from django.db.models import Q
+from psycopg import sql
+
+from graphadmin.models import Edge, EdgeStats, EdgeType, Graph, Node, PolicyRevision
+
+from . import rules
+from .models import (
+    AgentSession,
+    ContextInjection,
+    InjectionCandidate,
+    UpdateBatch,
+    UseEvent,
+    WeightChange,
+    WeightChangeBlock,
+    WeightHistory,
+)
+
+BLOCK_SPAN = 10000  # ids covered by one history block at most (one edge's history reads one block per batch)
+CONFLICT_SAMPLE = 100  # conflicts listed by id in a rollback batch's details (all are counted)
+
+
+def _table(model) -> sql.Identifier:
+    return sql.Identifier(model._meta.db_table)
+
+
+TABLES = {
+    "edge": _table(Edge),
+    "node": _table(Node),
+    "edge_type": _table(EdgeType),
+    "edge_stats": _table(EdgeStats),
+    "policy": _table(PolicyRevision),
+    "session": _table(AgentSession),
+    "injection": _table(ContextInjection),
+    "candidate": _table(InjectionCandidate),
+    "use_event": _table(UseEvent),
+    "batch": _table(UpdateBatch),
+    "change": _table(WeightChange),
+    "block": _table(WeightChangeBlock),
+    "history": _table(WeightHistory),
+}
+
+# The weights a write may change: (target, field) -> (table, the history's target column).
+WEIGHTS = {
+    ("edge", "weight"): (TABLES["edge"], sql.Identifier(WeightChange._meta.get_field("edge").column)),
+    ("edge", "feedback_weight"): (TABLES["edge"], sql.Identifier(WeightChange._meta.get_field("edge").column)),
+    ("node", "feedback_weight"): (TABLES["node"], sql.Identifier(WeightChange._meta.get_field("node").column)),
+}
+
+
+def _statement(text: str, **identifiers: sql.Composable) -> sql.Composed:
+    """``text`` with the table identifiers (``{edge}``, ``{change}``, ...) and any others filled in."""
+    return sql.SQL(text).format(**TABLES, **identifiers)
+
+
+def _weight(target: str, field: str) -> tuple[sql.Identifier, sql.Identifier, sql.Identifier]:
+    """(table, column, history target column) of a weight, refusing any other (target, field)."""
+    if (target, field) not in WEIGHTS:
+        raise ValueError(f"no weight {target}.{field}")
+    table, target_column = WEIGHTS[(target, field)]
+    return table, sql.Identifier(field), target_column
+
+
+def _batch_columns(computed: dict[str, str] | None = None, *, with_id: bool = True) -> dict[str, sql.Composable]:
+    """The column list and VALUES list of an UpdateBatch row, from the model: ``%(b_<column>)s``
+    for each column (``ledger.batch_params`` binds them), or the SQL in ``computed`` for a column
+    known only inside the statement."""
+    computed = computed or {}
+    fields = [f for f in UpdateBatch._meta.concrete_fields if with_id or not f.primary_key]
+    return {
+        "batch_columns": sql.SQL(", ").join(sql.Identifier(f.column) for f in fields),
+        "batch_values": sql.SQL(", ").join(
+            sql.SQL(computed[f.column]) if f.column in computed else sql.Placeholder(f"b_{f.column}") for f in fields
+        ),
+    }
+
+
+# --------------------------------------------------------------------------------------------------
+# Transaction settings and batches
+
+# For the rest of the transaction: plan row scans through indexes (a bulk UPDATE's primary-key scan
+# then locks rows in id order), and, when ``async_commit`` (a chunk's own transaction, never a
+# caller's), do not wait for the commit's WAL flush.
+SESSION_SETTINGS = sql.SQL("""
+    SELECT set_config('enable_seqscan', 'off', true), set_config('enable_bitmapscan', 'off', true),
+           set_config('synchronous_commit',
+                      CASE WHEN %(async_commit)s::boolean THEN 'off' ELSE current_setting('synchronous_commit') END,
+                      true)
+""")
+
+# Insert a batch unless its idempotency key is taken (committed, or in a concurrent transaction that
+# then commits): one statement, no savepoint. Returns its id, or no row.
+INSERT_BATCH_ONCE = _statement(
+    """
+    INSERT INTO {batch} ({batch_columns}) VALUES ({batch_values})
+    ON CONFLICT (idempotency_key) DO NOTHING
+    RETURNING id
+    """,
+    **_batch_columns(with_id=False),
+)
+
+
+# --------------------------------------------------------------------------------------------------
+# Use reports: reinforcement
+
+# Reinforce the reported edges (``weight``) then nodes (``feedback_weight``), each moving up,
+# ``w + lr * (1 - w)``, or down when flagged negative, ``w - negative_rate * w`` (``rules.reinforce``,
+# ``rules.weaken``), with one WeightChange per change naming its use event. Inputs: three aligned
+# arrays per target (ids, signals, use event ids; empty for none). Each step locks its rows in id
+# order and reads ``before`` after the lock, so no concurrent report's change is lost. Returns (edge
+# changes, node changes).
+REINFORCE = _statement("""
+    WITH edge_locked AS MATERIALIZED (
+        SELECT i.id, i.signal, i.use_event_id, t.weight AS before
+        FROM {edge} t
+        JOIN unnest(%(edge_ids)s::bigint[], %(edge_signals)s::text[], %(edge_events)s::bigint[])
+             AS i(id, signal, use_event_id) ON i.id = t.id
+        WHERE t.graph_id = %(graph)s
+        ORDER BY t.id FOR UPDATE OF t
+    ),
+    edge_new AS (
+        SELECT id, before, signal, use_event_id,
+               CASE WHEN signal = 'negative' THEN before - %(negative_rate)s::double precision * before
+                    ELSE before + %(learning_rate)s::double precision * (1 - before) END AS after
+        FROM edge_locked
+    ),
+    edge_updated AS (
+        UPDATE {edge} t SET weight = n.after FROM edge_new n
+        WHERE t.id = n.id AND n.after IS DISTINCT FROM n.before
+        RETURNING t.id, n.before, n.after, n.signal, n.use_event_id
+    ),
+    edge_history AS (
+        INSERT INTO {change} (batch_id, graph_id, edge_id, field, before, after, event, use_event_id, created_at)
+        SELECT %(batch)s, %(graph)s, u.id, 'weight', u.before, u.after, u.signal, u.use_event_id, %(now)s
+        FROM edge_updated u
+        RETURNING 1
+    ),
+    edge_count AS (SELECT count(*) AS n FROM edge_history),
+    node_locked AS MATERIALIZED (
+        SELECT i.id, i.signal, i.use_event_id, t.feedback_weight AS before
+        FROM {node} t
+        JOIN unnest(%(node_ids)s::bigint[], %(node_signals)s::text[], %(node_events)s::bigint[])
+             AS i(id, signal, use_event_id) ON i.id = t.id
+        WHERE t.graph_id = %(graph)s AND (SELECT n FROM edge_count) >= 0
+        ORDER BY t.id FOR UPDATE OF t
+    ),
+    node_new AS (
+        SELECT id, before, signal, use_event_id,
+               CASE WHEN signal = 'negative' THEN before - %(negative_rate)s::double precision * before
+                    ELSE before + %(learning_rate)s::double precision * (1 - before) END AS after
+        FROM node_locked
+    ),
+    node_updated AS (
+        UPDATE {node} t SET feedback_weight = n.after FROM node_new n
+        WHERE t.id = n.id AND n.after IS DISTINCT FROM n.before
+        RETURNING t.id, n.before, n.after, n.signal, n.use_event_id
+    ),
+    node_history AS (
+        INSERT INTO {change} (batch_id, graph_id, node_id, field, before, after, event, use_event_id, created_at)
+        SELECT %(batch)s, %(graph)s, u.id, 'feedback_weight', u.before, u.after, u.signal, u.use_event_id, %(now)s
+        FROM node_updated u
+        RETURNING 1
+    )
+    SELECT (SELECT n FROM edge_count), (SELECT count(*) FROM node_history)
+""")
+
+
+# --------------------------------------------------------------------------------------------------
+# Outcome EMA
+
+# Lock the session row (it serialises every outcome report of the session) and read, in the same
+# statement, what an outcome report needs: the session's id and outcome; whether the locked row is
+# the one the statement's snapshot saw (``xmin`` unchanged: if not, we waited for another report
+# that committed, the facts below may miss its batch, and the caller runs the statement again);
+# the batch of this very report if it is a retry (``key``); the session's last outcome batch;
+# whether it has an injection and a selected candidate; a reserved id for the new batch; and from
+# the current policy its revision, EMA alpha and the outcome's score. The last two columns set the
+# transaction's index-only scans for the write that follows (``OUTCOME_WRITE``). No row: unknown
+# session.
+LOCK_SESSION_FOR_OUTCOME = _statement("""
+    SELECT s.id, s.outcome, s.xmin = (SELECT o.xmin FROM {session} o WHERE o.id = s.id),
+           (SELECT b.id FROM {batch} b WHERE b.idempotency_key = %(key)s),
+           (SELECT b.id FROM {batch} b WHERE b.trigger_session_id = s.id AND b.kind = 'outcome'
+            ORDER BY b.id DESC LIMIT 1),
+           EXISTS (SELECT 1 FROM {injection} j WHERE j.session_id = s.id),
+           EXISTS (SELECT 1 FROM {candidate} c JOIN {injection} j ON j.id = c.injection_id
+                   WHERE j.session_id = s.id AND c.graph_id = %(graph)s AND c.selected),
+           nextval(pg_get_serial_sequence(%(batch_table)s, 'id')),
+           p.revision, p.ema_alpha,
+           CASE %(outcome)s::text WHEN 'accepted' THEN p.outcome_accepted WHEN 'rework' THEN p.outcome_rework
+                                  WHEN 'rejected' THEN p.outcome_rejected END,
+           set_config('enable_seqscan', 'off', true), set_config('enable_bitmapscan', 'off', true)
+    FROM {session} s
+    CROSS JOIN (SELECT * FROM {policy} WHERE graph_id = %(graph)s ORDER BY revision DESC LIMIT 1) p
+    WHERE s.graph_id = %(graph)s AND s.external_id = %(external_id)s
+    FOR UPDATE OF s
+""")
+
+# The outcome's writes, in one statement: the EMA ``alpha * score + (1 - alpha) * w`` (``rules.ema``)
+# on ``feedback_weight`` of every edge on a selected candidate's path (logs older than the pipeline
+# have no path: their one edge), then of every selected node, with one WeightChange each; the
+# session's outcome; and the batch row (its id reserved by LOCK_SESSION_FOR_OUTCOME) with its counts,
+# finish time and duration (Python's time before the statement, ``elapsed_ms``, plus the statement's
+# own, each on one clock). No locking pass: each UPDATE locks as it goes, in id order (a primary-key
+# scan over the sorted id array), re-reads a row another writer changed meanwhile, and RETURNING
+# old.* gives the value it replaced. History rows may precede the batch row in the statement: their
+# foreign key is checked at commit. Returns (edge changes, node changes, finished_at, duration_ms).
+OUTCOME_WRITE = _statement(
+    """
+    WITH edge_updated AS (
+        UPDATE {edge} t
+        SET feedback_weight = %(alpha)s::double precision * %(score)s::double precision
+                              + (1 - %(alpha)s::double precision) * t.feedback_weight
+        WHERE t.graph_id = %(graph)s
+          AND t.id = ANY(ARRAY(
+              SELECT p.e::bigint FROM {candidate} c JOIN {injection} j ON j.id = c.injection_id
+              CROSS JOIN LATERAL jsonb_array_elements_text(coalesce(c.features -> 'path', jsonb_build_array(c.edge_id)))
+                   AS p(e)
+              WHERE j.session_id = %(session)s AND c.graph_id = %(graph)s AND c.selected AND p.e IS NOT NULL))
+          AND %(alpha)s::double precision * %(score)s::double precision
+              + (1 - %(alpha)s::double precision) * t.feedback_weight IS DISTINCT FROM t.feedback_weight
+        RETURNING t.id, old.feedback_weight AS before, new.feedback_weight AS after
+    ),
+    edge_history AS (
+        INSERT INTO {change} (batch_id, graph_id, edge_id, field, before, after, event, use_event_id, created_at)
+        SELECT %(batch)s, %(graph)s, u.id, 'feedback_weight', u.before, u.after, %(outcome)s, NULL, %(now)s
+        FROM edge_updated u
+        RETURNING 1
+    ),
+    edge_count AS (SELECT count(*) AS n FROM edge_history),
+    node_updated AS (
+        UPDATE {node} t
+        SET feedback_weight = %(alpha)s::double precision * %(score)s::double precision
+                              + (1 - %(alpha)s::double precision) * t.feedback_weight
+        WHERE t.graph_id = %(graph)s
+          AND t.id = ANY(ARRAY(
+              SELECT c.node_id FROM {candidate} c JOIN {injection} j ON j.id = c.injection_id
+              WHERE j.session_id = %(session)s AND c.graph_id = %(graph)s AND c.selected))
+          AND (SELECT n FROM edge_count) >= 0
+          AND %(alpha)s::double precision * %(score)s::double precision
+              + (1 - %(alpha)s::double precision) * t.feedback_weight IS DISTINCT FROM t.feedback_weight
+        RETURNING t.id, old.feedback_weight AS before, new.feedback_weight AS after
+    ),
+    node_history AS (
+        INSERT INTO {change} (batch_id, graph_id, node_id, field, before, after, event, use_event_id, created_at)
+        SELECT %(batch)s, %(graph)s, u.id, 'feedback_weight', u.before, u.after, %(outcome)s, NULL, %(now)s
+        FROM node_updated u
+        RETURNING 1
+    ),
+    node_count AS (SELECT count(*) AS n FROM node_history),
+    session_outcome AS (
+        UPDATE {session} SET outcome = %(outcome)s, outcome_at = %(now)s WHERE id = %(session)s AND graph_id = %(graph)s
+    ),
+    batch_row AS (
+        INSERT INTO {batch} ({batch_columns}) VALUES ({batch_values})
+        RETURNING finished_at, duration_ms
+    )
+    SELECT (SELECT n FROM edge_count), (SELECT n FROM node_count),
+           (SELECT finished_at FROM batch_row), (SELECT duration_ms FROM batch_row)
+    """,
+    **_batch_columns(
+        {
+            "edge_updates": "(SELECT n FROM edge_count)",
+            "node_updates": "(SELECT n FROM node_count)",
+            "finished_at": "%(b_started_at)s + (%(elapsed_ms)s + 1000 * extract(epoch FROM clock_timestamp()"
+            " - statement_timestamp())) * interval '1 millisecond'",
+            "duration_ms": "round((%(elapsed_ms)s + 1000 * extract(epoch FROM clock_timestamp()"
+            " - statement_timestamp()))::numeric, 3)",
+        }
+    ),
+)
+
+
+# --------------------------------------------------------------------------------------------------
+# Decay and normalize: chunks over id ranges
+
+# The ids ranges k (ids in [k * size, (k + 1) * size)) that hold live edges of the graph. Edge ids
+# come from one sequence shared by all graphs, so a graph's ids can be spread out; only the ranges
+# that hold its edges are visited. Found by skipping through the (graph, id) index: one probe per
+# range, not a scan of the graph's edges.
+CHUNK_RANGES = _statement("""
+    WITH RECURSIVE k(n) AS (
+        SELECT (SELECT min(id) FROM {edge} WHERE graph_id = %(graph)s AND NOT archived) / %(size)s
+        UNION ALL
+        SELECT (SELECT min(id) FROM {edge} WHERE graph_id = %(graph)s AND NOT archived
+                AND id >= (k.n + 1) * %(size)s) / %(size)s
+        FROM k WHERE k.n IS NOT NULL
+    )
+    SELECT n FROM k WHERE n IS NOT NULL
+""")
+
+# Decay one chunk: the edges of the graph with ids in [lo, hi) that are live, above the floor,
+# older than the cutoff and not traversed since it move to ``greatest(floor, w * rate)``
+# (``rules.decayed``), with one block per span of BLOCK_SPAN ids. The rows are visited through the
+# primary key in id order, the order every other writer locks in (SESSION_SETTINGS turned
+# sequential and bitmap scans off), and the graph condition is written so no index can serve it
+# (``graph_id + 0``; otherwise, on a graph holding most of the table, the planner scans the whole
+# graph_id index and filters the range). Returns the changes written.
+DECAY_RANGE = _statement("""
+    WITH updated AS (
+        UPDATE {edge} e SET weight = greatest(%(floor)s::double precision, e.weight * %(rate)s::double precision)
+        WHERE e.id >= %(lo)s AND e.id < %(hi)s AND e.graph_id + 0 = %(graph)s
+          AND NOT e.archived AND e.weight > %(floor)s AND e.created_at < %(cutoff)s
+          AND NOT EXISTS (SELECT 1 FROM {edge_stats} s WHERE s.edge_id = e.id AND s.last_traversed_at >= %(cutoff)s)
+          AND greatest(%(floor)s::double precision, e.weight * %(rate)s::double precision) IS DISTINCT FROM e.weight
+        RETURNING e.id, old.weight AS before, new.weight AS after
+    ),
+    history AS (
+        INSERT INTO {block} (batch_id, graph_id, target, field, event, created_at,
+                             id_min, id_max, size, ids, before, after)
+        SELECT %(batch)s, %(graph)s, 'edge', 'weight', 'decay', %(now)s, min(u.id), max(u.id), count(*),
+               array_agg(u.id), array_agg(u.before), array_agg(u.after)
+        FROM updated u GROUP BY u.id / %(block_span)s
+        RETURNING size
+    )
+    SELECT coalesce(sum(size), 0) FROM history
+""")
+
+# Normalize one chunk: the graph's live edges with ids in [lo, hi) move to ``least(1.0, w * factor)``
+# (``rules.normalized``; an edge reinforced between chunks is capped at 1.0), with one block per span
+# of BLOCK_SPAN ids. Same scan as DECAY_RANGE. Returns the changes written.
+NORMALIZE_RANGE = _statement("""
+    WITH updated AS (
+        UPDATE {edge} e SET weight = least(1.0, e.weight * %(factor)s::double precision)
+        WHERE e.id >= %(lo)s AND e.id < %(hi)s AND e.graph_id + 0 = %(graph)s AND NOT e.archived
+          AND least(1.0, e.weight * %(factor)s::double precision) IS DISTINCT FROM e.weight
+        RETURNING e.id, old.weight AS before, new.weight AS after
+    ),
+    history AS (
+        INSERT INTO {block} (batch_id, graph_id, target, field, event, created_at,
+                             id_min, id_max, size, ids, before, after)
+        SELECT %(batch)s, %(graph)s, 'edge', 'weight', 'normalize', %(now)s, min(u.id), max(u.id), count(*),
+               array_agg(u.id), array_agg(u.before), array_agg(u.after)
+        FROM updated u GROUP BY u.id / %(block_span)s
+        RETURNING size
+    )
+    SELECT coalesce(sum(size), 0) FROM history
+""")
+
+# What DECAY_RANGE would change over the whole graph, without writing: how many edges, and the
+# first ``limit`` with their weight before and after.
+_DECAY_DUE = """
+    FROM {edge} e
+    WHERE e.graph_id = %(graph)s AND NOT e.archived AND e.weight > %(floor)s AND e.created_at < %(cutoff)s
+      AND NOT EXISTS (SELECT 1 FROM {edge_stats} s WHERE s.edge_id = e.id AND s.last_traversed_at >= %(cutoff)s)
+"""
+DECAY_PREVIEW_COUNT = _statement("SELECT count(*) {due}", due=_statement(_DECAY_DUE))
+DECAY_PREVIEW_SAMPLE = _statement(
+    "SELECT e.id, e.weight, greatest(%(floor)s, e.weight * %(rate)s) {due} ORDER BY e.id LIMIT %(limit)s",
+    due=_statement(_DECAY_DUE),
+)
+
+# The largest weight among the graph's live edges (the normalize factor is its inverse).
+MAX_EDGE_WEIGHT = _statement("SELECT max(weight) FROM {edge} WHERE graph_id = %(graph)s AND NOT archived")
+
+
+# --------------------------------------------------------------------------------------------------
+# Manual set and rollback: one (target, field) per statement
+
+
+def set_weight(target: str, field: str) -> sql.Composed:
+    """Set ``field`` of the listed nodes or edges to the given values (``ids``, ``values``: aligned
+    arrays), with one WeightChange per change (event ``manual``). Locks the rows in id order and
+    reads ``before`` after the lock. Returns the changes written.
+
+    One statement per (target, field): an edge's weight and feedback weight set in one call are two
+    statements, since one statement may not update a row twice.
+    """
+    table, column, target_column = _weight(target, field)
+    return _statement(
+        """
+        WITH locked AS MATERIALIZED (
+            SELECT i.id, i.value, t.{column} AS before
+            FROM {table} t JOIN unnest(%(ids)s::bigint[], %(values)s::double precision[]) AS i(id, value) ON i.id = t.id
+            WHERE t.graph_id = %(graph)s
+            ORDER BY t.id FOR UPDATE OF t
+        ),
+        updated AS (
+            UPDATE {table} t SET {column} = l.value FROM locked l
+            WHERE t.id = l.id AND l.value IS DISTINCT FROM l.before
+            RETURNING t.id, l.before, l.value AS after
+        ),
+        history AS (
+            INSERT INTO {change} (batch_id, graph_id, {target_column}, field, before, after, event, use_event_id,
+                                  created_at)
+            SELECT %(batch)s, %(graph)s, u.id, %(field)s, u.before, u.after, 'manual', NULL, %(now)s FROM updated u
+            RETURNING 1
+        )
+        SELECT count(*) FROM history
+        """,
+        table=table,
+        column=column,
+        target_column=target_column,
+    )
+
+
+def rollback_restore(target: str, field: str) -> sql.Composed:
+    """Restore ``field`` of every node or edge batch ``rolled_back`` changed to its ``before`` value.
+
+    A row is restored only where its current value still equals the batch's ``after``; the others
+    are conflicts: counted, the first CONFLICT_SAMPLE ids listed, and left alone unless ``force``
+    (then overwritten, with event ``rollback_forced``). The history has the shape of the batch's:
+    rows, or blocks when ``blocks`` (one of the two INSERTs writes, the other's WHERE is false).
+    Locks the rows in id order and reads the current value after the lock. Returns (changes
+    written, conflicts, sample of conflicting ids).
+    """
+    table, column, target_column = _weight(target, field)
+    return _statement(
+        """
+        WITH locked AS MATERIALIZED (
+            SELECT h.restore, h.expected, t.id, t.{column} AS before
+            FROM {table} t
+            JOIN (SELECT w.{target_column} AS id, w.before AS restore, w.after AS expected FROM {history} w
+                  WHERE w.batch_id = %(rolled_back)s AND w.field = %(field)s AND w.{target_column} IS NOT NULL) h
+                 ON h.id = t.id
+            WHERE t.graph_id = %(graph)s
+            ORDER BY t.id FOR UPDATE OF t
+        ),
+        decided AS (
+            SELECT id, before, before IS NOT DISTINCT FROM expected AS matches,
+                   CASE WHEN before IS NOT DISTINCT FROM expected OR %(force)s::boolean THEN restore ELSE before END
+                       AS after
+            FROM locked
+        ),
+        updated AS (
+            UPDATE {table} t SET {column} = d.after FROM decided d
+            WHERE t.id = d.id AND d.after IS DISTINCT FROM d.before
+            RETURNING t.id, d.before, d.after, CASE WHEN d.matches THEN 'rollback' ELSE 'rollback_forced' END AS event
+        ),
+        history_rows AS (
+            INSERT INTO {change} (batch_id, graph_id, {target_column}, field, before, after, event, use_event_id,
+                                  created_at)
+            SELECT %(batch)s, %(graph)s, u.id, %(field)s, u.before, u.after, u.event, NULL, %(now)s
+            FROM updated u WHERE NOT %(blocks)s::boolean
+            RETURNING 1 AS size
+        ),
+        history_blocks AS (
+            INSERT INTO {block} (batch_id, graph_id, target, field, event, created_at,
+                             id_min, id_max, size, ids, before, after)
+            SELECT %(batch)s, %(graph)s, %(target)s, %(field)s, u.event, %(now)s, min(u.id), max(u.id), count(*),
+                   array_agg(u.id), array_agg(u.before), array_agg(u.after)
+            FROM updated u WHERE %(blocks)s::boolean GROUP BY u.event, u.id / %(block_span)s
+            RETURNING size
+        )
+        SELECT (SELECT coalesce(sum(size), 0) FROM history_rows) + (SELECT coalesce(sum(size), 0) FROM history_blocks),
+               (SELECT count(*) FROM decided WHERE NOT matches),
+               (SELECT coalesce(array_agg(id ORDER BY id), ARRAY[]::bigint[])
+                FROM (SELECT id FROM decided WHERE NOT matches ORDER BY id LIMIT %(conflict_sample)s) first)
+        """,
+        table=table,
+        column=column,
+        target_column=target_column,
+    )
+
+
+# --------------------------------------------------------------------------------------------------
+# Links the graph learns: co_used edges
+
+# Pairs (a < b) of nodes used in the session that are used together in at least ``threshold``
+# accepted sessions of the graph and that no edge links (either way, any type; an archived co_used
+# edge counts, so a rolled-back link stays undone). "Used": an explicit or implicit use event on the
+# node itself (path credit is not a use). A self-join of the session's uses with the graph's,
+# grouped by pair, that the ORM would write as several queries; every table filtered by graph_id.
+CO_USED_PAIRS = _statement("""
+    WITH mine AS (
+        SELECT DISTINCT u.node_id FROM {use_event} u
+        WHERE u.graph_id = %(graph)s AND u.session_id = %(session)s AND u.node_id IS NOT NULL
+          AND u.signal IN ('explicit', 'implicit') AND u.source <> 'path'
+    ),
+    pairs AS (SELECT a.node_id AS a, b.node_id AS b FROM mine a JOIN mine b ON a.node_id < b.node_id),
+    together AS (
+        SELECT p.a, p.b, count(DISTINCT ua.session_id) AS n
+        FROM pairs p
+        JOIN {use_event} ua ON ua.graph_id = %(graph)s AND ua.node_id = p.a
+             AND ua.signal IN ('explicit', 'implicit') AND ua.source <> 'path'
+        JOIN {use_event} ub ON ub.graph_id = %(graph)s AND ub.node_id = p.b AND ub.session_id = ua.session_id
+             AND ub.signal IN ('explicit', 'implicit') AND ub.source <> 'path'
+        JOIN {session} s ON s.id = ua.session_id AND s.graph_id = %(graph)s AND s.outcome = 'accepted'
+        GROUP BY p.a, p.b
+        HAVING count(DISTINCT ua.session_id) >= %(threshold)s
+    )
+    SELECT t.a, t.b, t.n FROM together t
+    WHERE NOT EXISTS (
+        SELECT 1 FROM {edge} e
+        JOIN {edge_type} et ON et.id = e.edge_type_id AND et.graph_id = %(graph)s
+        WHERE e.graph_id = %(graph)s
+          AND ((e.source_id = t.a AND e.target_id = t.b) OR (e.source_id = t.b AND e.target_id = t.a))
+          AND (NOT e.archived OR et.name = %(co_used)s)
+    )
+    ORDER BY t.a, t.b
+""")
+
+# Create the learned edges (aligned arrays of sources, targets and triplet vectors in pgvector's
+# text form, NULL for none), weight and feedback weight neutral; an edge that already exists
+# (a concurrent link of another session) is skipped. Returns the ids created.
+INSERT_LINKS = _statement("""
+    INSERT INTO {edge} (graph_id, source_id, target_id, edge_type_id, weight, feedback_weight,
+                        triplet_embedding, embedding_model, archived, created_at, updated_at)
+    SELECT %(graph)s, x.s, x.t, %(type)s, 0.5, 0.5, x.v::vector,
+           CASE WHEN x.v IS NULL THEN '' ELSE %(model)s END, false, now(), now()
+    FROM unnest(%(sources)s::bigint[], %(targets)s::bigint[], %(vectors)s::text[]) AS x(s, t, v)
+    ON CONFLICT (source_id, target_id, edge_type_id) DO NOTHING
+    RETURNING id
+""")
+
+
+# --------------------------------------------------------------------------------------------------
+# One target's history
+
+
+# The changes of one node or edge (``{target_column}``: ``node_id`` or ``edge_id``), newest first, as
+# rows of the view ``feedback_weighthistory`` (model WeightHistory, the same columns). Not a filter on
+# the view: the view unnests each block whole, and a block holds up to BLOCK_SPAN changes, so on an
+# edge decayed a hundred times the view takes about twenty times longer (docs/performance.md). Here
+# rows come from the (graph, target, time) index; a block is read only when its id bounds hold the
+# target, and only at the target's position (``array_position``). ``only_field``: the field or NULL
+# for both; ``latest``: at most that many (NULL: all).
+def _history_of(target_column: sql.Identifier) -> sql.Composed:
+    return _statement(
+        """
+        SELECT * FROM (
+            SELECT 'c' || w.id AS key, w.id AS change_id, NULL::bigint AS block_id, w.id AS seq, w.batch_id,
+                   w.graph_id, w.node_id, w.edge_id, w.field, w.before, w.after, w.event, w.use_event_id,
+                   w.created_at, %(target)s::bigint AS span_min, %(target)s::bigint AS span_max
+            FROM {change} w
+            WHERE w.graph_id = %(graph)s AND w.{target_column} = %(target)s
+              AND (%(only_field)s::text IS NULL OR w.field = %(only_field)s)
+            UNION ALL
+            SELECT 'b' || b.id || '.' || p, NULL::bigint, b.id, p::bigint, b.batch_id, b.graph_id,
+                   CASE WHEN b.target = 'node' THEN %(target)s::bigint END,
+                   CASE WHEN b.target = 'edge' THEN %(target)s::bigint END,
+                   b.field, b.before[p], b.after[p], b.event, NULL::bigint, b.created_at, b.id_min, b.id_max
+            FROM {block} b
+            CROSS JOIN LATERAL array_position(b.ids, %(target)s::bigint) AS p
+            WHERE b.graph_id = %(graph)s AND b.target = %(kind)s AND b.id_min <= %(target)s AND b.id_max >= %(target)s
+              AND p IS NOT NULL AND (%(only_field)s::text IS NULL OR b.field = %(only_field)s)
+        ) h
+        ORDER BY created_at DESC, change_id DESC NULLS LAST, block_id DESC, seq DESC
+        LIMIT %(latest)s
+        """,
+        target_column=target_column,
+    )
+
+
+HISTORY_OF = {kind: _history_of(column) for (kind, _field), (_table, column) in WEIGHTS.items()}
+
+
+def history_of(graph, kind: str, target_id: int, *, field: str | None = None, latest: int | None = None):
+    """The changes of one node or edge, newest first (at most ``latest``), as WeightHistory rows with
+    their batches prefetched (``HISTORY_OF``)."""
+    if kind not in HISTORY_OF:
+        raise ValueError(f"kind must be one of {tuple(HISTORY_OF)}")
+    params = {
+        "graph": getattr(graph, "pk", graph),
+        "kind": kind,
+        "target": target_id,
+        "only_field": field,
+        "latest": latest or None,
+    }
+    connection.ensure_connection()
+    return WeightHistory.objects.raw(HISTORY_OF[kind].as_string(connection.connection), params).prefetch_related(
+        "batch"
+    )
+
+
+# --------------------------------------------------------------------------------------------------
+# Reads of the write path
+
+
+def fetch(statement: sql.Composed, params: dict) -> tuple | None:
+    """Run one statement; its first row."""
+    with connection.cursor() as cur:
+        cur.execute(statement, params)
+        return cur.fetchone()
+
+
+def fetch_all(statement: sql.Composed, params: dict) -> list[tuple]:
+    """Run one statement; all its rows."""
+    with connection.cursor() as cur:
+        cur.execute(statement, params)
+        return cur.fetchall()
+
+
+def chunk_ranges(graph: Graph, chunk_size: int) -> list[int]:
+    """The k of the id ranges ``[k * chunk_size, (k + 1) * chunk_size)`` holding live edges of the graph."""
+    return [row[0] for row in fetch_all(CHUNK_RANGES, {"graph": graph.pk, "size": chunk_size})]
+
+
+def max_edge_weight(graph: Graph) -> float | None:
+    """The largest weight among the graph's live edges (None for no edge)."""
+    return fetch(MAX_EDGE_WEIGHT, {"graph": graph.pk})[0]
+
+
+def decay_period(graph: Graph, now: datetime | None = None, *, policy=None) -> tuple[int, datetime, datetime]:
+    """``rules.decay_period`` at ``now`` (default: the current time) for the graph's policy."""
+    days = (policy or graph.current_policy()).decay_period_days
+    return rules.decay_period(now or datetime.now(UTC), days)
+
+
+def decay_preview(graph: Graph, *, now: datetime | None = None, limit: int = 20) -> dict:
+    """What ``actions.do_decay`` would change now, without writing: the count and the first ``limit`` edges."""
+    policy = graph.current_policy()
+    period, _start, cutoff = decay_period(graph, now, policy=policy)
+    rate, floor = policy.decay_rate, policy.weight_floor
+    params = {"graph": graph.pk, "cutoff": cutoff, "floor": floor, "rate": rate, "limit": limit}
+    (total,) = fetch(DECAY_PREVIEW_COUNT, params)
+    sample = fetch_all(DECAY_PREVIEW_SAMPLE, params)
+    applied = UpdateBatch.objects.filter(idempotency_key__startswith=f"decay:{graph.pk}:{period}:").count()
+    return {
+        "period": period,
+        "cutoff": cutoff.isoformat(),
+        "rate": rate,
+        "floor": floor,
+        "edges": total,
+        "sample": [{"edge": i, "before": b, "after": a} for i, b, a in sample],
+        "chunks_already_applied": applied,
+    }
+
+
+def unknown_target(graph: Graph, items: list[rules.UseItem]) -> tuple[int, str, int] | None:
+    """The first item that is not a live node or edge of this graph, as (index, kind, id); None when
+    all are (another graph's ids read as unknown). One query per kind reported."""
+    for kind, model in (("node", Node), ("edge", Edge)):
+        wanted = {i.id for i in items if i.kind == kind}
+        if not wanted:
+            continue
+        found = set(model.objects.filter(graph=graph, archived=False, pk__in=wanted).values_list("pk", flat=True))
+        missing = sorted(wanted - found)
+        if missing:
+            index = next(n for n, i in enumerate(items) if i.kind == kind and i.id == missing[0])
+            return index, kind, missing[0]
+    return None
+
+
+def path_credit(session: AgentSession, items: list[rules.UseItem]) -> list[rules.UseItem]:
+    """The edges a report credits besides its items (``rules.credit_paths``), from the session's
+    selected candidates of the reported nodes. One query."""
+    nodes = [i.id for i in items if i.kind == "node"]
+    if not nodes:
+        return []
+    rows = InjectionCandidate.objects.filter(
+        graph_id=session.graph_id, injection__session=session, node_id__in=nodes, selected=True
+    ).values_list("node_id", "injection_id", "edge_id", "features")
+    return rules.credit_paths(items, rows)
+
+
+def already_credited(session: AgentSession, items: list[rules.UseItem]) -> set[tuple[str, int]]:
+    """The (kind, id) among ``items`` that already have a use event in this session (one query)."""
+    nodes = [i.id for i in items if i.kind == "node"]
+    edges = [i.id for i in items if i.kind == "edge"]
+    found = (
+        UseEvent.objects.filter(graph_id=session.graph_id, session=session)
+        .filter(Q(node_id__in=nodes) | Q(edge_id__in=edges))
+        .values_list("node_id", "edge_id")
+    )
+    return {("node", n) if n else ("edge", e) for n, e in found}
+
+
+def selected_candidates(session: AgentSession) -> list[dict]:
+    """The session's selected candidates, one per node (its latest injection), with title and text:
+    what implicit-use detection reads (``rules.detect_implicit``)."""
+    rows = (
+        InjectionCandidate.objects.filter(graph_id=session.graph_id, injection__session=session, selected=True)
+        .order_by("node_id", "-injection_id")
+        .distinct("node_id")
+        .values("node_id", "edge_id", "injection_id", "node__title", "node__text")
+    )
+    return [
+        {
+            "node_id": r["node_id"],
+            "edge_id": r["edge_id"],
+            "injection_id": r["injection_id"],
+            "title": r["node__title"],
+            "text": r["node__text"],
+        }
+        for r in rows
+    ]
+
+
+def co_used_pairs(session: AgentSession, threshold: int, co_used: str = "co_used") -> list[tuple[int, int, int]]:
+    """(a, b, sessions) for the pairs of CO_USED_PAIRS: nodes of ``session`` used together in at least
+    ``threshold`` accepted sessions and not linked yet."""
+    params = {"graph": session.graph_id, "session": session.pk, "threshold": threshold, "co_used": co_used}
+    return [tuple(r) for r in fetch_all(CO_USED_PAIRS, params)]

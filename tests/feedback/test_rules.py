@@ -1,0 +1,109 @@
+"""The learning rules, pure: no database (``feedback.rules``)."""
+
+from datetime import UTC, datetime, timedelta
+
+import pytest
+
+from feedback import rules
+from feedback.rules import FeedbackError, ManualValue, UseItem
+
+
+def test_reinforce_and_weaken_move_toward_one_and_zero():
+    assert rules.reinforce(0.5, 0.1) == pytest.approx(0.55)
+    assert rules.reinforce(1.0, 0.1) == 1.0  # the ceiling of the soft mode
+    assert rules.weaken(0.5, 0.1) == pytest.approx(0.45)
+    assert rules.weaken(0.0, 0.1) == 0.0
+
+
+def test_ema_blends_the_outcome_score():
+    assert rules.ema(0.5, 0.1, 1.0) == pytest.approx(0.55)
+    assert rules.ema(0.5, 0.3, 0.0) == pytest.approx(0.35)
+    assert rules.ema(0.55, 0.1, 0.0) == pytest.approx(0.495)
+
+
+def test_decay_never_goes_below_the_floor_and_leaves_the_floor_alone():
+    assert rules.decayed(0.5, 0.95, 0.1) == pytest.approx(0.475)
+    assert rules.decayed(0.105, 0.5, 0.1) == 0.1
+    assert rules.decayed(0.05, 0.95, 0.1) == 0.05  # below the floor already: untouched
+
+
+def test_normalize_caps_at_one():
+    assert rules.normalized(0.4, 1 / 0.8) == pytest.approx(0.5)
+    assert rules.normalized(0.9, 2.0) == 1.0
+
+
+def test_decay_period_counts_from_the_epoch():
+    now = datetime(2026, 12, 1, 13, 0, tzinfo=UTC)
+    index, start, cutoff = rules.decay_period(now, 7)
+    assert index == (now - rules.EPOCH).days // 7
+    assert start <= now < start + timedelta(days=7) and start.weekday() == rules.EPOCH.weekday()
+    assert cutoff == start - timedelta(days=7)
+    assert (
+        rules.decay_period(start, 7)[0] == index and rules.decay_period(start - timedelta(seconds=1), 7)[0] == index - 1
+    )
+
+
+def test_bounded_override_names_the_field():
+    assert rules.bounded("learning_rate", None, 0.1, 0.01, 0.5) == 0.1
+    assert rules.bounded("learning_rate", 0.2, 0.1, 0.01, 0.5) == 0.2
+    with pytest.raises(FeedbackError) as info:
+        rules.bounded("learning_rate", 0.9, 0.1, 0.01, 0.5)
+    assert (info.value.field, info.value.message) == ("learning_rate", "must be between 0.01 and 0.5.")
+
+
+def test_unique_uses_refuses_bad_and_conflicting_signals():
+    signals = ("explicit", "implicit", "negative")
+    items = [UseItem("node", 1, "explicit"), UseItem("node", 1, "explicit"), UseItem("edge", 1, "negative")]
+    assert rules.unique_uses(items, signals) == [UseItem("node", 1, "explicit"), UseItem("edge", 1, "negative")]
+    with pytest.raises(FeedbackError) as info:
+        rules.unique_uses([UseItem("node", 1, "great")], signals)
+    assert info.value.field == "items[0].signal"
+    with pytest.raises(FeedbackError) as info:
+        rules.unique_uses([UseItem("node", 1, "explicit"), UseItem("node", 1, "negative")], signals)
+    assert info.value.field == "items[1]" and "both explicit and negative" in info.value.message
+
+
+def test_manual_values_are_checked():
+    rules.check_manual_values([ManualValue("edge", 1, "weight", 0.0), ManualValue("edge", 1, "feedback_weight", 1.0)])
+    for values, field in (
+        ([ManualValue("node", 1, "weight", 0.5)], "values[0].field"),
+        ([ManualValue("edge", 1, "priority", 0.5)], "values[0].field"),
+        ([ManualValue("edge", 1, "weight", 1.5)], "values[0].value"),
+        ([ManualValue("edge", 1, "weight", 0.5), ManualValue("edge", 1, "weight", 0.6)], "values"),
+    ):
+        with pytest.raises(FeedbackError) as info:
+            rules.check_manual_values(values)
+        assert info.value.field == field
+
+
+def test_credit_paths_credits_the_path_and_blames_only_the_last_step():
+    items = [UseItem("node", 10, "explicit"), UseItem("node", 20, "negative"), UseItem("edge", 3, "implicit")]
+    selected = [
+        (10, 100, 2, {"path": [1, 2, 3]}),  # edge 3 is reported itself: keeps its own signal
+        (20, 101, 5, {"path": [4, 5]}),  # negative: only the last edge, 5
+        (20, 102, 2, {"path": [2]}),  # 2 is credited up by node 10's path: not blamed
+        (10, 103, 7, None),  # a log older than the pipeline: its one edge
+    ]
+    assert rules.credit_paths(items, selected) == [
+        UseItem("edge", 1, "explicit", 100),
+        UseItem("edge", 2, "explicit", 100),
+        UseItem("edge", 5, "negative", 101),
+        UseItem("edge", 7, "explicit", 103),
+    ]
+    assert rules.credit_paths([UseItem("edge", 1, "explicit")], []) == []
+
+
+def test_vector_text_is_pgvector_input_or_none():
+    assert rules.vector_text([0.5, -1.0]) == "[0.5,-1.0]"
+    assert rules.vector_text([0.0, 0.0]) is None and rules.vector_text(None) is None
+
+
+def test_rules_import_nothing_from_django():
+    import ast
+    import pathlib
+
+    tree = ast.parse(pathlib.Path(rules.__file__).read_text())
+    imported = {a.name for n in ast.walk(tree) if isinstance(n, ast.Import) for a in n.names} | {
+        n.module for n in ast.walk(tree) if isinstance(n, ast.ImportFrom) and n.module
+    }
+    assert not {m for m in imported if m.split(".")[0] in ("django", "psycopg", "graphadmin", "feedback", "ranking")}
