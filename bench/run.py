@@ -336,7 +336,7 @@ class Bench:
     def rank(self, name, starts_fn, hops):
         from django.db import connection
 
-        from ranking import candidates as sql
+        from ranking import queries as sql
         from ranking import service
 
         floor, dbw, api = [], [], []
@@ -369,7 +369,7 @@ class Bench:
     def search(self):
         from django.db import connection, transaction
 
-        from ranking import candidates as sql
+        from ranking import queries as sql
 
         floor, vec, api, recalls = [], [], [], []
         ef = str(sql.ef_search_for(50))
@@ -416,7 +416,7 @@ class Bench:
     def context(self):
         from django.db import connection
 
-        from ranking import candidates as sql
+        from ranking import queries as sql
 
         floor, api = [], []
         for it in range(self.n + self.warm):
@@ -460,7 +460,7 @@ class Bench:
         from the 10 best hits and the similar-retrieval count, plus the injection row."""
         from django.db import connection, transaction
 
-        from ranking import candidates as sql
+        from ranking import queries as sql
         from ranking import service
 
         floor, dbw, api = [], [], []

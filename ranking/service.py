@@ -1,4 +1,4 @@
-"""The ranking service: fetch candidates (ranking.candidates), score them (ranking.scoring), log injections.
+"""The ranking service: fetch candidates (ranking.queries), score them (ranking.scoring), log injections.
 
 The REST API, the dashboard and the MCP tool all call these functions. Bad input raises
 ``RankingInputError`` with a dict of field -> messages, which the API turns into a 400; nothing
@@ -17,7 +17,7 @@ from feedback.models import AgentSession, ContextInjection, InjectionCandidate, 
 from graphadmin.embeddings import check_comparable, configured_model, embed_query
 from graphadmin.models import Edge, EdgeType, Graph, Node, PolicyRevision
 
-from . import candidates as sql
+from . import queries as sql
 from . import scoring
 
 # Documented maxima (docs/ranking.md): bounded work per request.
@@ -544,8 +544,9 @@ def assemble_context(
             query_embedding=qvec,
             query_model=query_model(vector),
         )
-        _copy_candidates(
-            injection,
+        sql.copy_candidates(
+            injection.pk,
+            graph.pk,
             [
                 (
                     p,
@@ -594,44 +595,6 @@ def assemble_context(
     return ContextResult(injection, created, selected, considered=len(ordered))
 
 
-_CANDIDATE_COLUMNS = (
-    "injection_id",
-    "graph_id",
-    "rank",
-    "selected",
-    "node_id",
-    "edge_id",
-    "hops",
-    "tokens",
-    "total",
-    "features",
-    "components",
-)
-
-
-def _copy_candidates(injection: ContextInjection, rows: list[tuple]) -> None:
-    """Write every candidate of an injection with one COPY (ten times faster than a bulk INSERT of JSON rows)."""
-    columns = ", ".join(_CANDIDATE_COLUMNS)
-    with connection.cursor() as cur:
-        with cur.cursor.copy(f"COPY {InjectionCandidate._meta.db_table} ({columns}) FROM STDIN") as copy:
-            for rank, selected, node_id, edge_id, hops, tokens, total, features, components in rows:
-                copy.write_row(
-                    (
-                        injection.pk,
-                        injection.graph_id,
-                        rank,
-                        selected,
-                        node_id,
-                        edge_id,
-                        hops,
-                        tokens,
-                        total,
-                        json.dumps(features),
-                        json.dumps(components),
-                    )
-                )
-
-
 def _stored_hops(item, policy: scoring.Policy) -> int:
     hops = item.scored.candidate.hops
     # The column is not nullable: unreachable (hybrid) is stored as max_hops + 1; features keep None.
@@ -642,34 +605,12 @@ def _bump_counters(graph: Graph, chosen: list[Candidate]) -> None:
     """Counters of what was given to the agent, set-based: each selected node is surfaced (and
     traversed when it came along a path), each edge on a selected node's path is surfaced and
     traversed (decay spares it)."""
-    node_ids = sorted({c.node_id for c in chosen})
-    through = sorted({c.node_id for c in chosen if c.path})
-    edge_ids = sorted({e for c in chosen for e in c.path})
-    with connection.cursor() as cur:
-        if node_ids:
-            cur.execute(
-                """
-                INSERT INTO graphadmin_nodestats (node_id, graph_id, surfaced_count, traversed_count, used_count, last_surfaced_at)
-                SELECT n, %(graph)s, 1, (n = ANY(%(through)s::bigint[]))::int, 0, now() FROM unnest(%(ids)s::bigint[]) AS n
-                ON CONFLICT (node_id) DO UPDATE SET
-                    surfaced_count = graphadmin_nodestats.surfaced_count + 1,
-                    traversed_count = graphadmin_nodestats.traversed_count + EXCLUDED.traversed_count,
-                    last_surfaced_at = EXCLUDED.last_surfaced_at
-                """,
-                {"graph": graph.pk, "ids": node_ids, "through": through},
-            )
-        if edge_ids:
-            cur.execute(
-                """
-                INSERT INTO graphadmin_edgestats (edge_id, graph_id, surfaced_count, traversed_count, used_count, last_traversed_at)
-                SELECT e, %(graph)s, 1, 1, 0, now() FROM unnest(%(ids)s::bigint[]) AS e
-                ON CONFLICT (edge_id) DO UPDATE SET
-                    surfaced_count = graphadmin_edgestats.surfaced_count + 1,
-                    traversed_count = graphadmin_edgestats.traversed_count + 1,
-                    last_traversed_at = EXCLUDED.last_traversed_at
-                """,
-                {"graph": graph.pk, "ids": edge_ids},
-            )
+    sql.bump_counters(
+        graph.pk,
+        node_ids=sorted({c.node_id for c in chosen}),
+        through=sorted({c.node_id for c in chosen if c.path}),
+        edge_ids=sorted({e for c in chosen for e in c.path}),
+    )
 
 
 # ---------------------------------------------------------------------------------------------
