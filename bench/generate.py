@@ -47,6 +47,7 @@ FULL_EDGES = 1_000_000
 def _drop_database():
     import psycopg
     from django.conf import settings
+    from psycopg import sql
 
     db = settings.DATABASES["default"]
     # Never drop anything that is not obviously a bench database (BENCH_DATABASE is configurable).
@@ -61,7 +62,7 @@ def _drop_database():
         "autocommit": True,
     }
     with psycopg.connect(**{k: v for k, v in kwargs.items() if v is not None}) as conn:
-        conn.execute(f'DROP DATABASE IF EXISTS "{BENCH_DATABASE}" WITH (FORCE)')
+        conn.execute(sql.SQL("DROP DATABASE IF EXISTS {name} WITH (FORCE)").format(name=sql.Identifier(BENCH_DATABASE)))
 
 
 def generate(scale: float, seed: float = 0.42, progress=lambda message: None) -> dict:
@@ -140,10 +141,11 @@ def generate(scale: float, seed: float = 0.42, progress=lambda message: None) ->
         cur.execute(
             """
             CREATE TEMP TABLE bench_idx AS
-            SELECT substr(key, 2)::int AS i, id FROM graphadmin_node WHERE graph_id = %(graph)s;
-            ALTER TABLE bench_idx ADD PRIMARY KEY (i);
-            """.replace("%(graph)s", str(int(graph.pk)))
+            SELECT substr(key, 2)::int AS i, id FROM graphadmin_node WHERE graph_id = %(graph)s
+            """,
+            {"graph": graph.pk},
         )
+        cur.execute("ALTER TABLE bench_idx ADD PRIMARY KEY (i)")
         cur.execute(
             """
             INSERT INTO graphadmin_edge (graph_id, source_id, target_id, edge_type_id, weight, feedback_weight,

@@ -62,35 +62,54 @@ PAGES = {
 # Dashboard routes that are actions, not pages: timed through the action they call (rollback below).
 ACTIONS = {"dashboard-rollback"}
 
-# One level of the traversal: each source's active out-edges to active targets, top ``cap`` by weight.
-_EXPAND = """
-CROSS JOIN LATERAL (
-    SELECT e.id, e.source_id, e.target_id, e.edge_type_id, e.weight, e.feedback_weight
-    FROM graphadmin_edge e JOIN graphadmin_node n ON n.id = e.target_id AND NOT n.archived
-    WHERE e.graph_id = %(g)s AND e.source_id = s.id AND NOT e.archived
-    ORDER BY e.weight DESC, e.id LIMIT %(cap)s
-) x
-"""
-# The traversal score in SQL over the expanded edges ``a``, best first.
-_SCORED = """
+# Floors of rank and context: the traversal written as one raw statement that also scores and
+# orders (each level: every source's active out-edges to active targets, top %(cap)s by weight; the
+# traversal score over the expanded edges, best first).
+FLOOR_1HOP = """
+WITH h1 AS (
+    SELECT x.* FROM unnest(%(starts)s::bigint[]) s(id)
+    CROSS JOIN LATERAL (
+        SELECT e.id, e.source_id, e.target_id, e.edge_type_id, e.weight, e.feedback_weight
+        FROM graphadmin_edge e JOIN graphadmin_node n ON n.id = e.target_id AND NOT n.archived
+        WHERE e.graph_id = %(g)s AND e.source_id = s.id AND NOT e.archived
+        ORDER BY e.weight DESC, e.id LIMIT %(cap)s
+    ) x
+)
 SELECT a.id, a.target_id,
        %(cw)s * ((1 - %(fi)s) * a.weight + %(fi)s * a.feedback_weight)
        + %(cs)s * COALESCE(1 - (t.embedding <=> %(q)s::vector), 0) + %(cp)s * et.priority AS score
-FROM {source} a
+FROM h1 a
 JOIN graphadmin_node t ON t.id = a.target_id
 JOIN graphadmin_edgetype et ON et.id = a.edge_type_id
 ORDER BY score DESC, a.id
 """
-FLOOR_1HOP = (
-    "WITH h1 AS (SELECT x.* FROM unnest(%(starts)s::bigint[]) s(id)" + _EXPAND + ")" + _SCORED.format(source="h1")
+FLOOR_2HOP = """
+WITH h1 AS (
+    SELECT x.* FROM unnest(%(starts)s::bigint[]) s(id)
+    CROSS JOIN LATERAL (
+        SELECT e.id, e.source_id, e.target_id, e.edge_type_id, e.weight, e.feedback_weight
+        FROM graphadmin_edge e JOIN graphadmin_node n ON n.id = e.target_id AND NOT n.archived
+        WHERE e.graph_id = %(g)s AND e.source_id = s.id AND NOT e.archived
+        ORDER BY e.weight DESC, e.id LIMIT %(cap)s
+    ) x
+),
+h2 AS (
+    SELECT x.* FROM (SELECT DISTINCT target_id AS id FROM h1) s
+    CROSS JOIN LATERAL (
+        SELECT e.id, e.source_id, e.target_id, e.edge_type_id, e.weight, e.feedback_weight
+        FROM graphadmin_edge e JOIN graphadmin_node n ON n.id = e.target_id AND NOT n.archived
+        WHERE e.graph_id = %(g)s AND e.source_id = s.id AND NOT e.archived
+        ORDER BY e.weight DESC, e.id LIMIT %(cap)s
+    ) x
 )
-FLOOR_2HOP = (
-    "WITH h1 AS (SELECT x.* FROM unnest(%(starts)s::bigint[]) s(id)" + _EXPAND + "), "
-    "h2 AS (SELECT x.* FROM (SELECT DISTINCT target_id AS id FROM h1) s"
-    + _EXPAND
-    + ")"
-    + _SCORED.format(source="(SELECT * FROM h1 UNION ALL SELECT * FROM h2)")
-)
+SELECT a.id, a.target_id,
+       %(cw)s * ((1 - %(fi)s) * a.weight + %(fi)s * a.feedback_weight)
+       + %(cs)s * COALESCE(1 - (t.embedding <=> %(q)s::vector), 0) + %(cp)s * et.priority AS score
+FROM (SELECT * FROM h1 UNION ALL SELECT * FROM h2) a
+JOIN graphadmin_node t ON t.id = a.target_id
+JOIN graphadmin_edgetype et ON et.id = a.edge_type_id
+ORDER BY score DESC, a.id
+"""
 
 FLOOR_VECTOR = """
 SELECT id FROM graphadmin_node
@@ -98,12 +117,26 @@ WHERE graph_id = %(g)s AND NOT archived AND embedding IS NOT NULL
 ORDER BY embedding <=> %(q)s::vector LIMIT %(k)s
 """
 
-FLOOR_HISTORY = """
-WITH u AS (UPDATE {table} t SET {field} = {expr} FROM {table} o WHERE t.id = o.id AND t.id = ANY(%(ids)s)
-           RETURNING t.id, o.{field} AS before, t.{field} AS after)
+# Floors of use and outcome feedback: the UPDATE of one weight column plus its history INSERT. The
+# table, column and history column are identifiers; the rates and the field name bound values.
+FLOOR_REINFORCE = """
+WITH u AS (UPDATE {table} t SET {field} = t.{field} + %(lr)s * (1 - t.{field}) FROM {table} o
+           WHERE t.id = o.id AND t.id = ANY(%(ids)s) RETURNING t.id, o.{field} AS before, t.{field} AS after)
 INSERT INTO feedback_weightchange (batch_id, graph_id, {col}, field, before, after, event, created_at)
-SELECT %(batch)s, %(g)s, id, '{field}', before, after, 'bench', now() FROM u
+SELECT %(batch)s, %(g)s, id, %(field_name)s, before, after, 'bench', now() FROM u
 """
+FLOOR_EMA = """
+WITH u AS (UPDATE {table} t SET {field} = %(alpha)s * %(target)s + (1 - %(alpha)s) * t.{field} FROM {table} o
+           WHERE t.id = o.id AND t.id = ANY(%(ids)s) RETURNING t.id, o.{field} AS before, t.{field} AS after)
+INSERT INTO feedback_weightchange (batch_id, graph_id, {col}, field, before, after, event, created_at)
+SELECT %(batch)s, %(g)s, id, %(field_name)s, before, after, 'bench', now() FROM u
+"""
+# Which weight column each floor moves: uses reinforce an edge's weight and a node's feedback
+# weight; an outcome moves both feedback weights (EMA towards 1.0 for "accepted").
+FLOOR_FIELDS = {
+    "reinforce": (FLOOR_REINFORCE, {"edge": "weight", "node": "feedback_weight"}, {"lr": 0.1}),
+    "ema": (FLOOR_EMA, {"edge": "feedback_weight", "node": "feedback_weight"}, {"alpha": 0.1, "target": 1.0}),
+}
 
 
 @dataclass
@@ -558,29 +591,31 @@ class Bench:
             out.append((session, [e for e, _ in chosen], sorted({t for _, t in chosen})))
         return out
 
-    def _history_floor(self, edges, nodes, expr_edge, expr_node):
+    def _history_floor(self, edges, nodes, kind: str):
         from django.db import connection, transaction
+        from psycopg import sql
 
         from feedback.models import UpdateBatch
 
+        text, fields, rates = FLOOR_FIELDS[kind]
         batch = UpdateBatch.objects.create(graph=self.graph, kind="manual", started_at=datetime.now(UTC))
         t = time.perf_counter()
         with transaction.atomic(), connection.cursor() as cur:
-            for table, col, ids, expr in (
-                ("graphadmin_edge", "edge_id", edges, expr_edge),
-                ("graphadmin_node", "node_id", nodes, expr_node),
+            for table, col, ids, field in (
+                ("graphadmin_edge", "edge_id", edges, fields["edge"]),
+                ("graphadmin_node", "node_id", nodes, fields["node"]),
             ):
                 if ids:
-                    field = "weight" if expr.startswith("t.weight") else "feedback_weight"
+                    statement = sql.SQL(text).format(
+                        table=sql.Identifier(table), field=sql.Identifier(field), col=sql.Identifier(col)
+                    )
                     cur.execute(
-                        FLOOR_HISTORY.format(table=table, field=field, expr=expr, col=col),
-                        {"ids": ids, "batch": batch.pk, "g": self.graph.pk},
+                        statement.as_string(),
+                        {"ids": ids, "batch": batch.pk, "g": self.graph.pk, "field_name": field, **rates},
                     )
         return (time.perf_counter() - t) * 1000.0
 
-    def _feedback_path(
-        self, name: str, size: int, act, floor_slice: int, expr_edge: str, expr_node: str, target: str | None = None
-    ):
+    def _feedback_path(self, name: str, size: int, act, floor_slice: int, floor_kind: str, target: str | None = None):
         """Time ``act(session, edges, nodes)`` on fresh sessions of ``size`` selected edges, and the history
         floor on another session's rows of the same size (so both write real changes)."""
         picks = self._sessions(2 * (self.n + self.warm), size)
@@ -590,7 +625,7 @@ class Bench:
             with timed(action, keep):
                 act(*picks[2 * it])
             _s, f_edges, f_nodes = picks[2 * it + 1]
-            ms = self._history_floor(f_edges[:floor_slice], f_nodes[:floor_slice], expr_edge, expr_node)
+            ms = self._history_floor(f_edges[:floor_slice], f_nodes[:floor_slice], floor_kind)
             if keep:
                 floor.append(ms)
         self.add(name, action, floor, target_ms=API_TARGET_MS, ratio_max=1.5, target=target)
@@ -609,8 +644,7 @@ class Bench:
             10,
             act,
             5,
-            "t.weight + 0.1 * (1 - t.weight)",
-            "t.feedback_weight + 0.1 * (1 - t.feedback_weight)",
+            "reinforce",
             target="p95 <= 25 ms; <= 1.5x floor (outcome's targets, applied to uses)",
         )
 
@@ -625,8 +659,7 @@ class Bench:
             100,
             act,
             100,
-            "0.1 * 1.0 + 0.9 * t.feedback_weight",
-            "0.1 * 1.0 + 0.9 * t.feedback_weight",
+            "ema",
         )
 
     def decay_and_rollback(self, rounds: int):
