@@ -7,6 +7,8 @@ triple-quoted text whose only placeholders are ``{table}`` identifiers (filled o
 with ``psycopg.sql.Identifier(Model._meta.db_table)``) and ``%(name)s`` bound parameters. No
 value is ever pasted into SQL text (tests/ranking/test_sql_binds_values.py checks it).
 
+Every function taking a query vector takes a list of floats or its ``vector_literal`` text.
+
 * ``entry_points``: the HNSW top-k nodes for a query vector (NODE_HITS_SQL) and the HNSW top-k
   edges by triplet embedding, "source -> type -> target" (TRIPLET_HITS_SQL), in one transaction.
 * ``vector_candidates``: the node hits alone (the bench's vector step).
@@ -69,10 +71,14 @@ def statement(text: str) -> str:
 
 
 def vector_literal(vector) -> str | None:
-    """pgvector's text form of a vector ('[x,y,...]'): a parameter value, cast with ``%(query)s::vector``."""
-    if vector is None:
-        return None
-    return "[" + ",".join(repr(float(x)) for x in vector) + "]"
+    """pgvector's text form of a vector ('[x,y,...]'): a parameter value, cast with ``%(query)s::vector``.
+
+    A text already in that form is returned as is, so a request that runs several statements with
+    one query vector renders it once (``ranking.service.retrieve``): 384 reprs each time add up.
+    """
+    if vector is None or isinstance(vector, str):
+        return vector
+    return "[" + ",".join(map(repr, map(float, vector))) + "]"
 
 
 def ef_search_for(k: int) -> int:

@@ -118,7 +118,8 @@ class Component:
 
 
 def _component(name: str, raw: float, coefficient: float) -> Component:
-    return Component(name, float(raw), float(coefficient), float(raw) * float(coefficient))
+    raw, coefficient = float(raw), float(coefficient)
+    return Component(name, raw, coefficient, raw * coefficient)
 
 
 @dataclass(frozen=True)

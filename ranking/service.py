@@ -7,11 +7,10 @@ is written before every check has passed.
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 
-from django.db import connection, transaction
+from django.db import transaction
 
 from feedback.models import AgentSession, ContextInjection, InjectionCandidate, UseEvent
 from graphadmin.embeddings import check_comparable, configured_model, embed_query
@@ -316,7 +315,8 @@ def retrieve(
     def way(node_id: int, entry: str, reach: scoring.Reach) -> None:
         ways.setdefault(node_id, []).append((entry, reach))
 
-    node_hits, triplets = sql.entry_points(graph.pk, qvec, k, TRIPLET_K) if qvec is not None else ([], [])
+    qtext = sql.vector_literal(qvec)  # rendered once for every statement below
+    node_hits, triplets = sql.entry_points(graph.pk, qtext, k, TRIPLET_K) if qvec is not None else ([], [])
     for r in node_hits:
         rows[r.node_id] = r
         way(r.node_id, "vector", scoring.Reach(r.node_id, 0))
@@ -325,7 +325,7 @@ def retrieve(
     missing = {n for n in start_nodes if n not in rows} | {
         end for t in triplets for end in (t.source_id, t.target_id) if end not in rows
     }
-    for r in sql.node_rows(graph.pk, missing, qvec):
+    for r in sql.node_rows(graph.pk, missing, qtext):
         rows[r.node_id] = r
     for t in triplets:
         for end in (t.source_id, t.target_id):
@@ -345,7 +345,7 @@ def retrieve(
     if seeds and hops:
         # At most 50 new nodes are taken, so each node's top EXPANSION_FANOUT out-edges by weight are
         # plenty to choose from (the full fan-out of 10 seeds over 2 hops would be up to 25,000 rows).
-        edge_rows = sql.edge_candidates(graph.pk, list(seeds), qvec, hops, min(revision.fanout_cap, EXPANSION_FANOUT))
+        edge_rows = sql.edge_candidates(graph.pk, list(seeds), qtext, hops, min(revision.fanout_cap, EXPANSION_FANOUT))
         scored_edges = [scoring.score_edge(_edge_candidate(r), pol) for r in edge_rows]
         targets = {r.target_id: r for r in edge_rows}
         for node_id, reach in scoring.expand_best_first(seeds, scored_edges, hops, MAX_EXPANDED).items():
@@ -354,7 +354,7 @@ def retrieve(
 
     distances = sql.anchor_distances(graph.pk, anchors, list(rows), pol.max_hops) if anchors else None
     past = (
-        sql.similar_retrievals(graph.pk, qvec, list(rows), query_model(vector))
+        sql.similar_retrievals(graph.pk, qtext, list(rows), query_model(vector))
         if (pol.exploration or pol.coef_memory)
         else []
     )
@@ -421,6 +421,8 @@ def _best(
             memory=memory,
         )
         scored = scoring.score_node(cand, policy)
+        if len(options) == 1:  # most nodes are reached one way: nothing to compare
+            return scored, (entry, reach)
         key = (scoring.sort_key(scored), ENTRY_ORDER[entry])
         if best is None or key < best[0]:
             best = (key, scored, (entry, reach))
