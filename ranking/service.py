@@ -564,7 +564,7 @@ def assemble_context(
                 for p, item in enumerate(ordered, start=1)
             ],
         )
-        chosen = [item for item, sel in zip(ordered, selection.selected) if sel]
+        chosen = [item for item, sel in zip(ordered, selection.selected, strict=True) if sel]
         _bump_counters(graph, chosen)
     texts = {
         n["id"]: n
@@ -573,7 +573,7 @@ def assemble_context(
         )
     }
     selected = []
-    for p, (item, sel) in enumerate(zip(ordered, selection.selected), start=1):
+    for p, (item, sel) in enumerate(zip(ordered, selection.selected, strict=True), start=1):
         if not sel:
             continue
         node = texts[item.node_id]
@@ -674,7 +674,8 @@ def _path_words(graph_id: int, cands) -> tuple[dict, dict]:
 
 
 def explain(injection: ContextInjection, i: int | None = None, j: int | None = None) -> dict:
-    """Every candidate of an injection with how it entered, its path and components; with ranks i and j, why i beat j."""
+    """Every candidate of an injection with how it entered, its path and components; with ranks i and j,
+    why i beat j."""
     cands = list(injection.candidates.order_by("rank"))
     edges, titles = _path_words(injection.graph_id, cands)
     result = {

@@ -91,7 +91,7 @@ def test_bad_input_is_a_400_naming_the_field(rg, api, rita, payload, field):
 
 
 def test_nan_in_raw_json_is_named(rg, api, rita):
-    raw = '{"start_nodes": [%d], "vector": [NaN%s]}' % (rg["nodes"]["a"].pk, ", 0.1" * 383)
+    raw = '{"start_nodes": [' + str(rg["nodes"]["a"].pk) + '], "vector": [NaN' + ", 0.1" * 383 + "]}"
     r = api(rita).post(url(rg["graph"]), raw, content_type="application/json")
     assert r.status_code == 400 and "vector" in r.json()
 

@@ -1,4 +1,5 @@
-"""The query vector's fast path (ranking.serializers.QueryVectorField) accepts and refuses exactly what EmbeddingField does."""
+"""The query vector's fast path (ranking.serializers.QueryVectorField) accepts and refuses exactly what
+EmbeddingField does."""
 
 import random
 

@@ -30,7 +30,7 @@ SQL_WORDS = re.compile(
 
 
 def _looks_like_sql(text: str) -> bool:
-    # Two different keywords in capitals: "SELECT ... FROM", "UPDATE ... SET"; a log line saying "raw UPDATE" is not SQL.
+    # Two different keywords in capitals: "SELECT ... FROM", "UPDATE ... SET"; a log line with "raw UPDATE" is not SQL.
     return len(set(SQL_WORDS.findall(text))) >= 2
 
 
