@@ -256,14 +256,16 @@ class Bench:
         g = self.graph.pk
         with connection.cursor() as cur:
             cur.execute(
-                """SELECT e.source_id, count(*) FROM graphadmin_edge e JOIN graphadmin_node n ON n.id = e.source_id AND NOT n.archived
+                """SELECT e.source_id, count(*) FROM graphadmin_edge e JOIN graphadmin_node n ON n.id = e.source_id
+                    AND NOT n.archived
                    JOIN graphadmin_node t ON t.id = e.target_id AND NOT t.archived
                    WHERE e.graph_id = %s AND NOT e.archived GROUP BY e.source_id""",
                 [g],
             )
             degrees = cur.fetchall()
             cur.execute(
-                "SELECT embedding::text FROM graphadmin_node WHERE graph_id = %s AND NOT archived ORDER BY random() LIMIT 300",
+                "SELECT embedding::text FROM graphadmin_node WHERE graph_id = %s AND NOT archived ORDER BY "
+                "random() LIMIT 300",
                 [g],
             )
             self.seeds = [json.loads(r[0]) for r in cur.fetchall()]
@@ -520,7 +522,8 @@ class Bench:
                 cur.execute(FLOOR_VECTOR, {"g": self.graph.pk, "q": qv, "k": 50})
                 hits = [row[0] for row in cur.fetchall()]
                 cur.execute(
-                    """SELECT id FROM graphadmin_edge WHERE graph_id = %(g)s AND NOT archived AND triplet_embedding IS NOT NULL
+                    """SELECT id FROM graphadmin_edge WHERE graph_id = %(g)s AND NOT archived AND triplet_embedding
+                        IS NOT NULL
                                ORDER BY triplet_embedding <=> %(q)s::vector LIMIT 20""",
                     {"g": self.graph.pk, "q": qv},
                 )
@@ -542,9 +545,11 @@ class Bench:
                 )
                 cur.fetchall()
                 cur.execute(
-                    """INSERT INTO feedback_contextinjection (graph_id, session_id, policy_revision_id, query, mode, budget_unit,
+                    """INSERT INTO feedback_contextinjection (graph_id, session_id, policy_revision_id, query, mode,
+                        budget_unit,
                                budget, spent, params, query_embedding, created_at)
-                               SELECT graph_id, session_id, policy_revision_id, '', 'retrieve', 'items', 10, 10, '{}', %(q)s::vector, now()
+                               SELECT graph_id, session_id, policy_revision_id, '', 'retrieve', 'items', 10, 10,
+                                   '{}', %(q)s::vector, now()
                                FROM feedback_contextinjection WHERE id = %(i)s RETURNING id""",
                     {"q": qv, "i": body["injection"]},
                 )
@@ -563,7 +568,8 @@ class Bench:
 
         with connection.cursor() as cur:
             cur.execute(
-                """SELECT e.id, e.target_id FROM graphadmin_edge e JOIN graphadmin_node t ON t.id = e.target_id AND NOT t.archived
+                """SELECT e.id, e.target_id FROM graphadmin_edge e JOIN graphadmin_node t ON t.id = e.target_id AND
+                    NOT t.archived
                            WHERE e.graph_id = %s AND NOT e.archived ORDER BY random() LIMIT %s""",
                 [self.graph.pk, max(size * 4, 2000)],
             )
@@ -577,13 +583,18 @@ class Bench:
             )
             with connection.cursor() as cur:
                 cur.execute(
-                    """INSERT INTO feedback_injectioncandidate (injection_id, graph_id, rank, selected, node_id, edge_id, hops, tokens,
+                    """INSERT INTO feedback_injectioncandidate (injection_id, graph_id, rank, selected, node_id,
+                        edge_id, hops, tokens,
                                                                total, features, components)
                        SELECT %s, %s, r, true, t, e, 1, 10, 0.5,
-                              jsonb_build_object('edge_id', d.id, 'source_id', d.source_id, 'target_id', d.target_id, 'hops', 1,
-                                                 'weight', d.weight, 'feedback_weight', d.feedback_weight, 'similarity', 0.5,
-                                                 'priority', et.priority, 'edge_type', et.name, 'tokens', 10, 'cut', NULL),
-                              jsonb_build_object('weight', jsonb_build_object('raw', d.weight, 'coefficient', 0.5, 'contribution', 0.5 * d.weight))
+                              jsonb_build_object('edge_id', d.id, 'source_id', d.source_id, 'target_id',
+                                  d.target_id, 'hops', 1,
+                                                 'weight', d.weight, 'feedback_weight', d.feedback_weight,
+                                                     'similarity', 0.5,
+                                                 'priority', et.priority, 'edge_type', et.name, 'tokens', 10, 'cut',
+                                                     NULL),
+                              jsonb_build_object('weight', jsonb_build_object('raw', d.weight, 'coefficient', 0.5,
+                                  'contribution', 0.5 * d.weight))
                        FROM unnest(%s::bigint[], %s::bigint[]) WITH ORDINALITY AS x(e, t, r)
                        JOIN graphadmin_edge d ON d.id = x.e JOIN graphadmin_edgetype et ON et.id = d.edge_type_id""",
                     [inj.pk, self.graph.pk, [e for e, _ in chosen], [t for _, t in chosen]],
@@ -683,8 +694,10 @@ class Bench:
                 # The same edges the action decays (live, above the floor, not traversed since the cutoff).
                 cur.execute(
                     """UPDATE graphadmin_edge e SET weight = greatest(%(floor)s, weight * %(rate)s)
-                               WHERE graph_id = %(g)s AND NOT archived AND weight > %(floor)s AND created_at < %(cutoff)s
-                                 AND NOT EXISTS (SELECT 1 FROM graphadmin_edgestats s WHERE s.edge_id = e.id AND s.last_traversed_at >= %(cutoff)s)""",
+                               WHERE graph_id = %(g)s AND NOT archived AND weight > %(floor)s AND created_at <
+                                   %(cutoff)s
+                                 AND NOT EXISTS (SELECT 1 FROM graphadmin_edgestats s WHERE s.edge_id = e.id AND
+                                     s.last_traversed_at >= %(cutoff)s)""",
                     {"floor": floor_w, "rate": rate, "g": g, "cutoff": cutoff},
                 )
                 transaction.set_rollback(True)  # measure only: the action below must start from the same weights
@@ -697,7 +710,8 @@ class Bench:
             edges = result.edge_updates
             block_bytes.append((_history_bytes("feedback_weightchangeblock") - size_before) / max(edges, 1))
             self.log(
-                f"  decay round {r + 1}: {edges:,} edges in {action[-1] / 1000:.2f} s (raw UPDATE {raw[-1] / 1000:.2f} s), "
+                f"  decay round {r + 1}: {edges:,} edges in {action[-1] / 1000:.2f} s (raw UPDATE "
+                f"{raw[-1] / 1000:.2f} s), "
                 f"{block_bytes[-1]:.1f} bytes of history per edge"
             )
         self.add(f"decay, all edges ({edges:,}), chunked", action, raw, ratio_max=1.5)
@@ -717,7 +731,8 @@ class Bench:
             )
         )
         self.log(
-            f"  history: {self.rows[-1].p50:.1f} bytes per decayed edge in blocks; {row_bytes or 0:.1f} bytes per change as rows"
+            f"  history: {self.rows[-1].p50:.1f} bytes per decayed edge in blocks; {row_bytes or 0:.1f} bytes "
+            "per change as rows"
         )
 
         # Rollback of a batch that changed every edge (a normalize batch), against one raw restoring UPDATE.
@@ -734,7 +749,8 @@ class Bench:
             with transaction.atomic(), connection.cursor() as cur:
                 cur.execute(
                     """UPDATE graphadmin_edge e SET weight = h.before FROM feedback_weighthistory h
-                               WHERE h.batch_id = %s AND h.edge_id = e.id AND h.field = 'weight' AND e.weight = h.after""",
+                               WHERE h.batch_id = %s AND h.edge_id = e.id AND h.field = 'weight' AND e.weight =
+                                   h.after""",
                     [batch.pk],
                 )
                 transaction.set_rollback(True)  # the floor only measures; the action below does the real rollback
@@ -922,7 +938,8 @@ def main(argv=None):
     print("generating the graph (nodes, edges, HNSW index)...", flush=True)
     info = generate(scale, progress=lambda m: print(m, flush=True))
     print(
-        f"  {info['nodes']:,} nodes, {info['edges']:,} edges (max out-degree {info['max_out_degree']:,}) in {time.perf_counter() - t:.1f} s",
+        f"  {info['nodes']:,} nodes, {info['edges']:,} edges (max out-degree {info['max_out_degree']:,}) in "
+        f"{time.perf_counter() - t:.1f} s",
         flush=True,
     )
     t = time.perf_counter()
@@ -963,19 +980,23 @@ def main(argv=None):
     header = (
         f"Scale {'full' if full else f'{scale:g}'}: {info['nodes']:,} nodes, {info['edges']:,} edges, "
         f"{hist['weight_changes']:,} weight changes, {hist['batches']:,} batches, {hist['sessions']:,} sessions. "
-        f"{iterations} timed runs per path ({max(rounds, 7)} for decay, {rounds} for rollback, {page_iterations} per page); "
+        f"{iterations} timed runs per path ({max(rounds, 7)} for decay, {rounds} for rollback, "
+        f"{page_iterations} per page); "
         f"generation {gen_s:.0f} s, whole run {total_s / 60:.1f} min."
     )
     mline = (
-        f"Machine: {m['cores']} cores, {m['memory']}, {m['cpu']}; PostgreSQL {m['postgresql']}, pgvector {m['pgvector']}; "
+        f"Machine: {m['cores']} cores, {m['memory']}, {m['cpu']}; PostgreSQL {m['postgresql']}, pgvector "
+        f"{m['pgvector']}; "
         f"Python {m['python']}; commit {m['commit']}; {datetime.now(UTC):%Y-%m-%d %H:%M} UTC."
     )
     print("\n" + header + "\n" + mline + "\n\n" + table, flush=True)
     command = "make bench" + ("" if scale == 0.05 else (" SCALE=full" if full else f" SCALE={scale:g}"))
     section = (
         f"## Benchmark table (generated by `{command}`; the source of truth)\n\n{header}\n\n{mline}\n\n{table}\n\n"
-        "p50 and p95 are over the timed runs of that path; *floor* is the median of the raw-SQL floor measured in the same run "
-        "(see `bench/run.py` for each floor); *ratio* = p50 / floor. The sections below explain the figures; where they "
+        "p50 and p95 are over the timed runs of that path; *floor* is the median of the raw-SQL floor measured "
+        "in the same run "
+        "(see `bench/run.py` for each floor); *ratio* = p50 / floor. The sections below explain the figures; "
+        "where they "
         "disagree with this table, the table (the latest run) wins."
     )
     if not args.no_write:
