@@ -40,6 +40,7 @@ def setup_django() -> None:
 
 def _create_database(db: dict) -> None:
     import psycopg
+    from psycopg import sql
 
     kwargs = {
         "host": db.get("HOST") or None,
@@ -51,7 +52,7 @@ def _create_database(db: dict) -> None:
     }
     with psycopg.connect(**{k: v for k, v in kwargs.items() if v is not None}) as conn:
         if not conn.execute("SELECT 1 FROM pg_database WHERE datname = %s", [db["NAME"]]).fetchone():
-            conn.execute(f'CREATE DATABASE "{db["NAME"]}"')
+            conn.execute(sql.SQL("CREATE DATABASE {name}").format(name=sql.Identifier(db["NAME"])))
 
 
 def summarize(samples_ms: list[float]) -> dict:

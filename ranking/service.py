@@ -1,4 +1,4 @@
-"""The ranking service: fetch candidates (ranking.candidates), score them (ranking.scoring), log injections.
+"""The ranking service: fetch candidates (ranking.queries), score them (ranking.scoring), log injections.
 
 The REST API, the dashboard and the MCP tool all call these functions. Bad input raises
 ``RankingInputError`` with a dict of field -> messages, which the API turns into a 400; nothing
@@ -7,17 +7,16 @@ is written before every check has passed.
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 
-from django.db import connection, transaction
+from django.db import transaction
 
 from feedback.models import AgentSession, ContextInjection, InjectionCandidate, UseEvent
 from graphadmin.embeddings import check_comparable, configured_model, embed_query
 from graphadmin.models import Edge, EdgeType, Graph, Node, PolicyRevision
 
-from . import candidates as sql
+from . import queries as sql
 from . import scoring
 
 # Documented maxima (docs/ranking.md): bounded work per request.
@@ -316,7 +315,8 @@ def retrieve(
     def way(node_id: int, entry: str, reach: scoring.Reach) -> None:
         ways.setdefault(node_id, []).append((entry, reach))
 
-    node_hits, triplets = sql.entry_points(graph.pk, qvec, k, TRIPLET_K) if qvec is not None else ([], [])
+    qtext = sql.vector_literal(qvec)  # rendered once for every statement below
+    node_hits, triplets = sql.entry_points(graph.pk, qtext, k, TRIPLET_K) if qvec is not None else ([], [])
     for r in node_hits:
         rows[r.node_id] = r
         way(r.node_id, "vector", scoring.Reach(r.node_id, 0))
@@ -325,7 +325,7 @@ def retrieve(
     missing = {n for n in start_nodes if n not in rows} | {
         end for t in triplets for end in (t.source_id, t.target_id) if end not in rows
     }
-    for r in sql.node_rows(graph.pk, missing, qvec):
+    for r in sql.node_rows(graph.pk, missing, qtext):
         rows[r.node_id] = r
     for t in triplets:
         for end in (t.source_id, t.target_id):
@@ -345,7 +345,7 @@ def retrieve(
     if seeds and hops:
         # At most 50 new nodes are taken, so each node's top EXPANSION_FANOUT out-edges by weight are
         # plenty to choose from (the full fan-out of 10 seeds over 2 hops would be up to 25,000 rows).
-        edge_rows = sql.edge_candidates(graph.pk, list(seeds), qvec, hops, min(revision.fanout_cap, EXPANSION_FANOUT))
+        edge_rows = sql.edge_candidates(graph.pk, list(seeds), qtext, hops, min(revision.fanout_cap, EXPANSION_FANOUT))
         scored_edges = [scoring.score_edge(_edge_candidate(r), pol) for r in edge_rows]
         targets = {r.target_id: r for r in edge_rows}
         for node_id, reach in scoring.expand_best_first(seeds, scored_edges, hops, MAX_EXPANDED).items():
@@ -354,7 +354,7 @@ def retrieve(
 
     distances = sql.anchor_distances(graph.pk, anchors, list(rows), pol.max_hops) if anchors else None
     past = (
-        sql.similar_retrievals(graph.pk, qvec, list(rows), query_model(vector))
+        sql.similar_retrievals(graph.pk, qtext, list(rows), query_model(vector))
         if (pol.exploration or pol.coef_memory)
         else []
     )
@@ -421,6 +421,8 @@ def _best(
             memory=memory,
         )
         scored = scoring.score_node(cand, policy)
+        if len(options) == 1:  # most nodes are reached one way: nothing to compare
+            return scored, (entry, reach)
         key = (scoring.sort_key(scored), ENTRY_ORDER[entry])
         if best is None or key < best[0]:
             best = (key, scored, (entry, reach))
@@ -544,8 +546,9 @@ def assemble_context(
             query_embedding=qvec,
             query_model=query_model(vector),
         )
-        _copy_candidates(
-            injection,
+        sql.copy_candidates(
+            injection.pk,
+            graph.pk,
             [
                 (
                     p,
@@ -561,7 +564,7 @@ def assemble_context(
                 for p, item in enumerate(ordered, start=1)
             ],
         )
-        chosen = [item for item, sel in zip(ordered, selection.selected) if sel]
+        chosen = [item for item, sel in zip(ordered, selection.selected, strict=True) if sel]
         _bump_counters(graph, chosen)
     texts = {
         n["id"]: n
@@ -570,7 +573,7 @@ def assemble_context(
         )
     }
     selected = []
-    for p, (item, sel) in enumerate(zip(ordered, selection.selected), start=1):
+    for p, (item, sel) in enumerate(zip(ordered, selection.selected, strict=True), start=1):
         if not sel:
             continue
         node = texts[item.node_id]
@@ -594,44 +597,6 @@ def assemble_context(
     return ContextResult(injection, created, selected, considered=len(ordered))
 
 
-_CANDIDATE_COLUMNS = (
-    "injection_id",
-    "graph_id",
-    "rank",
-    "selected",
-    "node_id",
-    "edge_id",
-    "hops",
-    "tokens",
-    "total",
-    "features",
-    "components",
-)
-
-
-def _copy_candidates(injection: ContextInjection, rows: list[tuple]) -> None:
-    """Write every candidate of an injection with one COPY (ten times faster than a bulk INSERT of JSON rows)."""
-    columns = ", ".join(_CANDIDATE_COLUMNS)
-    with connection.cursor() as cur:
-        with cur.cursor.copy(f"COPY {InjectionCandidate._meta.db_table} ({columns}) FROM STDIN") as copy:
-            for rank, selected, node_id, edge_id, hops, tokens, total, features, components in rows:
-                copy.write_row(
-                    (
-                        injection.pk,
-                        injection.graph_id,
-                        rank,
-                        selected,
-                        node_id,
-                        edge_id,
-                        hops,
-                        tokens,
-                        total,
-                        json.dumps(features),
-                        json.dumps(components),
-                    )
-                )
-
-
 def _stored_hops(item, policy: scoring.Policy) -> int:
     hops = item.scored.candidate.hops
     # The column is not nullable: unreachable (hybrid) is stored as max_hops + 1; features keep None.
@@ -642,34 +607,12 @@ def _bump_counters(graph: Graph, chosen: list[Candidate]) -> None:
     """Counters of what was given to the agent, set-based: each selected node is surfaced (and
     traversed when it came along a path), each edge on a selected node's path is surfaced and
     traversed (decay spares it)."""
-    node_ids = sorted({c.node_id for c in chosen})
-    through = sorted({c.node_id for c in chosen if c.path})
-    edge_ids = sorted({e for c in chosen for e in c.path})
-    with connection.cursor() as cur:
-        if node_ids:
-            cur.execute(
-                """
-                INSERT INTO graphadmin_nodestats (node_id, graph_id, surfaced_count, traversed_count, used_count, last_surfaced_at)
-                SELECT n, %(graph)s, 1, (n = ANY(%(through)s::bigint[]))::int, 0, now() FROM unnest(%(ids)s::bigint[]) AS n
-                ON CONFLICT (node_id) DO UPDATE SET
-                    surfaced_count = graphadmin_nodestats.surfaced_count + 1,
-                    traversed_count = graphadmin_nodestats.traversed_count + EXCLUDED.traversed_count,
-                    last_surfaced_at = EXCLUDED.last_surfaced_at
-                """,
-                {"graph": graph.pk, "ids": node_ids, "through": through},
-            )
-        if edge_ids:
-            cur.execute(
-                """
-                INSERT INTO graphadmin_edgestats (edge_id, graph_id, surfaced_count, traversed_count, used_count, last_traversed_at)
-                SELECT e, %(graph)s, 1, 1, 0, now() FROM unnest(%(ids)s::bigint[]) AS e
-                ON CONFLICT (edge_id) DO UPDATE SET
-                    surfaced_count = graphadmin_edgestats.surfaced_count + 1,
-                    traversed_count = graphadmin_edgestats.traversed_count + 1,
-                    last_traversed_at = EXCLUDED.last_traversed_at
-                """,
-                {"graph": graph.pk, "ids": edge_ids},
-            )
+    sql.bump_counters(
+        graph.pk,
+        node_ids=sorted({c.node_id for c in chosen}),
+        through=sorted({c.node_id for c in chosen if c.path}),
+        edge_ids=sorted({e for c in chosen for e in c.path}),
+    )
 
 
 # ---------------------------------------------------------------------------------------------
@@ -731,7 +674,8 @@ def _path_words(graph_id: int, cands) -> tuple[dict, dict]:
 
 
 def explain(injection: ContextInjection, i: int | None = None, j: int | None = None) -> dict:
-    """Every candidate of an injection with how it entered, its path and components; with ranks i and j, why i beat j."""
+    """Every candidate of an injection with how it entered, its path and components; with ranks i and j,
+    why i beat j."""
     cands = list(injection.candidates.order_by("rank"))
     edges, titles = _path_words(injection.graph_id, cands)
     result = {

@@ -5,6 +5,7 @@ The graph is built with hand-made embeddings so every similarity is known exactl
 """
 
 import math
+from datetime import UTC, datetime
 
 import pytest
 
@@ -148,12 +149,14 @@ def test_exploration_at_zero_changes_no_order(pg):
     graph = pg["graph"]
     for i in range(3):
         ctx(pg, session=f"warm-{i}", budget=2)
-    with_bonus = service.search(graph, vector=Q, k=20).items
+    # One clock for both searches: recency moves with time, and a slow run must not look like a changed order.
+    now = datetime.now(UTC)
+    with_bonus = service.search(graph, vector=Q, k=20, now=now).items
     assert any(c.scored.component("exploration").contribution for c in with_bonus)
     revision = graph.current_policy()
     revision.pk, revision.revision, revision.exploration = None, revision.revision + 1, 0.0
     revision.save()
-    at_zero = service.search(graph, vector=Q, k=20).items
+    at_zero = service.search(graph, vector=Q, k=20, now=now).items
     assert all(c.scored.component("exploration").contribution == 0.0 for c in at_zero)
     # At zero every total is the total without the bonus: the order is the one the other components give
     # (up to the recency term, which moves by the time between the two calls: ~1e-9 per second).

@@ -1,4 +1,5 @@
-"""Candidate retrieval in SQL: expansion, fan-out cap, cosine, archived rows, query counts, HNSW top-k, anchor distances."""
+"""The ranking app's SQL (ranking.queries): expansion, fan-out cap, cosine, archived rows, query counts,
+HNSW top-k, anchor distances."""
 
 import math
 import random
@@ -10,14 +11,14 @@ from django.db import connection
 from graphadmin import services
 from graphadmin.embeddings import embed_texts
 from graphadmin.models import Edge, EdgeType, Node
-from ranking import candidates as sql
+from ranking import queries as sql
 from ranking import scoring
 
 pytestmark = pytest.mark.django_db
 
 
 def _cosine(a, b):
-    dot = sum(x * y for x, y in zip(a, b))
+    dot = sum(x * y for x, y in zip(a, b, strict=True))
     return dot / (math.sqrt(sum(x * x for x in a)) * math.sqrt(sum(y * y for y in b)))
 
 
@@ -91,10 +92,10 @@ def test_hnsw_returns_k_rows_beyond_pgvectors_default_ef_search(acme_graph, djan
         # Force the HNSW index even on this small table, as on a large one.
         cur.execute("SET LOCAL enable_seqscan = off")
         cur.execute("SET LOCAL enable_sort = off")
-        cur.execute("EXPLAIN " + sql.VECTOR_SQL, {"graph": acme_graph.pk, "query": sql.vector_literal(q), "k": 60})
+        cur.execute("EXPLAIN " + sql.NODE_HITS_SQL, {"graph": acme_graph.pk, "query": sql.vector_literal(q), "k": 60})
         assert "node_embedding_hnsw" in " ".join(r[0] for r in cur.fetchall())
         # pgvector's default ef_search (40) gives fewer rows than asked for: the reason for the setting.
-        cur.execute(sql.VECTOR_SQL, {"graph": acme_graph.pk, "query": sql.vector_literal(q), "k": 60})
+        cur.execute(sql.NODE_HITS_SQL, {"graph": acme_graph.pk, "query": sql.vector_literal(q), "k": 60})
         assert len(cur.fetchall()) < 60
     with django_assert_max_num_queries(4):  # savepoint, settings, the search, release
         rows = sql.vector_candidates(acme_graph.pk, q, 60)

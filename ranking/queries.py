@@ -1,0 +1,639 @@
+"""The ranking app's SQL: named statements, each written whole, values bound, tables from ``_meta``.
+
+Why raw SQL: the pipeline's reads order by pgvector distance through HNSW indexes, expand a graph
+level by level with a per-node LATERAL cap, and join the candidate log to its use events in one
+round trip; the ORM can express none of these in one statement. Each statement is one
+triple-quoted text whose only placeholders are ``{table}`` identifiers (filled once, at import,
+with ``psycopg.sql.Identifier(Model._meta.db_table)``) and ``%(name)s`` bound parameters. No
+value is ever pasted into SQL text (tests/ranking/test_sql_binds_values.py checks it).
+
+Every function taking a query vector takes a list of floats or its ``vector_literal`` text.
+
+* ``entry_points``: the HNSW top-k nodes for a query vector (NODE_HITS_SQL) and the HNSW top-k
+  edges by triplet embedding, "source -> type -> target" (TRIPLET_HITS_SQL), in one transaction.
+* ``vector_candidates``: the node hits alone (the bench's vector step).
+* ``node_rows``: the same facts as a vector hit, for nodes given by id (start nodes, triplet ends).
+* ``edge_candidates``: the edges within ``hops`` (1..3) of the start nodes (EXPANSION_SQL).
+* ``similar_retrievals``: what the graph's most similar past retrievals selected and what their
+  agents used or flagged (the input of the exploration bonus and of the memory component).
+* ``anchor_distances``: the shortest undirected distance from a set of anchors (ANCHOR_DISTANCES_SQL).
+* ``unknown_nodes``: which ids are not active nodes of the graph.
+* ``copy_candidates`` and ``bump_counters``: the candidate log of a context call and the
+  surfaced/traversed counters of what it gave.
+
+``graph_id`` is in every table's filter. Archived nodes and edges never appear: every edge is
+filtered on ``NOT archived`` and every node it reaches is joined on ``NOT archived``.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from datetime import datetime
+
+from django.db import connection, transaction
+from psycopg import sql
+
+from feedback.models import ContextInjection, InjectionCandidate, UseEvent
+from graphadmin.models import Edge, EdgeStats, EdgeType, Node, NodeStats
+
+# A safety valve on top of the per-node fan-out cap: no request considers more edges than this.
+MAX_EDGE_CANDIDATES = 5000
+# The deepest expansion EXPANSION_SQL is written for (ranking.service.MAX_HOPS).
+EXPANSION_MAX_HOPS = 3
+# How many of the graph's past retrievals count as "similar questions" (exploration and memory).
+SIMILAR_INJECTIONS = 20
+# Lower bound of hnsw.ef_search. The issue asks for at least max(2k, 100); on the clustered 200k-node
+# benchmark graph (docs/performance.md) that gave recall@50 of 0.89 with 13 queries in 200 finding
+# none of their true neighbours; 400 gave 0.96 with the first index, and 800 with the rebuilt one
+# (m 24, ef_construction 128) 0.99.
+EF_SEARCH_MIN = 800
+
+_TABLES = {
+    "node": sql.Identifier(Node._meta.db_table),
+    "edge": sql.Identifier(Edge._meta.db_table),
+    "edgetype": sql.Identifier(EdgeType._meta.db_table),
+    "nodestats": sql.Identifier(NodeStats._meta.db_table),
+    "edgestats": sql.Identifier(EdgeStats._meta.db_table),
+    "injection": sql.Identifier(ContextInjection._meta.db_table),
+    "candidate": sql.Identifier(InjectionCandidate._meta.db_table),
+    "useevent": sql.Identifier(UseEvent._meta.db_table),
+}
+
+
+def statement(text: str) -> str:
+    """A whole statement's text with its ``{table}`` names filled in as quoted identifiers (from ``_meta``).
+
+    Rendered once, when the module is imported: the tables never change at run time, and composing
+    on every request would cost time on the hot path for the same string.
+    """
+    return sql.SQL(text).format(**_TABLES).as_string()
+
+
+def vector_literal(vector) -> str | None:
+    """pgvector's text form of a vector ('[x,y,...]'): a parameter value, cast with ``%(query)s::vector``.
+
+    A text already in that form is returned as is, so a request that runs several statements with
+    one query vector renders it once (``ranking.service.retrieve``): 384 reprs each time add up.
+    """
+    if vector is None or isinstance(vector, str):
+        return vector
+    return "[" + ",".join(map(repr, map(float, vector))) + "]"
+
+
+def ef_search_for(k: int) -> int:
+    """The HNSW candidate-list size for a top-k query: max(2k, EF_SEARCH_MIN) (above the issue's max(2k, 100)),
+    at most pgvector's 1000."""
+    return min(1000, max(2 * k, EF_SEARCH_MIN))
+
+
+def _finite(value) -> float | None:
+    """A similarity as a float, or None when absent or not a number (a zero vector gives NaN)."""
+    if value is None:
+        return None
+    value = float(value)
+    return value if value == value and abs(value) != float("inf") else None
+
+
+def _json(value):
+    # Django's psycopg 3 backend hands jsonb over as text (JSONField parses it); raw cursors get that text.
+    if isinstance(value, str):
+        value = json.loads(value)
+    return value or []
+
+
+# ---------------------------------------------------------------------------------------------
+# Rows
+
+
+@dataclass(frozen=True)
+class EdgeRow:
+    """One candidate edge and its target node, as read from the database."""
+
+    edge_id: int
+    source_id: int
+    target_id: int
+    hops: int
+    weight: float
+    feedback_weight: float
+    edge_type: str
+    priority: float
+    similarity: float | None
+    target_key: str
+    target_title: str
+    target_kind: str
+    tokens: int
+    target_feedback_weight: float = 0.5
+    target_tags: tuple = ()
+    target_touched_at: datetime | None = None
+
+
+@dataclass(frozen=True)
+class NodeRow:
+    """One vector-search hit, with what the hybrid factors need."""
+
+    node_id: int
+    key: str
+    title: str
+    kind: str
+    tags: list
+    vector: float | None
+    touched_at: datetime | None
+    tokens: int
+    feedback_weight: float = 0.5
+
+
+@dataclass(frozen=True)
+class TripletRow:
+    """One triplet hit: an edge whose "source -> type -> target" embedding is near the query."""
+
+    edge_id: int
+    source_id: int
+    target_id: int
+    weight: float
+    feedback_weight: float
+    edge_type: str
+    priority: float
+    similarity: float
+
+
+def _node_row(r) -> NodeRow:
+    return NodeRow(
+        node_id=r[0],
+        key=r[1],
+        title=r[2],
+        kind=r[3],
+        tags=_json(r[4]),
+        vector=_finite(r[5]),
+        touched_at=r[6],
+        tokens=r[7],
+        feedback_weight=r[8],
+    )
+
+
+# ---------------------------------------------------------------------------------------------
+# HNSW search settings
+
+# The HNSW search settings of a top-k query, for the rest of the transaction (set_config(..., true)
+# is SET LOCAL): ef_search_for(k), and iterative scans so a graph filter cannot starve the result.
+HNSW_SETTINGS_SQL = statement(
+    "SELECT set_config('hnsw.ef_search', %(ef_search)s, true), set_config('hnsw.iterative_scan', 'relaxed_order', true)"
+)
+
+
+def _hnsw_settings(cur, k: int) -> None:
+    cur.execute(HNSW_SETTINGS_SQL, {"ef_search": str(ef_search_for(k))})
+
+
+# ---------------------------------------------------------------------------------------------
+# Entry points
+
+# The k nearest active nodes of the graph by cosine distance (through the HNSW index: the inner
+# query orders by the bare distance so the index serves it), with their score inputs. Tokens: the
+# estimate of scoring.estimate_tokens(title + "\n" + text).
+NODE_HITS_SQL = statement(
+    """
+SELECT t.id, t.key, t.title, t.kind, t.tags, 1 - top.distance AS vector,
+       GREATEST(t.updated_at, s.last_used_at) AS touched_at,
+       GREATEST(1, CEIL((char_length(t.title) + 1 + char_length(t.text)) / 4.0))::int AS tokens,
+       t.feedback_weight
+FROM (
+    SELECT n.id, n.embedding <=> %(query)s::vector AS distance
+    FROM {node} n
+    WHERE n.graph_id = %(graph)s AND NOT n.archived AND n.embedding IS NOT NULL
+    ORDER BY n.embedding <=> %(query)s::vector
+    LIMIT %(k)s
+) top
+JOIN {node} t ON t.id = top.id AND t.graph_id = %(graph)s
+LEFT JOIN {nodestats} s ON s.node_id = t.id AND s.graph_id = %(graph)s
+ORDER BY top.distance, t.id
+"""
+)
+
+# The k nearest active edges of the graph by triplet embedding ("source -> type -> target"), both
+# ends active, with their traversal inputs.
+TRIPLET_HITS_SQL = statement(
+    """
+SELECT e.id, e.source_id, e.target_id, e.weight, e.feedback_weight, et.name, et.priority,
+       1 - top.distance AS similarity
+FROM (
+    SELECT e.id, e.triplet_embedding <=> %(query)s::vector AS distance
+    FROM {edge} e
+    WHERE e.graph_id = %(graph)s AND NOT e.archived AND e.triplet_embedding IS NOT NULL
+    ORDER BY e.triplet_embedding <=> %(query)s::vector
+    LIMIT %(k)s
+) top
+JOIN {edge} e ON e.id = top.id AND e.graph_id = %(graph)s
+JOIN {node} s ON s.id = e.source_id AND s.graph_id = %(graph)s AND NOT s.archived
+JOIN {node} t ON t.id = e.target_id AND t.graph_id = %(graph)s AND NOT t.archived
+JOIN {edgetype} et ON et.id = e.edge_type_id AND et.graph_id = %(graph)s
+ORDER BY top.distance, e.id
+"""
+)
+
+
+def vector_candidates(graph_id: int, query_vector, k: int) -> list[NodeRow]:
+    """The k nearest active nodes by cosine distance, through the HNSW index (approximate)."""
+    with transaction.atomic(), connection.cursor() as cur:
+        _hnsw_settings(cur, k)
+        cur.execute(NODE_HITS_SQL, {"graph": graph_id, "query": vector_literal(query_vector), "k": k})
+        rows = cur.fetchall()
+    return [_node_row(r) for r in rows]
+
+
+def entry_points(graph_id: int, query_vector, k_nodes: int, k_triplets: int) -> tuple[list[NodeRow], list[TripletRow]]:
+    """The retrieval's vector entry points: the top ``k_nodes`` nodes and top ``k_triplets`` triplets.
+
+    Both through their HNSW index (approximate), in one transaction so the search settings are set
+    once (see ``vector_candidates``). Triplets whose ends are archived are left out. No savepoint:
+    inside a caller's transaction the settings simply last until it ends (they only widen the search).
+    """
+    with transaction.atomic(savepoint=False), connection.cursor() as cur:
+        _hnsw_settings(cur, max(k_nodes, k_triplets))
+        query = vector_literal(query_vector)
+        cur.execute(NODE_HITS_SQL, {"graph": graph_id, "query": query, "k": k_nodes})
+        nodes = [_node_row(r) for r in cur.fetchall()]
+        triplets = []
+        if k_triplets:
+            cur.execute(TRIPLET_HITS_SQL, {"graph": graph_id, "query": query, "k": k_triplets})
+            triplets = [
+                TripletRow(
+                    edge_id=r[0],
+                    source_id=r[1],
+                    target_id=r[2],
+                    weight=r[3],
+                    feedback_weight=r[4],
+                    edge_type=r[5],
+                    priority=r[6],
+                    similarity=_finite(r[7]) or 0.0,
+                )
+                for r in cur.fetchall()
+            ]
+    return nodes, triplets
+
+
+# Active nodes of the graph given by id, with the facts of a vector hit (similarity to the query,
+# or NULL without one).
+NODE_ROWS_SQL = statement(
+    """
+SELECT t.id, t.key, t.title, t.kind, t.tags,
+       CASE WHEN %(query)s::vector IS NULL OR t.embedding IS NULL THEN NULL
+            ELSE 1 - (t.embedding <=> %(query)s::vector) END AS vector,
+       GREATEST(t.updated_at, s.last_used_at) AS touched_at,
+       GREATEST(1, CEIL((char_length(t.title) + 1 + char_length(t.text)) / 4.0))::int AS tokens,
+       t.feedback_weight
+FROM {node} t
+LEFT JOIN {nodestats} s ON s.node_id = t.id AND s.graph_id = %(graph)s
+WHERE t.graph_id = %(graph)s AND t.id = ANY(%(ids)s::bigint[]) AND NOT t.archived
+ORDER BY t.id
+"""
+)
+
+
+def node_rows(graph_id: int, node_ids, query_vector) -> list[NodeRow]:
+    """The facts a node score needs, for active nodes given by id, with their similarity to the query."""
+    ids = sorted(set(node_ids))
+    if not ids:
+        return []
+    with connection.cursor() as cur:
+        cur.execute(NODE_ROWS_SQL, {"graph": graph_id, "ids": ids, "query": vector_literal(query_vector)})
+        return [_node_row(r) for r in cur.fetchall()]
+
+
+# ---------------------------------------------------------------------------------------------
+# Expansion
+
+# The edges within %(hops)s (1..3) of the start nodes, in one statement. Level n (l1..l3) takes the
+# top %(cap)s out-edges by stored weight of every node first reached at depth n-1 (f0 the start
+# nodes, f1 and f2 the new targets of the level before), to active targets that are not start
+# nodes, so a hub cannot blow the query up and each node is expanded once, at its shortest depth.
+# A level deeper than %(hops)s has a false one-time filter: the planner skips it without reading a
+# row. The levels are MATERIALIZED: inlined, the planner may drive the tiny edge-type table as the
+# outer loop and run the whole expansion once per edge type. Joined with the target's cosine
+# similarity to the query (NULL without one) and the edge type's priority.
+EXPANSION_SQL = statement(
+    """
+WITH f0 AS (SELECT DISTINCT unnest(%(starts)s::bigint[]) AS id),
+l1 AS MATERIALIZED (
+    SELECT x.*, 1 AS hops
+    FROM f0 f
+    CROSS JOIN LATERAL (
+        SELECT e.id, e.source_id, e.target_id, e.edge_type_id, e.weight, e.feedback_weight
+        FROM {edge} e
+        JOIN {node} t ON t.id = e.target_id AND t.graph_id = %(graph)s AND NOT t.archived
+        WHERE e.graph_id = %(graph)s AND e.source_id = f.id AND NOT e.archived
+          AND NOT (e.target_id = ANY(%(starts)s::bigint[]))
+        ORDER BY e.weight DESC, e.id
+        LIMIT %(cap)s
+    ) x
+),
+f1 AS (SELECT DISTINCT target_id AS id FROM l1),
+l2 AS MATERIALIZED (
+    SELECT x.*, 2 AS hops
+    FROM f1 f
+    CROSS JOIN LATERAL (
+        SELECT e.id, e.source_id, e.target_id, e.edge_type_id, e.weight, e.feedback_weight
+        FROM {edge} e
+        JOIN {node} t ON t.id = e.target_id AND t.graph_id = %(graph)s AND NOT t.archived
+        WHERE e.graph_id = %(graph)s AND e.source_id = f.id AND NOT e.archived
+          AND NOT (e.target_id = ANY(%(starts)s::bigint[]))
+        ORDER BY e.weight DESC, e.id
+        LIMIT %(cap)s
+    ) x
+    WHERE %(hops)s >= 2
+),
+f2 AS (SELECT DISTINCT target_id AS id FROM l2 EXCEPT SELECT id FROM f1),
+l3 AS MATERIALIZED (
+    SELECT x.*, 3 AS hops
+    FROM f2 f
+    CROSS JOIN LATERAL (
+        SELECT e.id, e.source_id, e.target_id, e.edge_type_id, e.weight, e.feedback_weight
+        FROM {edge} e
+        JOIN {node} t ON t.id = e.target_id AND t.graph_id = %(graph)s AND NOT t.archived
+        WHERE e.graph_id = %(graph)s AND e.source_id = f.id AND NOT e.archived
+          AND NOT (e.target_id = ANY(%(starts)s::bigint[]))
+        ORDER BY e.weight DESC, e.id
+        LIMIT %(cap)s
+    ) x
+    WHERE %(hops)s >= 3
+),
+expanded AS MATERIALIZED (SELECT * FROM l1 UNION ALL SELECT * FROM l2 UNION ALL SELECT * FROM l3)
+SELECT a.id, a.source_id, a.target_id, a.hops, a.weight, a.feedback_weight, et.name, et.priority,
+       CASE WHEN %(query)s::vector IS NULL OR t.embedding IS NULL THEN NULL
+            ELSE 1 - (t.embedding <=> %(query)s::vector) END AS similarity,
+       t.key, t.title, t.kind,
+       GREATEST(1, CEIL((char_length(t.title) + 1 + char_length(t.text)) / 4.0))::int AS tokens,
+       t.feedback_weight, t.tags, GREATEST(t.updated_at, s.last_used_at) AS touched_at
+FROM expanded a
+JOIN {node} t ON t.id = a.target_id AND t.graph_id = %(graph)s
+JOIN {edgetype} et ON et.id = a.edge_type_id AND et.graph_id = %(graph)s
+LEFT JOIN {nodestats} s ON s.node_id = t.id AND s.graph_id = %(graph)s
+ORDER BY a.hops, a.weight DESC, a.id
+LIMIT %(max_edges)s
+"""
+)
+
+
+def edge_candidates(graph_id: int, start_nodes, query_vector, hops: int, fanout_cap: int) -> list[EdgeRow]:
+    """Candidate edges within ``hops`` (1..3) of the start nodes, with cosine similarity to the query."""
+    if not 1 <= hops <= EXPANSION_MAX_HOPS:
+        raise ValueError(f"hops must be 1..{EXPANSION_MAX_HOPS}, not {hops}")
+    params = {
+        "graph": graph_id,
+        "starts": list(start_nodes),
+        "cap": fanout_cap,
+        "hops": hops,
+        "query": vector_literal(query_vector),
+        "max_edges": MAX_EDGE_CANDIDATES,
+    }
+    with connection.cursor() as cur:
+        cur.execute(EXPANSION_SQL, params)
+        rows = cur.fetchall()
+    return [
+        EdgeRow(
+            edge_id=r[0],
+            source_id=r[1],
+            target_id=r[2],
+            hops=r[3],
+            weight=r[4],
+            feedback_weight=r[5],
+            edge_type=r[6],
+            priority=r[7],
+            similarity=_finite(r[8]),
+            target_key=r[9],
+            target_title=r[10],
+            target_kind=r[11],
+            tokens=r[12],
+            target_feedback_weight=r[13],
+            target_tags=tuple(_json(r[14])),
+            target_touched_at=r[15],
+        )
+        for r in rows
+    ]
+
+
+# ---------------------------------------------------------------------------------------------
+# Similar past retrievals
+
+# The %(n)s past injections of the graph whose query embedding (made by %(model)s) is nearest this
+# query (through their HNSW index), one row per (injection, candidate among %(ids)s it selected):
+# injection id, similarity of its query to this one, node id (NULL when it selected none of them),
+# and the session's signal on the node: 1 used, -1 flagged negative, 0 neither. Path credit is not
+# a use here (the agent's own reports only).
+SIMILAR_RETRIEVALS_SQL = statement(
+    """
+WITH near AS MATERIALIZED (
+    SELECT i.id, i.session_id, 1 - (i.query_embedding <=> %(query)s::vector) AS similarity
+    FROM {injection} i
+    WHERE i.graph_id = %(graph)s AND i.query_embedding IS NOT NULL AND i.query_model = %(model)s
+    ORDER BY i.query_embedding <=> %(query)s::vector
+    LIMIT %(n)s
+)
+SELECT near.id, near.similarity, c.node_id,
+       (SELECT CASE WHEN count(*) = 0 THEN 0 WHEN bool_or(u.signal = 'negative') THEN -1 ELSE 1 END
+        FROM {useevent} u
+        WHERE u.graph_id = %(graph)s AND u.session_id = near.session_id AND u.node_id = c.node_id
+          AND u.source <> 'path')
+FROM near
+LEFT JOIN {candidate} c
+       ON c.injection_id = near.id AND c.graph_id = %(graph)s AND c.selected AND c.node_id = ANY(%(ids)s::bigint[])
+"""
+)
+
+
+def similar_retrievals(graph_id: int, query_vector, node_ids, model: str, n: int = SIMILAR_INJECTIONS) -> list[tuple]:
+    """What the graph's most similar past retrievals gave and what their agents made of it.
+
+    The ``n`` past injections whose query embedding (made by ``model``; "" for callers' vectors) is
+    nearest this query, one row per (injection, candidate among ``node_ids`` it selected):
+    (injection id, similarity of its query to this one, node id or None when it selected none of
+    them, signal: 1 the session used the node, -1 flagged it negative, 0 neither). Raw SQL: a
+    nearest-neighbour scan joined to the log and its use events in one statement, which the ORM
+    cannot order by vector distance and aggregate at once.
+    """
+    if query_vector is None or not node_ids:
+        return []
+    with transaction.atomic(savepoint=False), connection.cursor() as cur:
+        _hnsw_settings(cur, n)
+        cur.execute(
+            SIMILAR_RETRIEVALS_SQL,
+            {"graph": graph_id, "query": vector_literal(query_vector), "n": n, "ids": list(node_ids), "model": model},
+        )
+        return [(r[0], _finite(r[1]) or 0.0, r[2], r[3] or 0) for r in cur.fetchall()]
+
+
+# ---------------------------------------------------------------------------------------------
+# Anchor distances
+
+# The shortest undirected hop count from the anchors to each candidate, bounded by max_hops (1..3),
+# meeting in the middle: %(forward)s = ceil(max_hops / 2) levels out from the anchors (f1, and f2
+# when forward is 2), then %(backward)s = max_hops - forward (0 or 1) level back from each
+# candidate, so hubs two hops away are never enumerated. NULL: unreachable within max_hops.
+ANCHOR_DISTANCES_SQL = statement(
+    """
+WITH f0 AS (SELECT DISTINCT unnest(%(anchors)s::bigint[]) AS id),
+f1 AS (
+    SELECT DISTINCT u.nbr AS id FROM (
+        SELECT e.target_id AS nbr FROM {edge} e
+        WHERE e.graph_id = %(graph)s AND NOT e.archived AND e.source_id IN (SELECT id FROM f0)
+        UNION ALL
+        SELECT e.source_id FROM {edge} e
+        WHERE e.graph_id = %(graph)s AND NOT e.archived AND e.target_id IN (SELECT id FROM f0)
+    ) u
+    JOIN {node} n ON n.id = u.nbr AND n.graph_id = %(graph)s AND NOT n.archived
+),
+f2 AS (
+    SELECT DISTINCT u.nbr AS id FROM (
+        SELECT e.target_id AS nbr FROM {edge} e
+        WHERE e.graph_id = %(graph)s AND NOT e.archived AND e.source_id IN (SELECT id FROM f1)
+        UNION ALL
+        SELECT e.source_id FROM {edge} e
+        WHERE e.graph_id = %(graph)s AND NOT e.archived AND e.target_id IN (SELECT id FROM f1)
+    ) u
+    JOIN {node} n ON n.id = u.nbr AND n.graph_id = %(graph)s AND NOT n.archived
+    WHERE %(forward)s >= 2
+),
+fwd AS (
+    SELECT id, min(d) AS d FROM (
+        SELECT id, 0 AS d FROM f0 UNION ALL SELECT id, 1 FROM f1 UNION ALL SELECT id, 2 FROM f2
+    ) x GROUP BY id
+),
+cand AS (SELECT DISTINCT unnest(%(candidates)s::bigint[]) AS id)
+SELECT c.id,
+       LEAST(
+           (SELECT d FROM fwd WHERE fwd.id = c.id),
+           CASE WHEN %(backward)s >= 1 THEN (
+               SELECT min(f.d) + 1 FROM (
+                   SELECT e.target_id AS nbr FROM {edge} e
+                   WHERE e.graph_id = %(graph)s AND NOT e.archived AND e.source_id = c.id
+                   UNION ALL
+                   SELECT e.source_id FROM {edge} e
+                   WHERE e.graph_id = %(graph)s AND NOT e.archived AND e.target_id = c.id
+               ) b JOIN fwd f ON f.id = b.nbr
+           ) END
+       ) AS hops
+FROM cand c
+"""
+)
+
+
+def anchor_distances(graph_id: int, anchors, candidates, max_hops: int) -> dict[int, int | None]:
+    """Shortest undirected hop count (<= max_hops, 1..3) from any anchor to each candidate; None: unreachable."""
+    if not anchors or not candidates:
+        return {c: None for c in candidates}
+    if not 1 <= max_hops <= EXPANSION_MAX_HOPS:
+        raise ValueError(f"max_hops must be 1..{EXPANSION_MAX_HOPS}, not {max_hops}")
+    forward = (max_hops + 1) // 2
+    params = {
+        "graph": graph_id,
+        "anchors": list(anchors),
+        "candidates": list(candidates),
+        "forward": forward,
+        "backward": max_hops - forward,
+    }
+    with connection.cursor() as cur:
+        cur.execute(ANCHOR_DISTANCES_SQL, params)
+        return {row[0]: row[1] for row in cur.fetchall()}
+
+
+# ---------------------------------------------------------------------------------------------
+# Input checks
+
+# The ids among %(ids)s that are active nodes of the graph.
+ACTIVE_NODE_IDS_SQL = statement(
+    "SELECT id FROM {node} WHERE graph_id = %(graph)s AND id = ANY(%(ids)s::bigint[]) AND NOT archived"
+)
+
+
+def unknown_nodes(graph_id: int, node_ids) -> list[int]:
+    """The ids among ``node_ids`` that are not active nodes of the graph (sorted)."""
+    ids = sorted(set(node_ids))
+    if not ids:
+        return []
+    with connection.cursor() as cur:
+        cur.execute(ACTIVE_NODE_IDS_SQL, {"graph": graph_id, "ids": ids})
+        found = {r[0] for r in cur.fetchall()}
+    return [i for i in ids if i not in found]
+
+
+# ---------------------------------------------------------------------------------------------
+# The candidate log and the counters of a context call
+
+CANDIDATE_COLUMNS = (
+    "injection_id",
+    "graph_id",
+    "rank",
+    "selected",
+    "node_id",
+    "edge_id",
+    "hops",
+    "tokens",
+    "total",
+    "features",
+    "components",
+)
+
+# Every candidate of an injection, one COPY (ten times faster than a bulk INSERT of JSON rows).
+COPY_CANDIDATES_SQL = (
+    sql.SQL("COPY {candidate} ({columns}) FROM STDIN")
+    .format(candidate=_TABLES["candidate"], columns=sql.SQL(", ").join(map(sql.Identifier, CANDIDATE_COLUMNS)))
+    .as_string()
+)
+
+
+def copy_candidates(injection_id: int, graph_id: int, rows) -> None:
+    """Write an injection's candidates: ``rows`` of (rank, selected, node id, edge id, hops, tokens,
+    total, features dict, components dict)."""
+    with connection.cursor() as cur:
+        with cur.cursor.copy(COPY_CANDIDATES_SQL) as copy:
+            for rank, selected, node_id, edge_id, hops, tokens, total, features, components in rows:
+                copy.write_row(
+                    (
+                        injection_id,
+                        graph_id,
+                        rank,
+                        selected,
+                        node_id,
+                        edge_id,
+                        hops,
+                        tokens,
+                        total,
+                        json.dumps(features),
+                        json.dumps(components),
+                    )
+                )
+
+
+# Each node in %(ids)s surfaced once more (and traversed when it is in %(through)s: it came along a path).
+NODE_COUNTERS_SQL = statement(
+    """
+INSERT INTO {nodestats} (node_id, graph_id, surfaced_count, traversed_count, used_count, last_surfaced_at)
+SELECT n, %(graph)s, 1, (n = ANY(%(through)s::bigint[]))::int, 0, now() FROM unnest(%(ids)s::bigint[]) AS n
+ON CONFLICT (node_id) DO UPDATE SET
+    surfaced_count = {nodestats}.surfaced_count + 1,
+    traversed_count = {nodestats}.traversed_count + EXCLUDED.traversed_count,
+    last_surfaced_at = EXCLUDED.last_surfaced_at
+"""
+)
+
+# Each edge in %(ids)s surfaced and traversed once more (decay spares a traversed edge).
+EDGE_COUNTERS_SQL = statement(
+    """
+INSERT INTO {edgestats} (edge_id, graph_id, surfaced_count, traversed_count, used_count, last_traversed_at)
+SELECT e, %(graph)s, 1, 1, 0, now() FROM unnest(%(ids)s::bigint[]) AS e
+ON CONFLICT (edge_id) DO UPDATE SET
+    surfaced_count = {edgestats}.surfaced_count + 1,
+    traversed_count = {edgestats}.traversed_count + 1,
+    last_traversed_at = EXCLUDED.last_traversed_at
+"""
+)
+
+
+def bump_counters(graph_id: int, node_ids, through, edge_ids) -> None:
+    """Count what a context call gave: ``node_ids`` surfaced (``through``: those that came along a
+    path, also traversed), ``edge_ids`` surfaced and traversed. Set-based: one statement each."""
+    with connection.cursor() as cur:
+        if node_ids:
+            cur.execute(NODE_COUNTERS_SQL, {"graph": graph_id, "ids": list(node_ids), "through": list(through)})
+        if edge_ids:
+            cur.execute(EDGE_COUNTERS_SQL, {"graph": graph_id, "ids": list(edge_ids)})
