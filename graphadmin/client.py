@@ -118,7 +118,8 @@ class UseItem(TypedDict, total=False):
 
 
 class Report(TypedDict):
-    """The answer to a feedback report: ``queued`` (with task id and key), ``duplicate`` (with batch), or a no-op status."""
+    """The answer to a feedback report: ``queued`` (with task id and key), ``duplicate`` (with batch), or a no-op
+    status."""
 
     status: str
     task_id: NotRequired[str]
@@ -270,7 +271,9 @@ class GraphClient:
         exclude: list[int] | None = None,
         persona: dict[str, float] | None = None,
     ) -> SearchResult:
-        """Search (POST /api/graphs/{id}/search/): the retrieval pipeline's ranked hits with every factor. Logs nothing."""
+        """Search (POST /api/graphs/{id}/search/): the retrieval pipeline's ranked hits with every factor.
+
+        Logs nothing."""
         body = _drop_none(
             {"query": query, "vector": vector, "k": k, "anchors": anchors, "exclude": exclude, "persona": persona}
         )
@@ -330,7 +333,9 @@ class GraphClient:
         learning_rate: float | None = None,
         idempotency_key: str | None = None,
     ) -> Report:
-        """Report used (explicit) or wrong (negative) items (POST .../sessions/{session}/uses/); applied by the worker."""
+        """Report used (explicit) or wrong (negative) items (POST .../sessions/{session}/uses/).
+
+        Applied by the worker."""
         return self._report(
             graph_id, session, "uses", _drop_none({"items": items, "learning_rate": learning_rate}), idempotency_key
         )
@@ -386,7 +391,9 @@ class GraphClient:
         return self._all_pages("/api/graphs/")
 
     def create_graph(self, organization: str, slug: str, name: str, description: str = "") -> dict:
-        """Create a graph in an organization (POST /api/graphs/; admins): policy revision 1 and the default edge types."""
+        """Create a graph in an organization (POST /api/graphs/; admins).
+
+        It starts with policy revision 1 and the default edge types."""
         body = {"organization": organization, "slug": slug, "name": name, "description": description}
         return self._request("POST", "/api/graphs/", json=body)
 
@@ -422,7 +429,9 @@ class GraphClient:
         return self._request("GET", f"/api/graphs/{graph_id}/policy/")
 
     def update_policy(self, graph_id: int, changes: dict, *, note: str = "") -> dict:
-        """Change policy values (PATCH /api/graphs/{id}/policy/; operators): a new revision. A bad value is an ApiError 400."""
+        """Change policy values (PATCH /api/graphs/{id}/policy/; operators): a new revision.
+
+        A bad value is an ApiError 400."""
         return self._request(
             "PATCH", f"/api/graphs/{graph_id}/policy/", json={**changes, **({"note": note} if note else {})}
         )
