@@ -83,6 +83,9 @@ else:
 if env.str("DATABASE_NAME", default=""):
     DATABASES["default"]["NAME"] = env.str("DATABASE_NAME")
 DATABASES["default"].setdefault("CONN_MAX_AGE", env.int("CONN_MAX_AGE", default=0))
+# With persistent connections (CONN_MAX_AGE > 0: make run's web server and worker), a connection the
+# server closed meanwhile is noticed before a request uses it, not by the request failing.
+DATABASES["default"].setdefault("CONN_HEALTH_CHECKS", True)
 # Every request is one transaction: an error anywhere rolls back everything it wrote.
 DATABASES["default"]["ATOMIC_REQUESTS"] = True
 DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
@@ -108,7 +111,8 @@ WHITENOISE_USE_FINDERS = env.bool("WHITENOISE_USE_FINDERS", default=True)
 LOGIN_URL = "/accounts/login/"
 LOGIN_REDIRECT_URL = "/"
 
-# Days of weight history (WeightChange rows and WeightChangeBlock blocks) to keep; 0 keeps it forever. Expiry drops whole months.
+# Days of weight history (WeightChange rows and WeightChangeBlock blocks) to keep; 0 keeps it forever.
+# Expiry drops whole months.
 WEIGHT_HISTORY_RETENTION_DAYS = env.int("WEIGHT_HISTORY_RETENTION_DAYS", default=0)
 
 # Embeddings: the vector dimension is baked into the schema by the first migration.
@@ -149,6 +153,9 @@ if CELERY_BROKER_URL.startswith("filesystem://"):
         "data_folder_out": str(CELERY_QUEUE_DIR),
         # kombu keeps fanout bindings in ./control unless told otherwise: keep them with the queue.
         "control_folder": str(CELERY_QUEUE_DIR / "control"),
+        # Seconds the worker sleeps when a poll finds nothing to take (kombu's default is 1 s: with a
+        # prefetch of 2 that capped the worker at about 2 tasks per second; docs/deploy.md).
+        "polling_interval": env.float("CELERY_POLLING_INTERVAL", default=0.05),
     }
     _default_results = f"file://{CELERY_QUEUE_DIR / 'results'}"
 else:
@@ -159,7 +166,12 @@ CELERY_RESULT_EXPIRES = 3600
 WORKER_QUEUES = ["celery", "feedback", "decay", "embeddings", "metrics"]
 CELERY_TASK_ACKS_LATE = True
 CELERY_TASK_REJECT_ON_WORKER_LOST = True
-CELERY_WORKER_PREFETCH_MULTIPLIER = 1
+# Worker processes (prefork): two per core, since a feedback task spends much of its time waiting on
+# PostgreSQL (round trips, the commit's WAL flush). Each takes up to PREFETCH_MULTIPLIER messages at a
+# time, so one broker poll feeds the whole pool: with 1 (and 2 processes) the filesystem broker applied
+# about 2 reports per second (docs/deploy.md, "The broker").
+CELERY_WORKER_CONCURRENCY = env.int("WORKER_CONCURRENCY", default=2 * (os.cpu_count() or 1))
+CELERY_WORKER_PREFETCH_MULTIPLIER = env.int("CELERY_WORKER_PREFETCH_MULTIPLIER", default=4)
 CELERY_TASK_ALWAYS_EAGER = env.bool("CELERY_TASK_ALWAYS_EAGER", default=False)
 CELERY_BEAT_SCHEDULE_FILENAME = str(LOCAL_DIR / "celerybeat-schedule")
 
