@@ -173,6 +173,10 @@ CELERY_TASK_REJECT_ON_WORKER_LOST = True
 CELERY_WORKER_CONCURRENCY = env.int("WORKER_CONCURRENCY", default=2 * (os.cpu_count() or 1))
 CELERY_WORKER_PREFETCH_MULTIPLIER = env.int("CELERY_WORKER_PREFETCH_MULTIPLIER", default=4)
 CELERY_TASK_ALWAYS_EAGER = env.bool("CELERY_TASK_ALWAYS_EAGER", default=False)
+# /readyz (graphadmin/health.py): seconds to wait for a worker's answer to a ping (and for the broker),
+# and how long an answer counts for in a web process.
+HEALTH_WORKER_TIMEOUT = env.float("HEALTH_WORKER_TIMEOUT", default=2.0)
+HEALTH_WORKER_CACHE_SECONDS = env.float("HEALTH_WORKER_CACHE_SECONDS", default=5.0)
 CELERY_BEAT_SCHEDULE_FILENAME = str(LOCAL_DIR / "celerybeat-schedule")
 
 REST_FRAMEWORK = {
