@@ -27,6 +27,24 @@ if not SECRET_KEY:
 ALLOWED_HOSTS = env.list("ALLOWED_HOSTS", default=["localhost", "127.0.0.1", "[::1]"])
 CSRF_TRUSTED_ORIGINS = env.list("CSRF_TRUSTED_ORIGINS", default=[])
 
+# Served over HTTPS behind a reverse proxy (docs/deploy.md): the proxy terminates TLS and says so in
+# X-Forwarded-Proto; cookies are then sent over HTTPS only, plain HTTP is redirected, and browsers are
+# told to keep to HTTPS (HSTS). The health checks stay reachable over plain HTTP for the proxy's probes.
+HTTPS = env.bool("HTTPS", default=False)
+if HTTPS:
+    SECURE_PROXY_SSL_HEADER = ("HTTP_X_FORWARDED_PROTO", "https")
+SECURE_SSL_REDIRECT = env.bool("SECURE_SSL_REDIRECT", default=HTTPS)
+SECURE_REDIRECT_EXEMPT = [r"^healthz$", r"^readyz$"]
+SESSION_COOKIE_SECURE = env.bool("SESSION_COOKIE_SECURE", default=HTTPS)
+CSRF_COOKIE_SECURE = env.bool("CSRF_COOKIE_SECURE", default=HTTPS)
+# One hour to start with; raise it (a year: 31536000) once the site is known to stay on HTTPS.
+SECURE_HSTS_SECONDS = env.int("SECURE_HSTS_SECONDS", default=3600 if HTTPS else 0)
+SECURE_HSTS_INCLUDE_SUBDOMAINS = env.bool("SECURE_HSTS_INCLUDE_SUBDOMAINS", default=False)
+SECURE_HSTS_PRELOAD = env.bool("SECURE_HSTS_PRELOAD", default=False)
+# Checks a deployment has decided against, e.g. security.W005,security.W021 for a service on one host
+# of a shared domain, whose HSTS must not bind the sibling hosts (docs/deploy.md).
+SILENCED_SYSTEM_CHECKS = env.list("SILENCED_SYSTEM_CHECKS", default=[])
+
 INSTALLED_APPS = [
     "django.contrib.admin",
     "django.contrib.auth",
