@@ -164,6 +164,8 @@ VAULT_IMPORT_SYNC_EMBED_LIMIT = env.int("VAULT_IMPORT_SYNC_EMBED_LIMIT", default
 CELERY_BROKER_URL = env.str("CELERY_BROKER_URL", default="filesystem://")
 CELERY_QUEUE_DIR = Path(env.str("CELERY_QUEUE_DIR", default=str(LOCAL_DIR / "celery-queue")))
 if CELERY_BROKER_URL.startswith("filesystem://"):
+    # kombu's transport with messages written atomically (graphadmin/broker.py).
+    CELERY_BROKER_TRANSPORT = "graphadmin.broker:Transport"
     CELERY_QUEUE_DIR.mkdir(parents=True, exist_ok=True)
     (CELERY_QUEUE_DIR / "results").mkdir(exist_ok=True)
     CELERY_BROKER_TRANSPORT_OPTIONS = {
