@@ -279,6 +279,7 @@ class StepResult:
     context_ms: list = field(default_factory=list)
     lag_ms: list = field(default_factory=list)
     lag_missing: int = 0
+    cpu_ms_per_session: dict = field(default_factory=dict)
 
     def row(self) -> dict:
         def r(v):
@@ -297,6 +298,7 @@ class StepResult:
             "lag_p50": r(percentile(self.lag_ms, 50)),
             "lag_p95": r(percentile(self.lag_ms, 95)),
             "lag_missing": self.lag_missing,
+            "cpu_ms_per_session": self.cpu_ms_per_session,
             "error_samples": self.error_samples[:5],
         }
 
@@ -373,6 +375,7 @@ def run_agents(host, port, token, graph_id, n, seconds, max_sessions, seed=0) ->
         )
         for i in range(n)
     ]
+    cpu_before = cpu_seconds_by_role()
     for t in threads:
         t.start()
     for t in threads:
@@ -381,6 +384,8 @@ def run_agents(host, port, token, graph_id, n, seconds, max_sessions, seed=0) ->
     for c in clients:
         c.close()
     probe.drain()
+    cpu_after = cpu_seconds_by_role()
+    result.cpu_ms_per_session = {k: _cpu_ms(cpu_after[k] - cpu_before.get(k, 0.0), result.sessions) for k in cpu_after}
     result.lag_ms, result.lag_missing = probe.lags_ms()
     return result
 
@@ -544,8 +549,9 @@ def plot(rows: list[dict], path: Path) -> bool:
         left.plot(n, [r[key] or 0 for r in rows], marker="o", label=label)
     left.axhline(100, color="grey", linestyle=":", label="p95 target")
     left.set_xscale("log", base=2)
+    left.set_yscale("log")
     left.set_xlabel("concurrent agents")
-    left.set_ylabel("ms")
+    left.set_ylabel("ms (log scale)")
     left.set_title("context latency")
     left.legend(fontsize=8)
     right.plot(n, [r["sessions_per_s"] for r in rows], marker="o", color="tab:green", label="sessions/s")
@@ -554,10 +560,12 @@ def plot(rows: list[dict], path: Path) -> bool:
     right.set_ylabel("sessions/s")
     twin = right.twinx()
     twin.plot(n, [(r["lag_p95"] or 0) / 1000 for r in rows], marker="s", color="tab:red", label="lag p95 (s)")
-    twin.set_ylabel("feedback lag p95, s")
+    twin.axhline(2, color="grey", linestyle=":")
+    twin.set_ylabel("feedback lag p95, s (target 2 s: dotted)")
     right.set_title("throughput and feedback lag")
-    fig.legend(loc="lower center", ncol=2, fontsize=8)
-    fig.tight_layout(rect=(0, 0.08, 1, 1))
+    right.legend(loc="upper left", fontsize=8)
+    twin.legend(loc="upper right", fontsize=8)
+    fig.tight_layout()
     fig.savefig(path, dpi=110)
     plt.close(fig)
     return True
@@ -645,6 +653,18 @@ def render_section(rows, args, plotted) -> str:
         "",
         table(rows),
     ]
+    cpu = [r for r in rows if r.get("cpu_ms_per_session")]
+    if cpu:
+        parts += [
+            "",
+            "CPU per session (context, use report, outcome), by process: "
+            + "; ".join(
+                f"N={r['agents']}: "
+                + ", ".join(f"{k} {v} ms" for k, v in r["cpu_ms_per_session"].items() if v is not None)
+                for r in cpu
+            )
+            + ".",
+        ]
     if plotted:
         parts += ["", f"![load test]({PLOT.name})"]
     return "\n".join(parts)
