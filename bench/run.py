@@ -43,7 +43,7 @@ PAGE_TARGET_MS = 300.0
 API_TARGET_MS = 25.0
 
 # ------------------------------------------------------------------------------------------------
-# Dashboard pages: every named route of graphadmin/dashboard/urls.py, with how to fill its URL.
+# Dashboard pages: every named route of the apps' page_urlpatterns, with how to fill its URL.
 # A new page: add its route name here (the smoke test fails while a route is missing from this map).
 # Each entry: (method, kwargs from the bench's sample objects, POST data builder or None).
 PAGES = {

@@ -27,6 +27,24 @@ if not SECRET_KEY:
 ALLOWED_HOSTS = env.list("ALLOWED_HOSTS", default=["localhost", "127.0.0.1", "[::1]"])
 CSRF_TRUSTED_ORIGINS = env.list("CSRF_TRUSTED_ORIGINS", default=[])
 
+# Served over HTTPS behind a reverse proxy (docs/deploy.md): the proxy terminates TLS and says so in
+# X-Forwarded-Proto; cookies are then sent over HTTPS only, plain HTTP is redirected, and browsers are
+# told to keep to HTTPS (HSTS). The health checks stay reachable over plain HTTP for the proxy's probes.
+HTTPS = env.bool("HTTPS", default=False)
+if HTTPS:
+    SECURE_PROXY_SSL_HEADER = ("HTTP_X_FORWARDED_PROTO", "https")
+SECURE_SSL_REDIRECT = env.bool("SECURE_SSL_REDIRECT", default=HTTPS)
+SECURE_REDIRECT_EXEMPT = [r"^healthz$", r"^readyz$"]
+SESSION_COOKIE_SECURE = env.bool("SESSION_COOKIE_SECURE", default=HTTPS)
+CSRF_COOKIE_SECURE = env.bool("CSRF_COOKIE_SECURE", default=HTTPS)
+# One hour to start with; raise it (a year: 31536000) once the site is known to stay on HTTPS.
+SECURE_HSTS_SECONDS = env.int("SECURE_HSTS_SECONDS", default=3600 if HTTPS else 0)
+SECURE_HSTS_INCLUDE_SUBDOMAINS = env.bool("SECURE_HSTS_INCLUDE_SUBDOMAINS", default=False)
+SECURE_HSTS_PRELOAD = env.bool("SECURE_HSTS_PRELOAD", default=False)
+# Checks a deployment has decided against, e.g. security.W005,security.W021 for a service on one host
+# of a shared domain, whose HSTS must not bind the sibling hosts (docs/deploy.md).
+SILENCED_SYSTEM_CHECKS = env.list("SILENCED_SYSTEM_CHECKS", default=[])
+
 INSTALLED_APPS = [
     "django.contrib.admin",
     "django.contrib.auth",
@@ -83,6 +101,9 @@ else:
 if env.str("DATABASE_NAME", default=""):
     DATABASES["default"]["NAME"] = env.str("DATABASE_NAME")
 DATABASES["default"].setdefault("CONN_MAX_AGE", env.int("CONN_MAX_AGE", default=0))
+# With persistent connections (CONN_MAX_AGE > 0: make run's web server and worker), a connection the
+# server closed meanwhile is noticed before a request uses it, not by the request failing.
+DATABASES["default"].setdefault("CONN_HEALTH_CHECKS", True)
 # Every request is one transaction: an error anywhere rolls back everything it wrote.
 DATABASES["default"]["ATOMIC_REQUESTS"] = True
 DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
@@ -108,7 +129,8 @@ WHITENOISE_USE_FINDERS = env.bool("WHITENOISE_USE_FINDERS", default=True)
 LOGIN_URL = "/accounts/login/"
 LOGIN_REDIRECT_URL = "/"
 
-# Days of weight history (WeightChange rows and WeightChangeBlock blocks) to keep; 0 keeps it forever. Expiry drops whole months.
+# Days of weight history (WeightChange rows and WeightChangeBlock blocks) to keep; 0 keeps it forever.
+# Expiry drops whole months.
 WEIGHT_HISTORY_RETENTION_DAYS = env.int("WEIGHT_HISTORY_RETENTION_DAYS", default=0)
 
 # Embeddings: the vector dimension is baked into the schema by the first migration.
@@ -142,6 +164,8 @@ VAULT_IMPORT_SYNC_EMBED_LIMIT = env.int("VAULT_IMPORT_SYNC_EMBED_LIMIT", default
 CELERY_BROKER_URL = env.str("CELERY_BROKER_URL", default="filesystem://")
 CELERY_QUEUE_DIR = Path(env.str("CELERY_QUEUE_DIR", default=str(LOCAL_DIR / "celery-queue")))
 if CELERY_BROKER_URL.startswith("filesystem://"):
+    # kombu's transport with messages written atomically (graphadmin/broker.py).
+    CELERY_BROKER_TRANSPORT = "graphadmin.broker:Transport"
     CELERY_QUEUE_DIR.mkdir(parents=True, exist_ok=True)
     (CELERY_QUEUE_DIR / "results").mkdir(exist_ok=True)
     CELERY_BROKER_TRANSPORT_OPTIONS = {
@@ -149,6 +173,9 @@ if CELERY_BROKER_URL.startswith("filesystem://"):
         "data_folder_out": str(CELERY_QUEUE_DIR),
         # kombu keeps fanout bindings in ./control unless told otherwise: keep them with the queue.
         "control_folder": str(CELERY_QUEUE_DIR / "control"),
+        # Seconds the worker sleeps when a poll finds nothing to take (kombu's default is 1 s: with a
+        # prefetch of 2 that capped the worker at about 2 tasks per second; docs/deploy.md).
+        "polling_interval": env.float("CELERY_POLLING_INTERVAL", default=0.05),
     }
     _default_results = f"file://{CELERY_QUEUE_DIR / 'results'}"
 else:
@@ -159,8 +186,17 @@ CELERY_RESULT_EXPIRES = 3600
 WORKER_QUEUES = ["celery", "feedback", "decay", "embeddings", "metrics"]
 CELERY_TASK_ACKS_LATE = True
 CELERY_TASK_REJECT_ON_WORKER_LOST = True
-CELERY_WORKER_PREFETCH_MULTIPLIER = 1
+# Worker processes (prefork): two per core, since a feedback task spends much of its time waiting on
+# PostgreSQL (round trips, the commit's WAL flush). Each takes up to PREFETCH_MULTIPLIER messages at a
+# time, so one broker poll feeds the whole pool: with 1 (and 2 processes) the filesystem broker applied
+# about 2 reports per second (docs/deploy.md, "The broker").
+CELERY_WORKER_CONCURRENCY = env.int("WORKER_CONCURRENCY", default=2 * (os.cpu_count() or 1))
+CELERY_WORKER_PREFETCH_MULTIPLIER = env.int("CELERY_WORKER_PREFETCH_MULTIPLIER", default=4)
 CELERY_TASK_ALWAYS_EAGER = env.bool("CELERY_TASK_ALWAYS_EAGER", default=False)
+# /readyz (graphadmin/health.py): seconds to wait for a worker's answer to a ping (and for the broker),
+# and how long an answer counts for in a web process.
+HEALTH_WORKER_TIMEOUT = env.float("HEALTH_WORKER_TIMEOUT", default=2.0)
+HEALTH_WORKER_CACHE_SECONDS = env.float("HEALTH_WORKER_CACHE_SECONDS", default=5.0)
 CELERY_BEAT_SCHEDULE_FILENAME = str(LOCAL_DIR / "celerybeat-schedule")
 
 REST_FRAMEWORK = {

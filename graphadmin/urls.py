@@ -10,7 +10,7 @@ from django.urls import include, path
 from drf_spectacular.views import SpectacularAPIView, SpectacularSwaggerView
 
 from feedback import urls as feedback_urls
-from graphadmin import neighbourhood, views
+from graphadmin import health, neighbourhood, views
 from ranking import urls as ranking_urls
 
 # The core's pages, all under /g/<graph_id>/ but the graphs list.
@@ -24,6 +24,8 @@ page_urlpatterns = [
 
 urlpatterns = [
     path("", views.home, name="home"),
+    path("healthz", health.healthz, name="healthz"),
+    path("readyz", health.readyz, name="readyz"),
     path("", include(page_urlpatterns)),
     path("", include(feedback_urls.page_urlpatterns)),
     path("", include(ranking_urls.page_urlpatterns)),

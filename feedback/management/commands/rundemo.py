@@ -1,6 +1,8 @@
-"""manage.py rundemo: migrate, load the demo graph, then run web server, Celery worker and beat.
+"""manage.py rundemo: migrate, load the demo graph, then run the web server, Celery worker and beat.
 
-This is what ``make run`` calls. Ctrl-C stops all three processes.
+This is what ``make run`` calls: gunicorn (``graphadmin/gunicorn_conf.py``), a Celery worker on every
+named queue, Celery beat, and the MCP server's streamable HTTP endpoint (on uvicorn). Ctrl-C or
+SIGTERM stops them all gracefully; when one of them dies, the others are stopped too.
 """
 
 from __future__ import annotations
@@ -13,25 +15,71 @@ import time
 
 from django.conf import settings
 from django.core.management import call_command
-from django.core.management.base import BaseCommand
+from django.core.management.base import BaseCommand, CommandError
 
 from feedback.demo import ensure_demo, fill_demo_history
 from graphadmin.embeddings import configured_model
+
+# gunicorn's graceful_timeout (30 s by default) plus a margin: then whatever still runs is killed.
+STOP_TIMEOUT = 35.0
 
 
 def _interrupt(signum, frame):
     raise KeyboardInterrupt
 
 
+def children(addr: str, mcp_addr: str) -> dict[str, list[str]]:
+    """The command line of each process ``make run`` starts, by name."""
+    python = sys.executable
+    procs = {
+        # gthread workers sized to the cores (graphadmin/gunicorn_conf.py); static files by WhiteNoise.
+        "web": [python, "-m", "gunicorn", "-c", "python:graphadmin.gunicorn_conf", "--bind", addr],
+        "worker": [
+            python,
+            "-m",
+            "celery",
+            "-A",
+            "graphadmin",
+            "worker",
+            "--loglevel=INFO",
+            f"--concurrency={settings.CELERY_WORKER_CONCURRENCY}",
+            "-Q",
+            ",".join(settings.WORKER_QUEUES),
+        ],
+        "beat": [
+            python,
+            "-m",
+            "celery",
+            "-A",
+            "graphadmin",
+            "beat",
+            "--loglevel=INFO",
+            f"--schedule={settings.CELERY_BEAT_SCHEDULE_FILENAME}",
+        ],
+    }
+    if mcp_addr:
+        host, _, port = mcp_addr.rpartition(":")
+        procs["mcp"] = [python, "manage.py", "mcp_server", "--http", "--host", host.strip("[]"), "--port", port]
+    return procs
+
+
 class Command(BaseCommand):
-    help = "Migrate, load the demo graph, and run the web server with a Celery worker and beat."
+    help = "Migrate, load the demo graph, and run the web server with a Celery worker, beat and the MCP server."
 
     def add_arguments(self, parser):
         parser.add_argument(
             "--addr", default=os.environ.get("RUN_ADDR", "127.0.0.1:8000"), help="host:port of the web server."
         )
+        parser.add_argument(
+            "--mcp-addr",
+            default=os.environ.get("MCP_ADDR", "127.0.0.1:8765"),
+            help="host:port of the MCP streamable HTTP server (empty: not started).",
+        )
 
-    def handle(self, *args, addr, **options):
+    def handle(self, *args, addr, mcp_addr, **options):
+        for name, value in (("--addr", addr), ("--mcp-addr", mcp_addr)):
+            if value and not value.rpartition(":")[2].isdigit():
+                raise CommandError(f"{name} must be host:port, not {value!r}")
         call_command("migrate", interactive=False, verbosity=1)
         graph, password = ensure_demo()
         history = fill_demo_history()
@@ -40,39 +88,24 @@ class Command(BaseCommand):
                 f"Demo history: {history['sessions']} simulated agent sessions on {history['topics']} topics "
                 f"(outcomes {history['outcomes']}); daily metrics rolled up."
             )
-        python = sys.executable
-        children = {
-            "web": [python, "manage.py", "runserver", addr, "--noreload"],
-            "worker": [
-                python,
-                "-m",
-                "celery",
-                "-A",
-                "graphadmin",
-                "worker",
-                "--loglevel=INFO",
-                "--concurrency=2",
-                "-Q",
-                ",".join(settings.WORKER_QUEUES),
-            ],
-            "beat": [
-                python,
-                "-m",
-                "celery",
-                "-A",
-                "graphadmin",
-                "beat",
-                "--loglevel=INFO",
-                f"--schedule={settings.CELERY_BEAT_SCHEDULE_FILENAME}",
-            ],
-        }
         # Ctrl-C (SIGINT) and SIGTERM both stop everything, even when started from a script that ignores SIGINT.
         signal.signal(signal.SIGINT, _interrupt)
         signal.signal(signal.SIGTERM, _interrupt)
-        procs = {name: subprocess.Popen(cmd, cwd=settings.BASE_DIR) for name, cmd in children.items()}
+        # Each child in its own session: a Ctrl-C in the terminal reaches this process alone, which then
+        # stops every child with SIGTERM, the graceful stop of each (gunicorn finishes the requests it has,
+        # the worker its tasks) instead of their faster SIGINT stop.
+        # Persistent database connections in the children (unless set): a new connection per request
+        # and per task cost the web server and the worker a connection set-up each time.
+        env = {**os.environ, "CONN_MAX_AGE": os.environ.get("CONN_MAX_AGE", "60")}
+        procs = {
+            name: subprocess.Popen(cmd, cwd=settings.BASE_DIR, env=env, start_new_session=True)
+            for name, cmd in children(addr, mcp_addr).items()
+        }
+        mcp_line = f"MCP (streamable HTTP): http://{mcp_addr}/mcp\n" if mcp_addr else ""
         self.stdout.write(
             self.style.SUCCESS(
                 f"\ngraphadmin is running at http://{addr}/  (graph '{graph.organization.slug}/{graph.slug}')\n"
+                f"{mcp_line}"
                 f"Log in as admin, operator, analyst or reviewer with password: {password}\n"
                 f"Broker: {settings.CELERY_BROKER_URL}   Embedder: {configured_model()}   Press Ctrl-C to stop.\n"
             )
@@ -88,8 +121,9 @@ class Command(BaseCommand):
             for p in procs.values():
                 if p.poll() is None:
                     p.send_signal(signal.SIGTERM)
+            deadline = time.monotonic() + STOP_TIMEOUT
             for p in procs.values():
                 try:
-                    p.wait(timeout=15)
+                    p.wait(timeout=max(0.1, deadline - time.monotonic()))
                 except subprocess.TimeoutExpired:
                     p.kill()
