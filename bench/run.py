@@ -58,6 +58,8 @@ PAGES = {
     "tune": ("GET", lambda s: {}, None),
     "tune-preview": ("POST", lambda s: {}, lambda s: s["tune_form"]),
     "impact": ("GET", lambda s: {}, None),
+    "graph-neighbourhood": ("GET", lambda s: {"node_id": s["node"]}, None),
+    "injection-subgraph": ("GET", lambda s: {"injection_id": s["injection"]}, None),
 }
 # Dashboard routes that are actions, not pages: timed through the action they call (rollback below).
 ACTIONS = {"dashboard-rollback"}

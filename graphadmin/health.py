@@ -24,6 +24,8 @@ from django.http import JsonResponse
 from django.views.decorators.cache import never_cache
 from django.views.decorators.http import require_GET
 
+from graphadmin.celery import app
+
 log = logging.getLogger(__name__)
 
 # A passing migrations check stays passed in this process (a deployment migrates before it starts
@@ -52,8 +54,6 @@ def check_migrations() -> bool:
 
 
 def check_broker() -> bool:
-    from graphadmin.celery import app
-
     with app.connection_for_write() as conn:
         conn.ensure_connection(max_retries=1, timeout=settings.HEALTH_WORKER_TIMEOUT)
         return conn.connected
@@ -64,8 +64,6 @@ def check_worker() -> bool:
     global _worker_ok_until
     if time.monotonic() < _worker_ok_until:
         return True
-    from graphadmin.celery import app
-
     replies = app.control.ping(timeout=settings.HEALTH_WORKER_TIMEOUT, limit=1)
     if replies:
         with _lock:
