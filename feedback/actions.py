@@ -35,7 +35,7 @@ from django.db import OperationalError, connection, transaction
 from django.db.models import Q
 from psycopg.errors import DeadlockDetected
 
-from graphadmin import audit
+from graphadmin import audit, clock
 from graphadmin.embeddings import configured_model, embed_texts
 from graphadmin.models import Edge, EdgeType, Graph, Node, PolicyRevision
 from graphadmin.models.policy import POLICY_NUMBERS
@@ -391,7 +391,7 @@ def _new_batch(graph: Graph, kind: str, actor, *, session=None, key=None, detail
         trigger_task=task,
         idempotency_key=key,
         details=details or {},
-        started_at=datetime.now(UTC),
+        started_at=clock.now(),
         **extra,
     )
 
@@ -426,7 +426,7 @@ def _finish(
 ) -> Result:
     """Write the batch's counts and timings and its one AuditEvent; return the Result."""
     batch.node_updates, batch.edge_updates, batch.conflicts = node_updates, edge_updates, conflicts
-    batch.finished_at = datetime.now(UTC)
+    batch.finished_at = clock.now()
     batch.duration_ms = round((time.perf_counter() - started) * 1000.0, 3)
     batch.save(update_fields=["node_updates", "edge_updates", "conflicts", "details", "finished_at", "duration_ms"])
     return _audit_batch(batch, actor, audit_extra)

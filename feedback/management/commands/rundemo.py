@@ -37,8 +37,9 @@ class Command(BaseCommand):
         history = fill_demo_history()
         if history["status"] == "filled":
             self.stdout.write(
-                f"Demo history: {history['sessions']} simulated agent sessions on {history['topics']} topics "
-                f"(outcomes {history['outcomes']}); daily metrics rolled up."
+                f"Demo history: {history['sessions']} simulated agent sessions over {history['weeks']} weeks "
+                f"(outcomes {history['outcomes']}, {history['decay_runs']} decay runs); "
+                f"{history['days']} days of metrics rolled up."
             )
         python = sys.executable
         children = {
