@@ -5,6 +5,7 @@ This is what ``make run`` calls. Ctrl-C stops all three processes.
 
 from __future__ import annotations
 
+import logging
 import os
 import signal
 import subprocess
@@ -34,6 +35,7 @@ class Command(BaseCommand):
     def handle(self, *args, addr, **options):
         call_command("migrate", interactive=False, verbosity=1)
         graph, password = ensure_demo()
+        logging.getLogger("celery.app.trace").setLevel(logging.WARNING)  # one INFO line per eager task otherwise
         history = fill_demo_history()
         if history["status"] == "filled":
             self.stdout.write(
