@@ -107,6 +107,7 @@ def import_demo_vault(graph: Graph) -> ImportResult | None:
 DEMO_HISTORY_SESSIONS = 160
 DEMO_HISTORY_WEEKS = 9
 DEMO_QUESTIONS = settings.BASE_DIR / "demo" / "questions.json"
+DEMO_POLICY_CHANGE = {"learning_rate": 0.2, "coef_memory": 0.3}
 
 
 def history_start(weeks: int = DEMO_HISTORY_WEEKS) -> datetime:
@@ -142,4 +143,5 @@ def fill_demo_history(sessions: int = DEMO_HISTORY_SESSIONS, weeks: int = DEMO_H
         "hit5_first": round(history.hit5_first, 2),
         "hit5_last": round(history.hit5_last, 2),
         "outcomes": history.outcomes,
+        "policy_revisions": graph.current_policy().revision,
     }

@@ -497,6 +497,7 @@ def simulate_history(
     *,
     start: datetime,
     end: datetime | None = None,
+    policy_change: tuple | None = None,
     progress=None,
 ) -> History:
     """Sessions asking ``questions`` (their text only) between ``start`` and ``end``, on a simulated clock.
@@ -514,6 +515,9 @@ def simulate_history(
     Caveat: the retrieval's traversal stamps (``EdgeStats.last_traversed_at``) are written by the
     database's ``now()``, the real time, after every simulated cutoff: a decay run on the simulated
     clock therefore leaves every edge an injection ever traversed alone and decays the others.
+
+    ``policy_change``: ``(actor, changes, note)``, a policy change made halfway (``services.set_policy``,
+    a new revision, audited) on the simulated clock, so the policy history has a before and an after.
     """
     cfg = cfg or HistoryConfig()
     end = end or history_end()
@@ -535,6 +539,10 @@ def simulate_history(
                 sim.set(actions.decay_period(graph, at)[1] + timedelta(minutes=5))
                 actions.decay(ACTOR, Graph.objects.select_related("organization").get(pk=graph.pk), now=sim.at)
                 history.decay_runs += 1
+            if policy_change and s == len(times) // 2:
+                actor, changes, note = policy_change
+                sim.set(at - timedelta(minutes=30))
+                services.set_policy(actor, graph, changes, note=note)
             question = questions[rng.randrange(len(questions))]
             sid = f"agent-{at:%Y%m%d}-{run}-{s:03d}"
             sim.set(at)

@@ -14,7 +14,7 @@ from django.http import HttpResponse
 from django.shortcuts import get_object_or_404, redirect, render
 from django.views.decorators.http import require_POST
 
-from feedback import actions, charts, metrics
+from feedback import actions, charts, metrics, revisions
 from feedback.models import (
     BATCH_KINDS,
     BATCH_STATUSES,
@@ -397,3 +397,13 @@ def session_detail(request, graph_id, external_id):
             },
         },
     )
+
+
+@login_required
+def policy_effects(request, graph_id):
+    """Per policy revision, the share of sessions whose top-ranked items were used before and after it took
+    effect (analysts; from the daily rollups). The tune page loads it as a partial."""
+    access = graph_access(request, graph_id, needed="analyst")
+    context = {"access": access, "effects": revisions.revision_effects(access.graph)}
+    template = "feedback/_policy_effects.html" if request.headers.get("HX-Request") else "feedback/policy_effects.html"
+    return render(request, template, context)

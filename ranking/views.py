@@ -12,7 +12,7 @@ from feedback import charts
 from feedback.models import ContextInjection, InjectionCandidate
 from graphadmin.access import graph_access
 from graphadmin.forms import TuneForm
-from graphadmin.models import Edge, EdgeType, Node
+from graphadmin.models import Edge, EdgeType, Node, PolicyRevision
 from ranking import service
 from ranking.service import RankingInputError
 
@@ -245,3 +245,24 @@ def tune_preview(request, graph_id):
         priorities = {et.name: value for et, value in form.priority_changes().items()}
         result = service.whatif(access.graph, changes=changes, priorities=priorities, n=PREVIEW_INJECTIONS)
     return render(request, "ranking/_whatif.html", {"access": access, "form": form, "result": result})
+
+
+def restore_changes(current: PolicyRevision, target: PolicyRevision) -> dict:
+    """The policy values that restoring ``target`` would change (name -> (now, restored))."""
+    now, then = current.numbers(), target.numbers()
+    return {k: (now[k], v) for k, v in then.items() if now.get(k) != v}
+
+
+@login_required
+def restore_preview(request, graph_id, revision):
+    """Before restoring a revision: what would change and the what-if replay of the last injections under
+    its numbers, with the button that restores it (operators). Writes nothing."""
+    access = graph_access(request, graph_id, needed="operator")
+    target = get_object_or_404(PolicyRevision.objects.filter(graph=access.graph), revision=revision)
+    current = access.graph.current_policy()
+    changes = restore_changes(current, target)
+    ranking_changes = {k: after for k, (_before, after) in changes.items() if k != "ceiling_mode"}
+    result = service.whatif(access.graph, changes=ranking_changes, n=PREVIEW_INJECTIONS) if ranking_changes else None
+    context = {"access": access, "target": target, "current": current, "changes": changes, "result": result}
+    template = "ranking/_restore_preview.html" if request.headers.get("HX-Request") else "ranking/restore_preview.html"
+    return render(request, template, context)
