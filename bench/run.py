@@ -58,11 +58,16 @@ PAGES = {
     "tune": ("GET", lambda s: {}, None),
     "tune-preview": ("POST", lambda s: {}, lambda s: s["tune_form"]),
     "impact": ("GET", lambda s: {}, None),
+    "sessions": ("GET", lambda s: {}, None),
+    "session": ("GET", lambda s: {"external_id": s["session"]}, None),
+    "policy-effects": ("GET", lambda s: {}, None),
+    "tune-restore-preview": ("GET", lambda s: {"revision": 1}, None),
     "graph-neighbourhood": ("GET", lambda s: {"node_id": s["node"]}, None),
     "injection-subgraph": ("GET", lambda s: {"injection_id": s["injection"]}, None),
 }
-# Dashboard routes that are actions, not pages: timed through the action they call (rollback below).
-ACTIONS = {"dashboard-rollback"}
+# Dashboard routes that are actions, not pages: timed through the action they call (rollback below; a
+# restore is one policy write, services.set_policy).
+ACTIONS = {"dashboard-rollback", "tune-restore"}
 
 # Floors of rank and context: the traversal written as one raw statement that also scores and
 # orders (each level: every source's active out-edges to active targets, top %(cap)s by weight; the
@@ -792,8 +797,10 @@ class Bench:
         client.force_login(member)
         g = self.graph
         hub = Node.objects.get(pk=self.hubs[0])
+        latest = ContextInjection.objects.filter(graph=g).select_related("session").order_by("-id").first()
         samples = {
-            "injection": ContextInjection.objects.filter(graph=g).order_by("-id").values_list("id", flat=True).first(),
+            "injection": latest.pk,
+            "session": latest.session.external_id,
             "node": hub.pk,
             "edge": Edge.objects.filter(graph=g, source=hub, archived=False)
             .order_by("-weight")

@@ -10,20 +10,21 @@ from __future__ import annotations
 
 import os
 import secrets
-from datetime import UTC, datetime
+from datetime import datetime, timedelta
 
 from django.conf import settings
 from django.contrib.auth import get_user_model
 from django.db import transaction
 
-from graphadmin import services
+from graphadmin import clock, services
 from graphadmin.embeddings import configured_model
 from graphadmin.models import Graph, Membership, Organization
 from graphadmin.vault.apply import do_reembed, stale_rows
 from graphadmin.vault.parse import parse_vault
 from graphadmin.vault.plan import ImportResult
 
-from . import metrics, simulation
+from . import simulation
+from .evaluation import load_questions
 from .imports import do_import_vault
 
 DEMO_ORG = "demo"
@@ -68,10 +69,15 @@ def ensure_demo() -> tuple[Graph, str]:
     admin = User.objects.get(username="admin")
     graph = Graph.objects.filter(organization=org, slug=DEMO_GRAPH).first()
     if graph is None:
-        graph = services.create_graph(
-            admin, org, DEMO_GRAPH, "Harbor project memory", "The demo vault: a fictional parcel-tracking project."
-        )
-    import_demo_vault(graph)
+        # A new demo graph is made and imported at the start of its simulated history (fill_demo_history),
+        # so its notes, edges, first policy and import batch are as old as the sessions that follow.
+        with clock.using(clock.SimulatedClock(history_start())):
+            graph = services.create_graph(
+                admin, org, DEMO_GRAPH, "Harbor project memory", "The demo vault: a fictional parcel-tracking project."
+            )
+            import_demo_vault(graph)
+    else:
+        import_demo_vault(graph)
     reembed_if_stale(graph)
     return graph, password
 
@@ -98,36 +104,44 @@ def import_demo_vault(graph: Graph) -> ImportResult | None:
     return do_import_vault(graph, parsed, actor="command:rundemo", embed="sync")
 
 
-DEMO_HISTORY_SESSIONS = 150
+DEMO_HISTORY_SESSIONS = 160
+DEMO_HISTORY_WEEKS = 9
+DEMO_QUESTIONS = settings.BASE_DIR / "demo" / "questions.json"
+DEMO_POLICY_CHANGE = {"learning_rate": 0.2, "coef_memory": 0.3}
 
 
-def fill_demo_history(sessions: int = DEMO_HISTORY_SESSIONS) -> dict:
-    """Give the demo graph a feedback history (once: only while it has no session), then the daily metrics.
+def history_start(weeks: int = DEMO_HISTORY_WEEKS) -> datetime:
+    """Where the demo's simulated history begins: ``weeks`` weeks before the start of today (UTC)."""
+    return simulation.history_end() - timedelta(weeks=weeks)
 
-    The learning simulator (``feedback.simulation``) drives ``sessions`` agent sessions through the
-    real API as the demo analyst: topics are the graph's best-connected notes, each with a hidden set
-    of useful neighbours; the agent reports uses and outcomes, which Celery's eager mode applies
-    inline through the same tasks and actions as the worker. No decay is run: on the real clock
-    the periodic task does that, and a simulated clock would take the coming periods' decay keys.
-    The metrics rollup of today then gives the overview's charts their first point.
+
+def fill_demo_history(sessions: int = DEMO_HISTORY_SESSIONS, weeks: int = DEMO_HISTORY_WEEKS) -> dict:
+    """Give the demo graph weeks of feedback history (once: only while it has no session).
+
+    The simulator (``feedback.simulation.simulate_history``) drives ``sessions`` agent sessions
+    through the real API as the demo analyst, spread over the ``weeks`` weeks before today on a
+    simulated clock: each asks one question of ``demo/questions.json`` by its text only (the path
+    agents use), reports the given notes that answer it and an outcome; Celery's eager mode applies
+    the reports inline through the same tasks and actions as the worker. Decay runs at each period
+    boundary of that clock, and every simulated day is rolled up, so the trend charts have weeks of
+    points and the explain list shows the questions.
     """
     graph = Graph.objects.select_related("organization").get(organization__slug=DEMO_ORG, slug=DEMO_GRAPH)
     if simulation.simulated_sessions(graph):
         return {"status": "skipped", "reason": "the demo graph already has sessions"}
-    topics = simulation.topics_of(graph, simulation.hub_anchor_keys(graph, topics=6))
-    if not topics:
-        return {"status": "skipped", "reason": "no note with enough links to start from"}
     analyst = get_user_model().objects.get(username="analyst")
-    cfg = simulation.Config(
-        sessions=sessions, shift_at=None, block=sessions, useful_per_topic=3, budget=5, decay=False, seed=5
+    cfg = simulation.HistoryConfig(sessions=sessions, weeks=weeks)
+    history = simulation.simulate_history(
+        analyst, graph, load_questions(DEMO_QUESTIONS), cfg, start=history_start(weeks)
     )
-    report = simulation.simulate(analyst, (graph, topics), None, cfg)
-    metrics.rollup(graph, datetime.now(UTC).date())
-    block = report.blocks[-1]
     return {
         "status": "filled",
-        "sessions": sessions,
-        "topics": len(topics),
-        "hit5": round(block.hit5, 2),
-        "outcomes": report.outcomes,
+        "sessions": history.sessions,
+        "weeks": weeks,
+        "days": history.days,
+        "decay_runs": history.decay_runs,
+        "hit5_first": round(history.hit5_first, 2),
+        "hit5_last": round(history.hit5_last, 2),
+        "outcomes": history.outcomes,
+        "policy_revisions": graph.current_policy().revision,
     }

@@ -12,13 +12,12 @@ from __future__ import annotations
 import logging
 import time
 from dataclasses import asdict, dataclass, field
-from datetime import UTC, datetime
 
 from django.db import OperationalError, connection, transaction
 from psycopg import sql
 from psycopg.errors import DeadlockDetected
 
-from graphadmin import audit
+from graphadmin import audit, clock
 from graphadmin.models import Graph
 
 from . import queries
@@ -83,7 +82,7 @@ def new_batch(graph: Graph, kind: str, actor, *, session=None, key=None, details
         trigger_task=task,
         idempotency_key=key,
         details=details or {},
-        started_at=datetime.now(UTC),
+        started_at=clock.now(),
         **extra,
     )
 
@@ -133,7 +132,7 @@ def finish(
 ) -> Result:
     """Write the batch's counts and timings and its one AuditEvent; return the Result."""
     batch.node_updates, batch.edge_updates, batch.conflicts = node_updates, edge_updates, conflicts
-    batch.finished_at = datetime.now(UTC)
+    batch.finished_at = clock.now()
     batch.duration_ms = elapsed_ms(started)
     batch.save(update_fields=["node_updates", "edge_updates", "conflicts", "details", "finished_at", "duration_ms"])
     return audit_batch(batch, actor, audit_extra)

@@ -16,6 +16,7 @@ from django.db.models import Q
 from django.urls import reverse
 from pgvector.django import HnswIndex, VectorField
 
+from graphadmin import clock
 from graphadmin.models import Edge, Graph, Node, PolicyRevision
 from graphadmin.models.tenancy import TenantQuerySet
 
@@ -34,7 +35,7 @@ class AgentSession(models.Model):
 
     graph = models.ForeignKey(Graph, on_delete=models.CASCADE, related_name="sessions")
     external_id = models.CharField(max_length=200)
-    started_at = models.DateTimeField(auto_now_add=True)
+    started_at = models.DateTimeField(default=clock.now, editable=False)
     outcome = models.CharField(max_length=20, null=True, blank=True, choices=[(o, o) for o in OUTCOMES])
     outcome_at = models.DateTimeField(null=True, blank=True)
 
@@ -73,7 +74,7 @@ class ContextInjection(models.Model):
     query_embedding = VectorField(dimensions=settings.EMBEDDING_DIM, null=True, blank=True)
     # The model that embedded the query ("" for a vector the caller sent): only queries of one model are compared.
     query_model = models.CharField(max_length=200, blank=True, default="", db_default="")
-    created_at = models.DateTimeField(auto_now_add=True, db_index=True)
+    created_at = models.DateTimeField(default=clock.now, editable=False, db_index=True)
 
     objects = GraphScopedQuerySet.as_manager()
 
@@ -137,7 +138,7 @@ class UseEvent(models.Model):
     edge = models.ForeignKey(Edge, on_delete=models.PROTECT, null=True, blank=True, related_name="+")
     signal = models.CharField(max_length=20, choices=[(s, s) for s in SIGNALS])
     source = models.CharField(max_length=50, default="api", help_text="api, response, mcp, dashboard")
-    created_at = models.DateTimeField(auto_now_add=True)
+    created_at = models.DateTimeField(default=clock.now, editable=False)
 
     objects = GraphScopedQuerySet.as_manager()
 

@@ -50,11 +50,12 @@ from django.db import transaction
 from django.db.models import Count, Q
 from rest_framework.test import APIClient
 
-from graphadmin import services
+from graphadmin import clock, services
 from graphadmin.celery import app as celery_app
 from graphadmin.models import Edge, EdgeType, Graph, Membership, Node, Organization
 
-from . import actions
+from . import actions, metrics, queries
+from .evaluation import Question, agent_reports
 from .models import AgentSession
 
 ACTOR = "task:simulation.decay"
@@ -442,6 +443,142 @@ def simulate(
                 if progress:
                     progress(block)
     return report
+
+
+@dataclass
+class HistoryConfig:
+    """A history of agent sessions asking real questions, spread over simulated weeks (the demo's)."""
+
+    sessions: int = 160
+    weeks: int = 9
+    budget: int = 5
+    negative_rate: float = 0.2
+    p_ignore: float = 0.1
+    decay: bool = True
+    seed: int = 5
+
+
+@dataclass
+class History:
+    """What :func:`simulate_history` did: sessions, outcomes, decay runs, the days rolled up, the span."""
+
+    sessions: int = 0
+    outcomes: dict = field(default_factory=lambda: {"accepted": 0, "rework": 0, "rejected": 0})
+    decay_runs: int = 0
+    days: int = 0
+    start: datetime | None = None
+    end: datetime | None = None
+    hit5_first: float = 0.0
+    hit5_last: float = 0.0
+
+
+def history_end() -> datetime:
+    """Where a simulated history ends by default: the start of today (UTC), so every session is in the past."""
+    return datetime.combine(datetime.now(UTC).date(), datetime.min.time(), UTC)
+
+
+def session_times(cfg: HistoryConfig, start: datetime, end: datetime, rng: random.Random) -> list[datetime]:
+    """``cfg.sessions`` times between ``start`` and ``end``, in order: evenly spread, each moved by up to
+    a third of the gap, on working hours (08:00-18:00 UTC) so the days look like a team's."""
+    gap = (end - start) / cfg.sessions
+    out = []
+    for s in range(cfg.sessions):
+        t = start + gap * s + gap * rng.uniform(0.0, 0.33)
+        hour = 8 + (t.hour * 60 + t.minute) * 10 / (24 * 60)  # squeeze the day into working hours
+        out.append(t.replace(hour=int(hour), minute=int((hour % 1) * 60)))
+    return sorted(out)
+
+
+def simulate_history(
+    user,
+    graph: Graph,
+    questions: list[Question],
+    cfg: HistoryConfig | None = None,
+    *,
+    start: datetime,
+    end: datetime | None = None,
+    policy_change: tuple | None = None,
+    progress=None,
+) -> History:
+    """Sessions asking ``questions`` (their text only) between ``start`` and ``end``, on a simulated clock.
+
+    Each session, the way an agent calls the service (``user`` must be an analyst or above):
+    ``context`` with the question's text, no start node and no vector; then its use report
+    (``evaluation.agent_reports``: the given notes that answer the question, now and then one flagged
+    ``negative``; each use missed with probability ``p_ignore``) a minute later and its outcome a
+    few minutes after that. Every row those requests write (session, injection, use events, batches,
+    weight history, audit events) carries the simulated time (``graphadmin.clock``). At each decay
+    period boundary on the simulated clock, the decay action runs at that time (only for periods
+    already over on the real clock, so the periodic task keeps the current period's run). Then every
+    simulated day is rolled up (``metrics.rollup``), which is what the trend charts read.
+
+    Caveat: the retrieval's traversal stamps (``EdgeStats.last_traversed_at``) are written by the
+    database's ``now()``, the real time, after every simulated cutoff: a decay run on the simulated
+    clock therefore leaves every edge an injection ever traversed alone and decays the others.
+
+    ``policy_change``: ``(actor, changes, note)``, a policy change made halfway (``services.set_policy``,
+    a new revision, audited) on the simulated clock, so the policy history has a before and an after.
+    """
+    cfg = cfg or HistoryConfig()
+    end = end or history_end()
+    rng = random.Random(cfg.seed)
+    client = api_client(user)
+    times = session_times(cfg, start, end, rng)
+    sim = clock.SimulatedClock(times[0] if times else start)
+    now_period = queries.decay_period(graph)[0]
+    last_period = queries.decay_period(graph, times[0])[0] if times else now_period
+    history = History(start=start, end=end)
+    hits: list[float] = []
+    run = uuid.uuid4().hex[:6]
+    with eager_tasks(), clock.using(sim):
+        for s, at in enumerate(times):
+            period = queries.decay_period(graph, at)[0]
+            if cfg.decay and last_period < period < now_period:
+                # The periodic decay task's action, at the start of the new period on the simulated clock.
+                last_period = period
+                sim.set(queries.decay_period(graph, at)[1] + timedelta(minutes=5))
+                actions.do_decay(Graph.objects.select_related("organization").get(pk=graph.pk), actor=ACTOR, now=sim.at)
+                history.decay_runs += 1
+            if policy_change and s == len(times) // 2:
+                actor, changes, note = policy_change
+                sim.set(at - timedelta(minutes=30))
+                services.set_policy(actor, graph, changes, note=note)
+            question = questions[rng.randrange(len(questions))]
+            sid = f"agent-{at:%Y%m%d}-{run}-{s:03d}"
+            sim.set(at)
+            r = client.post(
+                f"/api/graphs/{graph.pk}/context/",
+                {"session": sid, "query": question.q, "budget_unit": "items", "budget": cfg.budget},
+                format="json",
+            )
+            if r.status_code != 201:
+                raise RuntimeError(f"context: {r.status_code} {r.content[:300]!r}")
+            items = r.json()["items"]
+            keys = list(dict.fromkeys(i["key"] for i in sorted(items, key=lambda i: i["rank"])))
+            hits.append(1.0 if set(keys[:5]) & set(question.useful) else 0.0)
+            uses, outcome = agent_reports(items, question.useful, rng, cfg.negative_rate)
+            uses = [u for u in uses if u["signal"] == "negative" or rng.random() >= cfg.p_ignore]
+            if uses:
+                sim.set(at + timedelta(minutes=1))
+                r = client.post(f"/api/graphs/{graph.pk}/sessions/{sid}/uses/", {"items": uses}, format="json")
+                if r.status_code != 202:
+                    raise RuntimeError(f"uses: {r.status_code} {r.content[:300]!r}")
+            sim.set(at + timedelta(minutes=4))
+            r = client.post(f"/api/graphs/{graph.pk}/sessions/{sid}/outcome/", {"outcome": outcome}, format="json")
+            if r.status_code not in (200, 202):
+                raise RuntimeError(f"outcome: {r.status_code} {r.content[:300]!r}")
+            history.outcomes[outcome] += 1
+            history.sessions += 1
+            if progress:
+                progress(s + 1, at)
+        day, last_day = start.date(), end.date()
+        while day <= last_day:
+            metrics.rollup(graph, day)
+            history.days += 1
+            day += timedelta(days=1)
+    tenth = max(1, len(hits) // 10)
+    history.hit5_first, history.hit5_last = _mean(hits[:tenth]), _mean(hits[-tenth:])
+    return history
 
 
 def _mean(values) -> float:

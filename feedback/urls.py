@@ -30,4 +30,8 @@ page_urlpatterns = [
     path("g/<int:graph_id>/batches/<int:batch_id>/", views.batch_detail, name="batch"),
     path("g/<int:graph_id>/batches/<int:batch_id>/rollback/", views.batch_rollback, name="dashboard-rollback"),
     path("g/<int:graph_id>/impact/", views.impact, name="impact"),
+    path("g/<int:graph_id>/policy/effects/", views.policy_effects, name="policy-effects"),
+    path("g/<int:graph_id>/sessions/", views.session_list, name="sessions"),
+    # A session id is the agent's own string: any character but the path separator is kept as given.
+    path("g/<int:graph_id>/sessions/<path:external_id>/", views.session_detail, name="session"),
 ]

@@ -1,5 +1,5 @@
-"""Pages of feedback: a graph's overview, update batches (list, detail, rollback), feedback impact, and
-the node and edge records with their weight history."""
+"""Pages of feedback: a graph's overview, update batches (list, detail, rollback), feedback impact,
+the node and edge records with their weight history, and the agent sessions (list, one session's story)."""
 
 from __future__ import annotations
 
@@ -9,12 +9,23 @@ from datetime import date
 from django.contrib import messages
 from django.contrib.auth.decorators import login_required
 from django.core.paginator import Paginator
+from django.db.models import Count
 from django.http import HttpResponse
 from django.shortcuts import get_object_or_404, redirect, render
 from django.views.decorators.http import require_POST
 
-from feedback import actions, charts, metrics, queries
-from feedback.models import BATCH_KINDS, BATCH_STATUSES, AgentSession, ContextInjection, UpdateBatch, WeightHistory
+from feedback import actions, charts, metrics, queries, revisions
+from feedback.models import (
+    BATCH_KINDS,
+    BATCH_STATUSES,
+    OUTCOMES,
+    AgentSession,
+    ContextInjection,
+    InjectionCandidate,
+    UpdateBatch,
+    UseEvent,
+    WeightHistory,
+)
 from graphadmin import audit
 from graphadmin.access import graph_access
 from graphadmin.models import Edge, Node
@@ -88,7 +99,7 @@ def batch_list(request, graph_id):
 def batch_detail(request, graph_id, batch_id):
     access = graph_access(request, graph_id)
     batch = get_object_or_404(
-        UpdateBatch.objects.filter(graph=access.graph).select_related("rolled_back_by"), pk=batch_id
+        UpdateBatch.objects.filter(graph=access.graph).select_related("rolled_back_by", "trigger_session"), pk=batch_id
     )
     changes = WeightHistory.objects.filter(graph=access.graph, batch=batch).select_related("node", "edge").in_order()
     page = Paginator(changes, 100).get_page(request.GET.get("page"))
@@ -240,3 +251,152 @@ def edge_detail(request, graph_id, edge_id):
         Edge.objects.filter(graph=access.graph).select_related("source", "target", "edge_type"), pk=edge_id
     )
     return _record_page(request, access, "edge", edge, "Weight history")
+
+
+# --------------------------------------------------------------------------------------------------
+# Agent sessions: the list, and one session's injections, use reports, outcome and batches in time order
+
+SESSION_PAGE = 50
+CUT_SHOWN = 10
+
+
+@login_required
+def session_list(request, graph_id):
+    """The graph's agent sessions, newest first, filterable by outcome, date and the text of their questions."""
+    access = graph_access(request, graph_id)
+    filters = {k: request.GET.get(k, "").strip() for k in ("outcome", "since", "until", "q")}
+    error = ""
+    for name in ("since", "until"):
+        if filters[name] and not _is_date(filters[name]):
+            error, filters[name] = f"{name}: expected a date, YYYY-MM-DD (not applied).", ""
+    sessions = AgentSession.objects.filter(graph=access.graph)
+    if filters["outcome"] == "none":
+        sessions = sessions.filter(outcome__isnull=True)
+    elif filters["outcome"] in OUTCOMES:
+        sessions = sessions.filter(outcome=filters["outcome"])
+    if filters["since"]:
+        sessions = sessions.filter(started_at__date__gte=filters["since"])
+    if filters["until"]:
+        sessions = sessions.filter(started_at__date__lte=filters["until"])
+    if filters["q"]:
+        sessions = sessions.filter(
+            pk__in=ContextInjection.objects.filter(graph=access.graph, query__icontains=filters["q"]).values(
+                "session_id"
+            )
+        )
+    page = Paginator(sessions.order_by("-started_at", "-id"), SESSION_PAGE).get_page(request.GET.get("page"))
+    ids = [s.pk for s in page.object_list]
+    # Per page only (grouped queries): injections and their first question, use reports, batches.
+    questions: dict[int, str] = {}
+    n_injections: dict[int, int] = {}
+    for sid, query in (
+        ContextInjection.objects.filter(graph=access.graph, session_id__in=ids)
+        .order_by("session_id", "created_at", "id")
+        .values_list("session_id", "query")
+    ):
+        n_injections[sid] = n_injections.get(sid, 0) + 1
+        questions.setdefault(sid, query)
+    uses = dict(
+        UseEvent.objects.filter(graph=access.graph, session_id__in=ids)
+        .values("session_id")
+        .annotate(n=Count("id"))
+        .values_list("session_id", "n")
+    )
+    batches = dict(
+        UpdateBatch.objects.filter(graph=access.graph, trigger_session_id__in=ids)
+        .values("trigger_session_id")
+        .annotate(n=Count("id"))
+        .values_list("trigger_session_id", "n")
+    )
+    for s in page.object_list:
+        s.question = questions.get(s.pk, "")
+        s.n_injections, s.n_uses, s.n_batches = n_injections.get(s.pk, 0), uses.get(s.pk, 0), batches.get(s.pk, 0)
+    return render(
+        request,
+        "feedback/sessions.html",
+        {"access": access, "page": page, "filters": filters, "outcomes": OUTCOMES, "error": error},
+    )
+
+
+def _is_date(value: str) -> bool:
+    try:
+        date.fromisoformat(value)
+    except ValueError:
+        return False
+    return True
+
+
+@login_required
+def session_detail(request, graph_id, external_id):
+    """One agent session, in time order: each injection (its question, what it gave and what it cut), each
+    use report, the outcome, and every batch the session caused with its weight changes."""
+    access = graph_access(request, graph_id)
+    graph = access.graph
+    session = get_object_or_404(AgentSession.objects.filter(graph=graph), external_id=external_id)
+    injections = list(
+        ContextInjection.objects.filter(graph=graph, session=session)
+        .select_related("policy_revision")
+        .order_by("created_at", "id")
+    )
+    candidates = (
+        InjectionCandidate.objects.filter(graph=graph, injection__in=injections)
+        .select_related("node")
+        .order_by("injection_id", "rank")
+    )
+    by_injection: dict[int, dict] = {i.pk: {"given": [], "cut": [], "n_cut": 0} for i in injections}
+    for c in candidates:
+        slot = by_injection[c.injection_id]
+        if c.selected:
+            slot["given"].append(c)
+        else:
+            slot["n_cut"] += 1
+            if len(slot["cut"]) < CUT_SHOWN:
+                slot["cut"].append(c)
+    events = [{"kind": "injection", "at": i.created_at, "injection": i, **by_injection[i.pk]} for i in injections]
+    reports: dict[tuple, list] = {}
+    for use in (
+        UseEvent.objects.filter(graph=graph, session=session)
+        .select_related("node", "edge__source", "edge__target", "edge__edge_type")
+        .order_by("created_at", "id")
+    ):
+        # One report (one API call) writes its events in one statement, with one time.
+        reports.setdefault((use.created_at, use.source), []).append(use)
+    events += [{"kind": "uses", "at": at, "source": source, "uses": uses} for (at, source), uses in reports.items()]
+    batches = list(UpdateBatch.objects.filter(graph=graph, trigger_session=session).order_by("started_at", "id"))
+    changes: dict[int, list] = {b.pk: [] for b in batches}
+    for change in (
+        WeightHistory.objects.filter(graph=graph, batch_id__in=list(changes))
+        .select_related("node", "edge__source", "edge__target", "edge__edge_type")
+        .in_order()
+    ):
+        changes[change.batch_id].append(change)
+    events += [{"kind": "batch", "at": b.started_at, "batch": b, "changes": changes[b.pk]} for b in batches]
+    if session.outcome_at:
+        events.append({"kind": "outcome", "at": session.outcome_at, "outcome": session.outcome})
+    order = {"injection": 0, "uses": 1, "outcome": 2, "batch": 3}
+    events.sort(key=lambda e: (e["at"], order[e["kind"]]))
+    return render(
+        request,
+        "feedback/session.html",
+        {
+            "access": access,
+            "session": session,
+            "events": events,
+            "counts": {
+                "injections": len(injections),
+                "uses": sum(len(u) for u in reports.values()),
+                "batches": len(batches),
+                "changes": sum(len(c) for c in changes.values()),
+            },
+        },
+    )
+
+
+@login_required
+def policy_effects(request, graph_id):
+    """Per policy revision, the share of sessions whose top-ranked items were used before and after it took
+    effect (analysts; from the daily rollups). The tune page loads it as a partial."""
+    access = graph_access(request, graph_id, needed="analyst")
+    context = {"access": access, "effects": revisions.revision_effects(access.graph)}
+    template = "feedback/_policy_effects.html" if request.headers.get("HX-Request") else "feedback/policy_effects.html"
+    return render(request, template, context)

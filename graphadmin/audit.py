@@ -15,6 +15,7 @@ import rfc8785
 from django.db import connection, transaction
 from psycopg import sql
 
+from graphadmin import clock
 from graphadmin.models import AuditCheckpoint, AuditEvent
 
 GENESIS = "0" * 64
@@ -71,7 +72,7 @@ def append(organization, actor, action: str, payload: dict, scope: dict | None =
         seq = last[0] + 1 if last else 1
         prev_hash = last[1] if last else GENESIS
         # Microsecond precision is what PostgreSQL stores; truncate now so verify recomputes the same.
-        now = datetime.now(UTC)
+        now = clock.now()
         label = actor_label(actor)
         return _insert(
             AuditEvent(

@@ -1,7 +1,8 @@
 """Pages of the graph core: the graphs list, the audit trail, edge types and policy (tune).
 
 Saving the tune form writes a new policy revision and audit events through ``graphadmin.services``;
-its what-if preview is ranking's page (``ranking.views.tune_preview``).
+its what-if preview is ranking's page (``ranking.views.tune_preview``). Restoring a revision writes a new
+one with its numbers (``tune_restore``), after ranking's preview of it (``ranking.views.restore_preview``).
 """
 
 from __future__ import annotations
@@ -10,7 +11,8 @@ from django.contrib import messages
 from django.contrib.auth.decorators import login_required
 from django.core.paginator import Paginator
 from django.db import transaction
-from django.shortcuts import redirect, render
+from django.shortcuts import get_object_or_404, redirect, render
+from django.views.decorators.http import require_POST
 
 from graphadmin import audit, services
 from graphadmin.access import graph_access
@@ -97,3 +99,29 @@ def tune(request, graph_id):
         "graphadmin/tune.html",
         {"access": access, "form": form, "current": current, "revisions": _revision_diffs(graph)},
     )
+
+
+NOTE_MAX = 500
+
+
+@login_required
+@require_POST
+def tune_restore(request, graph_id, revision):
+    """Restore a previous policy revision (operators): a new revision with its numbers, audited as any change."""
+    access = graph_access(request, graph_id, needed="operator")
+    graph = access.graph
+    target = get_object_or_404(PolicyRevision.objects.filter(graph=graph), revision=revision)
+    note = request.POST.get("note", "").strip() or f"restore r{target.revision}"
+    if len(note) > NOTE_MAX:
+        messages.error(request, f"note: at most {NOTE_MAX} characters; nothing was restored.")
+        return redirect("tune", graph_id=graph.pk)
+    current = graph.current_policy()
+    changes = {k: v for k, v in target.numbers().items() if current.numbers().get(k) != v}
+    if not changes:
+        messages.info(request, f"The current policy already has r{target.revision}'s numbers: nothing changed.")
+        return redirect("tune", graph_id=graph.pk)
+    new = services.set_policy(request.user, graph, changes, note=note)
+    messages.success(
+        request, f"Restored r{target.revision} as r{new.revision}: {len(changes)} value(s) changed ({note})."
+    )
+    return redirect("tune", graph_id=graph.pk)

@@ -12,7 +12,7 @@ from feedback import charts
 from feedback.models import ContextInjection, InjectionCandidate
 from graphadmin.access import graph_access
 from graphadmin.forms import TuneForm
-from graphadmin.models import EdgeType, Node
+from graphadmin.models import Edge, EdgeType, Node, PolicyRevision
 from ranking import service
 from ranking.service import RankingInputError
 
@@ -70,6 +70,115 @@ def _components_figure(candidates: list[dict], titles: dict) -> dict:
     )
 
 
+# How a candidate entered the candidate set, in words (the ``entry`` the pipeline logged).
+ENTRY_WORDS = {
+    "start": "a start node the agent named",
+    "vector": "found by its similarity to the question",
+    "triplet": "found by the similarity of an edge (source, type, target) to the question",
+    "expansion": "reached by following edges from an entry point",
+}
+# The raw factors a comparison sets side by side (feature name, words); the components are the weighted ones.
+FACTORS = (
+    ("vector", "similarity to the question"),
+    ("hops", "hops from an entry point"),
+    ("path_weight", "weight of the path that reached it"),
+    ("feedback_weight", "feedback weight (from outcomes)"),
+    ("edge_type", "type of the last edge"),
+    ("priority", "priority of that edge type"),
+    ("novelty", "novelty (exploration bonus)"),
+    ("memory", "use by similar past questions"),
+    ("age_days", "age in days"),
+    ("persona", "persona match"),
+)
+
+
+def _path_edges(graph, candidates: list[dict]) -> dict[int, dict]:
+    """Every edge on the candidates' paths with its ends' titles, type and current weights (one query)."""
+    ids = {e for c in candidates for e in c["path"]}
+    rows = Edge.objects.filter(graph=graph, pk__in=ids).values(
+        "id", "source_id", "source__title", "target_id", "target__title", "edge_type__name", "weight", "feedback_weight"
+    )
+    return {
+        r["id"]: {
+            "id": r["id"],
+            "source": r["source_id"],
+            "source_title": r["source__title"],
+            "target": r["target_id"],
+            "target_title": r["target__title"],
+            "type": r["edge_type__name"],
+            "weight": r["weight"],
+            "feedback_weight": r["feedback_weight"],
+            "text": f"{r['source__title']} -{r['edge_type__name']}-> {r['target__title']}",
+        }
+        for r in rows
+    }
+
+
+def _path_steps(c: dict, edges: dict[int, dict]) -> list[dict]:
+    """The candidate's path as alternating node and edge steps (each a link on the page); [] without a path."""
+    path = [edges[e] for e in c["path"] if e in edges]
+    if not path or len(path) != len(c["path"]):
+        return []
+    steps = [{"node": path[0]["source"], "title": path[0]["source_title"]}]
+    for e in path:
+        steps += [{"edge": e["id"], "type": e["type"]}, {"node": e["target"], "title": e["target_title"]}]
+    return steps
+
+
+def _entry_text(c: dict, edges: dict[int, dict]) -> str:
+    """How the candidate entered, in a sentence: the entry kind, with its similarity or its entry point."""
+    words = ENTRY_WORDS.get(c["entry"], c["entry"])
+    similarity = c["features"].get("vector")
+    if c["entry"] == "vector" and similarity is not None:
+        return f"{words} ({similarity:.2f})"
+    if c["entry"] == "expansion" and c["path"] and c["path"][0] in edges:
+        hops = len(c["path"])
+        return f"{words}: from {edges[c['path'][0]]['source_title']}, {hops} hop{'s' if hops != 1 else ''}"
+    return words
+
+
+def _shown(value):
+    return f"{value:.3f}" if isinstance(value, float) else value
+
+
+def _signed(value: float) -> str:
+    return f"{value:+.3f}".replace("-", "\u2212")
+
+
+def why(ci: dict, cj: dict, comparison: dict, edges: dict[int, dict]) -> dict:
+    """Why candidate ``ci`` ranked above (or below) ``cj``, in words: the components that differ most, the
+    raw factors that differ, and which edges the two paths share and which only one of them took."""
+    ahead = [r for r in comparison["components"] if r["difference"] > 1e-9]
+    behind = sorted((r for r in comparison["components"] if r["difference"] < -1e-9), key=lambda r: r["difference"])
+    diff = comparison["difference"]
+    verb = "beat" if diff >= 0 else "lost to"
+    summary = f"Rank {comparison['i']} {verb} rank {comparison['j']} by {abs(diff):.3f}"
+    if ahead:
+        summary += ", ahead on " + " and ".join(f"{r['component']} ({_signed(r['difference'])})" for r in ahead[:2])
+    if behind:
+        summary += "; behind on " + " and ".join(f"{r['component']} ({_signed(r['difference'])})" for r in behind[:2])
+    factors = []
+    for name, words in FACTORS:
+        a, b = ci["features"].get(name), cj["features"].get(name)
+        if a is None and b is None:
+            continue
+        same = a == b if not isinstance(a, float) or not isinstance(b, float) else abs(a - b) < 1e-6
+        if not same:
+            factors.append({"factor": name, "words": words, "i": _shown(a), "j": _shown(b)})
+    pi, pj = list(ci["path"]), list(cj["path"])
+    return {
+        "summary": summary + ".",
+        "factors": factors,
+        "shared": [edges[e] for e in pi if e in pj and e in edges],
+        "only_i": [edges[e] for e in pi if e not in pj and e in edges],
+        "only_j": [edges[e] for e in pj if e not in pi and e in edges],
+        "steps_i": _path_steps(ci, edges),
+        "steps_j": _path_steps(cj, edges),
+        "entry_i": ci["entry_text"],
+        "entry_j": cj["entry_text"],
+    }
+
+
 @login_required
 def injection_detail(request, graph_id, injection_id):
     """One injection: its candidates (selected and cut), a component chart, and a pairwise comparison."""
@@ -79,20 +188,29 @@ def injection_detail(request, graph_id, injection_id):
         pk=injection_id,
     )
     i, j = request.GET.get("i"), request.GET.get("j")
+    if i is None and j is None:
+        i, j = "1", "2"  # why #1 beat #2 unless the form asks for another pair
     comparison_error = None
     explained = service.explain(injection)
     try:
-        explained["comparison"] = service.compare(
-            explained["candidates"], int(i) if i and i.isdigit() else None, int(j) if j and j.isdigit() else None
-        )
+        pair = (int(i) if i and i.isdigit() else None, int(j) if j and j.isdigit() else None)
+        if len(explained["candidates"]) >= 2 or request.GET.get("i") is not None:
+            explained["comparison"] = service.compare(explained["candidates"], *pair)
     except RankingInputError as exc:
         comparison_error = "; ".join(f"{k}: {' '.join(v)}" for k, v in exc.errors.items())
     candidates = explained["candidates"]
     titles = dict(
         Node.objects.filter(graph=access.graph, pk__in=[c["node"] for c in candidates]).values_list("pk", "title")
     )
+    edges = _path_edges(access.graph, candidates)
     for c in candidates:
         c["title"] = titles.get(c["node"], "")
+        c["steps"] = _path_steps(c, edges)
+        c["entry_text"] = _entry_text(c, edges)
+    comparison = explained["comparison"]
+    if comparison:
+        by_rank = {c["rank"]: c for c in candidates}
+        comparison["why"] = why(by_rank[comparison["i"]], by_rank[comparison["j"]], comparison, edges)
     selected = [c for c in candidates if c["selected"]]
     cut = [c for c in candidates if not c["selected"]]
     shown = candidates[:40]
@@ -127,3 +245,24 @@ def tune_preview(request, graph_id):
         priorities = {et.name: value for et, value in form.priority_changes().items()}
         result = service.whatif(access.graph, changes=changes, priorities=priorities, n=PREVIEW_INJECTIONS)
     return render(request, "ranking/_whatif.html", {"access": access, "form": form, "result": result})
+
+
+def restore_changes(current: PolicyRevision, target: PolicyRevision) -> dict:
+    """The policy values that restoring ``target`` would change (name -> (now, restored))."""
+    now, then = current.numbers(), target.numbers()
+    return {k: (now[k], v) for k, v in then.items() if now.get(k) != v}
+
+
+@login_required
+def restore_preview(request, graph_id, revision):
+    """Before restoring a revision: what would change and the what-if replay of the last injections under
+    its numbers, with the button that restores it (operators). Writes nothing."""
+    access = graph_access(request, graph_id, needed="operator")
+    target = get_object_or_404(PolicyRevision.objects.filter(graph=access.graph), revision=revision)
+    current = access.graph.current_policy()
+    changes = restore_changes(current, target)
+    ranking_changes = {k: after for k, (_before, after) in changes.items() if k != "ceiling_mode"}
+    result = service.whatif(access.graph, changes=ranking_changes, n=PREVIEW_INJECTIONS) if ranking_changes else None
+    context = {"access": access, "target": target, "current": current, "changes": changes, "result": result}
+    template = "ranking/_restore_preview.html" if request.headers.get("HX-Request") else "ranking/restore_preview.html"
+    return render(request, template, context)

@@ -14,6 +14,8 @@ from django.db.models.lookups import GreaterThan
 from django.urls import reverse
 from pgvector.django import HnswIndex, VectorField
 
+from graphadmin import clock
+
 from .tenancy import Organization, TenantQuerySet
 
 WEIGHT_DEFAULT = 0.5
@@ -46,7 +48,7 @@ class Graph(models.Model):
     name = models.CharField(max_length=200)
     description = models.TextField(blank=True)
     feedback_enabled = models.BooleanField(default=True, help_text="When off, feedback reports are recorded as no-ops.")
-    created_at = models.DateTimeField(auto_now_add=True)
+    created_at = models.DateTimeField(default=clock.now, editable=False)
     updated_at = models.DateTimeField(auto_now=True)
 
     objects = GraphQuerySet.as_manager()
@@ -82,7 +84,7 @@ class EdgeType(models.Model):
         default=0.0, help_text="Static bonus in [-1, 1] added through the priority coefficient."
     )
     description = models.TextField(blank=True)
-    created_at = models.DateTimeField(auto_now_add=True)
+    created_at = models.DateTimeField(default=clock.now, editable=False)
     updated_at = models.DateTimeField(auto_now=True)
 
     class EdgeTypeQuerySet(TenantQuerySet):
@@ -127,7 +129,7 @@ class Node(models.Model):
     )
     feedback_weight = models.FloatField(default=WEIGHT_DEFAULT)
     archived = models.BooleanField(default=False)
-    created_at = models.DateTimeField(auto_now_add=True)
+    created_at = models.DateTimeField(default=clock.now, editable=False)
     updated_at = models.DateTimeField(auto_now=True)
 
     objects = GraphChildQuerySet.as_manager()
@@ -195,7 +197,7 @@ class Edge(models.Model):
         help_text="The model that made the triplet embedding ('' when there is none, or a caller sent it unnamed).",
     )
     archived = models.BooleanField(default=False)
-    created_at = models.DateTimeField(auto_now_add=True)
+    created_at = models.DateTimeField(default=clock.now, editable=False)
     updated_at = models.DateTimeField(auto_now=True)
 
     objects = GraphChildQuerySet.as_manager()

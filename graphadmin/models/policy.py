@@ -10,6 +10,8 @@ from django.conf import settings
 from django.db import models
 from django.db.models import Q
 
+from graphadmin import clock
+
 from .graph import Graph
 from .tenancy import TenantQuerySet
 
@@ -106,7 +108,7 @@ class PolicyRevision(models.Model):
 
     graph = models.ForeignKey(Graph, on_delete=models.CASCADE, related_name="policy_revisions")
     revision = models.PositiveIntegerField()
-    created_at = models.DateTimeField(auto_now_add=True)
+    created_at = models.DateTimeField(default=clock.now, editable=False)
     created_by = models.ForeignKey(
         settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
     )

@@ -3,12 +3,15 @@
 Transactional: the reports are enqueued on commit and run eagerly (feedback.simulation.eager_tasks).
 """
 
+from datetime import UTC, date, datetime, timedelta
+
 import pytest
 from django.contrib.auth import get_user_model
 
-from feedback import simulation
+from feedback import charts, simulation
 from feedback.demo import ensure_demo, fill_demo_history
-from feedback.models import AgentSession, DailyMetric, UpdateBatch
+from feedback.models import AgentSession, ContextInjection, DailyMetric, UpdateBatch, WeightChange
+from graphadmin import audit
 from graphadmin.models import AuditEvent, Membership
 
 
@@ -36,13 +39,36 @@ def test_learning_beats_the_frozen_policy(acme, alice):
 
 
 @pytest.mark.django_db(transaction=True)
-def test_demo_history_is_filled_once():
+def test_demo_history_is_filled_once_over_weeks(client):
     graph, _ = ensure_demo()
-    first = fill_demo_history(sessions=30)
-    assert first["status"] == "filled" and first["topics"] >= 3
-    assert AgentSession.objects.filter(graph=graph).count() == 30
-    assert UpdateBatch.objects.filter(graph=graph, kind="outcome").count() == 30
-    assert DailyMetric.objects.filter(graph=graph).exists()
-    again = fill_demo_history(sessions=30)
+    # The graph was imported at the start of its simulated history, nine weeks back.
+    assert graph.created_at.date() <= (datetime.now(UTC) - timedelta(weeks=9)).date()
+    first = fill_demo_history(sessions=40)
+    assert first["status"] == "filled" and first["sessions"] == 40 and first["weeks"] == 9
+    assert AgentSession.objects.filter(graph=graph).count() == 40
+    assert UpdateBatch.objects.filter(graph=graph, kind="outcome").count() == 40
+    assert first["decay_runs"] >= 7 and UpdateBatch.objects.filter(graph=graph, kind="decay").exists()
+    # The question-only path: every injection has the question's text and no start node.
+    injections = ContextInjection.objects.filter(graph=graph)
+    assert injections.count() == 40 and not injections.filter(query="").exists()
+    assert not [i.params for i in injections if i.params.get("start_nodes")]
+    # The rows carry the simulated clock: sessions, injections, batches and weight history over 8+ weeks.
+    weeks = {d.isocalendar()[:2] for d in AgentSession.objects.filter(graph=graph).values_list("started_at", flat=True)}
+    assert len(weeks) >= 8
+    changes = WeightChange.objects.filter(graph=graph).values_list("created_at", flat=True)
+    assert len({d.isocalendar()[:2] for d in changes}) >= 8
+    batch_weeks = UpdateBatch.objects.filter(graph=graph, kind="reinforce").values_list("started_at", flat=True)
+    assert len({d.isocalendar()[:2] for d in batch_weeks}) >= 6
+    # The charts: the overview and impact data have points on at least 8 distinct weeks.
+    rows = DailyMetric.objects.filter(graph=graph)
+    since, until = rows.earliest("day").day, rows.latest("day").day
+    assert (until - since).days >= 8 * 7 - 1
+    plotted = charts.rollup_rows(graph, since, until)
+    for chart in (charts.top_used_fraction(plotted), charts.outcomes_per_day(plotted)):
+        xs = {x for series in chart["data"] for x, y in zip(series["x"], series["y"], strict=True) if y}
+        assert len({date.fromisoformat(str(x)[:10]).isocalendar()[:2] for x in xs}) >= 8, chart["layout"]
+    # The audit chain stays valid with simulated times (seq order holds).
+    assert audit.verify(graph.organization).ok
+    again = fill_demo_history(sessions=40)
     assert again["status"] == "skipped"
-    assert AgentSession.objects.filter(graph=graph).count() == 30
+    assert AgentSession.objects.filter(graph=graph).count() == 40

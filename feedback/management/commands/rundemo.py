@@ -7,6 +7,7 @@ SIGTERM stops them all gracefully; when one of them dies, the others are stopped
 
 from __future__ import annotations
 
+import logging
 import os
 import signal
 import subprocess
@@ -82,11 +83,13 @@ class Command(BaseCommand):
                 raise CommandError(f"{name} must be host:port, not {value!r}")
         call_command("migrate", interactive=False, verbosity=1)
         graph, password = ensure_demo()
+        logging.getLogger("celery.app.trace").setLevel(logging.WARNING)  # one INFO line per eager task otherwise
         history = fill_demo_history()
         if history["status"] == "filled":
             self.stdout.write(
-                f"Demo history: {history['sessions']} simulated agent sessions on {history['topics']} topics "
-                f"(outcomes {history['outcomes']}); daily metrics rolled up."
+                f"Demo history: {history['sessions']} simulated agent sessions over {history['weeks']} weeks "
+                f"(outcomes {history['outcomes']}, {history['decay_runs']} decay runs); "
+                f"{history['days']} days of metrics rolled up."
             )
         # Ctrl-C (SIGINT) and SIGTERM both stop everything, even when started from a script that ignores SIGINT.
         signal.signal(signal.SIGINT, _interrupt)
