@@ -205,6 +205,13 @@ def _history_figure(title: str, changes) -> dict:
 def _record_page(request, access, kind: str, record, title: str, **context):
     """A node or edge page: the record, its latest 20 changes and its history chart (last 500 changes)."""
     latest = list(queries.history_of(access.graph, kind, record.pk, latest=HISTORY_LIMIT))  # newest first
+    # The session that caused each of the latest changes (one query), so each row links to that session's page.
+    session_ids = {c.batch.trigger_session_id for c in latest[:20] if c.batch.trigger_session_id}
+    external = dict(
+        AgentSession.objects.filter(graph=access.graph, pk__in=session_ids).values_list("pk", "external_id")
+    )
+    for c in latest[:20]:
+        c.session_external_id = external.get(c.batch.trigger_session_id, "")
     return render(
         request,
         f"feedback/{kind}.html",
