@@ -5,7 +5,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: run test lint install browser bench evaluate loadtest
+.PHONY: run test lint install browser conformance-tools bench evaluate loadtest
 
 install: $(STAMP)
 
@@ -33,8 +33,31 @@ browser:
 			exit 1; \
 		fi; }
 
+# The MCP conformance suite (tests/graphadmin/test_mcp_conformance.py) and the Node 22 it needs, both npm
+# packages pinned in tools/mcp-conformance/ (package.json, package-lock.json), installed into .local/node/ by
+# npm ci: the registry's `node` package ships the Node binary, so the machine's own Node only runs npm.
+# Without npm the test is skipped outside CI (it says why); under CI=true npm comes from apt-get if missing.
+NODE_DIR := .local/node
+NODE_STAMP := $(NODE_DIR)/.installed
+conformance-tools: $(NODE_STAMP)
+
+$(NODE_STAMP): tools/mcp-conformance/package.json tools/mcp-conformance/package-lock.json
+	@command -v npm >/dev/null 2>&1 || { \
+		if [ "$${CI:-}" = "true" ] && command -v apt-get >/dev/null 2>&1; then \
+			echo "Installing Debian's npm for the MCP conformance test..."; \
+			apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq npm >/dev/null; \
+		fi; }
+	@if command -v npm >/dev/null 2>&1; then \
+		mkdir -p $(NODE_DIR) && cp tools/mcp-conformance/package.json tools/mcp-conformance/package-lock.json $(NODE_DIR)/ && \
+		npm ci --prefix $(NODE_DIR) --no-audit --no-fund --loglevel=error && touch $@; \
+	elif [ "$${CI:-}" = "true" ]; then \
+		echo "The MCP conformance test needs npm (Debian: apt-get install npm)." >&2; exit 1; \
+	else \
+		echo "No npm: the MCP conformance test will be skipped (apt-get install npm, then make test again)." >&2; \
+	fi
+
 # The suite's filesystem queue is its own, so a running `make run` worker never takes its tasks.
-test: $(STAMP) browser
+test: $(STAMP) browser conformance-tools
 	SECRET_KEY=$${SECRET_KEY:-test-only-insecure-key} CELERY_QUEUE_DIR=$${CELERY_QUEUE_DIR:-.local/test-celery-queue} \
 		$(BIN)/python -m pytest $(PYTEST_ARGS)
 

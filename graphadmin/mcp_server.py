@@ -28,6 +28,13 @@ Authentication is a DRF API token (``manage.py drf_create_token USERNAME``):
 - streamable HTTP: every HTTP request carries ``Authorization: Bearer <token>``; the SDK's bearer
   middleware refuses a missing or unknown token with 401, and each tool call acts as that token's user.
 
+Transport security (HTTP, ``transport_security``): DNS-rebinding protection is on whatever address the
+server is bound to: the ``Host`` header must be a loopback name, the bound address itself or one of
+the operator's ``allowed_hosts`` (421 otherwise), and a browser's ``Origin``, when there is one, a
+loopback origin or one of ``allowed_origins`` (403 otherwise). The SDK validates the rest of the
+streamable HTTP transport (sessions, ``Mcp-Method``/``Mcp-Name`` headers, protocol versions);
+tests/graphadmin/test_mcp_conformance.py runs the protocol's conformance suite against it.
+
 Django's ORM is synchronous: the tools are async functions that run their work in Django's one
 thread-sensitive executor (asgiref's ``sync_to_async(thread_sensitive=True)``), closing stale
 connections around each call like a request does.
@@ -36,6 +43,7 @@ connections around each call like a request does.
 from __future__ import annotations
 
 import json
+from importlib.metadata import version
 from typing import Annotated, Any, Literal
 
 from asgiref.sync import sync_to_async
@@ -45,6 +53,7 @@ from mcp.server.auth.provider import AccessToken
 from mcp.server.auth.settings import AuthSettings
 from mcp.server.mcpserver import MCPServer
 from mcp.server.mcpserver.exceptions import ToolError
+from mcp.server.transport_security import TransportSecuritySettings
 from mcp_types import ToolAnnotations
 from pydantic import BaseModel, Field
 from rest_framework.authtoken.models import Token
@@ -105,6 +114,59 @@ class DRFTokenVerifier:
 def _json(payload: Any) -> Any:
     """The payload as the REST API would render it (datetimes in ISO 8601, decimals as floats...)."""
     return json.loads(json.dumps(payload, cls=JSONEncoder))
+
+
+# ---------------------------------------------------------------------------------------------
+# Transport security (streamable HTTP)
+
+# Names a local client reaches the server by, on any port (the SDK's own list for a loopback bind).
+LOOPBACK_HOSTS = ("127.0.0.1", "localhost", "[::1]")
+# Bind addresses that stand for every interface: they name no host a client would send.
+WILDCARD_BINDS = ("0.0.0.0", "::", "[::]", "")
+
+
+def _host_port(host: str, port: int) -> str:
+    """``host:port`` as it appears in a Host header (an IPv6 address in brackets)."""
+    host = host.strip("[]")
+    return f"[{host}]:{port}" if ":" in host else f"{host}:{port}"
+
+
+def transport_security(
+    host: str = "127.0.0.1", port: int = 8765, allowed_hosts=(), allowed_origins=()
+) -> TransportSecuritySettings:
+    """DNS-rebinding protection for the HTTP endpoint bound to ``host:port``, always on.
+
+    The SDK turns it on by itself only for a server bound to a loopback address, so a server bound to
+    0.0.0.0 (a container) or to a LAN address would answer any ``Host``, which is what a DNS-rebinding
+    page relies on. Allowed ``Host`` values: the loopback names on any port, the bound address itself
+    (unless it is a wildcard), and ``allowed_hosts`` (the names a reverse proxy passes on, e.g.
+    ``graph.example.com``: without a port it matches any port). Allowed ``Origin`` values: the loopback
+    origins on any port and ``allowed_origins`` (full origins, ``https://graph.example.com``); a request
+    without ``Origin`` (every non-browser agent) passes. A malformed entry is a ValueError naming it.
+    """
+    hosts = [f"{name}:*" for name in LOOPBACK_HOSTS]
+    origins = [f"http://{name}:*" for name in LOOPBACK_HOSTS]
+    bound = _host_port(host, port)
+    if host not in WILDCARD_BINDS and bound.rpartition(":")[0] not in LOOPBACK_HOSTS:
+        hosts.append(bound)
+        origins.append(f"http://{bound}")
+    for name in allowed_hosts:
+        name = name.strip()
+        if not name or "/" in name or "*" in name.removesuffix(":*"):
+            raise ValueError(f"allowed host {name!r}: give a host name or host:port, e.g. graph.example.com")
+        has_port = name.endswith(":*") or name.rpartition(":")[2].isdigit()
+        hosts.extend([name] if has_port else [name, f"{name}:*"])
+    for origin in allowed_origins:
+        origin = origin.strip().rstrip("/")
+        scheme, sep, rest = origin.partition("://")
+        if scheme not in ("http", "https") or not sep or not rest or "/" in rest:
+            raise ValueError(f"allowed origin {origin!r}: give scheme://host[:port], e.g. https://graph.example.com")
+        origins.append(origin)
+    return TransportSecuritySettings(
+        enable_dns_rebinding_protection=True,
+        allowed_hosts=list(dict.fromkeys(hosts)),
+        allowed_origins=list(dict.fromkeys(origins)),
+    )
 
 
 # ---------------------------------------------------------------------------------------------
@@ -194,12 +256,12 @@ def build_server(
     """The MCP server. stdio: acting as ``token``'s user; HTTP: as the user of each request's Bearer token."""
     kwargs: dict[str, Any] = {}
     if http:
-        base = f"http://{host}:{port}"
+        base = f"http://{_host_port(host, port)}"
         kwargs = {
             "token_verifier": DRFTokenVerifier(),
             "auth": AuthSettings(issuer_url=base, resource_server_url=f"{base}/mcp", validate_token_resource=False),
         }  # DRF tokens are this service's own
-    server = MCPServer(SERVER_NAME, instructions=INSTRUCTIONS, **kwargs)
+    server = MCPServer(SERVER_NAME, instructions=INSTRUCTIONS, version=version("graphadmin"), **kwargs)
 
     async def run(work, *args):
         """Authenticate, then run ``work(user, *args)`` in one transaction on Django's sync thread."""
@@ -226,14 +288,20 @@ def build_server(
 
         return await sync_to_async(call, thread_sensitive=True)()
 
-    # Hints for the agent's host: search and explain only read; context appends to the retrieval log;
-    # the reports change weights (through the worker), and repeating one is not a no-op without its key.
-    read_only = ToolAnnotations(read_only_hint=True, destructive_hint=False, open_world_hint=False)
-    appends = ToolAnnotations(
-        read_only_hint=False, destructive_hint=False, idempotent_hint=False, open_world_hint=False
+    # Hints for the agent's host (MCP tool annotations; every tool says all four). None of the tools
+    # reaches outside this service (open_world_hint=False). search and explain only read. context
+    # writes only new rows (the session on first use, a context injection per call), so each call
+    # adds one: not idempotent, not destructive. The two reports move existing weights, but nothing is
+    # deleted and each move is an update batch an operator can roll back (docs/feedback.md), so they
+    # are not destructive either; repeating one moves nothing more: a node or edge moves at most once
+    # per session for uses, and the session's current outcome again is `duplicate`.
+    read_only = ToolAnnotations(
+        read_only_hint=True, destructive_hint=False, idempotent_hint=True, open_world_hint=False
     )
+    logs = ToolAnnotations(read_only_hint=False, destructive_hint=False, idempotent_hint=False, open_world_hint=False)
+    reports = ToolAnnotations(read_only_hint=False, destructive_hint=False, idempotent_hint=True, open_world_hint=False)
 
-    @server.tool(name="graph_search", annotations=read_only)
+    @server.tool(name="graph_search", title="Search the graph", annotations=read_only)
     async def graph_search(
         graph_id: GraphId,
         query: Query = "",
@@ -262,20 +330,22 @@ def build_server(
         ] = [],
         persona: Persona = {},
     ) -> dict:
-        """Search the graph with the same pipeline as graph_context: the notes and the links
-        ("source -> type -> target") nearest to your question, then the notes they lead to, ranked by
-        similarity, proximity, what earlier sessions found useful (learned weights), persona and
-        recency. Returns the hits in rank order, each with its node id, key, title, kind, the raw
-        vector score, how it entered (vector, triplet, start, expansion) and its path of edge ids,
-        the total score and every component (raw value, coefficient, contribution). Logs nothing:
-        use graph_context to retrieve context for a session."""
+        """Use it to look something up in the graph outside an agent session (browsing, checking what
+        the graph holds, finding node ids for anchors): nothing is logged and no feedback can refer to
+        it. To get context for a task you will report on, use graph_context instead. Same pipeline as
+        graph_context: the notes and the links ("source -> type -> target") nearest to your question,
+        then the notes they lead to, ranked by similarity, proximity, what earlier sessions found
+        useful (learned weights), persona and recency. Returns the hits in rank order, each with its
+        node id, key, title, kind, the raw vector score, how it entered (vector, triplet, start,
+        expansion) and its path of edge ids, the total score and every component (raw value,
+        coefficient, contribution)."""
         return await run(
             ranking_tools.search,
             graph_id,
             {"query": query, "vector": vector, "k": k, "anchors": anchors, "exclude": exclude, "persona": persona},
         )
 
-    @server.tool(name="graph_context", annotations=appends)
+    @server.tool(name="graph_context", title="Retrieve context for a session", annotations=logs)
     async def graph_context(
         graph_id: GraphId,
         session: Session,
@@ -323,7 +393,8 @@ def build_server(
             ),
         ] = None,
     ) -> dict:
-        """Retrieve context for your session from your question: the notes and links nearest to it, the
+        """Use it first in every agent session, with the task or question as `query`: it retrieves the
+        context to read before answering. Retrieves the notes and links nearest to the question, the
         notes they lead to (best-first along the graph's edges), ranked by similarity, proximity and
         what earlier sessions found useful, selected until the budget is spent, the rest cut. The
         whole candidate set is logged as a context injection (its id is `injection`), which your
@@ -350,7 +421,7 @@ def build_server(
             },
         )
 
-    @server.tool(name="graph_record_use", annotations=appends)
+    @server.tool(name="graph_record_use", title="Report the items used", annotations=reports)
     async def graph_record_use(
         graph_id: GraphId,
         session: Session,
@@ -376,18 +447,19 @@ def build_server(
         ] = None,
         idempotency_key: IdempotencyKey = "",
     ) -> dict:
-        """Report which retrieved items your session used, so their weights learn: explicit use raises
-        a note's feedback weight by lr*(1-w), and the weight of every edge on the path that surfaced it;
-        negative lowers the note and the last edge of its path by lr*w; items not reported do not
-        change, and each moves at most once per session. Later agents asking a similar question get
-        what you used ranked higher. Give `items`, `response` (implicit use detection), or both. Needs the
-        analyst role. The update runs on the server's worker: the answer is `queued` with a task id
-        (or a no-op status such as unknown_session with its reason); graph_explain lists the
-        resulting batches."""
+        """Use it after answering, once you know which graph_context items you relied on (and which were
+        wrong), so their weights learn; pass your response text too to have implicit use detected.
+        Explicit use raises a note's feedback weight by lr*(1-w), and the weight of every edge on the
+        path that surfaced it; negative lowers the note and the last edge of its path by lr*w; items
+        not reported do not change, and each moves at most once per session. Later agents asking a
+        similar question get what you used ranked higher. Give `items`, `response` (implicit use
+        detection), or both. Needs the analyst role. The update runs on the server's worker: the
+        answer is `queued` with a task id (or a no-op status such as unknown_session with its reason);
+        graph_explain lists the resulting batches."""
         plain = [i.model_dump(exclude_none=True, mode="json") for i in items] if items else None
         return await run(feedback_tools.record_use, graph_id, session, plain, response, learning_rate, idempotency_key)
 
-    @server.tool(name="graph_improve", annotations=appends)
+    @server.tool(name="graph_improve", title="Report how the session ended", annotations=reports)
     async def graph_improve(
         graph_id: GraphId,
         session: Session,
@@ -401,7 +473,8 @@ def build_server(
         ] = None,
         idempotency_key: IdempotencyKey = "",
     ) -> dict:
-        """Report how your session ended. Every node and edge selected in the session's context
+        """Use it when the session is over and you know how it ended (the user accepted the answer, asked
+        for rework, or rejected it). Every node and edge selected in the session's context
         injections moves its feedback weight toward the outcome's score (accepted 1.0, rework 0.5,
         rejected 0.0 by default): w = alpha*score + (1-alpha)*w. Needs the analyst role. Runs on the
         server's worker: the answer is `queued` with a task id, `duplicate` with the batch when this
@@ -409,7 +482,7 @@ def build_server(
         nothing_surfaced) with its reason. graph_explain lists the resulting batch."""
         return await run(feedback_tools.improve, graph_id, session, outcome, alpha, idempotency_key)
 
-    @server.tool(name="graph_explain", annotations=read_only)
+    @server.tool(name="graph_explain", title="Explain a ranking", annotations=read_only)
     async def graph_explain(
         injection_id: Annotated[int, Field(description="The `injection` id returned by graph_context.")],
         node: Annotated[
@@ -426,9 +499,11 @@ def build_server(
             int | None, Field(description="The rank it is compared with.", json_schema_extra=_bounds(1))
         ] = None,
     ) -> dict:
-        """Why items ranked where they did in one context injection: every candidate considered, in
-        rank order, selected or cut by the budget, with its total score and each component (raw value,
-        coefficient, contribution) and the raw features; with `node` or ranks i and j, a comparison
+        """Use it to understand or debug a graph_context result (why an item ranked above another, what
+        the budget cut) or to check that your feedback was applied. Why items ranked where they did in
+        one context injection: every candidate considered, in rank order, selected or cut by the
+        budget, with its total score and each component (raw value, coefficient, contribution) and the
+        raw features; with `node` or ranks i and j, a comparison
         naming the components that made one beat the other. Also lists the weight-update batches your
         session's feedback produced so far (`feedback_batches`: kind reinforce or outcome, status,
         counts)."""
