@@ -512,7 +512,8 @@ def do_rollback_batch(batch: UpdateBatch, *, actor, force: bool = False) -> Resu
     changes: its rollback archives them (and the rollback of that restores them); an edge already in
     the wanted state is a conflict, and ``force`` does not apply. The batch is marked
     ``rolled_back``; rolling it back again raises ``RollbackRefused``. A rollback batch is itself
-    rollbackable (it re-applies the values it replaced). Every kind of batch is rollbackable.
+    rollbackable (it re-applies the values it replaced). Every kind of batch but ``import`` is
+    rollbackable: an import raises ``RollbackRefused`` (409 in the API, a message in the dashboard).
     """
     started = time.perf_counter()
     with transaction.atomic():
@@ -521,6 +522,13 @@ def do_rollback_batch(batch: UpdateBatch, *, actor, force: bool = False) -> Resu
         # same transaction.
         if target.status == "rolled_back":
             raise RollbackRefused(f"batch {target.pk} has already been rolled back.")
+        if target.kind == "import":
+            # An import records counts, not the nodes and edges it created, changed or archived: there is
+            # nothing a rollback could restore, and marking it rolled back would claim an undo that never ran.
+            raise RollbackRefused(
+                f"batch {target.pk} is an import, which cannot be rolled back: it records no per-note changes "
+                "to undo. Re-import the vault as it was to restore its notes and links."
+            )
         links = target.kind == "link" or target.details.get("rolled_back_kind") in ("link", "link_rollback")
         if links:
             # Undo the links (archive) for a link batch or the rollback of a restore; else restore them.

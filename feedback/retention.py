@@ -56,6 +56,29 @@ def existing_partitions(connection=None, parent: str = "feedback_weightchange") 
     }
 
 
+def refuse_truncate_sql(table: str) -> str:
+    """The statement-level TRUNCATE refusal every history table and partition carries (migration 0010)."""
+    return (
+        sql.SQL(
+            "CREATE TRIGGER feedback_history_refuse_truncate BEFORE TRUNCATE ON {table} "
+            "FOR EACH STATEMENT EXECUTE FUNCTION graphadmin_refuse_truncate()"
+        )
+        .format(table=sql.Identifier(table))
+        .as_string()
+    )
+
+
+def _refuses_truncate(connection, table: str) -> bool:
+    """Whether the table carries the TRUNCATE refusal (not yet while migrations 0006 and 0007 run)."""
+    with connection.cursor() as cur:
+        cur.execute(
+            "SELECT EXISTS (SELECT 1 FROM pg_trigger t JOIN pg_class c ON c.oid = t.tgrelid "
+            "WHERE c.relname = %s AND t.tgname = 'feedback_history_refuse_truncate')",
+            [table],
+        )
+        return cur.fetchone()[0]
+
+
 def ensure_partitions(
     since=None, months_ahead: int = MONTHS_AHEAD, connection=None, parents=tuple(LEDGERS)
 ) -> list[str]:
@@ -75,6 +98,7 @@ def ensure_partitions(
     created = []
     for parent in parents:
         have = set(existing_partitions(connection, parent).values())
+        refusing = _refuses_truncate(connection, parent)
         month = first
         while month <= last:
             if month not in have:
@@ -95,6 +119,8 @@ def ensure_partitions(
                             ),
                             [month, upper],
                         )
+                        if refusing:
+                            cur.execute(refuse_truncate_sql(name))
                         created.append(name)
             month = _next_month(month)
     return created

@@ -140,18 +140,20 @@ class Verification:
 
 
 def verify(organization, full: bool = True) -> Verification:
-    """Walk the organization's chain in seq order and name the first broken link.
+    """Walk the organization's chain in seq order and name the first broken link. Never writes.
 
     Detects an edited row (its hash no longer matches its content), a deleted row (a gap in seq,
-    or a prev_hash that does not match its predecessor) and a reordered chain. A full walk that
-    succeeds moves the organization's checkpoint; ``full=False`` starts from that checkpoint (after
-    checking the checkpoint row itself is unchanged), which keeps dashboard badges cheap.
+    or a prev_hash that does not match its predecessor) and a reordered chain. The organization's
+    checkpoint (the head the last ``advance_checkpoint`` proved) is checked too: a full walk fails when
+    the chain ends before it (a deleted tail) or its event disagrees with its hash. ``full=False``
+    starts from the checkpoint (after checking the checkpointed event is unchanged), which keeps
+    dashboard badges cheap.
     """
     org_id = organization if isinstance(organization, int) else organization.pk
     prev_hash, expected_seq, count = GENESIS, 1, 0
     rows = AuditEvent.objects.filter(organization_id=org_id)
-    checkpoint = None if full else AuditCheckpoint.objects.filter(organization_id=org_id).first()
-    if checkpoint is not None:
+    checkpoint = AuditCheckpoint.objects.filter(organization_id=org_id).first()
+    if checkpoint is not None and not full:
         anchor = rows.filter(seq=checkpoint.seq).values_list("hash", flat=True).first()
         if anchor != checkpoint.hash:
             return Verification(False, 0, checkpoint.seq, "the last verified event was changed or removed")
@@ -168,10 +170,44 @@ def verify(organization, full: bool = True) -> Verification:
             return Verification(False, count, seq, "prev_hash does not match the previous event's hash")
         if compute_hash(prev_hash, seq, created_at, actor, action, scope, payload) != stored_hash:
             return Verification(False, count, seq, "content does not match its hash")
+        if checkpoint is not None and seq == checkpoint.seq and stored_hash != checkpoint.hash:
+            return Verification(False, count, seq, "the checkpointed event disagrees with the checkpoint's hash")
         prev_hash, expected_seq = stored_hash, seq + 1
-    if full and count:
-        AuditCheckpoint.objects.update_or_create(
-            organization_id=org_id,
-            defaults={"seq": expected_seq - 1, "hash": prev_hash, "verified_at": datetime.now(UTC)},
+    if checkpoint is not None and expected_seq <= checkpoint.seq:
+        return Verification(
+            False,
+            count,
+            expected_seq,
+            f"the chain ends at seq {expected_seq - 1}, before the checkpoint at seq {checkpoint.seq}: "
+            "events were removed",
         )
     return Verification(True, count)
+
+
+# Upsert that only ever moves a checkpoint forward (the table's trigger refuses a lower seq anyway).
+ADVANCE_CHECKPOINT_SQL = (
+    sql.SQL(
+        "INSERT INTO {table} (organization_id, seq, hash, verified_at) VALUES (%s, %s, %s, %s) "
+        "ON CONFLICT (organization_id) DO UPDATE "
+        "SET seq = EXCLUDED.seq, hash = EXCLUDED.hash, verified_at = EXCLUDED.verified_at "
+        "WHERE {table}.seq <= EXCLUDED.seq"
+    )
+    .format(table=sql.Identifier(AuditCheckpoint._meta.db_table))
+    .as_string()
+)
+
+
+def advance_checkpoint(organization) -> Verification:
+    """Fully verify the organization's chain and, if it holds, move its checkpoint to the chain's head.
+
+    The one writer of checkpoints: the hourly ``verify_audit_chains`` task and ``manage.py verify_audit
+    --checkpoint`` call it; reads (the API's verify, the badges, the plain command) never write. A broken
+    chain leaves the checkpoint where it was; a checkpoint never moves back.
+    """
+    org_id = organization if isinstance(organization, int) else organization.pk
+    result = verify(org_id, full=True)
+    if result.ok and result.count:
+        head = AuditEvent.objects.filter(organization_id=org_id, seq=result.count).values_list("hash", flat=True)
+        with transaction.atomic(), connection.cursor() as cur:
+            cur.execute(ADVANCE_CHECKPOINT_SQL, [org_id, result.count, head.get(), datetime.now(UTC)])
+    return result

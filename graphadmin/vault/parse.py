@@ -18,6 +18,7 @@ parenthesised ``(key:: [[X]])``.
 
 from __future__ import annotations
 
+import bisect
 import hashlib
 import io
 import os
@@ -27,6 +28,7 @@ import stat
 import zipfile
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
+from datetime import date
 from pathlib import Path, PurePosixPath
 from typing import BinaryIO
 from urllib.parse import unquote
@@ -58,9 +60,15 @@ _FENCE = re.compile(r"^ {0,3}(`{3,}|~{3,})")
 _CODE_SPAN = re.compile(r"(`+)(?:(?!\1).)+?\1", re.DOTALL)
 _COMMENT = re.compile(r"%%.*?%%", re.DOTALL)
 _WIKILINK = re.compile(r"(!?)\[\[([^\[\]\n]+?)\]\]")
-_MDLINK = re.compile(
-    r"(!?)\[((?:[^\[\]\n]|\[[^\[\]\n]*\])*)\]\(\s*(<[^>\n]+>|[^)\s]+)(?:\s+(?:\"[^\"\n]*\"|'[^'\n]*'))?\s*\)"
-)
+# A markdown link [label](destination "title") is read in parts so a line is scanned in linear time:
+# the label by one regex (possessive: the label can only end at its one unpaired ']', so nothing is
+# lost by never backtracking), the destination and the rest by _md_destination, which remembers the
+# bare run, the next '>' and each tail it has already read (one regex over the whole link re-read the
+# rest of the line from every '[': a 16 KB line of '[a](' took 4 s).
+_MD_LABEL = re.compile(r"(!?)\[((?:[^\[\]\n]++|\[[^\[\]\n]*+\])*+)\]\(")
+_MD_SPACES = re.compile(r"\s*+")
+_MD_BARE = re.compile(r"[^)\s]++")
+_MD_TAIL = re.compile(r"(?:\s++(?:\"[^\"\n]*+\"|'[^'\n]*+'))?\s*+\)")
 _INLINE_FIELD = re.compile(r"^\s*(?:[-*+]\s+)?([A-Za-z_][A-Za-z0-9_\- ]{0,98})::\s*(.*)$")
 _SCHEME = re.compile(r"^[a-zA-Z][a-zA-Z0-9+.\-]*:")
 # A body tag: '#' at the start of a line or after whitespace, then letters, digits, '_', '-' and '/'
@@ -69,8 +77,35 @@ _TAG_RUN = re.compile(r"(?<!\S)((?:#[\w/\-]+)+)")
 _HTML_COMMENT = re.compile(r"<!--.*?-->", re.DOTALL)
 # Dataview's inline field wrappers: [key:: value] (key shown) and (key:: value) (key hidden).
 _FIELD_WRAPPERS = {"[": "]", "(": ")"}
-# Like Dataview, longer lines are not searched for bracketed fields (the search is quadratic in a line).
+# Like Dataview, longer lines are not searched for bracketed fields.
 MAX_FIELD_LINE = 32768
+
+
+class _NoAliasLoader(yaml.SafeLoader):
+    """YAML's safe loader without anchors and aliases (``&a`` / ``*a``).
+
+    Refused when the document is composed, before anything is built: a few hundred bytes of nested
+    aliases (a "billion laughs") otherwise expand into gigabytes once read. Obsidian never writes them.
+    """
+
+    def compose_node(self, parent, index):
+        event = self.peek_event()
+        if isinstance(event, yaml.AliasEvent) or getattr(event, "anchor", None) is not None:
+            raise _AliasRefused(f"anchors and aliases are not allowed (line {event.start_mark.line + 1})")
+        return super().compose_node(parent, index)
+
+
+class _AliasRefused(yaml.YAMLError):
+    pass
+
+
+def load_frontmatter(raw: str):
+    """The frontmatter's YAML: plain values, lists and mappings only (no tags beyond YAML's, no aliases)."""
+    return yaml.load(raw, Loader=_NoAliasLoader)  # a SafeLoader subclass: as safe as yaml.safe_load
+
+
+# Frontmatter values read as text; a list or mapping is never turned into text.
+_SCALARS = (str, int, float, date)
 
 
 class VaultError(Exception):
@@ -344,13 +379,23 @@ def inline_fields(line: str) -> list[tuple[int, int, str]]:
 
     As Dataview reads them: from an opening ``[`` or ``(``, a key without brackets up to ``::``, then
     the value up to the matching closing bracket (nested pairs and backslash escapes respected), so
-    ``[depends_on:: [[A]], [[B]]]`` is one field holding two links.
+    ``[depends_on:: [[A]], [[B]]]`` is one field holding two links. Linear (up to a log factor) in the
+    line's length: separators, brackets and each bracket depth are indexed once, not rescanned per ``[``.
     """
+    separators = []
+    at = line.find("::")
+    while at >= 0:
+        separators.append(at)
+        at = line.find("::", at + 1)
+    brackets = [i for i, char in enumerate(line) if char in "[]()"]
     fields = []
     for opening, closing in _FIELD_WRAPPERS.items():
         start = line.find(opening)
+        if start < 0:
+            continue
+        depths = _depth_index(line, opening, closing)
         while start >= 0:
-            end, key = _inline_field_at(line, start, opening, closing)
+            end, key = _inline_field_at(line, start, separators, brackets, depths)
             if end is None:
                 start = line.find(opening, start + 1)
                 continue
@@ -359,29 +404,49 @@ def inline_fields(line: str) -> list[tuple[int, int, str]]:
     return sorted(fields)
 
 
-def _inline_field_at(line: str, start: int, opening: str, closing: str) -> tuple[int | None, str]:
-    separator = line.find("::", start + 1)
-    if separator < 0:
-        return None, ""
-    key = line[start + 1 : separator].strip()
-    if not key or any(c in key for c in "[]()"):
-        return None, ""
-    depth, escaped = 0, False
-    for i in range(separator + 2, len(line)):
-        char = line[i]
+def _depth_index(line: str, opening: str, closing: str) -> tuple[list[int], dict[int, list[int]]]:
+    """depth[i]: unescaped openings minus closings before i; where: depth -> every i at that depth, ascending."""
+    depth, escaped, running = [0], False, 0
+    for char in line:
         if char == "\\":
             escaped = not escaped
-            continue
-        if escaped:
+        elif escaped:
             escaped = False
-            continue
-        if char == opening:
-            depth += 1
+        elif char == opening:
+            running += 1
         elif char == closing:
-            depth -= 1
-            if depth < 0:
-                return i + 1, key
-    return None, ""
+            running -= 1
+        depth.append(running)
+    where: dict[int, list[int]] = {}
+    for i, d in enumerate(depth):
+        where.setdefault(d, []).append(i)
+    return depth, where
+
+
+def _inline_field_at(
+    line: str, start: int, separators: list[int], brackets: list[int], depths
+) -> tuple[int | None, str]:
+    # The first '::' after the opening; the key between them holds no bracket; the value ends at the
+    # first closing that takes the depth below the depth where the value starts.
+    k = bisect.bisect_left(separators, start + 1)
+    if k == len(separators):
+        return None, ""
+    separator = separators[k]
+    b = bisect.bisect_right(brackets, start)
+    if b < len(brackets) and brackets[b] < separator:
+        return None, ""
+    key = line[start + 1 : separator].strip()
+    if not key:
+        return None, ""
+    # The value is read from separator + 2, after a ':', so no backslash run crosses its start and the
+    # line-wide escape state equals the one a scan starting there would have.
+    depth, where = depths
+    value = separator + 2
+    below = where.get(depth[value] - 1, [])
+    j = bisect.bisect_right(below, value)
+    if j == len(below):
+        return None, ""
+    return below[j], key
 
 
 def _field_type(key: str) -> str:
@@ -404,6 +469,7 @@ def _links_of(text: str) -> list[tuple[str, str, str]]:
     links: list[tuple[str, str, str]] = []
     for line in text.split("\n"):
         fields = inline_fields(line) if "::" in line and len(line) <= MAX_FIELD_LINE else []
+        index = _field_index(fields)
         line_type = "related"
         if not fields:
             match = _INLINE_FIELD.match(line)
@@ -411,20 +477,93 @@ def _links_of(text: str) -> list[tuple[str, str, str]]:
                 line_type = _field_type(match.group(1))
 
         for m in _WIKILINK.finditer(line):
-            links.append((_wikilink_target(m.group(2)), _type_at(fields, m.start(2), line_type), "wiki"))
-        for m in _MDLINK.finditer(line):
-            target = m.group(3)
-            if target.startswith("<") and target.endswith(">"):
-                target = target[1:-1]
+            links.append((_wikilink_target(m.group(2)), _type_at(index, m.start(2), line_type), "wiki"))
+        for target, position in md_links(line):
             # The destination's position decides: '[std::vector](X.md)' is a link, not a field's value.
-            links.append((target, _type_at(fields, m.start(3), line_type), "md"))
+            links.append((target, _type_at(index, position, line_type), "md"))
     return links
 
 
-def _type_at(fields: list[tuple[int, int, str]], pos: int, line_type: str) -> str:
-    # The innermost field holding the position, else the line's type.
-    inside = [(end - start, key) for start, end, key in fields if start < pos < end]
+def md_links(line: str) -> list[tuple[str, int]]:
+    """(destination, its position) of each markdown link ``[label](destination "title")`` of one line.
+
+    ``<destination>`` is returned without its angle brackets. Linear in the line's length.
+    """
+    found: list[tuple[str, int]] = []
+    memo = _MdMemo()
+    pos = 0
+    while (m := _MD_LABEL.search(line, pos)) is not None:
+        start = _MD_SPACES.match(line, m.end()).end()
+        link = memo.destination(line, start)
+        if link is None:
+            pos = m.start() + 1
+            continue
+        target, end = link
+        found.append((target, start))
+        pos = end
+    return found
+
+
+class _MdMemo:
+    """What _md_destination has read of one line, so no part of it is read twice."""
+
+    def __init__(self):
+        self.bare = (-1, -1)  # (start, end) of the last bare destination run read
+        self.gt_from, self.gt = None, -1  # the first '>' at or after gt_from (-1: none); None: not read
+        self.tails: dict[int, int | None] = {}  # tail start -> end of the link, or None: no link
+
+    def tail(self, line: str, at: int) -> int | None:
+        if at not in self.tails:
+            m = _MD_TAIL.match(line, at)
+            self.tails[at] = m.end() if m else None
+        return self.tails[at]
+
+    def next_gt(self, line: str, at: int) -> int:
+        if self.gt_from is None or at < self.gt_from or -1 < self.gt < at:
+            self.gt_from, self.gt = at, line.find(">", at)
+        return self.gt
+
+    def destination(self, line: str, start: int) -> tuple[str, int] | None:
+        # '<destination>' first, then a bare run without ')' or whitespace, as the one regex tried them.
+        if start < len(line) and line[start] == "<":
+            gt = self.next_gt(line, start + 1)
+            if gt > start + 1 and (end := self.tail(line, gt + 1)) is not None:
+                return line[start + 1 : gt], end
+        run_start, run_end = self.bare
+        if not run_start <= start < run_end:
+            m = _MD_BARE.match(line, start)
+            if m is None:
+                return None
+            run_start, run_end = self.bare = (start, m.end())
+        end = self.tail(line, run_end)
+        return (line[start:run_end], end) if end is not None else None
+
+
+def _type_at(index, pos: int, line_type: str) -> str:
+    # The innermost field holding the position, else the line's type. Fields of one wrapper never
+    # overlap (the next is searched from the previous one's end), so per wrapper only the last field
+    # starting before the position can hold it: two bisections instead of a scan of every field.
+    inside = []
+    for starts, run in index:
+        i = bisect.bisect_left(starts, pos) - 1
+        if i >= 0 and pos < run[i][1]:
+            start, end, key = run[i]
+            inside.append((end - start, key))
     return _field_type(min(inside)[1]) if inside else line_type
+
+
+def _field_index(fields: list[tuple[int, int, str]]) -> list[tuple[list[int], list[tuple[int, int, str]]]]:
+    # The (sorted) fields split into runs that do not overlap, each with its starts: at most two runs,
+    # since at most one field per wrapper holds any position.
+    runs: list[list[tuple[int, int, str]]] = []
+    for field_ in fields:
+        for run in runs:
+            if run[-1][1] <= field_[0]:
+                run.append(field_)
+                break
+        else:
+            runs.append([field_])
+    return [([f[0] for f in run], run) for run in runs]
 
 
 def extract_tags(body: str) -> list[str]:
@@ -468,10 +607,11 @@ def _strings(value) -> list[str]:
             # Unquoted YAML `[[Note]]` parses as a nested list: read it as the link it was meant to be.
             if isinstance(item, list) and len(item) == 1 and isinstance(item[0], str):
                 out.append(f"[[{item[0]}]]")
-            elif isinstance(item, (str, int, float)):
+            elif isinstance(item, _SCALARS):
                 out.append(str(item))
         return out
-    return [str(value)]
+    # A plain value is read as text; a mapping (or anything else) never is.
+    return [str(value)] if isinstance(value, _SCALARS) else []
 
 
 def frontmatter_links(meta: dict) -> list[tuple[str, str, str]]:
@@ -519,7 +659,10 @@ def parse_note(path: str, data: bytes, warnings: list[str]) -> Note | None:
     meta: dict = {}
     if raw_meta is not None:
         try:
-            loaded = yaml.safe_load(raw_meta)
+            loaded = load_frontmatter(raw_meta)
+        except _AliasRefused as exc:
+            warnings.append(f"{path}: frontmatter refused: {exc}; imported without it.")
+            loaded = None
         except yaml.YAMLError as exc:
             warnings.append(f"{path}: frontmatter is not valid YAML ({str(exc).splitlines()[0]}); imported without it.")
             loaded = None
@@ -531,8 +674,12 @@ def parse_note(path: str, data: bytes, warnings: list[str]) -> Note | None:
     key = path[: -len(NOTE_SUFFIX)]
     stem = PurePosixPath(key).name
     parts = key.split("/")
-    title = meta.get("title")
-    kind = meta.get("type") or meta.get("kind")
+    title, kind = meta.get("title"), meta.get("type") or meta.get("kind")
+    for name, value in (("title", title), ("type", kind)):
+        if value is not None and not isinstance(value, _SCALARS):
+            warnings.append(f"{path}: frontmatter '{name}' is a {type(value).__name__}, not text; ignored.")
+    title = title if isinstance(title, _SCALARS) else None
+    kind = kind if isinstance(kind, _SCALARS) else None
     if not kind:
         kind = parts[0] if len(parts) > 1 else "note"
     note = Note(
