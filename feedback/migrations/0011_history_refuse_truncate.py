@@ -35,8 +35,8 @@ def remove(apps, schema_editor):
 
 class Migration(migrations.Migration):
     dependencies = [
-        ("feedback", "0009_injection_query_model"),
-        ("graphadmin", "0008_audit_truncate_refusal_checkpoint_forward_only"),
+        ("feedback", "0010_times_from_clock"),
+        ("graphadmin", "0009_audit_truncate_refusal_checkpoint_forward_only"),
     ]
 
     operations = [migrations.RunPython(add, remove)]

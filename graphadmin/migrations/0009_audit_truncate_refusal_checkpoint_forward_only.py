@@ -58,7 +58,7 @@ DROP TRIGGER graphadmin_auditcheckpoint_forward_only ON graphadmin_auditcheckpoi
 
 
 class Migration(migrations.Migration):
-    dependencies = [("graphadmin", "0007_embedding_model")]
+    dependencies = [("graphadmin", "0008_times_from_clock")]
 
     operations = [
         migrations.RunSQL(REFUSE_TRUNCATE_FUNCTION, "DROP FUNCTION graphadmin_refuse_truncate() CASCADE;"),
