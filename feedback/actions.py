@@ -11,9 +11,11 @@ path), and nothing else in this module writes. Each one:
   per-row queries), computing the rules of ``rules``;
 - returns a ``Result`` with node_updates, edge_updates, triplet_embeddings and duration_ms.
 
-Lock order, everywhere: the session row (outcome only), then edges by id, then nodes by id, then the
+Lock order, everywhere: the session row, then edges by id, then nodes by id, then the
 organization's audit advisory lock. Concurrent writers therefore queue instead of deadlocking, and
-since each statement reads the *locked* value as ``before``, no update is lost.
+since each statement reads the *locked* value as ``before``, no update is lost. Rows are locked
+``FOR NO KEY UPDATE`` (no weight is a key), so a writer never blocks the foreign-key checks that a
+context call's COMMIT makes on the same rows (``queries``: lock mode).
 
 Weights moved here never touch ``updated_at`` (it tracks content edits) nor triplet embeddings
 (the triplet text "source -> type -> target" does not contain weights), so ``triplet_embeddings``
@@ -129,7 +131,7 @@ def do_record_uses(
     with transaction.atomic():
         # The session row orders concurrent reports of one session, so "once per session" holds; the
         # checks below run after the lock, so a report that waited sees what the first one committed.
-        AgentSession.objects.select_for_update().filter(pk=session.pk).first()
+        AgentSession.objects.select_for_update(no_key=True).filter(pk=session.pk).first()
         if idempotency_key:
             done = UpdateBatch.objects.filter(idempotency_key=idempotency_key).first()
             if done:
@@ -451,7 +453,7 @@ def do_link_co_used(session: AgentSession, *, actor) -> Result:
     policy = graph.current_policy()
     with transaction.atomic():
         # The session lock orders two links of the same session; ON CONFLICT (INSERT_LINKS), two sessions'.
-        AgentSession.objects.select_for_update().filter(pk=session.pk).first()
+        AgentSession.objects.select_for_update(no_key=True).filter(pk=session.pk).first()
         pairs = queries.co_used_pairs(session, policy.co_use_min_sessions, CO_USED)
         if not pairs:
             # The usual case after an accepted session: not worth a warning (fall_through logs one).

@@ -15,7 +15,7 @@ from dataclasses import asdict, dataclass, field
 
 from django.db import OperationalError, connection, transaction
 from psycopg import sql
-from psycopg.errors import DeadlockDetected
+from psycopg.errors import DeadlockDetected, SerializationFailure
 
 from graphadmin import audit, clock
 from graphadmin.models import Graph
@@ -27,6 +27,7 @@ log = logging.getLogger(__name__)
 
 DECAY_CHUNK = 50000  # edge ids per decay/normalize transaction: each chunk holds its row locks briefly
 DEADLOCK_RETRIES = 3
+RETRY_BACKOFF_S = 0.05  # first pause before a retry; doubled each time (0.05, 0.1, 0.2 s)
 AUDIT_ACTIONS = {
     "reinforce": "graph.feedback",
     "outcome": "graph.feedback",
@@ -207,27 +208,46 @@ def run_chunks(
     return Result(status, batch_id, 0, edges, 0, elapsed_ms(started), details=summary)
 
 
-def _chunk(graph, kind, actor, *, key, params, statement, details, audit_extra, summary) -> int:
-    """One chunk, retried if PostgreSQL chose it as a deadlock victim. Every writer locks edges in
-    id order, so this is a backstop, not an expected path. Returns the edges written."""
-    for attempt in range(DEADLOCK_RETRIES + 1):
+def retry_transient(call, *, what: str, retries: int = DEADLOCK_RETRIES, backoff: float = RETRY_BACKOFF_S):
+    """``call()``, run again (at most ``retries`` times, pausing ``backoff`` seconds, doubled each
+    time) when PostgreSQL chose its transaction as a deadlock victim or refused it a serializable
+    snapshot. Every writer locks in one order (edges by id, then nodes, ``FOR NO KEY UPDATE``), so
+    this is a backstop, not an expected path: it is logged. Safe because the failed transaction
+    rolled back whole (or to its savepoint, inside a caller's transaction) and each write carries
+    its idempotency key.
+    """
+    for attempt in range(retries + 1):
         try:
-            return _chunk_once(
-                graph,
-                kind,
-                actor,
-                key=key,
-                params=params,
-                statement=statement,
-                details=details,
-                audit_extra=audit_extra,
-                summary=summary,
-            )
+            return call()
         except OperationalError as exc:
-            if not isinstance(exc.__cause__, DeadlockDetected) or attempt == DEADLOCK_RETRIES:
+            transient = isinstance(exc.__cause__, DeadlockDetected | SerializationFailure)
+            if not transient or attempt == retries:
                 raise
-            log.warning("chunk was a deadlock victim; retrying", extra={"key": key, "attempt": attempt + 1})
+            log.warning(
+                "transaction was a deadlock victim; retrying",
+                extra={"what": what, "attempt": attempt + 1, "error": type(exc.__cause__).__name__},
+            )
+            time.sleep(backoff * 2**attempt)
     raise AssertionError("unreachable")
+
+
+def _chunk(graph, kind, actor, *, key, params, statement, details, audit_extra, summary) -> int:
+    """One chunk, retried if PostgreSQL chose it as a deadlock victim (``retry_transient``).
+    Returns the edges written."""
+    return retry_transient(
+        lambda: _chunk_once(
+            graph,
+            kind,
+            actor,
+            key=key,
+            params=params,
+            statement=statement,
+            details=details,
+            audit_extra=audit_extra,
+            summary=summary,
+        ),
+        what=key,
+    )
 
 
 def _chunk_once(graph, kind, actor, *, key, params, statement, details, audit_extra, summary) -> int:

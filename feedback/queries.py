@@ -9,10 +9,17 @@ CTE and no ``FOR UPDATE`` ordered by id over a join. Rules for every statement h
   does a column chosen among several (``set_weight``, ``rollback_restore``: from a fixed mapping);
 - every table is filtered by ``graph_id`` (the sharding key, DESIGN.md "Scale").
 
-Lock order, everywhere: the session row (outcome only), then edges by id, then nodes by id, then the
+Lock order, everywhere: the session row, then edges by id, then nodes by id, then the
 organization's audit advisory lock (``graphadmin.audit``). A statement that changes edges and nodes
 locks the nodes only after the edges' history is written: its node step reads the edge step's count
 (``(SELECT n FROM edge_count) >= 0``, always true), which orders the two within the statement.
+
+Lock mode: ``FOR NO KEY UPDATE``, never ``FOR UPDATE``. No weight is a key, and the weaker mode still
+queues every other writer of the row, but it does not conflict with the ``KEY SHARE`` locks that
+foreign-key checks take. Those checks are deferred to COMMIT, where a context call's candidate log
+and counters take them on nodes and edges in rank order, not id order: with ``FOR UPDATE`` a
+reinforcement holding Y and waiting for X crossed a COMMIT holding X and waiting for Y, a deadlock
+(tests/ranking/test_context_beside_reinforcement.py). Plain UPDATEs of weights take the same mode.
 
 History shapes (``feedback.models``): ``WeightChange`` rows for scattered, small batches;
 ``WeightChangeBlock`` arrays (one per event and span of ``BLOCK_SPAN`` ids) for the bulk writes over
@@ -144,7 +151,7 @@ REINFORCE = _statement("""
         JOIN unnest(%(edge_ids)s::bigint[], %(edge_signals)s::text[], %(edge_events)s::bigint[])
              AS i(id, signal, use_event_id) ON i.id = t.id
         WHERE t.graph_id = %(graph)s
-        ORDER BY t.id FOR UPDATE OF t
+        ORDER BY t.id FOR NO KEY UPDATE OF t
     ),
     edge_new AS (
         SELECT id, before, signal, use_event_id,
@@ -170,7 +177,7 @@ REINFORCE = _statement("""
         JOIN unnest(%(node_ids)s::bigint[], %(node_signals)s::text[], %(node_events)s::bigint[])
              AS i(id, signal, use_event_id) ON i.id = t.id
         WHERE t.graph_id = %(graph)s AND (SELECT n FROM edge_count) >= 0
-        ORDER BY t.id FOR UPDATE OF t
+        ORDER BY t.id FOR NO KEY UPDATE OF t
     ),
     node_new AS (
         SELECT id, before, signal, use_event_id,
@@ -221,7 +228,7 @@ LOCK_SESSION_FOR_OUTCOME = _statement("""
     FROM {session} s
     CROSS JOIN (SELECT * FROM {policy} WHERE graph_id = %(graph)s ORDER BY revision DESC LIMIT 1) p
     WHERE s.graph_id = %(graph)s AND s.external_id = %(external_id)s
-    FOR UPDATE OF s
+    FOR NO KEY UPDATE OF s
 """)
 
 # The outcome's writes, in one statement: the EMA ``alpha * score + (1 - alpha) * w`` (``rules.ema``)
@@ -401,7 +408,7 @@ def set_weight(target: str, field: str) -> sql.Composed:
             SELECT i.id, i.value, t.{column} AS before
             FROM {table} t JOIN unnest(%(ids)s::bigint[], %(values)s::double precision[]) AS i(id, value) ON i.id = t.id
             WHERE t.graph_id = %(graph)s
-            ORDER BY t.id FOR UPDATE OF t
+            ORDER BY t.id FOR NO KEY UPDATE OF t
         ),
         updated AS (
             UPDATE {table} t SET {column} = l.value FROM locked l
@@ -442,7 +449,7 @@ def rollback_restore(target: str, field: str) -> sql.Composed:
                   WHERE w.batch_id = %(rolled_back)s AND w.field = %(field)s AND w.{target_column} IS NOT NULL) h
                  ON h.id = t.id
             WHERE t.graph_id = %(graph)s
-            ORDER BY t.id FOR UPDATE OF t
+            ORDER BY t.id FOR NO KEY UPDATE OF t
         ),
         decided AS (
             SELECT id, before, before IS NOT DISTINCT FROM expected AS matches,

@@ -4,7 +4,9 @@ Queues: ``feedback`` (uses, response, outcome, normalize), ``decay``, ``metrics`
 CELERY_TASK_ROUTES). Tasks are acknowledged late and rejected when the worker is lost (settings), so
 a task whose worker dies mid-batch is redelivered; its transaction never committed, and its
 idempotency key (one per report, chosen when it was enqueued) makes the redelivery apply once even
-if the first run did commit before the crash.
+if the first run did commit before the crash. A report whose transaction PostgreSQL picks as a
+deadlock victim (or refuses for serialization) is run again in the task, a few times with backoff
+(``ledger.retry_transient``): every writer locks in one order, so that is a backstop.
 """
 
 from __future__ import annotations
@@ -19,6 +21,7 @@ from django.contrib.auth import get_user_model
 from graphadmin.models import Graph, PolicyRevision
 
 from . import actions, metrics, retention
+from .ledger import retry_transient
 from .models import AgentSession
 
 log = logging.getLogger(__name__)
@@ -70,13 +73,17 @@ def apply_uses_task(
         ).as_dict()
     parsed = [actions.UseItem(i["kind"], i["id"], i["signal"], i.get("injection_id")) for i in items]
     try:
-        return actions.do_record_uses(
-            session,
-            parsed,
-            actor=_actor(user_id, "task:feedback.apply_uses"),
-            source=source,
-            learning_rate=learning_rate,
-            idempotency_key=idempotency_key,
+        actor = _actor(user_id, "task:feedback.apply_uses")
+        return retry_transient(
+            lambda: actions.do_record_uses(
+                session,
+                parsed,
+                actor=actor,
+                source=source,
+                learning_rate=learning_rate,
+                idempotency_key=idempotency_key,
+            ),
+            what="feedback.apply_uses",
         ).as_dict()
     except actions.FeedbackError as exc:
         return _refused(exc, graph=graph_id, session=external_id)
@@ -92,8 +99,10 @@ def apply_response_task(
         return actions.fall_through(
             "unknown_session", "response for an unknown session", graph=graph_id, session=external_id
         ).as_dict()
-    return actions.do_record_response(
-        session, response, actor=_actor(user_id, "task:feedback.apply_response"), idempotency_key=idempotency_key
+    actor = _actor(user_id, "task:feedback.apply_response")
+    return retry_transient(
+        lambda: actions.do_record_response(session, response, actor=actor, idempotency_key=idempotency_key),
+        what="feedback.apply_response",
     ).as_dict()
 
 
@@ -114,14 +123,20 @@ def apply_outcome_task(
         ).as_dict()
     actor = _actor(user_id, "task:feedback.apply_outcome")
     try:
-        result = actions.do_apply_outcome(
-            graph, external_id, outcome, actor=actor, alpha=alpha, idempotency_key=idempotency_key
+        result = retry_transient(
+            lambda: actions.do_apply_outcome(
+                graph, external_id, outcome, actor=actor, alpha=alpha, idempotency_key=idempotency_key
+            ),
+            what="feedback.apply_outcome",
         ).as_dict()
     except actions.FeedbackError as exc:
         return _refused(exc, graph=graph_id, session=external_id)
     if outcome == "accepted" and result["status"] == "applied":
         # An accepted session may complete a pair of notes used together often enough to be linked.
-        result["links"] = actions.do_link_co_used(_session(graph_id, external_id), actor=actor).as_dict()
+        session = _session(graph_id, external_id)
+        result["links"] = retry_transient(
+            lambda: actions.do_link_co_used(session, actor=actor), what="feedback.link_co_used"
+        ).as_dict()
     return result
 
 
