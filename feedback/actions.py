@@ -30,6 +30,7 @@ from datetime import datetime
 from django.db import transaction
 
 from graphadmin.embeddings import configured_model, embed_texts
+from graphadmin.errors import Conflict
 from graphadmin.models import Edge, EdgeType, Graph, Node
 from graphadmin.models.policy import POLICY_NUMBERS
 from graphadmin.vault.plan import triplet_text
@@ -66,8 +67,11 @@ CO_USED_DESCRIPTION = (
 )
 
 
-class RollbackRefused(Exception):
-    """A batch that cannot be rolled back (already rolled back, or its history has expired)."""
+class RollbackRefused(Conflict):
+    """A batch that cannot be rolled back (already rolled back, or its history has expired): the API's 409."""
+
+    def __init__(self, message: str):
+        super().__init__(message, body={"status": "already_rolled_back", "reason": message})
 
 
 def _bounded(name: str, value, policy_value):

@@ -16,7 +16,7 @@ from django.conf import settings
 from django.contrib.auth import get_user_model
 from django.db import transaction
 
-from graphadmin import services
+from graphadmin import actions
 from graphadmin.embeddings import configured_model
 from graphadmin.models import Graph, Membership, Organization
 from graphadmin.vault.apply import do_reembed, stale_rows
@@ -68,8 +68,12 @@ def ensure_demo() -> tuple[Graph, str]:
     admin = User.objects.get(username="admin")
     graph = Graph.objects.filter(organization=org, slug=DEMO_GRAPH).first()
     if graph is None:
-        graph = services.create_graph(
-            admin, org, DEMO_GRAPH, "Harbor project memory", "The demo vault: a fictional parcel-tracking project."
+        graph = actions.do_create_graph(
+            org,
+            DEMO_GRAPH,
+            "Harbor project memory",
+            "The demo vault: a fictional parcel-tracking project.",
+            actor=admin,
         )
     import_demo_vault(graph)
     reembed_if_stale(graph)

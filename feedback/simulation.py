@@ -50,7 +50,7 @@ from django.db import transaction
 from django.db.models import Count, Q
 from rest_framework.test import APIClient
 
-from graphadmin import services
+from graphadmin import actions as core_actions
 from graphadmin.celery import app as celery_app
 from graphadmin.models import Edge, EdgeType, Graph, Membership, Node, Organization
 
@@ -198,8 +198,12 @@ def build_world(
     rng = random.Random(seed)
     dim = settings.EMBEDDING_DIM
     with transaction.atomic():
-        graph = services.create_graph(
-            actor, organization, slug, f"Simulation world {slug}", "Simulated agent sessions (feedback.simulation)."
+        graph = core_actions.do_create_graph(
+            organization,
+            slug,
+            f"Simulation world {slug}",
+            "Simulated agent sessions (feedback.simulation).",
+            actor=actor,
         )
         types = {t.name: t for t in EdgeType.objects.filter(graph=graph)}
         shared = [rng.gauss(0, 1) for _ in range(dim)]
@@ -485,7 +489,7 @@ def run_experiment(
             users["admin"], org, f"{name}-{tag}", topics=topics, notes_per_topic=notes_per_topic, seed=world_seed
         )
         if policy:
-            services.set_policy(users["admin"], graph, policy, note="simulation policy")
+            core_actions.do_set_policy(graph, policy, actor=users["admin"], note="simulation policy")
         worlds.append((graph, graph_topics))
     report = simulate(users["analyst"], worlds[0], worlds[1], cfg, progress=progress)
     report.config.update(

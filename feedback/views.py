@@ -16,9 +16,9 @@ from django.views.decorators.http import require_POST
 from feedback import actions, charts, metrics, queries
 from feedback.models import BATCH_KINDS, BATCH_STATUSES, AgentSession, ContextInjection, UpdateBatch, WeightHistory
 from graphadmin import audit
-from graphadmin.access import graph_access
 from graphadmin.models import Edge, Node
 from graphadmin.note_links import render_node_text
+from graphadmin.tenancy import graph_access
 
 HISTORY_LIMIT = 500
 
@@ -26,7 +26,7 @@ HISTORY_LIMIT = 500
 @login_required
 def overview(request, graph_id):
     """Overview of one graph: counts, latest batches, metric charts, the audit-chain badge."""
-    access = graph_access(request, graph_id)
+    access = graph_access(request.user, graph_id)
     graph = access.graph
     rows = charts.rollup_rows(graph, *metrics.day_range())
     totals = next((r for r in reversed(rows) if "totals" in r.data), None)
@@ -65,7 +65,7 @@ def overview(request, graph_id):
 
 @login_required
 def batch_list(request, graph_id):
-    access = graph_access(request, graph_id)
+    access = graph_access(request.user, graph_id)
     batches = UpdateBatch.objects.filter(graph=access.graph).order_by("-started_at", "-id")
     filters = {k: request.GET.get(k, "") for k in ("kind", "status", "since", "until")}
     if filters["kind"]:
@@ -86,7 +86,7 @@ def batch_list(request, graph_id):
 
 @login_required
 def batch_detail(request, graph_id, batch_id):
-    access = graph_access(request, graph_id)
+    access = graph_access(request.user, graph_id)
     batch = get_object_or_404(
         UpdateBatch.objects.filter(graph=access.graph).select_related("rolled_back_by"), pk=batch_id
     )
@@ -114,14 +114,10 @@ def batch_detail(request, graph_id, batch_id):
 @require_POST
 def batch_rollback(request, graph_id, batch_id):
     """One-click rollback (operators): calls the same action as the API, then shows the new batch."""
-    access = graph_access(request, graph_id, needed="operator")
+    access = graph_access(request.user, graph_id, "operate")
     batch = get_object_or_404(UpdateBatch.objects.filter(graph=access.graph), pk=batch_id)
     force = request.POST.get("force") == "on"
-    try:
-        result = actions.do_rollback_batch(batch, actor=request.user, force=force)
-    except actions.RollbackRefused as exc:
-        messages.error(request, str(exc))
-        return redirect("batch", graph_id=access.graph.pk, batch_id=batch.pk)
+    result = actions.do_rollback_batch(batch, actor=request.user, force=force)  # refused: a message (middleware)
     if result.conflicts and not force:
         messages.warning(
             request,
@@ -142,13 +138,13 @@ def _range(request) -> tuple[date, date, str]:
     try:
         return (*metrics.day_range(request.GET.get("from"), request.GET.get("to")), "")
     except metrics.RangeError as exc:
-        return (*metrics.day_range(), f"{exc.field}: {exc} Showing the last {metrics.DEFAULT_RANGE_DAYS} days.")
+        return (*metrics.day_range(), f"{exc} Showing the last {metrics.DEFAULT_RANGE_DAYS} days.")
 
 
 @login_required
 def impact(request, graph_id):
     """Feedback impact (analysts): trend charts from the daily rollups, a date range, and CSV export."""
-    access = graph_access(request, graph_id, needed="analyst")
+    access = graph_access(request.user, graph_id, "analyze")
     since, until, error = _range(request)
     rows = charts.rollup_rows(access.graph, since, until)
     if request.GET.get("format") == "csv":
@@ -209,7 +205,7 @@ def _record_page(request, access, kind: str, record, title: str, **context):
 
 @login_required
 def node_detail(request, graph_id, node_id):
-    access = graph_access(request, graph_id)
+    access = graph_access(request.user, graph_id)
     node = get_object_or_404(Node.objects.filter(graph=access.graph), pk=node_id)
     outgoing = (
         Edge.objects.filter(graph=access.graph, source=node)
@@ -235,7 +231,7 @@ def node_detail(request, graph_id, node_id):
 
 @login_required
 def edge_detail(request, graph_id, edge_id):
-    access = graph_access(request, graph_id)
+    access = graph_access(request.user, graph_id)
     edge = get_object_or_404(
         Edge.objects.filter(graph=access.graph).select_related("source", "target", "edge_type"), pk=edge_id
     )

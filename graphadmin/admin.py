@@ -1,8 +1,13 @@
-"""Admin registrations of the graph core: raw records, scoped to the staff user's organizations."""
+"""Admin registrations of the graph core: raw records, scoped to the staff user's organizations.
+
+Edge-type priorities and membership roles are saved through ``graphadmin.actions`` (audited), with
+the role ``graphadmin.tenancy`` asks for (tune, administer).
+"""
 
 from django.contrib import admin
 
-from graphadmin.admin_tenancy import ReadOnlyAdmin, TenantAdmin
+from graphadmin import actions
+from graphadmin.admin_tenancy import ReadOnlyAdmin, TenantAdmin, check_graph
 from graphadmin.models import (
     AuditEvent,
     Edge,
@@ -15,6 +20,7 @@ from graphadmin.models import (
     Organization,
     PolicyRevision,
 )
+from graphadmin.tenancy import organization_role, require
 
 
 @admin.register(Organization)
@@ -28,6 +34,15 @@ class MembershipAdmin(TenantAdmin):
     list_display = ["user", "organization", "role"]
     list_filter = ["role"]
 
+    def get_readonly_fields(self, request, obj=None):
+        return ["user", "organization"] if obj else []
+
+    def save_model(self, request, obj, form, change):
+        if not request.user.is_superuser:
+            require(organization_role(request.user, obj.organization_id), "administer")
+        membership, _before = actions.do_grant_role(obj.organization, obj.user, obj.role, actor=request.user)
+        obj.pk = membership.pk
+
 
 @admin.register(Graph)
 class GraphAdmin(TenantAdmin):
@@ -38,6 +53,20 @@ class GraphAdmin(TenantAdmin):
 class EdgeTypeAdmin(TenantAdmin):
     list_display = ["name", "graph", "priority"]
     list_filter = ["graph"]
+
+    def get_readonly_fields(self, request, obj=None):
+        return ["graph"] if obj else []
+
+    def save_model(self, request, obj, form, change):
+        check_graph(request, obj.graph_id, "tune")
+        if change:
+            values = {"name": obj.name, "priority": obj.priority, "description": obj.description}
+            actions.do_update_edge_type(obj, actor=request.user, **values)
+        else:
+            created = actions.do_create_edge_type(
+                obj.graph, obj.name, actor=request.user, priority=obj.priority, description=obj.description
+            )
+            obj.pk = created.pk
 
 
 @admin.register(Node)

@@ -1,6 +1,6 @@
 """Pages of the graph core: the graphs list, the audit trail, edge types and policy (tune).
 
-Saving the tune form writes a new policy revision and audit events through ``graphadmin.services``;
+Saving the tune form writes a new policy revision and audit events through ``graphadmin.actions``;
 its what-if preview is ranking's page (``ranking.views.tune_preview``).
 """
 
@@ -12,10 +12,10 @@ from django.core.paginator import Paginator
 from django.db import transaction
 from django.shortcuts import redirect, render
 
-from graphadmin import audit, services
-from graphadmin.access import graph_access
+from graphadmin import actions, audit
 from graphadmin.forms import TuneForm
 from graphadmin.models import AuditEvent, EdgeType, Graph, PolicyRevision
+from graphadmin.tenancy import graph_access
 
 
 @login_required
@@ -28,7 +28,7 @@ def home(request):
 @login_required
 def audit_trail(request, graph_id):
     """The organization's audit chain, filterable by action and actor, with its verification status."""
-    access = graph_access(request, graph_id)
+    access = graph_access(request.user, graph_id)
     org_id = access.graph.organization_id
     events = AuditEvent.objects.filter(organization_id=org_id).order_by("-seq")
     action, actor = request.GET.get("action", ""), request.GET.get("actor", "")
@@ -72,7 +72,7 @@ def _revision_diffs(graph):
 
 @login_required
 def tune(request, graph_id):
-    access = graph_access(request, graph_id, needed="operator")
+    access = graph_access(request.user, graph_id, "tune")
     graph = access.graph
     edge_types = list(EdgeType.objects.filter(graph=graph).order_by("name"))
     current = graph.current_policy()
@@ -82,9 +82,9 @@ def tune(request, graph_id):
             changes, priorities = form.changes(current), form.priority_changes()
             with transaction.atomic():
                 for edge_type, value in priorities.items():
-                    services.update_edge_type(request.user, edge_type, priority=value)
+                    actions.do_update_edge_type(edge_type, actor=request.user, priority=value)
                 if changes:
-                    services.set_policy(request.user, graph, changes, note=form.cleaned_data["note"])
+                    actions.do_set_policy(graph, changes, actor=request.user, note=form.cleaned_data["note"])
             if changes or priorities:
                 messages.success(request, f"Saved: {len(changes)} policy value(s), {len(priorities)} priority(ies).")
             else:
