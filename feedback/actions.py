@@ -22,6 +22,7 @@ is always 0: the field is reported so callers need not assume it.
 
 from __future__ import annotations
 
+import functools
 import logging
 import time
 import uuid
@@ -30,7 +31,7 @@ from datetime import datetime
 from django.db import transaction
 
 from graphadmin.embeddings import configured_model, embed_texts
-from graphadmin.errors import Conflict
+from graphadmin.errors import Conflict, InputError
 from graphadmin.models import Edge, EdgeType, Graph, Node
 from graphadmin.models.policy import POLICY_NUMBERS
 from graphadmin.vault.plan import triplet_text
@@ -38,7 +39,7 @@ from graphadmin.vault.plan import triplet_text
 from . import ledger, queries, rules
 from .ledger import DECAY_CHUNK, Result, fall_through
 from .models import OUTCOMES, SIGNALS, AgentSession, UpdateBatch, UseEvent, WeightChange, WeightChangeBlock
-from .rules import FeedbackError, ManualValue, UseItem
+from .rules import ManualValue, UseItem
 
 __all__ = [
     "CO_USED",
@@ -65,6 +66,34 @@ CO_USED = "co_used"
 CO_USED_DESCRIPTION = (
     "Learned: both notes were used in the same accepted sessions (created by feedback, not by an import)."
 )
+
+
+class FeedbackError(InputError, rules.FeedbackError):
+    """What the actions raise for input they refuse: the pure rules' FeedbackError as the domain's InputError.
+
+    ``rules`` stays free of the project's imports, so its error is turned into this one once, at the
+    boundary of the write path (``_refusing_input``); every medium then maps it as an InputError (a 400).
+    """
+
+    def __init__(self, field: str, message: str):
+        Exception.__init__(self, f"{field}: {message}")
+        self.errors = {field: [message]}
+        self.field, self.message = field, message
+
+
+def _refusing_input(action):
+    """Raise the rules' FeedbackError out of ``action`` as ``FeedbackError`` (an InputError)."""
+
+    @functools.wraps(action)
+    def run(*args, **kwargs):
+        try:
+            return action(*args, **kwargs)
+        except rules.FeedbackError as exc:
+            if isinstance(exc, InputError):
+                raise
+            raise FeedbackError(exc.field, exc.message) from exc
+
+    return run
 
 
 class RollbackRefused(Conflict):
@@ -98,6 +127,7 @@ def _feedback_disabled(graph: Graph, session: AgentSession) -> Result:
 # 1. Use reports and reinforcement
 
 
+@_refusing_input
 def do_record_uses(
     session: AgentSession,
     items: list[UseItem],
@@ -200,6 +230,7 @@ def do_record_uses(
         )
 
 
+@_refusing_input
 def do_record_response(session: AgentSession, response: str, *, actor, idempotency_key: str | None = None) -> Result:
     """Detect which selected candidates of the session the response used, and reinforce them as implicit.
 
@@ -227,6 +258,7 @@ def do_record_response(session: AgentSession, response: str, *, actor, idempoten
 # 2. Outcome EMA
 
 
+@_refusing_input
 def do_apply_outcome(
     graph: Graph,
     external_id: str,
@@ -321,6 +353,7 @@ def do_apply_outcome(
 # 3. Decay and the normalize ceiling
 
 
+@_refusing_input
 def do_decay(
     graph: Graph, *, actor, now: datetime | None = None, chunk_size: int = DECAY_CHUNK, dry_run: bool = False
 ) -> Result:
@@ -364,6 +397,7 @@ def do_decay(
     )
 
 
+@_refusing_input
 def do_normalize(graph: Graph, *, actor, chunk_size: int = DECAY_CHUNK, idempotency_key: str | None = None) -> Result:
     """Rescale the weights of the graph's live edges so the largest is 1.0 (the ``normalize`` ceiling mode).
 
@@ -400,6 +434,7 @@ def do_normalize(graph: Graph, *, actor, chunk_size: int = DECAY_CHUNK, idempote
 # 4. Manual set
 
 
+@_refusing_input
 def do_set_weights(graph: Graph, values: list[ManualValue], *, actor, reason: str = "") -> Result:
     """Set weights by hand (kind ``manual``): one batch, audited with the reason."""
     started = time.perf_counter()

@@ -14,16 +14,14 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 
-from graphadmin.errors import InputError
-
 EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 
 
-class FeedbackError(InputError):
-    """Input an action refuses, naming one ``field`` (every medium maps it as an InputError: a 400 by the API)."""
+class FeedbackError(ValueError):
+    """Input an action refuses (the API turns it into a 400 naming ``field``)."""
 
     def __init__(self, field: str, message: str):
-        super().__init__({field: [message]})
+        super().__init__(f"{field}: {message}")
         self.field = field
         self.message = message
 

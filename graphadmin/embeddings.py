@@ -96,7 +96,7 @@ class HashingEmbedder:
             padded = f"<{w}>"
             for i in range(max(1, len(padded) - 3)):
                 yield "c:" + padded[i : i + 4], 0.25
-        for a, b in zip(content, content[1:]):
+        for a, b in zip(content, content[1:], strict=False):
             yield f"b:{a} {b}", 0.5
 
     def embed_one(self, text: str) -> Vector | None:
@@ -267,7 +267,7 @@ class OpenAIEmbedder:
         todo = [i for i, t in enumerate(texts) if t.strip()]
         for start in range(0, len(todo), self.batch):
             chunk = todo[start : start + self.batch]
-            for i, vec in zip(chunk, self._request([texts[i] for i in chunk])):
+            for i, vec in zip(chunk, self._request([texts[i] for i in chunk]), strict=True):
                 out[i] = _finite_unit(vec)
         return out
 
@@ -383,7 +383,7 @@ class SentenceTransformerEmbedder:
                 convert_to_numpy=True,
                 show_progress_bar=False,
             )
-            for i, row in zip(keep, vectors):
+            for i, row in zip(keep, vectors, strict=True):
                 out[i] = _finite_unit([float(x) for x in row])
         return out
 
@@ -398,7 +398,7 @@ def _load(path: str):
 
 
 def get_embedder() -> Embedder:
-    """The embedder named by settings.EMBEDDER (a dotted path to a class taking no arguments), loaded once per process."""
+    """The embedder named by settings.EMBEDDER (a dotted path to a class taking no arguments), loaded once a process."""
     embedder = _load(settings.EMBEDDER)
     if embedder.dim != settings.EMBEDDING_DIM:
         raise ValueError(
@@ -463,7 +463,7 @@ def configured_model() -> str:
 
 
 class EmbeddingModelMismatch(Conflict):
-    """A graph's stored vectors were made by another model than the query's (or by several): comparing them is meaningless.
+    """A graph's stored vectors were made by another model than the query's (or by several): no comparison has meaning.
 
     Raised by retrieval before any comparison; the REST API answers 409, the MCP server a tool error.
     ``manage.py reembed --graph SLUG`` makes the graph's vectors the configured model's again.
@@ -478,7 +478,8 @@ class EmbeddingModelMismatch(Conflict):
             )
         else:
             message = (
-                f"The vectors of graph '{graph_slug}' were made by {stored[0]}, the configured embedder is {configured}: "
+                f"The vectors of graph '{graph_slug}' were made by {stored[0]}, "
+                f"the configured embedder is {configured}: "
                 f"their similarities would be meaningless; run `manage.py reembed --graph {graph_slug}`."
             )
         super().__init__(message, body=None)

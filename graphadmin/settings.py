@@ -109,7 +109,8 @@ WHITENOISE_USE_FINDERS = env.bool("WHITENOISE_USE_FINDERS", default=True)
 LOGIN_URL = "/accounts/login/"
 LOGIN_REDIRECT_URL = "/"
 
-# Days of weight history (WeightChange rows and WeightChangeBlock blocks) to keep; 0 keeps it forever. Expiry drops whole months.
+# Days of weight history (WeightChange rows and WeightChangeBlock blocks) to keep; 0 keeps it forever.
+# Expiry drops whole months.
 WEIGHT_HISTORY_RETENTION_DAYS = env.int("WEIGHT_HISTORY_RETENTION_DAYS", default=0)
 
 # Embeddings: the vector dimension is baked into the schema by the first migration.

@@ -206,7 +206,7 @@ def rg(request, acme_graph, settings):
         settings.EMBEDDER = HASHING
     vectors = embed_texts([f"{t}\n{x}" for t, x in TEXTS.values()])
     nodes = {}
-    for (key, (title, text)), vec in zip(TEXTS.items(), vectors):
+    for (key, (title, text)), vec in zip(TEXTS.items(), vectors, strict=True):
         nodes[key] = Node.objects.create(
             graph=acme_graph, key=key, title=title, text=text, embedding=vec, archived=key == "x"
         )

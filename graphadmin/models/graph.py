@@ -114,7 +114,9 @@ class Node(models.Model):
         blank=True,
         default="",
         db_default="",
-        help_text="The model that made the embedding ('' when there is none, or a caller sent it without naming its model).",
+        help_text=(
+            "The model that made the embedding ('' when there is none, or a caller sent it without naming its model)."
+        ),
     )
     feedback_weight = models.FloatField(default=WEIGHT_DEFAULT)
     archived = models.BooleanField(default=False)

@@ -31,7 +31,8 @@ POLICY_NUMBERS: dict[str, tuple[float, float, float, bool, str]] = {
         0.0,
         5.0,
         False,
-        "Coefficient of the reinforcement weight of the edge that reached a node (around neutral 0.5); 0: edges steer expansion only.",
+        "Coefficient of the reinforcement weight of the edge that reached a node (around neutral 0.5); "
+        "0: edges steer expansion only.",
     ),
     "coef_memory": (
         0.2,

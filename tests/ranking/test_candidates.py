@@ -1,4 +1,4 @@
-"""Candidate retrieval in SQL: expansion, fan-out cap, cosine, archived rows, query counts, HNSW top-k, anchor distances."""
+"""Candidate retrieval in SQL: expansion, fan-out cap, cosine, archived rows, query counts, HNSW top-k, anchors."""
 
 import math
 import random
@@ -17,7 +17,7 @@ pytestmark = pytest.mark.django_db
 
 
 def _cosine(a, b):
-    dot = sum(x * y for x, y in zip(a, b))
+    dot = sum(x * y for x, y in zip(a, b, strict=True))
     return dot / (math.sqrt(sum(x * x for x in a)) * math.sqrt(sum(y * y for y in b)))
 
 
