@@ -1,6 +1,6 @@
 """Admin registrations of the graph core: raw records, scoped to the staff user's organizations.
 
-Edge-type priorities and membership roles are saved through ``graphadmin.actions`` (audited), with
+Graphs, edge-type priorities and membership roles are saved through ``graphadmin.actions`` (audited), with
 the role ``graphadmin.tenancy`` asks for (tune, administer).
 """
 
@@ -47,6 +47,23 @@ class MembershipAdmin(TenantAdmin):
 @admin.register(Graph)
 class GraphAdmin(TenantAdmin):
     list_display = ["slug", "name", "organization", "feedback_enabled", "created_at"]
+
+    def get_readonly_fields(self, request, obj=None):
+        return ["organization"] if obj else []
+
+    def save_model(self, request, obj, form, change):
+        if change:
+            check_graph(request, obj.pk, "administer")
+            actions.do_update_graph(obj, {k: getattr(obj, k) for k in actions.GRAPH_SETTINGS}, actor=request.user)
+            return
+        if not request.user.is_superuser:
+            require(organization_role(request.user, obj.organization_id), "administer")
+        created = actions.do_create_graph(obj.organization, obj.slug, obj.name, obj.description, actor=request.user)
+        obj.pk = created.pk
+
+    def delete_model(self, request, obj):
+        check_graph(request, obj.pk, "administer")
+        actions.do_delete_graph(obj, actor=request.user)
 
 
 @admin.register(EdgeType)

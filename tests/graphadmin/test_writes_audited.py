@@ -88,3 +88,14 @@ def test_archive_through_the_api_is_audited(api, acme_graph, small_graph, oscar)
     assert AuditEvent.objects.get(action="node.archive").payload == {"node": node.pk}
     assert AuditEvent.objects.get(action="edge.archive").payload == {"edge": edge.pk}
     assert audit.verify(acme_graph.organization).ok
+
+
+def test_admin_graph_edit_is_audited(client, acme_graph, alice, oscar, staff):
+    form = {"slug": "memory", "name": "Renamed", "description": "", "feedback_enabled": "on"}
+    client.force_login(staff(oscar))  # an operator may not edit the graph itself
+    assert client.post(f"/admin/graphadmin/graph/{acme_graph.pk}/change/", form).status_code == 403
+    client.force_login(staff(alice))
+    assert client.post(f"/admin/graphadmin/graph/{acme_graph.pk}/change/", form).status_code == 302
+    assert Graph.objects.get(pk=acme_graph.pk).name == "Renamed"
+    event = AuditEvent.objects.get(action="graph.update")
+    assert event.payload == {"changes": {"name": {"before": "Acme memory", "after": "Renamed"}}}
