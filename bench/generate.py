@@ -70,7 +70,7 @@ def generate(scale: float, seed: float = 0.42, progress=lambda message: None) ->
     from django.contrib.auth import get_user_model
     from django.db import connection, transaction
 
-    from graphadmin import services
+    from graphadmin import actions
     from graphadmin.models import EdgeType, Membership, Organization
 
     nodes = max(1000, int(FULL_NODES * scale))
@@ -82,7 +82,9 @@ def generate(scale: float, seed: float = 0.42, progress=lambda message: None) ->
         org = Organization.objects.create(slug="bench", name="Bench")
         user = get_user_model().objects.create_user(username="bench", password=None)
         Membership.objects.create(user=user, organization=org, role="admin")
-        graph = services.create_graph(user, org, "bench", "Benchmark graph", edge_types={k: "" for k in EDGE_TYPES})
+        graph = actions.do_create_graph(
+            org, "bench", "Benchmark graph", actor=user, edge_types={k: "" for k in EDGE_TYPES}
+        )
         for name, priority in EDGE_TYPES.items():
             EdgeType.objects.filter(graph=graph, name=name).update(priority=priority)
         type_ids = list(EdgeType.objects.filter(graph=graph).order_by("name").values_list("id", flat=True))

@@ -66,7 +66,7 @@ PAGES = {
     "injection-subgraph": ("GET", lambda s: {"injection_id": s["injection"]}, None),
 }
 # Dashboard routes that are actions, not pages: timed through the action they call (rollback below; a
-# restore is one policy write, services.set_policy).
+# restore is one policy write, graphadmin.actions.do_set_policy).
 ACTIONS = {"dashboard-rollback", "tune-restore"}
 
 # Floors of rank and context: the traversal written as one raw statement that also scores and

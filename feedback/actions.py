@@ -24,6 +24,7 @@ is always 0: the field is reported so callers need not assume it.
 
 from __future__ import annotations
 
+import functools
 import logging
 import time
 import uuid
@@ -32,6 +33,7 @@ from datetime import datetime
 from django.db import transaction
 
 from graphadmin.embeddings import configured_model, embed_texts
+from graphadmin.errors import Conflict, InputError
 from graphadmin.models import Edge, EdgeType, Graph, Node
 from graphadmin.models.policy import POLICY_NUMBERS
 from graphadmin.vault.plan import triplet_text
@@ -39,7 +41,7 @@ from graphadmin.vault.plan import triplet_text
 from . import ledger, queries, rules
 from .ledger import DECAY_CHUNK, Result, fall_through
 from .models import OUTCOMES, SIGNALS, AgentSession, UpdateBatch, UseEvent, WeightChange, WeightChangeBlock
-from .rules import FeedbackError, ManualValue, UseItem
+from .rules import ManualValue, UseItem
 
 __all__ = [
     "CO_USED",
@@ -68,8 +70,39 @@ CO_USED_DESCRIPTION = (
 )
 
 
-class RollbackRefused(Exception):
-    """A batch that cannot be rolled back (already rolled back, or its history has expired)."""
+class FeedbackError(InputError, rules.FeedbackError):
+    """What the actions raise for input they refuse: the pure rules' FeedbackError as the domain's InputError.
+
+    ``rules`` stays free of the project's imports, so its error is turned into this one once, at the
+    boundary of the write path (``_refusing_input``); every medium then maps it as an InputError (a 400).
+    """
+
+    def __init__(self, field: str, message: str):
+        Exception.__init__(self, f"{field}: {message}")
+        self.errors = {field: [message]}
+        self.field, self.message = field, message
+
+
+def _refusing_input(action):
+    """Raise the rules' FeedbackError out of ``action`` as ``FeedbackError`` (an InputError)."""
+
+    @functools.wraps(action)
+    def run(*args, **kwargs):
+        try:
+            return action(*args, **kwargs)
+        except rules.FeedbackError as exc:
+            if isinstance(exc, InputError):
+                raise
+            raise FeedbackError(exc.field, exc.message) from exc
+
+    return run
+
+
+class RollbackRefused(Conflict):
+    """A batch that cannot be rolled back (already rolled back, or its history has expired): the API's 409."""
+
+    def __init__(self, message: str):
+        super().__init__(message, body={"status": "already_rolled_back", "reason": message})
 
 
 def _bounded(name: str, value, policy_value):
@@ -96,6 +129,7 @@ def _feedback_disabled(graph: Graph, session: AgentSession) -> Result:
 # 1. Use reports and reinforcement
 
 
+@_refusing_input
 def do_record_uses(
     session: AgentSession,
     items: list[UseItem],
@@ -198,6 +232,7 @@ def do_record_uses(
         )
 
 
+@_refusing_input
 def do_record_response(session: AgentSession, response: str, *, actor, idempotency_key: str | None = None) -> Result:
     """Detect which selected candidates of the session the response used, and reinforce them as implicit.
 
@@ -225,6 +260,7 @@ def do_record_response(session: AgentSession, response: str, *, actor, idempoten
 # 2. Outcome EMA
 
 
+@_refusing_input
 def do_apply_outcome(
     graph: Graph,
     external_id: str,
@@ -319,6 +355,7 @@ def do_apply_outcome(
 # 3. Decay and the normalize ceiling
 
 
+@_refusing_input
 def do_decay(
     graph: Graph, *, actor, now: datetime | None = None, chunk_size: int = DECAY_CHUNK, dry_run: bool = False
 ) -> Result:
@@ -362,6 +399,7 @@ def do_decay(
     )
 
 
+@_refusing_input
 def do_normalize(graph: Graph, *, actor, chunk_size: int = DECAY_CHUNK, idempotency_key: str | None = None) -> Result:
     """Rescale the weights of the graph's live edges so the largest is 1.0 (the ``normalize`` ceiling mode).
 
@@ -398,6 +436,7 @@ def do_normalize(graph: Graph, *, actor, chunk_size: int = DECAY_CHUNK, idempote
 # 4. Manual set
 
 
+@_refusing_input
 def do_set_weights(graph: Graph, values: list[ManualValue], *, actor, reason: str = "") -> Result:
     """Set weights by hand (kind ``manual``): one batch, audited with the reason."""
     started = time.perf_counter()

@@ -1,6 +1,6 @@
 """Admin registrations of the feedback ledger, scoped to the staff user's organizations."""
 
-from django.contrib import admin, messages
+from django.contrib import admin
 
 from feedback import actions
 from feedback.models import (
@@ -13,7 +13,7 @@ from feedback.models import (
     WeightChange,
     WeightChangeBlock,
 )
-from graphadmin.admin_tenancy import ReadOnlyAdmin, TenantAdmin
+from graphadmin.admin_tenancy import ReadOnlyAdmin, TenantAdmin, attempt, check_graph
 
 
 @admin.register(AgentSession)
@@ -68,17 +68,14 @@ class DailyMetricAdmin(ReadOnlyAdmin):
 @admin.action(description="Roll back the selected batches (same action as the dashboard button)")
 def rollback_batches(modeladmin, request, queryset):
     """Roll back each selected batch; needs the operator role in the batch's organization."""
-    allowed = set(queryset.for_user(request.user, "operator").values_list("pk", flat=True))
     for batch in queryset.select_related("graph"):
-        if not request.user.is_superuser and batch.pk not in allowed:
-            modeladmin.message_user(
-                request, f"Batch #{batch.pk}: rolling back needs the operator role.", messages.ERROR
-            )
-            continue
-        try:
-            result = actions.do_rollback_batch(batch, actor=request.user)
-        except actions.RollbackRefused as exc:
-            modeladmin.message_user(request, f"Batch #{batch.pk}: {exc}", messages.WARNING)
+
+        def rollback(batch=batch):
+            check_graph(request, batch.graph_id, "operate")
+            return actions.do_rollback_batch(batch, actor=request.user)
+
+        result = attempt(modeladmin, request, f"Batch #{batch.pk}", rollback)
+        if result is None:
             continue
         modeladmin.message_user(
             request,

@@ -20,8 +20,6 @@ from __future__ import annotations
 import uuid
 from datetime import date
 
-from django.db import transaction
-from django.db.models import Q
 from django.shortcuts import get_object_or_404
 from drf_spectacular.utils import OpenApiParameter, extend_schema
 from rest_framework import generics, serializers, status
@@ -31,14 +29,14 @@ from rest_framework.permissions import IsAuthenticated
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
-from graphadmin.api.permissions import RoleForWrites
+from graphadmin.api.permissions import ActAllowed
 from graphadmin.api.views import GRAPH_ID, GraphScopedMixin
-from graphadmin.models import Edge, Node
-from graphadmin.vault.parse import MAX_ARCHIVE_BYTES, VaultError, parse_vault
+from graphadmin.tenancy import graph_access
+from graphadmin.vault.parse import MAX_ARCHIVE_BYTES, parse_vault
 
-from . import actions, metrics, tasks
+from . import actions, metrics, reports, tasks
 from .imports import do_import_vault
-from .models import AgentSession, DailyMetric, InjectionCandidate, UpdateBatch, WeightHistory
+from .models import DailyMetric, UpdateBatch, WeightHistory
 from .serializers import (
     AcceptedSerializer,
     DailyMetricSerializer,
@@ -64,165 +62,28 @@ IDEMPOTENCY = OpenApiParameter(
 BATCH_ID = OpenApiParameter("id", int, OpenApiParameter.PATH, description="The batch's id.")
 
 
-# Authenticated first (an anonymous caller gets 401/403, not a tenancy 404), then the role for writes.
-
-
-def _enqueue(task, **kwargs) -> str:
-    """Send ``task`` once the request's transaction commits; return the task id chosen now."""
-    task_id = str(uuid.uuid4())
-    transaction.on_commit(lambda: task.apply_async(kwargs=kwargs, task_id=task_id))
-    return task_id
-
-
-def _key(client_key: str, prefix: str, session: AgentSession) -> str:
-    client = (client_key or "").strip()[:100]
-    return f"{prefix}:{session.pk}:{('client:' + client) if client else uuid.uuid4().hex}"
-
-
-# The three session reports, shared by the REST views below and the MCP tools (graphadmin.mcp):
-# each takes the caller, a graph already found through the caller's tenancy with the role checked,
-# the session's external id, the serializer's validated data and the client's idempotency key, and
-# returns (body, HTTP status). Input problems found here raise DRF's ValidationError naming the field.
-
-
-def session_or_status(graph, external_id: str):
-    """The graph's session with that external id, or (None, the logged no-op result) when feedback cannot apply."""
-    context = {"graph": graph.pk, "session": external_id}
-    if not graph.feedback_enabled:
-        return None, actions.fall_through("feedback_disabled", "feedback is disabled for this graph", **context)
-    session = AgentSession.objects.filter(graph=graph, external_id=external_id).first()
-    if session is None:
-        return None, actions.fall_through("unknown_session", "report for an unknown session", **context)
-    return session, None
-
-
-def _no_op(result) -> tuple[dict, int]:
-    return {"status": result.status, "reason": result.details.get("reason", "")}, status.HTTP_202_ACCEPTED
-
-
-def _queued(task_id: str, key: str) -> tuple[dict, int]:
-    return {"status": "queued", "task_id": task_id, "idempotency_key": key}, status.HTTP_202_ACCEPTED
-
-
-def resolve_use_items(graph, items: list[dict]) -> list[dict]:
-    """Turn node ids and edge ids/keys into checked ids of this graph (two queries, whatever the count)."""
-    node_ids = {i["node"] for i in items if "node" in i}
-    edge_ids = {i["edge"] for i in items if isinstance(i.get("edge"), int)}
-    triplets = [i["edge"] for i in items if isinstance(i.get("edge"), dict)]
-    nodes = set(Node.objects.filter(graph=graph, archived=False, pk__in=node_ids).values_list("pk", flat=True))
-    edge_filter = Q(pk__in=edge_ids)
-    for t in triplets:
-        edge_filter |= Q(source_id=t["source"], target_id=t["target"], edge_type__name=t["type"])
-    edges = {}
-    for pk, src, dst, name in Edge.objects.filter(edge_filter, graph=graph, archived=False).values_list(
-        "pk", "source_id", "target_id", "edge_type__name"
-    ):
-        edges[pk] = pk
-        edges[(src, dst, name)] = pk
-    out, seen = [], {}
-    for index, item in enumerate(items):
-        if "node" in item:
-            if item["node"] not in nodes:
-                raise ValidationError({"items": {index: {"node": [f"Unknown node {item['node']} in this graph."]}}})
-            kind, pk = "node", item["node"]
-        else:
-            ref = item["edge"]
-            pk = edges.get(ref if isinstance(ref, int) else (ref["source"], ref["target"], ref["type"]))
-            if pk is None:
-                raise ValidationError({"items": {index: {"edge": [f"Unknown edge {ref} in this graph."]}}})
-            kind = "edge"
-        if seen.setdefault((kind, pk), item["signal"]) != item["signal"]:
-            raise ValidationError(
-                {"items": {index: {"signal": [f"{kind} {pk} is reported with two different signals."]}}}
-            )
-        out.append({"kind": kind, "id": pk, "signal": item["signal"]})
-    return out
-
-
-def report_uses(user, graph, external_id: str, data: dict, client_key: str = "") -> tuple[dict, int]:
-    """Validated uses (UsesSerializer) of a session: resolve the items, enqueue reinforcement on commit."""
-    session, skipped = session_or_status(graph, external_id)
-    if skipped:
-        return _no_op(skipped)
-    items = resolve_use_items(graph, data["items"])
-    key = _key(client_key, "uses", session)
-    task_id = _enqueue(
-        tasks.apply_uses_task,
-        graph_id=graph.pk,
-        external_id=external_id,
-        items=items,
-        learning_rate=data.get("learning_rate"),
-        idempotency_key=key,
-        user_id=user.pk,
-    )
-    return _queued(task_id, key)
-
-
-def report_response(user, graph, external_id: str, data: dict, client_key: str = "") -> tuple[dict, int]:
-    """A validated response text (ResponseTextSerializer): enqueue implicit-use detection on commit."""
-    session, skipped = session_or_status(graph, external_id)
-    if skipped:
-        return _no_op(skipped)
-    key = _key(client_key, "response", session)
-    task_id = _enqueue(
-        tasks.apply_response_task,
-        graph_id=graph.pk,
-        external_id=external_id,
-        response=data["response"],
-        idempotency_key=key,
-        user_id=user.pk,
-    )
-    return _queued(task_id, key)
-
-
-def report_outcome(user, graph, external_id: str, data: dict, client_key: str = "") -> tuple[dict, int]:
-    """A validated outcome (OutcomeSerializer): duplicate (200), a no-op status, or the EMA enqueued on commit."""
-    outcome = data["outcome"]
-    session, skipped = session_or_status(graph, external_id)
-    if skipped:
-        return _no_op(skipped)
-    context = {"graph": session.graph_id, "session": external_id, "outcome": outcome}
-    if session.outcome == outcome:
-        previous = UpdateBatch.objects.filter(trigger_session=session, kind="outcome").order_by("-id").first()
-        if previous is not None:
-            return {"status": "duplicate", "batch": previous.pk}, status.HTTP_200_OK
-    # A selected candidate implies an injection: one query in the usual case.
-    if not InjectionCandidate.objects.filter(
-        graph_id=session.graph_id, injection__session=session, selected=True
-    ).exists():
-        if not session.injections.exists():
-            return _no_op(actions.fall_through("no_injection", "the session has no context injection", **context))
-        return _no_op(actions.fall_through("nothing_surfaced", "the session's injections surfaced nothing", **context))
-    key = _key(client_key, "outcome", session)
-    task_id = _enqueue(
-        tasks.apply_outcome_task,
-        graph_id=session.graph_id,
-        external_id=external_id,
-        outcome=outcome,
-        alpha=data.get("alpha"),
-        idempotency_key=key,
-        user_id=user.pk,
-    )
-    return _queued(task_id, key)
+# Authenticated first (an anonymous caller gets 401/403, not a tenancy 404), then the act's role
+# (graphadmin.tenancy). Domain errors are mapped once, by graphadmin.api.errors.
 
 
 class SessionReportView(GraphScopedMixin, APIView):
     """Base of the three session reports: graph through tenancy, analyst role; the work is in report_*()."""
 
-    write_role = "analyst"
+    write_act = "report"
     serializer_class = None
     report = None
 
     def post(self, request, graph_pk: int, external_id: str):
         serializer = self.serializer_class(data=request.data)
         serializer.is_valid(raise_exception=True)
-        body, code = type(self).report(
+        body = type(self).report(
             request.user,
             self.graph(),
             external_id,
             serializer.validated_data,
             request.headers.get("Idempotency-Key", ""),
         )
+        code = status.HTTP_200_OK if body["status"] == "duplicate" else status.HTTP_202_ACCEPTED
         return Response(body, status=code)
 
 
@@ -230,7 +91,7 @@ class UsesView(SessionReportView):
     """Report the items a session used (explicit), or flagged wrong (negative): reinforcement on the worker."""
 
     serializer_class = UsesSerializer
-    report = staticmethod(report_uses)
+    report = staticmethod(reports.report_uses)
 
     @extend_schema(
         parameters=[GRAPH_ID, EXTERNAL_ID, IDEMPOTENCY], request=UsesSerializer, responses={202: AcceptedSerializer}
@@ -243,7 +104,7 @@ class ResponseView(SessionReportView):
     """Send the agent's response text: implicit uses are detected (distinctive n-gram overlap) on the worker."""
 
     serializer_class = ResponseTextSerializer
-    report = staticmethod(report_response)
+    report = staticmethod(reports.report_response)
 
     @extend_schema(
         parameters=[GRAPH_ID, EXTERNAL_ID, IDEMPOTENCY],
@@ -258,7 +119,7 @@ class OutcomeView(SessionReportView):
     """Report how a session ended: outcome EMA on every surfaced node and edge, on the worker."""
 
     serializer_class = OutcomeSerializer
-    report = staticmethod(report_outcome)
+    report = staticmethod(reports.report_outcome)
 
     @extend_schema(
         parameters=[GRAPH_ID, EXTERNAL_ID, IDEMPOTENCY],
@@ -270,7 +131,7 @@ class OutcomeView(SessionReportView):
 
 
 class GraphOperationView(GraphScopedMixin, APIView):
-    write_role = "operator"
+    write_act = "operate"
 
 
 class DecayView(GraphOperationView):
@@ -278,7 +139,7 @@ class DecayView(GraphOperationView):
 
     @extend_schema(parameters=[GRAPH_ID], request=None, responses={202: AcceptedSerializer})
     def post(self, request, graph_pk: int):
-        task_id = _enqueue(tasks.decay_graph_task, graph_id=self.graph().pk, user_id=request.user.pk)
+        task_id = reports.enqueue(tasks.decay_graph_task, graph_id=self.graph().pk, user_id=request.user.pk)
         return Response({"status": "queued", "task_id": task_id}, status=status.HTTP_202_ACCEPTED)
 
 
@@ -288,7 +149,7 @@ class NormalizeView(GraphOperationView):
     @extend_schema(parameters=[GRAPH_ID], request=None, responses={202: AcceptedSerializer})
     def post(self, request, graph_pk: int):
         # The run's key: a redelivered task skips the chunks its first run applied.
-        task_id = _enqueue(
+        task_id = reports.enqueue(
             tasks.normalize_graph_task,
             graph_id=self.graph().pk,
             user_id=request.user.pk,
@@ -308,12 +169,9 @@ class ManualWeightsView(GraphOperationView):
             actions.ManualValue("node" if "node" in v else "edge", v.get("node", v.get("edge")), v["field"], v["value"])
             for v in serializer.validated_data["values"]
         ]
-        try:
-            result = actions.do_set_weights(
-                self.graph(), values, actor=request.user, reason=serializer.validated_data["reason"]
-            )
-        except actions.FeedbackError as exc:
-            raise ValidationError({exc.field: [exc.message]}) from exc
+        result = actions.do_set_weights(
+            self.graph(), values, actor=request.user, reason=serializer.validated_data["reason"]
+        )
         return Response(result.as_dict())
 
 
@@ -325,10 +183,7 @@ class MetricsView(GraphScopedMixin, generics.ListAPIView):
 
     def get_queryset(self):
         params = self.request.query_params
-        try:
-            start, end = metrics.day_range(params.get("from"), params.get("to"))
-        except metrics.RangeError as exc:
-            raise ValidationError({exc.field: [str(exc)]}) from exc
+        start, end = metrics.day_range(params.get("from"), params.get("to"))
         return DailyMetric.objects.filter(graph=self.graph(), day__gte=start, day__lte=end).order_by("day")
 
     @extend_schema(
@@ -345,8 +200,8 @@ class MetricsView(GraphScopedMixin, generics.ListAPIView):
 class BatchScopedMixin:
     """Batches of the caller's organizations; another organization's batch is a 404."""
 
-    permission_classes = [IsAuthenticated, RoleForWrites]
-    write_role = "operator"
+    permission_classes = [IsAuthenticated, ActAllowed]
+    write_act = "operate"
 
     def batch(self) -> UpdateBatch:
         if not hasattr(self, "_batch"):
@@ -355,8 +210,10 @@ class BatchScopedMixin:
             )
         return self._batch
 
-    def organization_id(self):
-        return self.batch().graph.organization_id
+    def check_access(self, act: str) -> None:
+        # The batch through the caller's tenancy first (another organization's is a 404), then the act.
+        if act != "read":
+            graph_access(self.request.user, self.batch().graph_id, act)
 
 
 class BatchListView(generics.ListAPIView):
@@ -430,12 +287,7 @@ class BatchRollbackView(BatchScopedMixin, APIView):
     def post(self, request, pk: int):
         serializer = RollbackSerializer(data=request.data)
         serializer.is_valid(raise_exception=True)
-        try:
-            result = actions.do_rollback_batch(
-                self.batch(), actor=request.user, force=serializer.validated_data["force"]
-            )
-        except actions.RollbackRefused as exc:
-            return Response({"status": "already_rolled_back", "reason": str(exc)}, status=status.HTTP_409_CONFLICT)
+        result = actions.do_rollback_batch(self.batch(), actor=request.user, force=serializer.validated_data["force"])
         return Response(result.as_dict())
 
 
@@ -506,10 +358,7 @@ class VaultImportView(GraphScopedMixin, generics.GenericAPIView):
         upload = self.get_serializer(data=request.data)
         upload.is_valid(raise_exception=True)
         data = upload.validated_data
-        try:
-            parsed = parse_vault(data["file"], create_missing=data["create_missing"])
-        except VaultError as exc:
-            raise ValidationError({"file": [str(exc)]}) from exc
+        parsed = parse_vault(data["file"], create_missing=data["create_missing"])  # VaultError: a 400 on file
         result = do_import_vault(self.graph(), parsed, actor=request.user, dry_run=data["dry_run"])
         code = status.HTTP_200_OK if result.dry_run else status.HTTP_201_CREATED
         return Response(ImportResultSerializer(result.as_dict()).data, status=code)

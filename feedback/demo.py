@@ -16,7 +16,7 @@ from django.conf import settings
 from django.contrib.auth import get_user_model
 from django.db import transaction
 
-from graphadmin import clock, services
+from graphadmin import actions, clock
 from graphadmin.embeddings import configured_model
 from graphadmin.models import Graph, Membership, Organization
 from graphadmin.vault.apply import do_reembed, stale_rows
@@ -72,8 +72,12 @@ def ensure_demo() -> tuple[Graph, str]:
         # A new demo graph is made and imported at the start of its simulated history (fill_demo_history),
         # so its notes, edges, first policy and import batch are as old as the sessions that follow.
         with clock.using(clock.SimulatedClock(history_start())):
-            graph = services.create_graph(
-                admin, org, DEMO_GRAPH, "Harbor project memory", "The demo vault: a fictional parcel-tracking project."
+            graph = actions.do_create_graph(
+                org,
+                DEMO_GRAPH,
+                "Harbor project memory",
+                "The demo vault: a fictional parcel-tracking project.",
+                actor=admin,
             )
             import_demo_vault(graph)
     else:

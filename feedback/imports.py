@@ -9,18 +9,16 @@ and row writes lives here (the core imports neither feedback nor ranking).
 from __future__ import annotations
 
 import time
-from datetime import UTC, datetime
 
 from django.db import transaction
 
-from graphadmin import audit
 from graphadmin.models import Graph
 from graphadmin.tasks import embed_graph
 from graphadmin.vault import apply
 from graphadmin.vault.parse import ParsedVault, ProgressFn, group_unresolved
 from graphadmin.vault.plan import ImportResult, plan_import
 
-from .models import UpdateBatch
+from . import ledger
 
 
 def do_import_vault(
@@ -41,7 +39,6 @@ def do_import_vault(
     With ``dry_run`` nothing is written and the counts say what would change. Idempotent: a second
     run on an unchanged vault writes nothing but its UpdateBatch and AuditEvent (rules: graphadmin.vault.plan).
     """
-    started = datetime.now(UTC)
     clock = time.perf_counter()
     with transaction.atomic():
         # One import at a time per graph: the row lock queues a concurrent import behind this one.
@@ -60,9 +57,6 @@ def do_import_vault(
         mode = apply.embedding_mode(plan, embed)
         apply.apply_plan(graph, plan, mode=mode, progress=progress)
 
-        finished = datetime.now(UTC)
-        duration_ms = (time.perf_counter() - clock) * 1000
-        user = actor if getattr(actor, "is_authenticated", False) else None
         details = {
             "counts": plan.counts,
             "unresolved": plan.unresolved,
@@ -71,23 +65,15 @@ def do_import_vault(
             "embedding": mode,
             "renamed": {new_key: row["key"] for new_key, row in sorted(plan.renames.items())},
         }
-        batch = UpdateBatch.objects.create(
-            graph=graph,
-            kind="import",
-            trigger_user=user,
-            trigger_task="" if user else audit.actor_label(actor),
-            details=details,
-            started_at=started,
-            finished_at=finished,
-            duration_ms=duration_ms,
-        )
-        event = audit.append(
-            graph.organization_id,
+        # The batch through feedback.ledger, like every other batch: its row, then its counts and one AuditEvent.
+        batch = ledger.start_batch(graph, "import", actor, details=details)
+        ledger.finish(
+            batch,
             actor,
-            "graph.import",
-            {"batch": batch.pk, "counts": plan.counts, "unresolved": plan.unresolved[:50], "embedding": mode},
-            scope={"graph": graph.pk, "graph_slug": graph.slug},
+            clock,
+            audit_extra={"counts": plan.counts, "unresolved": plan.unresolved[:50], "embedding": mode},
         )
+        event, duration_ms = batch.audit_event, batch.duration_ms
         if mode == "task":
             graph_id = graph.pk
             transaction.on_commit(lambda: embed_graph.apply_async(args=[graph_id], queue="embeddings"))

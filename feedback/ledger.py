@@ -36,6 +36,7 @@ AUDIT_ACTIONS = {
     "manual": "graph.weights.set",
     "link": "graph.links.learn",
     "rollback": "batch.rollback",
+    "import": "graph.import",
 }
 
 
@@ -149,7 +150,8 @@ def audit_batch(batch: UpdateBatch, actor, audit_extra=None) -> Result:
         "conflicts": batch.conflicts,
         **(audit_extra or {}),
     }
-    audit.append(
+    # Kept on the row object for callers that report the event (the vault import's audit_seq).
+    batch.audit_event = audit.append(
         batch.graph.organization_id,
         actor,
         AUDIT_ACTIONS[batch.kind],

@@ -1,7 +1,7 @@
 """feedback's MCP tool bodies: graph_record_use and graph_improve (registered by graphadmin.mcp_server).
 
-Report intake, as through the REST API: the API's serializers validate, the API's report functions
-queue the work for the Celery worker (analysts and up).
+Report intake, as through the REST API: the API's serializers validate, feedback.reports
+queues the work for the Celery worker (analysts and up).
 """
 
 from __future__ import annotations
@@ -10,13 +10,13 @@ from typing import Any
 
 from graphadmin.mcp_tools import graph_for, invalid, validated
 
-from . import api
+from . import reports
 from .serializers import OutcomeSerializer, ResponseTextSerializer, UsesSerializer
 
 
 def record_use(user, graph_id: int, session: str, items, response, learning_rate, idempotency_key: str) -> dict:
     """graph_record_use: POST .../sessions/{sid}/uses/ and/or .../response/."""
-    graph = graph_for(user, graph_id, "analyst")
+    graph = graph_for(user, graph_id, "report")
     if not items and response is None:
         raise invalid({"items": ["Give the items used (or flagged wrong), the response text, or both."]})
     out: dict[str, Any] = {"session": session}
@@ -24,15 +24,15 @@ def record_use(user, graph_id: int, session: str, items, response, learning_rate
     uses = validated(UsesSerializer, {"items": items, "learning_rate": learning_rate}) if items else None
     text = validated(ResponseTextSerializer, {"response": response}) if response is not None else None
     if uses is not None:
-        out["uses"], _status = api.report_uses(user, graph, session, uses, idempotency_key)
+        out["uses"] = reports.report_uses(user, graph, session, uses, idempotency_key)
     if text is not None:
-        out["response"], _status = api.report_response(user, graph, session, text, idempotency_key)
+        out["response"] = reports.report_response(user, graph, session, text, idempotency_key)
     return out
 
 
 def improve(user, graph_id: int, session: str, outcome: str, alpha, idempotency_key: str) -> dict:
     """graph_improve: POST .../sessions/{sid}/outcome/."""
-    graph = graph_for(user, graph_id, "analyst")
+    graph = graph_for(user, graph_id, "report")
     data = validated(OutcomeSerializer, {"outcome": outcome, "alpha": alpha})
-    body, _status = api.report_outcome(user, graph, session, data, idempotency_key)
+    body = reports.report_outcome(user, graph, session, data, idempotency_key)
     return {"session": session, **body}

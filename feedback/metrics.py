@@ -23,6 +23,8 @@ from datetime import UTC, date, datetime, time, timedelta
 
 from django.db import connection
 
+from graphadmin.errors import InputError
+
 from .models import DailyMetric
 
 TOP_K = 3
@@ -31,12 +33,13 @@ MAX_RANGE_DAYS = 366  # days per request, both ends included
 DEFAULT_RANGE_DAYS = 30
 
 
-class RangeError(ValueError):
+class RangeError(InputError):
     """A bad date range: ``field`` is ``from`` or ``to``."""
 
     def __init__(self, field: str, message: str):
-        super().__init__(message)
+        super().__init__({field: [message]})
         self.field = field
+        self.message = message
 
 
 def day_range(since: str | None = None, until: str | None = None) -> tuple[date, date]:

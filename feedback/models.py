@@ -26,10 +26,6 @@ BATCH_KINDS = ("reinforce", "outcome", "decay", "normalize", "manual", "import",
 BATCH_STATUSES = ("applied", "rolled_back")
 
 
-class GraphScopedQuerySet(TenantQuerySet):
-    org_path = "graph__organization"
-
-
 class AgentSession(models.Model):
     """One agent session: the unit that retrieves context, reports uses and ends with an outcome."""
 
@@ -39,7 +35,7 @@ class AgentSession(models.Model):
     outcome = models.CharField(max_length=20, null=True, blank=True, choices=[(o, o) for o in OUTCOMES])
     outcome_at = models.DateTimeField(null=True, blank=True)
 
-    objects = GraphScopedQuerySet.as_manager()
+    objects = TenantQuerySet.as_manager()
 
     class Meta:
         constraints = [
@@ -76,7 +72,7 @@ class ContextInjection(models.Model):
     query_model = models.CharField(max_length=200, blank=True, default="", db_default="")
     created_at = models.DateTimeField(default=clock.now, editable=False, db_index=True)
 
-    objects = GraphScopedQuerySet.as_manager()
+    objects = TenantQuerySet.as_manager()
 
     class Meta:
         indexes = [
@@ -118,7 +114,7 @@ class InjectionCandidate(models.Model):
     features = models.JSONField(default=dict)
     components = models.JSONField(default=dict)
 
-    objects = GraphScopedQuerySet.as_manager()
+    objects = TenantQuerySet.as_manager()
 
     class Meta:
         constraints = [models.UniqueConstraint(fields=["injection", "rank"], name="candidate_rank_per_injection")]
@@ -140,7 +136,7 @@ class UseEvent(models.Model):
     source = models.CharField(max_length=50, default="api", help_text="api, response, mcp, dashboard")
     created_at = models.DateTimeField(default=clock.now, editable=False)
 
-    objects = GraphScopedQuerySet.as_manager()
+    objects = TenantQuerySet.as_manager()
 
     class Meta:
         constraints = [
@@ -186,7 +182,7 @@ class UpdateBatch(models.Model):
         help_text="For an outcome batch: the earlier outcome batch of the same session it corrects.",
     )
 
-    objects = GraphScopedQuerySet.as_manager()
+    objects = TenantQuerySet.as_manager()
 
     class Meta:
         verbose_name_plural = "update batches"
@@ -229,7 +225,7 @@ class WeightChange(models.Model):
     )
     created_at = models.DateTimeField(auto_now_add=True)
 
-    objects = GraphScopedQuerySet.as_manager()
+    objects = TenantQuerySet.as_manager()
 
     class Meta:
         # The table is partitioned by month of created_at (migration 0006): retention drops whole
@@ -289,7 +285,7 @@ class WeightChangeBlock(models.Model):
     before = ArrayField(models.FloatField())
     after = ArrayField(models.FloatField())
 
-    objects = GraphScopedQuerySet.as_manager()
+    objects = TenantQuerySet.as_manager()
 
     class Meta:
         # Created by migration 0007 (partitioned by month, arrays stored uncompressed, trigger).
@@ -303,7 +299,7 @@ class WeightChangeBlock(models.Model):
         return f"batch {self.batch_id}: {self.size} {self.target} {self.field} changes ({self.event})"
 
 
-class WeightHistoryQuerySet(GraphScopedQuerySet):
+class WeightHistoryQuerySet(TenantQuerySet):
     ORDER = ("change_id", "block_id", "seq")
 
     def in_order(self):
@@ -363,7 +359,7 @@ class DailyMetric(models.Model):
     data = models.JSONField(default=dict)
     computed_at = models.DateTimeField()
 
-    objects = GraphScopedQuerySet.as_manager()
+    objects = TenantQuerySet.as_manager()
 
     class Meta:
         constraints = [models.UniqueConstraint(fields=["graph", "day"], name="dailymetric_one_per_graph_day")]

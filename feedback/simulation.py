@@ -50,7 +50,8 @@ from django.db import transaction
 from django.db.models import Count, Q
 from rest_framework.test import APIClient
 
-from graphadmin import clock, services
+from graphadmin import actions as core_actions
+from graphadmin import clock
 from graphadmin.celery import app as celery_app
 from graphadmin.models import Edge, EdgeType, Graph, Membership, Node, Organization
 
@@ -199,8 +200,12 @@ def build_world(
     rng = random.Random(seed)
     dim = settings.EMBEDDING_DIM
     with transaction.atomic():
-        graph = services.create_graph(
-            actor, organization, slug, f"Simulation world {slug}", "Simulated agent sessions (feedback.simulation)."
+        graph = core_actions.do_create_graph(
+            organization,
+            slug,
+            f"Simulation world {slug}",
+            "Simulated agent sessions (feedback.simulation).",
+            actor=actor,
         )
         types = {t.name: t for t in EdgeType.objects.filter(graph=graph)}
         shared = [rng.gauss(0, 1) for _ in range(dim)]
@@ -516,7 +521,7 @@ def simulate_history(
     database's ``now()``, the real time, after every simulated cutoff: a decay run on the simulated
     clock therefore leaves every edge an injection ever traversed alone and decays the others.
 
-    ``policy_change``: ``(actor, changes, note)``, a policy change made halfway (``services.set_policy``,
+    ``policy_change``: ``(actor, changes, note)``, a policy change made halfway (``graphadmin.actions.do_set_policy``,
     a new revision, audited) on the simulated clock, so the policy history has a before and an after.
     """
     cfg = cfg or HistoryConfig()
@@ -542,7 +547,7 @@ def simulate_history(
             if policy_change and s == len(times) // 2:
                 actor, changes, note = policy_change
                 sim.set(at - timedelta(minutes=30))
-                services.set_policy(actor, graph, changes, note=note)
+                core_actions.do_set_policy(graph, changes, actor=actor, note=note)
             question = questions[rng.randrange(len(questions))]
             sid = f"agent-{at:%Y%m%d}-{run}-{s:03d}"
             sim.set(at)
@@ -622,7 +627,7 @@ def run_experiment(
             users["admin"], org, f"{name}-{tag}", topics=topics, notes_per_topic=notes_per_topic, seed=world_seed
         )
         if policy:
-            services.set_policy(users["admin"], graph, policy, note="simulation policy")
+            core_actions.do_set_policy(graph, policy, actor=users["admin"], note="simulation policy")
         worlds.append((graph, graph_topics))
     report = simulate(users["analyst"], worlds[0], worlds[1], cfg, progress=progress)
     report.config.update(

@@ -27,9 +27,9 @@ from feedback.models import (
     WeightHistory,
 )
 from graphadmin import audit
-from graphadmin.access import graph_access
 from graphadmin.models import Edge, Node
 from graphadmin.note_links import render_node_text
+from graphadmin.tenancy import graph_access
 
 HISTORY_LIMIT = 500
 
@@ -37,7 +37,7 @@ HISTORY_LIMIT = 500
 @login_required
 def overview(request, graph_id):
     """Overview of one graph: counts, latest batches, metric charts, the audit-chain badge."""
-    access = graph_access(request, graph_id)
+    access = graph_access(request.user, graph_id)
     graph = access.graph
     rows = charts.rollup_rows(graph, *metrics.day_range())
     totals = next((r for r in reversed(rows) if "totals" in r.data), None)
@@ -76,7 +76,7 @@ def overview(request, graph_id):
 
 @login_required
 def batch_list(request, graph_id):
-    access = graph_access(request, graph_id)
+    access = graph_access(request.user, graph_id)
     batches = UpdateBatch.objects.filter(graph=access.graph).order_by("-started_at", "-id")
     filters = {k: request.GET.get(k, "") for k in ("kind", "status", "since", "until")}
     if filters["kind"]:
@@ -97,7 +97,7 @@ def batch_list(request, graph_id):
 
 @login_required
 def batch_detail(request, graph_id, batch_id):
-    access = graph_access(request, graph_id)
+    access = graph_access(request.user, graph_id)
     batch = get_object_or_404(
         UpdateBatch.objects.filter(graph=access.graph).select_related("rolled_back_by", "trigger_session"), pk=batch_id
     )
@@ -125,14 +125,10 @@ def batch_detail(request, graph_id, batch_id):
 @require_POST
 def batch_rollback(request, graph_id, batch_id):
     """One-click rollback (operators): calls the same action as the API, then shows the new batch."""
-    access = graph_access(request, graph_id, needed="operator")
+    access = graph_access(request.user, graph_id, "operate")
     batch = get_object_or_404(UpdateBatch.objects.filter(graph=access.graph), pk=batch_id)
     force = request.POST.get("force") == "on"
-    try:
-        result = actions.do_rollback_batch(batch, actor=request.user, force=force)
-    except actions.RollbackRefused as exc:
-        messages.error(request, str(exc))
-        return redirect("batch", graph_id=access.graph.pk, batch_id=batch.pk)
+    result = actions.do_rollback_batch(batch, actor=request.user, force=force)  # refused: a message (middleware)
     if result.conflicts and not force:
         messages.warning(
             request,
@@ -153,13 +149,13 @@ def _range(request) -> tuple[date, date, str]:
     try:
         return (*metrics.day_range(request.GET.get("from"), request.GET.get("to")), "")
     except metrics.RangeError as exc:
-        return (*metrics.day_range(), f"{exc.field}: {exc} Showing the last {metrics.DEFAULT_RANGE_DAYS} days.")
+        return (*metrics.day_range(), f"{exc} Showing the last {metrics.DEFAULT_RANGE_DAYS} days.")
 
 
 @login_required
 def impact(request, graph_id):
     """Feedback impact (analysts): trend charts from the daily rollups, a date range, and CSV export."""
-    access = graph_access(request, graph_id, needed="analyst")
+    access = graph_access(request.user, graph_id, "analyze")
     since, until, error = _range(request)
     rows = charts.rollup_rows(access.graph, since, until)
     if request.GET.get("format") == "csv":
@@ -227,7 +223,7 @@ def _record_page(request, access, kind: str, record, title: str, **context):
 
 @login_required
 def node_detail(request, graph_id, node_id):
-    access = graph_access(request, graph_id)
+    access = graph_access(request.user, graph_id)
     node = get_object_or_404(Node.objects.filter(graph=access.graph), pk=node_id)
     outgoing = (
         Edge.objects.filter(graph=access.graph, source=node)
@@ -253,7 +249,7 @@ def node_detail(request, graph_id, node_id):
 
 @login_required
 def edge_detail(request, graph_id, edge_id):
-    access = graph_access(request, graph_id)
+    access = graph_access(request.user, graph_id)
     edge = get_object_or_404(
         Edge.objects.filter(graph=access.graph).select_related("source", "target", "edge_type"), pk=edge_id
     )
@@ -270,7 +266,7 @@ CUT_SHOWN = 10
 @login_required
 def session_list(request, graph_id):
     """The graph's agent sessions, newest first, filterable by outcome, date and the text of their questions."""
-    access = graph_access(request, graph_id)
+    access = graph_access(request.user, graph_id)
     filters = {k: request.GET.get(k, "").strip() for k in ("outcome", "since", "until", "q")}
     error = ""
     for name in ("since", "until"):
@@ -337,7 +333,7 @@ def _is_date(value: str) -> bool:
 def session_detail(request, graph_id, external_id):
     """One agent session, in time order: each injection (its question, what it gave and what it cut), each
     use report, the outcome, and every batch the session caused with its weight changes."""
-    access = graph_access(request, graph_id)
+    access = graph_access(request.user, graph_id)
     graph = access.graph
     session = get_object_or_404(AgentSession.objects.filter(graph=graph), external_id=external_id)
     injections = list(
@@ -403,7 +399,7 @@ def session_detail(request, graph_id, external_id):
 def policy_effects(request, graph_id):
     """Per policy revision, the share of sessions whose top-ranked items were used before and after it took
     effect (analysts; from the daily rollups). The tune page loads it as a partial."""
-    access = graph_access(request, graph_id, needed="analyst")
+    access = graph_access(request.user, graph_id, "analyze")
     context = {"access": access, "effects": revisions.revision_effects(access.graph)}
     template = "feedback/_policy_effects.html" if request.headers.get("HX-Request") else "feedback/policy_effects.html"
     return render(request, template, context)

@@ -1,8 +1,13 @@
-"""Admin registrations of the graph core: raw records, scoped to the staff user's organizations."""
+"""Admin registrations of the graph core: raw records, scoped to the staff user's organizations.
+
+Graphs, edge-type priorities and membership roles are saved through ``graphadmin.actions`` (audited), with
+the role ``graphadmin.tenancy`` asks for (tune, administer).
+"""
 
 from django.contrib import admin
 
-from graphadmin.admin_tenancy import ReadOnlyAdmin, TenantAdmin
+from graphadmin import actions
+from graphadmin.admin_tenancy import ReadOnlyAdmin, TenantAdmin, check_graph
 from graphadmin.models import (
     AuditEvent,
     Edge,
@@ -15,6 +20,7 @@ from graphadmin.models import (
     Organization,
     PolicyRevision,
 )
+from graphadmin.tenancy import organization_role, require
 
 
 @admin.register(Organization)
@@ -28,16 +34,56 @@ class MembershipAdmin(TenantAdmin):
     list_display = ["user", "organization", "role"]
     list_filter = ["role"]
 
+    def get_readonly_fields(self, request, obj=None):
+        return ["user", "organization"] if obj else []
+
+    def save_model(self, request, obj, form, change):
+        if not request.user.is_superuser:
+            require(organization_role(request.user, obj.organization_id), "administer")
+        membership, _before = actions.do_grant_role(obj.organization, obj.user, obj.role, actor=request.user)
+        obj.pk = membership.pk
+
 
 @admin.register(Graph)
 class GraphAdmin(TenantAdmin):
     list_display = ["slug", "name", "organization", "feedback_enabled", "created_at"]
+
+    def get_readonly_fields(self, request, obj=None):
+        return ["organization"] if obj else []
+
+    def save_model(self, request, obj, form, change):
+        if change:
+            check_graph(request, obj.pk, "administer")
+            actions.do_update_graph(obj, {k: getattr(obj, k) for k in actions.GRAPH_SETTINGS}, actor=request.user)
+            return
+        if not request.user.is_superuser:
+            require(organization_role(request.user, obj.organization_id), "administer")
+        created = actions.do_create_graph(obj.organization, obj.slug, obj.name, obj.description, actor=request.user)
+        obj.pk = created.pk
+
+    def delete_model(self, request, obj):
+        check_graph(request, obj.pk, "administer")
+        actions.do_delete_graph(obj, actor=request.user)
 
 
 @admin.register(EdgeType)
 class EdgeTypeAdmin(TenantAdmin):
     list_display = ["name", "graph", "priority"]
     list_filter = ["graph"]
+
+    def get_readonly_fields(self, request, obj=None):
+        return ["graph"] if obj else []
+
+    def save_model(self, request, obj, form, change):
+        check_graph(request, obj.graph_id, "tune")
+        if change:
+            values = {"name": obj.name, "priority": obj.priority, "description": obj.description}
+            actions.do_update_edge_type(obj, actor=request.user, **values)
+        else:
+            created = actions.do_create_edge_type(
+                obj.graph, obj.name, actor=request.user, priority=obj.priority, description=obj.description
+            )
+            obj.pk = created.pk
 
 
 @admin.register(Node)

@@ -1,6 +1,10 @@
-"""Admin base classes: staff users see and link only their organizations' rows."""
+"""Admin base classes: staff users see and link only their organizations' rows; the admin's one
+mapping of the domain errors (``graphadmin.errors``) to a message."""
 
-from django.contrib import admin
+from django.contrib import admin, messages
+
+from graphadmin.errors import Conflict, DomainError
+from graphadmin.tenancy import graph_access
 
 
 def _scoped(qs, user):
@@ -34,3 +38,19 @@ class ReadOnlyAdmin(TenantAdmin):
 
     def has_delete_permission(self, request, obj=None):
         return False
+
+
+def check_graph(request, graph_id: int, act: str) -> None:
+    """``graphadmin.tenancy.graph_access`` for an admin edit; a superuser may do anything."""
+    if not request.user.is_superuser:
+        graph_access(request.user, graph_id, act)
+
+
+def attempt(modeladmin, request, label: str, work):
+    """Run ``work()``; a domain error becomes a message on the changelist (and None is returned)."""
+    try:
+        return work()
+    except DomainError as exc:
+        level = messages.WARNING if isinstance(exc, Conflict) else messages.ERROR
+        modeladmin.message_user(request, f"{label}: {exc}", level)
+        return None

@@ -34,6 +34,7 @@ from django.db import connection
 from django.utils.module_loading import import_string
 from psycopg import sql
 
+from graphadmin.errors import Conflict
 from graphadmin.models import Edge, Node
 
 log = logging.getLogger(__name__)
@@ -463,7 +464,7 @@ def configured_model() -> str:
     return get_embedder().model_name
 
 
-class EmbeddingModelMismatch(Exception):
+class EmbeddingModelMismatch(Conflict):
     """A graph's stored vectors were made by another model than the query's (or by several).
 
     Comparing them is meaningless.
@@ -485,7 +486,8 @@ class EmbeddingModelMismatch(Exception):
                 f"the configured embedder is {configured}: "
                 f"their similarities would be meaningless; run `manage.py reembed --graph {graph_slug}`."
             )
-        super().__init__(message)
+        super().__init__(message, body=None)
+        self.body = self.as_dict()
 
     def as_dict(self) -> dict:
         return {

@@ -61,7 +61,7 @@ from rest_framework.exceptions import ValidationError
 from rest_framework.utils.encoders import JSONEncoder
 
 from feedback import mcp as feedback_tools
-from graphadmin.embeddings import EmbeddingModelMismatch
+from graphadmin.errors import Conflict, Forbidden, InputError, NotFound
 from graphadmin.mcp_tools import invalid
 from graphadmin.models.policy import POLICY_NUMBERS
 from ranking import mcp as ranking_tools
@@ -279,9 +279,14 @@ def build_server(
                     raise ToolError(str(exc)) from exc
                 with transaction.atomic():
                     return _json(work(user, *args))
-            except ValidationError as exc:  # raised by the shared report functions
+            # The one mapping of the domain errors for MCP (the REST API's 400, 404, 403 and 409).
+            except ValidationError as exc:  # a DRF serializer's refusal
                 raise invalid(exc.detail) from exc
-            except EmbeddingModelMismatch as exc:  # the REST API's 409
+            except InputError as exc:
+                raise invalid(exc.errors) from exc
+            except Forbidden as exc:
+                raise ToolError(f"Permission denied: {exc}") from exc
+            except (NotFound, Conflict) as exc:
                 raise ToolError(str(exc)) from exc
             finally:
                 close_old_connections()

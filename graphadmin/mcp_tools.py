@@ -1,5 +1,6 @@
 """What every MCP tool body shares (ranking.mcp, feedback.mcp): the graph through the caller's
-tenancy and role, and input validated by the REST API's own serializers, refused as a ToolError.
+tenancy and role (``graphadmin.tenancy``), and input validated by the REST API's own serializers,
+refused as a ToolError. The domain errors (``graphadmin.errors``) are mapped by graphadmin.mcp_server.
 
 graphadmin.mcp_server registers the bodies; they are reads or report intake, so they are not ``do_*``.
 """
@@ -12,7 +13,7 @@ from mcp.server.mcpserver.exceptions import ToolError
 from rest_framework.utils.encoders import JSONEncoder
 
 from graphadmin.models import Graph
-from graphadmin.models.tenancy import role_at_least
+from graphadmin.tenancy import graph_access
 
 
 def invalid(errors) -> ToolError:
@@ -20,14 +21,9 @@ def invalid(errors) -> ToolError:
     return ToolError("Invalid input: " + json.dumps(errors, cls=JSONEncoder, sort_keys=True))
 
 
-def graph_for(user, graph_id: int, role: str) -> Graph:
-    """The graph through the caller's tenancy (else 'not found'), with at least ``role`` (else refused)."""
-    graph = Graph.objects.with_role(user).filter(pk=graph_id).first()
-    if graph is None:
-        raise ToolError(f"Graph {graph_id} not found.")
-    if not role_at_least(graph.user_role, role):
-        raise ToolError(f"Permission denied: your role in this organization may not do this (needs {role}).")
-    return graph
+def graph_for(user, graph_id: int, act: str) -> Graph:
+    """The graph through the caller's tenancy and role for ``act``: NotFound or Forbidden otherwise."""
+    return graph_access(user, graph_id, act).graph
 
 
 def validated(serializer_class, data: dict) -> dict:

@@ -14,8 +14,8 @@ from django.http import JsonResponse
 from django.shortcuts import get_object_or_404
 from django.urls import reverse
 
-from graphadmin.access import graph_access
 from graphadmin.models import Edge, EdgeType, Node
+from graphadmin.tenancy import graph_access
 
 MAX_EDGES = 150  # what a reader can take in on one canvas
 FIRST_HOP_SHARE = 2 / 3  # at most this share of the bound goes to the first hop, so a hub still shows its second
@@ -110,7 +110,7 @@ def _bounded_int(request, name: str, default: int, low: int, high: int) -> int:
 @login_required
 def neighbourhood_json(request, graph_id, node_id):
     """GET /g/<graph>/nodes/<node>/graph.json[?hops=1|2&limit=1..150]: the node page's graph view, as JSON."""
-    access = graph_access(request, graph_id)
+    access = graph_access(request.user, graph_id)
     node = get_object_or_404(Node.objects.filter(graph=access.graph).only("pk"), pk=node_id)
     try:
         hops = _bounded_int(request, "hops", 2, 1, 2)

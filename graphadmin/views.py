@@ -1,6 +1,6 @@
 """Pages of the graph core: the graphs list, the audit trail, edge types and policy (tune).
 
-Saving the tune form writes a new policy revision and audit events through ``graphadmin.services``;
+Saving the tune form writes a new policy revision and audit events through ``graphadmin.actions``;
 its what-if preview is ranking's page (``ranking.views.tune_preview``). Restoring a revision writes a new
 one with its numbers (``tune_restore``), after ranking's preview of it (``ranking.views.restore_preview``).
 """
@@ -14,10 +14,10 @@ from django.db import transaction
 from django.shortcuts import get_object_or_404, redirect, render
 from django.views.decorators.http import require_POST
 
-from graphadmin import audit, services
-from graphadmin.access import graph_access
+from graphadmin import actions, audit
 from graphadmin.forms import TuneForm
 from graphadmin.models import AuditEvent, EdgeType, Graph, PolicyRevision
+from graphadmin.tenancy import graph_access
 
 
 @login_required
@@ -30,7 +30,7 @@ def home(request):
 @login_required
 def audit_trail(request, graph_id):
     """The organization's audit chain, filterable by action and actor, with its verification status."""
-    access = graph_access(request, graph_id)
+    access = graph_access(request.user, graph_id)
     org_id = access.graph.organization_id
     events = AuditEvent.objects.filter(organization_id=org_id).order_by("-seq")
     action, actor = request.GET.get("action", ""), request.GET.get("actor", "")
@@ -74,7 +74,7 @@ def _revision_diffs(graph):
 
 @login_required
 def tune(request, graph_id):
-    access = graph_access(request, graph_id, needed="operator")
+    access = graph_access(request.user, graph_id, "tune")
     graph = access.graph
     edge_types = list(EdgeType.objects.filter(graph=graph).order_by("name"))
     current = graph.current_policy()
@@ -84,9 +84,9 @@ def tune(request, graph_id):
             changes, priorities = form.changes(current), form.priority_changes()
             with transaction.atomic():
                 for edge_type, value in priorities.items():
-                    services.update_edge_type(request.user, edge_type, priority=value)
+                    actions.do_update_edge_type(edge_type, actor=request.user, priority=value)
                 if changes:
-                    services.set_policy(request.user, graph, changes, note=form.cleaned_data["note"])
+                    actions.do_set_policy(graph, changes, actor=request.user, note=form.cleaned_data["note"])
             if changes or priorities:
                 messages.success(request, f"Saved: {len(changes)} policy value(s), {len(priorities)} priority(ies).")
             else:
@@ -108,7 +108,7 @@ NOTE_MAX = 500
 @require_POST
 def tune_restore(request, graph_id, revision):
     """Restore a previous policy revision (operators): a new revision with its numbers, audited as any change."""
-    access = graph_access(request, graph_id, needed="operator")
+    access = graph_access(request.user, graph_id, "tune")
     graph = access.graph
     target = get_object_or_404(PolicyRevision.objects.filter(graph=graph), revision=revision)
     note = request.POST.get("note", "").strip() or f"restore r{target.revision}"
@@ -120,7 +120,7 @@ def tune_restore(request, graph_id, revision):
     if not changes:
         messages.info(request, f"The current policy already has r{target.revision}'s numbers: nothing changed.")
         return redirect("tune", graph_id=graph.pk)
-    new = services.set_policy(request.user, graph, changes, note=note)
+    new = actions.do_set_policy(graph, changes, actor=request.user, note=note)
     messages.success(
         request, f"Restored r{target.revision} as r{new.revision}: {len(changes)} value(s) changed ({note})."
     )

@@ -11,7 +11,6 @@ from __future__ import annotations
 from django.shortcuts import get_object_or_404
 from drf_spectacular.utils import OpenApiParameter, extend_schema
 from rest_framework import generics, status
-from rest_framework.exceptions import ValidationError
 from rest_framework.response import Response
 
 from feedback.models import ContextInjection
@@ -19,15 +18,6 @@ from graphadmin.api.views import GRAPH_ID, GraphScopedMixin
 
 from . import serializers as s
 from . import service
-
-
-def call_service(fn, *args, **kwargs):
-    """Call a ranking service function; its input errors become a DRF ValidationError (a 400, or an MCP tool error)."""
-    try:
-        return fn(*args, **kwargs)
-    except service.RankingInputError as exc:
-        raise ValidationError(exc.errors) from exc
-
 
 # The response bodies, shared by the views below and the MCP tools (ranking.mcp).
 
@@ -74,7 +64,7 @@ def context_payload(result: service.ContextResult, session_id: str) -> dict:
 
 
 class _RankingView(GraphScopedMixin, generics.GenericAPIView):
-    write_role = "reviewer"  # any member: these are reads, or the agent's own retrieval log
+    write_act = "retrieve"  # any member: these are reads, or the agent's own retrieval log
 
     def parse(self):
         serializer = self.get_serializer(data=self.request.data)
@@ -91,8 +81,7 @@ class RankView(_RankingView):
     @extend_schema(parameters=[GRAPH_ID], request=s.RankRequestSerializer, responses=s.RankResponseSerializer)
     def post(self, request, graph_pk=None):
         data = self.parse()
-        result = call_service(
-            service.rank,
+        result = service.rank(
             self.graph(),
             data["start_nodes"],
             query=data["query"],
@@ -139,8 +128,7 @@ class SearchView(_RankingView):
     @extend_schema(parameters=[GRAPH_ID], request=s.SearchRequestSerializer, responses=s.SearchResponseSerializer)
     def post(self, request, graph_pk=None):
         data = self.parse()
-        result = call_service(
-            service.search,
+        result = service.search(
             self.graph(),
             query=data["query"],
             vector=data["vector"],
@@ -166,8 +154,7 @@ class ContextView(_RankingView):
     )
     def post(self, request, graph_pk=None):
         data = self.parse()
-        result = call_service(
-            service.assemble_context,
+        result = service.assemble_context(
             self.graph(),
             session_id=data["session"],
             query=data["query"],
@@ -192,8 +179,7 @@ class WhatIfView(_RankingView):
     @extend_schema(parameters=[GRAPH_ID], request=s.WhatIfRequestSerializer, responses=s.WhatIfResponseSerializer)
     def post(self, request, graph_pk=None):
         data = self.parse()
-        result = call_service(
-            service.whatif,
+        result = service.whatif(
             self.graph(),
             changes=dict(data["policy"]),
             priorities=data["edge_type_priorities"],
@@ -222,6 +208,4 @@ class ExplainView(generics.GenericAPIView):
         )
         params = s.ExplainQuerySerializer(data=request.query_params)
         params.is_valid(raise_exception=True)
-        return Response(
-            call_service(service.explain, injection, params.validated_data.get("i"), params.validated_data.get("j"))
-        )
+        return Response(service.explain(injection, params.validated_data.get("i"), params.validated_data.get("j")))

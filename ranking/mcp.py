@@ -6,21 +6,19 @@ input, the same service functions answer, the same payloads come back.
 
 from __future__ import annotations
 
-from mcp.server.mcpserver.exceptions import ToolError
-
 from feedback.models import ContextInjection, UpdateBatch
+from graphadmin.errors import NotFound
 from graphadmin.mcp_tools import graph_for, invalid, validated
 from ranking import serializers as rs
 from ranking import service
-from ranking.api import call_service, context_payload, search_payload
+from ranking.api import context_payload, search_payload
 
 
 def search(user, graph_id: int, args: dict) -> dict:
     """graph_search: POST /api/graphs/{id}/search/ (reviewers and up); logs nothing."""
-    graph = graph_for(user, graph_id, "reviewer")
+    graph = graph_for(user, graph_id, "retrieve")
     data = validated(rs.SearchRequestSerializer, args)
-    result = call_service(
-        service.search,
+    result = service.search(
         graph,
         query=data["query"],
         vector=data["vector"],
@@ -35,10 +33,9 @@ def search(user, graph_id: int, args: dict) -> dict:
 
 def context(user, graph_id: int, args: dict) -> dict:
     """graph_context: POST /api/graphs/{id}/context/ (reviewers and up); logs the injection."""
-    graph = graph_for(user, graph_id, "reviewer")
+    graph = graph_for(user, graph_id, "retrieve")
     data = validated(rs.ContextRequestSerializer, args)
-    result = call_service(
-        service.assemble_context,
+    result = service.assemble_context(
         graph,
         session_id=data["session"],
         query=data["query"],
@@ -64,7 +61,7 @@ def explain(user, injection_id: int, i, j, node) -> dict:
         .first()
     )
     if injection is None:
-        raise ToolError(f"Injection {injection_id} not found.")
+        raise NotFound(f"Injection {injection_id} not found.")
     params = validated(rs.ExplainQuerySerializer, {"i": i, "j": j})
     i, j = params.get("i"), params.get("j")
     if node is not None and (i is not None or j is not None):
@@ -77,7 +74,7 @@ def explain(user, injection_id: int, i, j, node) -> dict:
             raise invalid({"node": [f"Node {node} is not a candidate of injection {injection.pk}."]})
         # Compare with the candidate just above it; the top candidate with the runner-up.
         i, j = (rank, rank - 1) if rank > 1 else ((1, 2) if len(candidates) > 1 else (None, None))
-    result["comparison"] = call_service(service.compare, candidates, i, j)
+    result["comparison"] = service.compare(candidates, i, j)
     result["feedback_batches"] = [
         {
             "id": b.pk,

@@ -14,6 +14,7 @@ from django.db import transaction
 
 from feedback.models import AgentSession, ContextInjection, InjectionCandidate, UseEvent
 from graphadmin.embeddings import check_comparable, configured_model, embed_query
+from graphadmin.errors import InputError
 from graphadmin.models import Edge, EdgeType, Graph, Node, PolicyRevision
 
 from . import queries as sql
@@ -31,12 +32,8 @@ MAX_QUERY_CHARS = 4000
 USED_SIGNALS = ("explicit", "implicit")
 
 
-class RankingInputError(Exception):
+class RankingInputError(InputError):
     """Invalid input found after parsing (unknown nodes, hops above the policy's bound, ...)."""
-
-    def __init__(self, errors: dict):
-        super().__init__(errors)
-        self.errors = errors
 
 
 def policy_of(graph: Graph) -> tuple[PolicyRevision, scoring.Policy]:

@@ -16,8 +16,8 @@ from django.shortcuts import get_object_or_404
 from django.urls import reverse
 
 from feedback.models import ContextInjection
-from graphadmin.access import graph_access
 from graphadmin.models import Edge, EdgeType, Node
+from graphadmin.tenancy import graph_access
 
 from .service import candidate_dict
 
@@ -118,7 +118,7 @@ def injection_subgraph(injection: ContextInjection, *, max_edges: int = MAX_EDGE
 @login_required
 def injection_subgraph_json(request, graph_id, injection_id):
     """GET /g/<graph>/injections/<injection>/graph.json: the injection page's graph view, as JSON."""
-    access = graph_access(request, graph_id)
+    access = graph_access(request.user, graph_id)
     injection = get_object_or_404(
         ContextInjection.objects.filter(graph=access.graph).only("pk", "graph_id"), pk=injection_id
     )

@@ -10,9 +10,9 @@ from django.views.decorators.http import require_POST
 
 from feedback import charts
 from feedback.models import ContextInjection, InjectionCandidate
-from graphadmin.access import graph_access
 from graphadmin.forms import TuneForm
 from graphadmin.models import Edge, EdgeType, Node, PolicyRevision
+from graphadmin.tenancy import graph_access
 from ranking import service
 from ranking.service import RankingInputError
 
@@ -22,7 +22,7 @@ PREVIEW_INJECTIONS = 20
 @login_required
 def injection_list(request, graph_id):
     """Recent injections, filterable by session id, node (id or key) and date."""
-    access = graph_access(request, graph_id)
+    access = graph_access(request.user, graph_id)
     filters = {k: request.GET.get(k, "").strip() for k in ("session", "node", "since", "until")}
     injections = ContextInjection.objects.filter(graph=access.graph).select_related("session", "policy_revision")
     if filters["session"]:
@@ -182,7 +182,7 @@ def why(ci: dict, cj: dict, comparison: dict, edges: dict[int, dict]) -> dict:
 @login_required
 def injection_detail(request, graph_id, injection_id):
     """One injection: its candidates (selected and cut), a component chart, and a pairwise comparison."""
-    access = graph_access(request, graph_id)
+    access = graph_access(request.user, graph_id)
     injection = get_object_or_404(
         ContextInjection.objects.filter(graph=access.graph).select_related("session", "policy_revision"),
         pk=injection_id,
@@ -235,7 +235,7 @@ def injection_detail(request, graph_id, injection_id):
 @require_POST
 def tune_preview(request, graph_id):
     """The what-if replay of the form's draft on the last injections (htmx partial). Writes nothing."""
-    access = graph_access(request, graph_id, needed="operator")
+    access = graph_access(request.user, graph_id, "tune")
     edge_types = list(EdgeType.objects.filter(graph=access.graph).order_by("name"))
     form = TuneForm(request.POST, edge_types=edge_types)
     result = None
@@ -257,7 +257,7 @@ def restore_changes(current: PolicyRevision, target: PolicyRevision) -> dict:
 def restore_preview(request, graph_id, revision):
     """Before restoring a revision: what would change and the what-if replay of the last injections under
     its numbers, with the button that restores it (operators). Writes nothing."""
-    access = graph_access(request, graph_id, needed="operator")
+    access = graph_access(request.user, graph_id, "tune")
     target = get_object_or_404(PolicyRevision.objects.filter(graph=access.graph), revision=revision)
     current = access.graph.current_policy()
     changes = restore_changes(current, target)

@@ -16,7 +16,7 @@ import pytest
 from django.contrib.auth import get_user_model
 from rest_framework.test import APIClient
 
-from graphadmin import services
+from graphadmin import actions
 from graphadmin.embeddings import embed_texts
 from graphadmin.models import Edge, EdgeType, Membership, Node, Organization
 
@@ -92,12 +92,12 @@ def mallory(globex):
 
 @pytest.fixture
 def acme_graph(acme, alice):
-    return services.create_graph(alice, acme, "memory", "Acme memory")
+    return actions.do_create_graph(acme, "memory", "Acme memory", actor=alice)
 
 
 @pytest.fixture
 def globex_graph(globex, mallory):
-    return services.create_graph(mallory, globex, "memory", "Globex memory")
+    return actions.do_create_graph(globex, "memory", "Globex memory", actor=mallory)
 
 
 @pytest.fixture

@@ -1,25 +1,32 @@
-"""API error handling: DRF's handler, plus clear answers for database-level refusals.
+"""API error handling, the one place the API maps errors: DRF's own, the domain errors of
+``graphadmin.errors`` (400 ``{field: [messages]}``, 404, 403, 409) and database-level refusals.
 
 Whatever the error, the request's transaction is rolled back (ATOMIC_REQUESTS), so nothing is written.
 """
 
 from django.db import IntegrityError
 from django.db.models import ProtectedError
-from rest_framework import status
+from rest_framework import exceptions, status
 from rest_framework.response import Response
 from rest_framework.views import exception_handler as drf_exception_handler
 from rest_framework.views import set_rollback
 
-from graphadmin.embeddings import EmbeddingModelMismatch
+from graphadmin.errors import Conflict, Forbidden, InputError, NotFound
 
 
 def exception_handler(exc, context):
+    if isinstance(exc, InputError):
+        exc = exceptions.ValidationError(exc.errors)
+    elif isinstance(exc, NotFound):
+        exc = exceptions.NotFound(str(exc))
+    elif isinstance(exc, Forbidden):
+        exc = exceptions.PermissionDenied(str(exc))
+    elif isinstance(exc, Conflict):
+        set_rollback()
+        return Response(exc.body, status=status.HTTP_409_CONFLICT)
     response = drf_exception_handler(exc, context)
     if response is not None:
         return response
-    if isinstance(exc, EmbeddingModelMismatch):
-        set_rollback()
-        return Response(exc.as_dict(), status=status.HTTP_409_CONFLICT)
     if isinstance(exc, ProtectedError):
         set_rollback()
         return Response(

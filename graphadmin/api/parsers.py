@@ -20,4 +20,4 @@ class FiniteJSONParser(JSONParser):
             decoded = codecs.getreader(encoding)(stream)
             return json.load(decoded, parse_constant=float)
         except ValueError as exc:
-            raise ParseError(f"JSON parse error - {exc}")
+            raise ParseError(f"JSON parse error - {exc}") from exc

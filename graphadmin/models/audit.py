@@ -24,10 +24,7 @@ class AuditEvent(models.Model):
     prev_hash = models.CharField(max_length=64)
     hash = models.CharField(max_length=64)
 
-    class AuditQuerySet(TenantQuerySet):
-        org_path = "organization"
-
-    objects = AuditQuerySet.as_manager()
+    objects = TenantQuerySet.as_manager()
 
     class Meta:
         constraints = [models.UniqueConstraint(fields=["organization", "seq"], name="audit_seq_per_org")]

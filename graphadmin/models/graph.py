@@ -36,10 +36,6 @@ def has_direction(field: str, name: str) -> models.CheckConstraint:
     return models.CheckConstraint(condition=Q(**{f"{field}__isnull": True}) | GreaterThan(norm, 0.0), name=name)
 
 
-class GraphQuerySet(TenantQuerySet):
-    org_path = "organization"
-
-
 class Graph(models.Model):
     """One agent memory graph, owned by an organization."""
 
@@ -51,7 +47,7 @@ class Graph(models.Model):
     created_at = models.DateTimeField(default=clock.now, editable=False)
     updated_at = models.DateTimeField(auto_now=True)
 
-    objects = GraphQuerySet.as_manager()
+    objects = TenantQuerySet.as_manager()
 
     class Meta:
         constraints = [models.UniqueConstraint(fields=["organization", "slug"], name="graph_slug_per_org")]
@@ -69,7 +65,7 @@ class Graph(models.Model):
 
 
 class GraphChildQuerySet(TenantQuerySet):
-    org_path = "graph__organization"
+    """Nodes and edges: tenancy, plus the rows retrieval may return."""
 
     def active(self):
         return self.filter(archived=False)
@@ -87,10 +83,7 @@ class EdgeType(models.Model):
     created_at = models.DateTimeField(default=clock.now, editable=False)
     updated_at = models.DateTimeField(auto_now=True)
 
-    class EdgeTypeQuerySet(TenantQuerySet):
-        org_path = "graph__organization"
-
-    objects = EdgeTypeQuerySet.as_manager()
+    objects = TenantQuerySet.as_manager()
 
     class Meta:
         constraints = [

@@ -116,10 +116,7 @@ class PolicyRevision(models.Model):
     ceiling_mode = models.CharField(max_length=20, default="soft", choices=[(m, m) for m in CEILING_MODES])
     locals().update({name: _field(*spec) for name, spec in POLICY_NUMBERS.items()})
 
-    class PolicyQuerySet(TenantQuerySet):
-        org_path = "graph__organization"
-
-    objects = PolicyQuerySet.as_manager()
+    objects = TenantQuerySet.as_manager()
 
     class Meta:
         constraints = _constraints()

@@ -9,19 +9,25 @@ from django.db import models
 ROLES = ("reviewer", "analyst", "operator", "admin")
 
 
-def role_at_least(role: str | None, needed: str) -> bool:
-    """True when ``role`` ranks at or above ``needed`` in ROLES."""
-    return role in ROLES and ROLES.index(role) >= ROLES.index(needed)
-
-
 class TenantQuerySet(models.QuerySet):
-    """A queryset that knows the path from its model to the organization.
+    """The one queryset that carries tenancy, for every model that belongs to an organization.
 
     ``for_user`` keeps only rows in organizations the user is a member of, optionally only where
     the user's role is at least ``role``. Every view starts from it, so none can forget the tenant.
+    The path to the organization follows from the model: the organization itself, a model with an
+    ``organization`` foreign key, or one with a ``graph`` foreign key (``graph__organization``).
     """
 
-    org_path = "organization"
+    @property
+    def org_path(self) -> str:
+        names = {f.name for f in self.model._meta.get_fields()}
+        if self.model is Organization:
+            return ""
+        if "organization" in names:
+            return "organization"
+        if "graph" in names:
+            return "graph__organization"
+        raise TypeError(f"{self.model.__name__} has no path to an organization.")
 
     def for_user(self, user, role: str | None = None):
         if user is None or not user.is_authenticated:
@@ -33,7 +39,7 @@ class TenantQuerySet(models.QuerySet):
     def with_role(self, user):
         """``for_user``, each row annotated with the user's role in its organization as ``user_role`` (one query)."""
         memberships = Membership.objects.filter(
-            user_id=getattr(user, "pk", None), organization=models.OuterRef(self.org_path)
+            user_id=getattr(user, "pk", None), organization=models.OuterRef(self.org_path or "pk")
         )
         role = memberships.values("role")[:1]
         return self.for_user(user).annotate(user_role=models.Subquery(role))
@@ -46,10 +52,7 @@ class Organization(models.Model):
     slug = models.SlugField(max_length=100, unique=True)
     created_at = models.DateTimeField(auto_now_add=True)
 
-    class OrgQuerySet(TenantQuerySet):
-        org_path = ""  # the organization itself
-
-    objects = OrgQuerySet.as_manager()
+    objects = TenantQuerySet.as_manager()
 
     def __str__(self):
         return self.slug
@@ -65,10 +68,7 @@ class Membership(models.Model):
     role = models.CharField(max_length=20, choices=ROLE_CHOICES)
     created_at = models.DateTimeField(auto_now_add=True)
 
-    class MembershipQuerySet(TenantQuerySet):
-        org_path = "organization"
-
-    objects = MembershipQuerySet.as_manager()
+    objects = TenantQuerySet.as_manager()
 
     class Meta:
         constraints = [
@@ -78,10 +78,3 @@ class Membership(models.Model):
 
     def __str__(self):
         return f"{self.user} @ {self.organization} ({self.role})"
-
-
-def role_for(user, organization_id: int) -> str | None:
-    """The user's role in the organization, or None when not a member."""
-    if user is None or not user.is_authenticated:
-        return None
-    return Membership.objects.filter(user=user, organization_id=organization_id).values_list("role", flat=True).first()

@@ -35,6 +35,8 @@ from urllib.parse import unquote
 
 import yaml
 
+from graphadmin.errors import InputError
+
 # Limits (documented in docs/import.md). A single note over MAX_NOTE_BYTES is skipped with a
 # warning; an archive over the others is refused whole.
 MAX_NOTE_BYTES = 2 * 1024 * 1024
@@ -108,8 +110,18 @@ def load_frontmatter(raw: str):
 _SCALARS = (str, int, float, date)
 
 
-class VaultError(Exception):
-    """The whole input is refused (not a vault, unsafe archive, empty vault): nothing is imported."""
+class VaultError(InputError):
+    """The whole input is refused (not a vault, unsafe archive, empty vault): nothing is imported.
+
+    An InputError on the upload's ``file`` field (the API's 400); ``str()`` is the reason alone.
+    """
+
+    def __init__(self, message: str):
+        super().__init__({"file": [message]})
+        self.message = message
+
+    def __str__(self) -> str:
+        return self.message
 
 
 @dataclass(frozen=True)

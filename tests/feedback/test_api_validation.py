@@ -67,9 +67,9 @@ def test_edge_key_that_does_not_exist(api, ana, acme_graph, surfaced, small_grap
 def test_items_from_another_graph_or_organization(
     api, ana, acme, alice, acme_graph, globex_graph, surfaced, django_capture_on_commit_callbacks
 ):
-    from graphadmin import services
+    from graphadmin import actions
 
-    other = services.create_graph(alice, acme, "other", "Other acme graph")
+    other = actions.do_create_graph(acme, "other", "Other acme graph", actor=alice)
     foreign_node = Node.objects.create(graph=globex_graph, key="g", title="G")
     sibling_node = Node.objects.create(graph=other, key="o", title="O")
     sibling_edge = Edge.objects.create(

@@ -4,7 +4,7 @@ import pytest
 
 from feedback.models import UpdateBatch
 from feedback.tasks import apply_outcome_task, apply_uses_task, decay_all_task, normalize_all_task
-from graphadmin import services
+from graphadmin import actions
 from graphadmin.models import Edge
 
 from .conftest import reload
@@ -45,8 +45,8 @@ def test_task_actor_is_the_requesting_user_or_the_task(oscar, acme_graph, surfac
 
 
 def test_normalize_all_picks_graphs_in_normalize_mode(alice, acme, acme_graph, edges, eager_tasks):
-    other = services.create_graph(alice, acme, "other", "Other")
-    services.set_policy(alice, acme_graph, {"ceiling_mode": "normalize"})
+    other = actions.do_create_graph(acme, "other", "Other", actor=alice)
+    actions.do_set_policy(acme_graph, {"ceiling_mode": "normalize"}, actor=alice)
     Edge.objects.filter(pk=edges["ab"].pk).update(weight=0.25)
     assert normalize_all_task.apply().get() == [acme_graph.pk]
     assert (reload(edges["ab"]).weight, reload(edges["bc"]).weight) == (pytest.approx(0.5), pytest.approx(1.0))

@@ -195,9 +195,9 @@ def test_another_org_gets_404(client, rg, injection, mallory, globex_graph):
 
 
 def test_a_node_of_another_graph_is_404(client, rg, alice, acme):
-    from graphadmin import services
+    from graphadmin import actions
 
-    other = services.create_graph(alice, acme, "second", "Second graph")
+    other = actions.do_create_graph(acme, "second", "Second graph", actor=alice)
     client.force_login(alice)
     assert client.get(reverse("graph-neighbourhood", args=[other.pk, rg["nodes"]["a"].pk])).status_code == 404
 

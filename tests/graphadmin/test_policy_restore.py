@@ -6,7 +6,8 @@ from datetime import UTC, datetime, timedelta
 import pytest
 
 from feedback import actions, metrics
-from graphadmin import clock, services
+from graphadmin import actions as core_actions
+from graphadmin import clock
 from graphadmin.embeddings import embed_texts
 from graphadmin.models import AuditEvent, Node, PolicyRevision
 from ranking import service
@@ -16,7 +17,7 @@ from tests.conftest import HASHING
 @pytest.fixture
 def revised(rg, alice):
     """r1 (defaults), r2 with a different vector coefficient and learning rate: r1 is the one to restore."""
-    services.set_policy(alice, rg["graph"], {"coef_vector": 1.2, "learning_rate": 0.3}, note="experiment")
+    core_actions.do_set_policy(rg["graph"], {"coef_vector": 1.2, "learning_rate": 0.3}, actor=alice, note="experiment")
     service.assemble_context(rg["graph"], session_id="w", query="vector search in postgres", budget=2)
     return rg["graph"]
 
@@ -76,14 +77,14 @@ def test_effects_compare_the_top_used_share_before_and_after(client, settings, a
     start = datetime.now(UTC).replace(hour=9, minute=0, second=0, microsecond=0) - timedelta(days=10)
     sim = clock.SimulatedClock(start)
     with clock.using(sim):
-        g = services.create_graph(alice, acme, "history", "History")
+        g = core_actions.do_create_graph(acme, "history", "History", actor=alice)
         texts = {"pg": "vector search in postgres with pgvector", "decay": "decay of weights per period"}
         for (key, text), vec in zip(texts.items(), embed_texts(list(texts.values())), strict=True):
             Node.objects.create(graph=g, key=key, title=key, text=text, embedding=vec)
         for day in range(1, 8):
             sim.set(start + timedelta(days=day))
             if day == 3:
-                services.set_policy(alice, g, {"coef_hop": 0.4}, note="more hops")
+                core_actions.do_set_policy(g, {"coef_hop": 0.4}, actor=alice, note="more hops")
                 continue
             ctx = service.assemble_context(g, session_id=f"d{day}", query="vector search in postgres", budget=2)
             if day < 3:

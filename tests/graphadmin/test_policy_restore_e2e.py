@@ -2,7 +2,7 @@
 
 import pytest
 
-from graphadmin import services
+from graphadmin import actions as core_actions
 from ranking import service
 from tests.browser import chromium, login
 
@@ -19,7 +19,7 @@ def browser():
 def test_operator_previews_then_restores(request, live_server, browser, rg, username):
     request.getfixturevalue(username)
     g = rg["graph"]
-    services.set_policy(request.getfixturevalue("alice"), g, {"coef_vector": 1.1}, note="experiment")
+    core_actions.do_set_policy(g, {"coef_vector": 1.1}, actor=request.getfixturevalue("alice"), note="experiment")
     service.assemble_context(g, session_id="e2e", query="vector search in postgres", budget=2)
     page = login(browser, live_server.url, username, f"pw-{username}")
     assert page.goto(f"{live_server.url}/g/{g.pk}/tune/").status == 200

@@ -216,9 +216,9 @@ def test_import_is_set_based(acme_graph, vault, tmp_path):
         (small / f"n{i}.md").write_text(f"Note {i}. [[n{(i + 1) % 20}]]\n")
     with CaptureQueriesContext(connection) as q_small:
         run(acme_graph, small)
-    from graphadmin import services
+    from graphadmin import actions
 
-    other = services.create_graph("command:test", acme_graph.organization, "other", "Other")
+    other = actions.do_create_graph(acme_graph.organization, "other", "Other", actor="command:test")
     with CaptureQueriesContext(connection) as q_big:
         run(other, big)
     assert len(q_big) <= len(q_small) + 5, (len(q_small), len(q_big))

@@ -212,11 +212,11 @@ def test_a_negative_flag_moves_the_node_and_the_last_edge_down(pg, oscar):
 @pytest.fixture
 def twins(acme, alice):
     """Two graphs with the same three notes (similarities 0.90, 0.88, 0.86 to the query): one learns, one is frozen."""
-    from graphadmin import services
+    from graphadmin import actions as core_actions
 
     out = {}
     for slug in ("learning", "frozen"):
-        graph = services.create_graph(alice, acme, slug, slug)
+        graph = core_actions.do_create_graph(acme, slug, slug, actor=alice)
         for key, sim in (("first", 0.90), ("second", 0.88), ("third", 0.86)):
             Node.objects.create(
                 graph=graph,

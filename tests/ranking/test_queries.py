@@ -8,7 +8,7 @@ from collections import deque
 import pytest
 from django.db import connection
 
-from graphadmin import services
+from graphadmin import actions
 from graphadmin.embeddings import embed_texts
 from graphadmin.models import Edge, EdgeType, Node
 from ranking import queries as sql
@@ -155,7 +155,7 @@ def test_anchor_distances_do_not_pass_through_archived_nodes(rg):
 
 
 def test_fanout_cap_comes_from_the_policy(rg, alice, api, rita):
-    services.set_policy(alice, rg["graph"], {"fanout_cap": 1})
+    actions.do_set_policy(rg["graph"], {"fanout_cap": 1}, actor=alice)
     r = api(rita).post(f"/api/graphs/{rg['graph'].pk}/rank/", {"start_nodes": [rg["nodes"]["a"].pk]}, format="json")
     assert r.status_code == 200
     assert [x["target"]["key"] for x in r.json()["results"]] == ["b", "e"]

@@ -11,7 +11,7 @@ from django.core.management.base import BaseCommand, CommandError
 from django.db import transaction
 
 from feedback.imports import do_import_vault
-from graphadmin import services
+from graphadmin import actions
 from graphadmin.management.progress import Progress
 from graphadmin.models import Graph, Organization
 from graphadmin.vault.parse import VaultError, group_unresolved, parse_vault
@@ -79,7 +79,7 @@ class Command(BaseCommand):
         if not org_slug:
             raise CommandError(f"No graph '{slug}'. Give --org to create it.")
         self.stdout.write(f"No graph '{org_slug}/{slug}' yet: creating it (a dry run keeps nothing).")
-        return services.create_graph(ACTOR, Organization.objects.get(slug=org_slug), slug, slug)
+        return actions.do_create_graph(Organization.objects.get(slug=org_slug), slug, slug, actor=ACTOR)
 
     def _report(self, graph, result):
         c, unresolved, warnings = result.counts, result.unresolved, result.warnings

@@ -14,8 +14,8 @@ from django.core.management.base import BaseCommand, CommandError
 from django.db import transaction
 from rest_framework.authtoken.models import Token
 
-from graphadmin import audit
-from graphadmin.models import Membership, Organization
+from graphadmin import actions
+from graphadmin.models import Organization
 from graphadmin.models.tenancy import ROLES
 
 ACTOR = "command:agent_token"
@@ -46,11 +46,8 @@ class Command(BaseCommand):
                 account.save(update_fields=["password"])
             elif not account.is_active:
                 raise CommandError(f"User '{user}' is inactive; reactivate it in the admin first.")
-            membership = Membership.objects.select_for_update().filter(user=account, organization=organization).first()
-            before = membership.role if membership else None
+            membership, before = actions.do_grant_role(organization, account, role, actor=ACTOR)
             if before != role:
-                Membership.objects.update_or_create(user=account, organization=organization, defaults={"role": role})
-                audit.append(organization, ACTOR, "membership.grant", {"user": user, "role": role, "before": before})
                 self.stderr.write(f"{user}: role {role} in {org}" + (f" (was {before})" if before else "") + ".")
             token, _ = Token.objects.get_or_create(user=account)
         self.stdout.write(token.key)

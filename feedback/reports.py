@@ -1,0 +1,159 @@
+"""Report intake shared by the REST API (feedback.api) and the MCP tools (feedback.mcp): no HTTP codes.
+
+Each report takes the caller, a graph already found through ``graphadmin.tenancy`` with the
+``report`` act, the session's external id, the serializer's validated data and the client's
+idempotency key, and returns the answer's body. Its ``status`` is ``queued`` (the work is enqueued
+on commit for the Celery worker), a logged no-op (``feedback_disabled``, ``unknown_session``,
+``no_injection``, ``nothing_surfaced``: ``actions.fall_through``) or ``duplicate`` (an outcome equal
+to the session's current one, with its batch). Items that are not live nodes or edges of the graph,
+or one item with two signals, raise ``InputError`` naming the item; nothing is enqueued.
+"""
+
+from __future__ import annotations
+
+import uuid
+
+from django.db import transaction
+from django.db.models import Q
+
+from graphadmin.errors import InputError
+from graphadmin.models import Edge, Node
+
+from . import actions, tasks
+from .models import AgentSession, InjectionCandidate, UpdateBatch
+
+
+def _enqueue(task, **kwargs) -> str:
+    """Send ``task`` once the caller's transaction commits; return the task id chosen now."""
+    task_id = str(uuid.uuid4())
+    transaction.on_commit(lambda: task.apply_async(kwargs=kwargs, task_id=task_id))
+    return task_id
+
+
+def enqueue(task, **kwargs) -> str:
+    """``_enqueue`` for the operation endpoints (decay, normalize)."""
+    return _enqueue(task, **kwargs)
+
+
+def _key(client_key: str, prefix: str, session: AgentSession) -> str:
+    client = (client_key or "").strip()[:100]
+    return f"{prefix}:{session.pk}:{('client:' + client) if client else uuid.uuid4().hex}"
+
+
+def session_or_status(graph, external_id: str):
+    """The graph's session with that external id, or (None, the logged no-op result) when feedback cannot apply."""
+    context = {"graph": graph.pk, "session": external_id}
+    if not graph.feedback_enabled:
+        return None, actions.fall_through("feedback_disabled", "feedback is disabled for this graph", **context)
+    session = AgentSession.objects.filter(graph=graph, external_id=external_id).first()
+    if session is None:
+        return None, actions.fall_through("unknown_session", "report for an unknown session", **context)
+    return session, None
+
+
+def _no_op(result) -> dict:
+    return {"status": result.status, "reason": result.details.get("reason", "")}
+
+
+def _queued(task_id: str, key: str) -> dict:
+    return {"status": "queued", "task_id": task_id, "idempotency_key": key}
+
+
+def resolve_use_items(graph, items: list[dict]) -> list[dict]:
+    """Turn node ids and edge ids/keys into checked ids of this graph (two queries, whatever the count)."""
+    node_ids = {i["node"] for i in items if "node" in i}
+    edge_ids = {i["edge"] for i in items if isinstance(i.get("edge"), int)}
+    triplets = [i["edge"] for i in items if isinstance(i.get("edge"), dict)]
+    nodes = set(Node.objects.filter(graph=graph, archived=False, pk__in=node_ids).values_list("pk", flat=True))
+    edge_filter = Q(pk__in=edge_ids)
+    for t in triplets:
+        edge_filter |= Q(source_id=t["source"], target_id=t["target"], edge_type__name=t["type"])
+    edges = {}
+    for pk, src, dst, name in Edge.objects.filter(edge_filter, graph=graph, archived=False).values_list(
+        "pk", "source_id", "target_id", "edge_type__name"
+    ):
+        edges[pk] = pk
+        edges[(src, dst, name)] = pk
+    out, seen = [], {}
+    for index, item in enumerate(items):
+        if "node" in item:
+            if item["node"] not in nodes:
+                raise InputError({"items": {index: {"node": [f"Unknown node {item['node']} in this graph."]}}})
+            kind, pk = "node", item["node"]
+        else:
+            ref = item["edge"]
+            pk = edges.get(ref if isinstance(ref, int) else (ref["source"], ref["target"], ref["type"]))
+            if pk is None:
+                raise InputError({"items": {index: {"edge": [f"Unknown edge {ref} in this graph."]}}})
+            kind = "edge"
+        if seen.setdefault((kind, pk), item["signal"]) != item["signal"]:
+            raise InputError({"items": {index: {"signal": [f"{kind} {pk} is reported with two different signals."]}}})
+        out.append({"kind": kind, "id": pk, "signal": item["signal"]})
+    return out
+
+
+def report_uses(user, graph, external_id: str, data: dict, client_key: str = "") -> dict:
+    """Validated uses (UsesSerializer) of a session: resolve the items, enqueue reinforcement on commit."""
+    session, skipped = session_or_status(graph, external_id)
+    if skipped:
+        return _no_op(skipped)
+    items = resolve_use_items(graph, data["items"])
+    key = _key(client_key, "uses", session)
+    task_id = _enqueue(
+        tasks.apply_uses_task,
+        graph_id=graph.pk,
+        external_id=external_id,
+        items=items,
+        learning_rate=data.get("learning_rate"),
+        idempotency_key=key,
+        user_id=user.pk,
+    )
+    return _queued(task_id, key)
+
+
+def report_response(user, graph, external_id: str, data: dict, client_key: str = "") -> dict:
+    """A validated response text (ResponseTextSerializer): enqueue implicit-use detection on commit."""
+    session, skipped = session_or_status(graph, external_id)
+    if skipped:
+        return _no_op(skipped)
+    key = _key(client_key, "response", session)
+    task_id = _enqueue(
+        tasks.apply_response_task,
+        graph_id=graph.pk,
+        external_id=external_id,
+        response=data["response"],
+        idempotency_key=key,
+        user_id=user.pk,
+    )
+    return _queued(task_id, key)
+
+
+def report_outcome(user, graph, external_id: str, data: dict, client_key: str = "") -> dict:
+    """A validated outcome (OutcomeSerializer): duplicate, a no-op status, or the EMA enqueued on commit."""
+    outcome = data["outcome"]
+    session, skipped = session_or_status(graph, external_id)
+    if skipped:
+        return _no_op(skipped)
+    context = {"graph": session.graph_id, "session": external_id, "outcome": outcome}
+    if session.outcome == outcome:
+        previous = UpdateBatch.objects.filter(trigger_session=session, kind="outcome").order_by("-id").first()
+        if previous is not None:
+            return {"status": "duplicate", "batch": previous.pk}
+    # A selected candidate implies an injection: one query in the usual case.
+    if not InjectionCandidate.objects.filter(
+        graph_id=session.graph_id, injection__session=session, selected=True
+    ).exists():
+        if not session.injections.exists():
+            return _no_op(actions.fall_through("no_injection", "the session has no context injection", **context))
+        return _no_op(actions.fall_through("nothing_surfaced", "the session's injections surfaced nothing", **context))
+    key = _key(client_key, "outcome", session)
+    task_id = _enqueue(
+        tasks.apply_outcome_task,
+        graph_id=session.graph_id,
+        external_id=external_id,
+        outcome=outcome,
+        alpha=data.get("alpha"),
+        idempotency_key=key,
+        user_id=user.pk,
+    )
+    return _queued(task_id, key)

@@ -1,0 +1,166 @@
+"""The core's writes: graphs, edge types, the policy, and archiving nodes and edges.
+
+Each ``do_*`` is atomic, takes the acting user (or a label such as ``"command:import_vault"``) as
+the keyword-only ``actor``, and appends its AuditEvent in the same transaction. Views, commands
+and the admin call these; weights themselves change only through ``feedback.actions``.
+"""
+
+from __future__ import annotations
+
+from django.db import transaction
+
+from graphadmin import audit
+from graphadmin.models import Edge, EdgeType, Graph, Membership, Node, PolicyRevision
+from graphadmin.models.policy import POLICY_NUMBERS
+
+DEFAULT_EDGE_TYPES = {
+    "related": "A body link between two notes.",
+    "derived_from": "The source was derived from the target (a decision from its research).",
+    "depends_on": "The source depends on the target (a component on another).",
+}
+GRAPH_SETTINGS = ("slug", "name", "description", "feedback_enabled")
+
+
+def _scope(graph: Graph) -> dict:
+    return {"graph": graph.pk, "graph_slug": graph.slug}
+
+
+def _user(actor):
+    return actor if getattr(actor, "is_authenticated", False) else None
+
+
+@transaction.atomic
+def do_create_graph(
+    organization, slug: str, name: str, description: str = "", *, actor, edge_types=DEFAULT_EDGE_TYPES
+) -> Graph:
+    """Create a graph with policy revision 1 and its default edge types; audited as graph.create."""
+    graph = Graph.objects.create(organization=organization, slug=slug, name=name, description=description)
+    PolicyRevision.objects.create(graph=graph, revision=1, created_by=_user(actor), note="initial defaults")
+    EdgeType.objects.bulk_create([EdgeType(graph=graph, name=n, description=d) for n, d in edge_types.items()])
+    audit.append(organization, actor, "graph.create", {"slug": slug, "name": name}, scope=_scope(graph))
+    return graph
+
+
+@transaction.atomic
+def do_update_graph(graph: Graph, changes: dict, *, actor) -> Graph:
+    """Change a graph's settings (slug, name, description, feedback_enabled); audited with before and after."""
+    graph = Graph.objects.select_for_update().get(pk=graph.pk)
+    diff = {
+        k: {"before": getattr(graph, k), "after": v}
+        for k, v in changes.items()
+        if k in GRAPH_SETTINGS and getattr(graph, k) != v
+    }
+    if not diff:
+        return graph
+    for k, values in diff.items():
+        setattr(graph, k, values["after"])
+    graph.save(update_fields=[*diff, "updated_at"])
+    audit.append(graph.organization_id, actor, "graph.update", {"changes": diff}, scope=_scope(graph))
+    return graph
+
+
+@transaction.atomic
+def do_delete_graph(graph: Graph, *, actor) -> None:
+    """Delete a graph and everything in it; audited as graph.delete (the event outlives the graph)."""
+    audit.append(graph.organization_id, actor, "graph.delete", {"slug": graph.slug}, scope={"graph": graph.pk})
+    graph.delete()
+
+
+@transaction.atomic
+def do_create_edge_type(graph: Graph, name: str, *, actor, priority: float = 0.0, description: str = "") -> EdgeType:
+    """Add an edge type to a graph; audited as edgetype.create."""
+    edge_type = EdgeType.objects.create(graph=graph, name=name, priority=priority, description=description)
+    audit.append(
+        graph.organization_id,
+        actor,
+        "edgetype.create",
+        {"edge_type": name, "priority": priority},
+        scope=_scope(graph),
+    )
+    return edge_type
+
+
+@transaction.atomic
+def do_update_edge_type(
+    edge_type: EdgeType,
+    *,
+    actor,
+    name: str | None = None,
+    priority: float | None = None,
+    description: str | None = None,
+) -> EdgeType:
+    """Rename an edge type, change its priority and/or description; a priority change is audited with before/after."""
+    edge_type = EdgeType.objects.select_for_update().select_related("graph").get(pk=edge_type.pk)
+    before = edge_type.priority
+    if name is not None:
+        edge_type.name = name
+    if description is not None:
+        edge_type.description = description
+    if priority is not None:
+        edge_type.priority = priority
+    edge_type.save()
+    if priority is not None and priority != before:
+        audit.append(
+            edge_type.graph.organization_id,
+            actor,
+            "edgetype.priority.update",
+            {"edge_type": edge_type.name, "before": before, "after": priority},
+            scope=_scope(edge_type.graph),
+        )
+    return edge_type
+
+
+@transaction.atomic
+def do_set_policy(graph: Graph, changes: dict, *, actor, note: str = "") -> PolicyRevision:
+    """Write a new policy revision from the current one plus ``changes``; audited with the differences.
+
+    Values are validated by the caller's serializer or form and again by database check constraints.
+    """
+    # Lock the graph row so two concurrent changes cannot both claim the same revision number.
+    Graph.objects.select_for_update().get(pk=graph.pk)
+    current = graph.current_policy()
+    values = current.numbers() if current else {}
+    diff = {k: {"before": values.get(k), "after": v} for k, v in changes.items() if values.get(k) != v}
+    values.update(changes)
+    revision = PolicyRevision.objects.create(
+        graph=graph,
+        revision=(current.revision + 1) if current else 1,
+        created_by=_user(actor),
+        note=note,
+        **{k: v for k, v in values.items() if k in POLICY_NUMBERS or k == "ceiling_mode"},
+    )
+    audit.append(
+        graph.organization_id,
+        actor,
+        "policy.update",
+        {"revision": revision.revision, "changes": diff, "note": note},
+        scope=_scope(graph),
+    )
+    return revision
+
+
+@transaction.atomic
+def do_archive(record: Node | Edge, *, actor) -> Node | Edge:
+    """Archive a node or an edge: its history stays, and it never appears in retrieval again; audited."""
+    if record.archived:
+        return record
+    record.archived = True
+    record.save(update_fields=["archived", "updated_at"])
+    kind = "node" if isinstance(record, Node) else "edge"
+    graph = Graph.objects.only("pk", "slug", "organization_id").get(pk=record.graph_id)
+    audit.append(graph.organization_id, actor, f"{kind}.archive", {kind: record.pk}, scope=_scope(graph))
+    return record
+
+
+@transaction.atomic
+def do_grant_role(organization, user, role: str, *, actor) -> tuple[Membership, str | None]:
+    """Give ``user`` the ``role`` in the organization (a new membership or a changed role), audited as
+    membership.grant with the role before; returns the membership and that role (None: new member)."""
+    org_id = organization if isinstance(organization, int) else organization.pk
+    membership = Membership.objects.select_for_update().filter(user=user, organization_id=org_id).first()
+    before = membership.role if membership else None
+    if before == role:
+        return membership, before
+    membership, _ = Membership.objects.update_or_create(user=user, organization_id=org_id, defaults={"role": role})
+    audit.append(org_id, actor, "membership.grant", {"user": user.get_username(), "role": role, "before": before})
+    return membership, before
