@@ -1,4 +1,4 @@
-"""The core's writes: graphs, edge types, the policy, and archiving nodes and edges.
+"""The core's writes: graphs, edge types, the policy, nodes and edges (create, update, archive), roles.
 
 Each ``do_*`` is atomic, takes the acting user (or a label such as ``"command:import_vault"``) as
 the keyword-only ``actor``, and appends its AuditEvent in the same transaction. Views, commands
@@ -137,6 +137,35 @@ def do_set_policy(graph: Graph, changes: dict, *, actor, note: str = "") -> Poli
         scope=_scope(graph),
     )
     return revision
+
+
+def _kind(model_or_record) -> str:
+    return "node" if model_or_record is Node or isinstance(model_or_record, Node) else "edge"
+
+
+@transaction.atomic
+def do_create_record(model: type[Node] | type[Edge], graph: Graph, fields: dict, *, actor) -> Node | Edge:
+    """Create a node or an edge of ``graph`` from validated ``fields``; audited (``node.create``/``edge.create``)
+    with the names of the fields set (texts and vectors stay out of the chain)."""
+    record = model.objects.create(graph=graph, **fields)
+    kind = _kind(model)
+    payload = {kind: record.pk, "fields": sorted(fields)}
+    audit.append(graph.organization_id, actor, f"{kind}.create", payload, scope=_scope(graph))
+    return record
+
+
+@transaction.atomic
+def do_update_record(record: Node | Edge, changes: dict, *, actor) -> Node | Edge:
+    """Change the given fields of a node or an edge (never its weights: the serializers keep those
+    read-only after creation); audited (``node.update``/``edge.update``) with the names of the fields."""
+    for name, value in changes.items():
+        setattr(record, name, value)
+    record.save(update_fields=[*changes, "updated_at"])
+    kind = _kind(record)
+    graph = Graph.objects.only("pk", "slug", "organization_id").get(pk=record.graph_id)
+    payload = {kind: record.pk, "fields": sorted(changes)}
+    audit.append(graph.organization_id, actor, f"{kind}.update", payload, scope=_scope(graph))
+    return record
 
 
 @transaction.atomic

@@ -145,7 +145,14 @@ class NodeViewSet(GraphScopedMixin, ArchiveOnDeleteMixin, viewsets.ModelViewSet)
         return Node.objects.filter(graph=self.graph()).order_by("id")
 
     def perform_create(self, serializer):
-        serializer.save(graph=self.graph())
+        serializer.instance = actions.do_create_record(
+            Node, self.graph(), serializer.validated_data, actor=self.request.user
+        )
+
+    def perform_update(self, serializer):
+        serializer.instance = actions.do_update_record(
+            serializer.instance, serializer.validated_data, actor=self.request.user
+        )
 
 
 @extend_schema_view(
@@ -163,7 +170,14 @@ class EdgeViewSet(GraphScopedMixin, ArchiveOnDeleteMixin, viewsets.ModelViewSet)
         return Edge.objects.filter(graph=self.graph()).select_related("edge_type").order_by("id")
 
     def perform_create(self, serializer):
-        serializer.save(graph=self.graph())
+        serializer.instance = actions.do_create_record(
+            Edge, self.graph(), serializer.validated_data, actor=self.request.user
+        )
+
+    def perform_update(self, serializer):
+        serializer.instance = actions.do_update_record(
+            serializer.instance, serializer.validated_data, actor=self.request.user
+        )
 
 
 class PolicyViewSet(GraphScopedMixin, mixins.ListModelMixin, viewsets.GenericViewSet):

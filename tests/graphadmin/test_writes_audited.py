@@ -99,3 +99,25 @@ def test_admin_graph_edit_is_audited(client, acme_graph, alice, oscar, staff):
     assert Graph.objects.get(pk=acme_graph.pk).name == "Renamed"
     event = AuditEvent.objects.get(action="graph.update")
     assert event.payload == {"changes": {"name": {"before": "Acme memory", "after": "Renamed"}}}
+
+
+def test_node_and_edge_create_and_update_through_the_api_are_audited(api, acme_graph, small_graph, oscar):
+    base = f"/api/graphs/{acme_graph.pk}"
+    created = api(oscar).post(f"{base}/nodes/", {"key": "new-note", "title": "New", "text": "t"}, format="json")
+    assert created.status_code == 201, created.content
+    node_id = created.json()["id"]
+    assert api(oscar).patch(f"{base}/nodes/{node_id}/", {"title": "Renamed"}, format="json").status_code == 200
+    assert Node.objects.get(pk=node_id).title == "Renamed"
+    edge = api(oscar).post(
+        f"{base}/edges/",
+        {"source": node_id, "target": small_graph["a"].pk, "edge_type": "related"},
+        format="json",
+    )
+    assert edge.status_code == 201, edge.content
+    assert AuditEvent.objects.get(action="node.create").payload == {
+        "node": node_id,
+        "fields": ["key", "text", "title"],
+    }
+    assert AuditEvent.objects.get(action="node.update").payload == {"node": node_id, "fields": ["title"]}
+    assert AuditEvent.objects.get(action="edge.create").payload["edge"] == edge.json()["id"]
+    assert audit.verify(acme_graph.organization).ok
