@@ -54,7 +54,7 @@ def loopback_only(url: str) -> tuple[str, int]:
     """(host, port) of ``url``; refuses anything but a loopback address (this is a load generator)."""
     parsed = urlparse(url)
     if parsed.scheme != "http" or not parsed.hostname:
-        raise SystemExit(f"--url must be http://HOST:PORT on this machine, not {url!r}")
+        raise SystemExit(f"--url must be http://HOST:PORT on this machine, not '{url}'")
     host = parsed.hostname
     addresses = {info[4][0] for info in socket.getaddrinfo(host, parsed.port or 80, proto=socket.IPPROTO_TCP)}
     if not addresses or not all(ipaddress.ip_address(a.split("%")[0]).is_loopback for a in addresses):

@@ -23,16 +23,12 @@ from . import actions, tasks
 from .models import AgentSession, InjectionCandidate, UpdateBatch
 
 
-def _enqueue(task, **kwargs) -> str:
-    """Send ``task`` once the caller's transaction commits; return the task id chosen now."""
+def enqueue(task, **kwargs) -> str:
+    """Send ``task`` once the caller's transaction commits; return the task id chosen now (the reports
+    below and the operation endpoints: decay, normalize)."""
     task_id = str(uuid.uuid4())
     transaction.on_commit(lambda: task.apply_async(kwargs=kwargs, task_id=task_id))
     return task_id
-
-
-def enqueue(task, **kwargs) -> str:
-    """``_enqueue`` for the operation endpoints (decay, normalize)."""
-    return _enqueue(task, **kwargs)
 
 
 def _key(client_key: str, prefix: str, session: AgentSession) -> str:
@@ -99,7 +95,7 @@ def report_uses(user, graph, external_id: str, data: dict, client_key: str = "")
         return _no_op(skipped)
     items = resolve_use_items(graph, data["items"])
     key = _key(client_key, "uses", session)
-    task_id = _enqueue(
+    task_id = enqueue(
         tasks.apply_uses_task,
         graph_id=graph.pk,
         external_id=external_id,
@@ -117,7 +113,7 @@ def report_response(user, graph, external_id: str, data: dict, client_key: str =
     if skipped:
         return _no_op(skipped)
     key = _key(client_key, "response", session)
-    task_id = _enqueue(
+    task_id = enqueue(
         tasks.apply_response_task,
         graph_id=graph.pk,
         external_id=external_id,
@@ -147,7 +143,7 @@ def report_outcome(user, graph, external_id: str, data: dict, client_key: str = 
             return _no_op(actions.fall_through("no_injection", "the session has no context injection", **context))
         return _no_op(actions.fall_through("nothing_surfaced", "the session's injections surfaced nothing", **context))
     key = _key(client_key, "outcome", session)
-    task_id = _enqueue(
+    task_id = enqueue(
         tasks.apply_outcome_task,
         graph_id=session.graph_id,
         external_id=external_id,
