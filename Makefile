@@ -22,12 +22,13 @@ run: $(STAMP)
 	DEBUG=$${DEBUG:-1} $(BIN)/python manage.py rundemo
 
 # Dashboard tests drive Debian's Chromium (browser downloads do not work offline). Without it, `make test`
-# stops and says what to install; under CI=true it installs it (apt-get, as root) if it can.
+# installs it with apt-get when it can (root, or passwordless sudo); otherwise it stops and says what to run.
+APT_GET = $(if $(filter 0,$(shell id -u)),apt-get,sudo -n apt-get)
 browser:
 	@command -v chromium >/dev/null 2>&1 || { \
-		if [ "$${CI:-}" = "true" ] && command -v apt-get >/dev/null 2>&1; then \
+		if command -v apt-get >/dev/null 2>&1 && $(APT_GET) --version >/dev/null 2>&1; then \
 			echo "Installing Debian's chromium for the browser tests..."; \
-			apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium >/dev/null; \
+			$(APT_GET) update -qq && DEBIAN_FRONTEND=noninteractive $(APT_GET) install -y -qq chromium >/dev/null; \
 		else \
 			echo "The browser tests need Debian's Chromium: run 'apt-get install chromium' (as root), then 'make test' again." >&2; \
 			exit 1; \
@@ -36,16 +37,17 @@ browser:
 # The MCP conformance suite (tests/graphadmin/test_mcp_conformance.py) and the Node 22 it needs, both npm
 # packages pinned in tools/mcp-conformance/ (package.json, package-lock.json), installed into .local/node/ by
 # npm ci: the registry's `node` package ships the Node binary, so the machine's own Node only runs npm.
-# Without npm the test is skipped outside CI (it says why); under CI=true npm comes from apt-get if missing.
+# npm comes from apt-get when it is missing and can be installed; otherwise the test is skipped outside CI (it
+# says why) and fails under CI=true.
 NODE_DIR := .local/node
 NODE_STAMP := $(NODE_DIR)/.installed
 conformance-tools: $(NODE_STAMP)
 
 $(NODE_STAMP): tools/mcp-conformance/package.json tools/mcp-conformance/package-lock.json
 	@command -v npm >/dev/null 2>&1 || { \
-		if [ "$${CI:-}" = "true" ] && command -v apt-get >/dev/null 2>&1; then \
+		if command -v apt-get >/dev/null 2>&1 && $(APT_GET) --version >/dev/null 2>&1; then \
 			echo "Installing Debian's npm for the MCP conformance test..."; \
-			apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq npm >/dev/null; \
+			$(APT_GET) update -qq && DEBIAN_FRONTEND=noninteractive $(APT_GET) install -y -qq npm >/dev/null; \
 		fi; }
 	@if command -v npm >/dev/null 2>&1; then \
 		mkdir -p $(NODE_DIR) && cp tools/mcp-conformance/package.json tools/mcp-conformance/package-lock.json $(NODE_DIR)/ && \
