@@ -140,6 +140,19 @@ def finish(
     return audit_batch(batch, actor, audit_extra)
 
 
+def check_batches_audited(organization_id: int) -> str:
+    """The reason the organization's batches break the rule "one audit event per UpdateBatch", or "" when they
+    keep it (``settings.AUDIT_LEDGER_CHECKS``: a full ``graphadmin.audit.verify`` runs it)."""
+    rows = queries.fetch_all(
+        queries.BATCHES_NOT_AUDITED_ONCE,
+        {"organization": organization_id, "actions": sorted(set(AUDIT_ACTIONS.values())), "limit": 10},
+    )
+    if not rows:
+        return ""
+    listed = ", ".join(f"batch {pk} ({kind}): {events}" for pk, kind, events in rows)
+    return f"update batches without exactly one audit event: {listed}"
+
+
 def audit_batch(batch: UpdateBatch, actor, audit_extra=None) -> Result:
     """Append the finished batch's one AuditEvent; return the Result."""
     payload = {

@@ -37,7 +37,7 @@ from django.db import connection
 from django.db.models import Q
 from psycopg import sql
 
-from graphadmin.models import Edge, EdgeStats, EdgeType, Graph, Node, PolicyRevision
+from graphadmin.models import AuditEvent, Edge, EdgeStats, EdgeType, Graph, Node, PolicyRevision
 
 from . import rules
 from .models import (
@@ -596,6 +596,30 @@ def history_of(graph, kind: str, target_id: int, *, field: str | None = None, la
     return WeightHistory.objects.raw(HISTORY_OF[kind].as_string(connection.connection), params).prefetch_related(
         "batch"
     )
+
+
+def _batches_not_audited_once() -> sql.Composed:
+    return sql.SQL(
+        """
+        SELECT b.id, b.kind, count(e.id) AS events
+        FROM {batch} b
+        LEFT JOIN {event} e
+          ON e.organization_id = %(organization)s AND e.action = ANY(%(actions)s::text[])
+         AND e.payload ? 'batch' AND jsonb_typeof(e.payload -> 'batch') = 'number'
+         AND (e.payload ->> 'batch')::bigint = b.id
+        WHERE b.graph_id IN (SELECT g.id FROM {graph} g WHERE g.organization_id = %(organization)s)
+        GROUP BY b.id, b.kind
+        HAVING count(e.id) <> 1
+        ORDER BY b.id
+        LIMIT %(limit)s
+        """
+    ).format(batch=_table(UpdateBatch), event=_table(AuditEvent), graph=_table(Graph))
+
+
+# Every UpdateBatch of an organization's graphs whose audit events (by the batch id in the payload) are not
+# exactly one: none (written past the write path) or several (a duplicated event). Raw SQL: the ORM cannot
+# join on a key inside a JSON payload cast to bigint. A hash join over the organization's events.
+BATCHES_NOT_AUDITED_ONCE = _batches_not_audited_once()
 
 
 # --------------------------------------------------------------------------------------------------

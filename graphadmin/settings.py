@@ -134,6 +134,14 @@ LOGIN_REDIRECT_URL = "/"
 # Expiry drops whole months.
 WEIGHT_HISTORY_RETENTION_DAYS = env.int("WEIGHT_HISTORY_RETENTION_DAYS", default=0)
 
+# Anchors of the audit chains outside the database (graphadmin/anchor.py, README "Audit chain"): the hourly
+# verify task appends each organization's verified head (one JSON line, fsync'd) to this file (''
+# turns the file off) and/or logs it to this logger (a log sink; '' for none).
+AUDIT_ANCHOR_FILE = env.str("AUDIT_ANCHOR_FILE", default=str(LOCAL_DIR / "audit-anchors.jsonl"))
+AUDIT_ANCHOR_LOGGER = env.str("AUDIT_ANCHOR_LOGGER", default="")
+# Checks a full verify of a chain runs on the other ledgers (graphadmin.audit.ledger_checks).
+AUDIT_LEDGER_CHECKS = ["feedback.ledger.check_batches_audited"]
+
 # Embeddings: the vector dimension is baked into the schema by the first migration.
 EMBEDDING_DIM = env.int("EMBEDDING_DIM", default=384)
 # The embedder (docs/embeddings.md): all-MiniLM-L6-v2 on onnxruntime, from installed packages.
@@ -240,7 +248,11 @@ LOGGING = {
 }
 
 CELERY_BEAT_SCHEDULE = {
-    "verify-audit-chains-hourly": {"task": "graphadmin.verify_audit_chains", "schedule": 3600.0},
+    # Verifies every chain, advances its checkpoint and anchors its head outside the database.
+    "verify-audit-chains-hourly": {
+        "task": "graphadmin.verify_audit_chains",
+        "schedule": env.float("AUDIT_ANCHOR_INTERVAL", default=3600.0),
+    },
     # Fans out one decay task per graph; each is idempotent per period, so running daily is safe
     # whatever the graph's decay_period_days.
     "decay-graphs-daily": {"task": "feedback.decay_all", "schedule": crontab(hour=3, minute=15)},

@@ -49,6 +49,21 @@ def _flush_past_the_truncate_refusals():
 _flush_past_the_truncate_refusals()
 
 
+@pytest.fixture(scope="session", autouse=True)
+def audit_anchor_file(tmp_path_factory):
+    """Each test session anchors its chains in a file of its own (workers and servers it starts inherit it).
+
+    The test database is created afresh each session, so its organizations' ids come back: anchors of an
+    earlier session, in the shared default file, would be taken for this session's and fail its chains.
+    """
+    from django.conf import settings
+
+    path = tmp_path_factory.mktemp("audit-anchors") / "anchors.jsonl"
+    settings.AUDIT_ANCHOR_FILE = str(path)
+    os.environ["AUDIT_ANCHOR_FILE"] = str(path)
+    return path
+
+
 @pytest.fixture
 def acme(db):
     return Organization.objects.create(slug="acme", name="Acme")
