@@ -1,13 +1,14 @@
 """Admin registrations of the graph core: raw records, scoped to the staff user's organizations.
 
-Graphs, edge-type priorities and membership roles are saved through ``graphadmin.actions`` (audited), with
-the role ``graphadmin.tenancy`` asks for (tune, administer).
+Graphs, edge types, nodes, edges and membership roles are saved and deleted through ``graphadmin.actions``
+(audited), with the role ``graphadmin.tenancy`` asks for (administer, tune, operate); deleting a node or an
+edge archives it.
 """
 
 from django.contrib import admin
 
 from graphadmin import actions
-from graphadmin.admin_tenancy import ReadOnlyAdmin, TenantAdmin, check_graph
+from graphadmin.admin_tenancy import ReadOnlyAdmin, TenantAdmin, attempt, check_graph
 from graphadmin.models import (
     AuditEvent,
     Edge,
@@ -58,12 +59,24 @@ class GraphAdmin(TenantAdmin):
             return
         if not request.user.is_superuser:
             require(organization_role(request.user, obj.organization_id), "administer")
-        created = actions.do_create_graph(obj.organization, obj.slug, obj.name, obj.description, actor=request.user)
+        created = actions.do_create_graph(
+            obj.organization,
+            obj.slug,
+            obj.name,
+            obj.description,
+            actor=request.user,
+            feedback_enabled=obj.feedback_enabled,
+        )
         obj.pk = created.pk
 
     def delete_model(self, request, obj):
         check_graph(request, obj.pk, "administer")
         actions.do_delete_graph(obj, actor=request.user)
+
+    def delete_queryset(self, request, queryset):
+        # The changelist's "delete selected": one audited delete per graph, not one unaudited query.
+        for graph in queryset:
+            self.delete_model(request, graph)
 
 
 @admin.register(EdgeType)
@@ -85,9 +98,56 @@ class EdgeTypeAdmin(TenantAdmin):
             )
             obj.pk = created.pk
 
+    def delete_model(self, request, obj):
+        check_graph(request, obj.graph_id, "tune")
+        attempt(self, request, f"Edge type '{obj.name}'", lambda: actions.do_delete_edge_type(obj, actor=request.user))
+
+    def delete_queryset(self, request, queryset):
+        for edge_type in queryset.select_related("graph"):
+            self.delete_model(request, edge_type)
+
+
+class GraphChildAdmin(TenantAdmin):
+    """Nodes and edges: every save and delete through ``graphadmin.actions`` (audited, the ``operate`` role).
+
+    Deleting archives, as the API's DELETE does: the row's weight history and the sessions that surfaced
+    it stay readable, and it never appears in retrieval again.
+    """
+
+    def save_model(self, request, obj, form, change):
+        check_graph(request, obj.graph_id, "operate")
+        fields = {name: form.cleaned_data[name] for name in form.changed_data if name in form.cleaned_data}
+        if not change:
+            fields.pop("graph", None)
+            created = actions.do_create_record(type(obj), obj.graph, fields, actor=request.user)
+            obj.pk, obj._state.adding = created.pk, False
+            return
+        # What the form calls changed, kept only where the value differs from the row's (an unchanged JSON
+        # list such as aliases is "changed" to Django's form).
+        before = type(obj).objects.get(pk=obj.pk)
+        attname = {name: obj._meta.get_field(name).attname for name in fields}
+        fields = {n: v for n, v in fields.items() if getattr(before, attname[n]) != getattr(obj, attname[n])}
+        # Archiving is its own action (audited as node.archive / edge.archive); restoring is an update.
+        archive = fields.get("archived") is True
+        if archive:
+            del fields["archived"]
+        if fields:
+            actions.do_update_record(obj, fields, actor=request.user)
+        if archive:
+            obj.archived = False  # set by the form; the action archives (and audits) it
+            actions.do_archive(obj, actor=request.user)
+
+    def delete_model(self, request, obj):
+        check_graph(request, obj.graph_id, "operate")
+        actions.do_archive(obj, actor=request.user)
+
+    def delete_queryset(self, request, queryset):
+        for record in queryset:
+            self.delete_model(request, record)
+
 
 @admin.register(Node)
-class NodeAdmin(TenantAdmin):
+class NodeAdmin(GraphChildAdmin):
     list_display = ["key", "title", "kind", "graph", "feedback_weight", "archived"]
     list_filter = ["kind", "archived"]
     search_fields = ["key", "title"]
@@ -96,7 +156,7 @@ class NodeAdmin(TenantAdmin):
 
 
 @admin.register(Edge)
-class EdgeAdmin(TenantAdmin):
+class EdgeAdmin(GraphChildAdmin):
     list_display = ["id", "source", "edge_type", "target", "weight", "feedback_weight", "archived"]
     list_filter = ["archived"]
     raw_id_fields = ["source", "target"]

@@ -51,7 +51,12 @@ class GraphViewSet(viewsets.ModelViewSet):
         org = data["organization"]
         require(organization_role(self.request.user, org.pk), self.write_act)
         serializer.instance = actions.do_create_graph(
-            org, data["slug"], data["name"], data.get("description", ""), actor=self.request.user
+            org,
+            data["slug"],
+            data["name"],
+            data.get("description", ""),
+            actor=self.request.user,
+            feedback_enabled=data.get("feedback_enabled", True),
         )
 
     def perform_update(self, serializer):
@@ -94,7 +99,8 @@ class GraphScopedMixin:
     }
 )
 class EdgeTypeViewSet(GraphScopedMixin, viewsets.ModelViewSet):
-    """Edge types of a graph. Operators create them and tune priorities (audited)."""
+    """Edge types of a graph. Operators create, edit and delete them (each audited; a type edges use cannot
+    be deleted: 409)."""
 
     serializer_class = EdgeTypeSerializer
     write_act = "tune"
@@ -121,6 +127,10 @@ class EdgeTypeViewSet(GraphScopedMixin, viewsets.ModelViewSet):
             priority=data.get("priority"),
             description=data.get("description"),
         )
+
+    def perform_destroy(self, instance):
+        # Refused with a 409 while edges use it (graphadmin.errors.Conflict).
+        actions.do_delete_edge_type(instance, actor=self.request.user)
 
 
 class ArchiveOnDeleteMixin:
