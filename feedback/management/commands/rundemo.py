@@ -20,6 +20,7 @@ import time
 from django.conf import settings
 from django.core.management import call_command
 from django.core.management.base import BaseCommand, CommandError
+from django.db import connections
 
 from feedback.demo import ensure_demo, fill_demo_history
 from graphadmin.embeddings import configured_model
@@ -120,6 +121,8 @@ class Command(BaseCommand):
         # stops every child with SIGTERM, the graceful stop of each (gunicorn finishes the requests it has,
         # the worker its tasks) instead of their faster SIGINT stop.
         env = child_env()
+        # This process keeps supervising only: its owner connection (migrate, the demo) is not kept open.
+        connections.close_all()
         procs = {
             name: subprocess.Popen(cmd, cwd=settings.BASE_DIR, env=env, start_new_session=True)
             for name, cmd in children(addr, mcp_addr).items()
