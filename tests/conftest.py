@@ -141,7 +141,7 @@ def api():
 
 @pytest.fixture(scope="session")
 def celery_worker_process(django_db_setup, django_db_blocker, tmp_path_factory):
-    """A real Celery worker process on the test database, with the configured broker.
+    """A real Celery worker process on the test database, with the configured broker, as the application role.
 
     Redis when CELERY_BROKER_URL is set (CI), otherwise kombu's filesystem transport in a
     private folder. Tests using it must use ``transactional_db`` so the worker sees their rows.
@@ -152,6 +152,9 @@ def celery_worker_process(django_db_setup, django_db_blocker, tmp_path_factory):
     env = dict(os.environ)
     env["DATABASE_NAME"] = connection.settings_dict["NAME"]
     env.setdefault("SECRET_KEY", "test-only-insecure-key")
+    # As in `make run`: the worker connects as the application's database role (embedded server), which owns
+    # nothing, so every task the suite runs on it shows it needs no more (README "Database roles").
+    env["DATABASE_ROLE"] = "app"
     log_path = tmp_path_factory.mktemp("celery-log") / "worker.log"
     log = open(log_path, "w")
     proc = subprocess.Popen(
