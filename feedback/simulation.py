@@ -51,7 +51,7 @@ from django.db.models import Count, Q
 from rest_framework.test import APIClient
 
 from graphadmin import actions as core_actions
-from graphadmin import clock
+from graphadmin import audit, clock
 from graphadmin.celery import app as celery_app
 from graphadmin.models import Edge, EdgeType, Graph, Membership, Node, Organization
 
@@ -268,6 +268,19 @@ def build_world(
                         )
                     )
         Edge.objects.bulk_create(edges, ignore_conflicts=True)
+        # Its records are bulk-created, not one do_create_record each: one event says what was made.
+        audit.append(
+            organization,
+            actor,
+            "graph.simulation.build",
+            {
+                "nodes": Node.objects.filter(graph=graph).count(),
+                "edges": Edge.objects.filter(graph=graph).count(),
+                "topics": topics,
+                "seed": seed,
+            },
+            scope={"graph": graph.pk, "graph_slug": graph.slug},
+        )
     return graph, topics_of(graph, [f"topic-{t}/index" for t in range(topics)], directions=plan)
 
 
