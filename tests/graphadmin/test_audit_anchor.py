@@ -148,6 +148,14 @@ def test_anchors_of_another_database_do_not_count(acme, alice, anchors):
     assert audit.verify(acme).ok
 
 
+def test_an_unreadable_anchor_file_is_no_pass(acme, alice, anchors):
+    audit.append(acme, alice, "test.event", {})
+    anchors.mkdir()  # exists, but cannot be read as a file
+    result = audit.verify(acme)
+    assert not result.ok and "anchor file cannot be read" in result.reason
+    assert not audit.verify(acme, full=False).ok
+
+
 def _weights(graph, small_graph, alice):
     edge = Edge.objects.filter(graph=graph).order_by("id").first()
     return do_set_weights(graph, [ManualValue("edge", edge.pk, "weight", 0.7)], actor=alice, reason="test")
