@@ -517,9 +517,8 @@ def simulate_history(
     already over on the real clock, so the periodic task keeps the current period's run). Then every
     simulated day is rolled up (``metrics.rollup``), which is what the trend charts read.
 
-    Caveat: the retrieval's traversal stamps (``EdgeStats.last_traversed_at``) are written by the
-    database's ``now()``, the real time, after every simulated cutoff: a decay run on the simulated
-    clock therefore leaves every edge an injection ever traversed alone and decays the others.
+    The retrieval's traversal stamps (``EdgeStats.last_traversed_at``) carry the simulated time too, so
+    a decay run on the simulated clock spares only the edges traversed within its idle window.
 
     ``policy_change``: ``(actor, changes, note)``, a policy change made halfway (``graphadmin.actions.do_set_policy``,
     a new revision, audited) on the simulated clock, so the policy history has a before and an after.

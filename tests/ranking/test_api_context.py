@@ -137,3 +137,20 @@ def test_context_query_count_does_not_grow_with_candidates(rg, api, rita, django
     with django_assert_max_num_queries(26):
         large = post(client, rg, session="q2", start_nodes=[rg["nodes"]["a"].pk], hops=2, k=8)
     assert small.json()["considered"] <= large.json()["considered"] == 7
+
+
+def test_traversal_stamps_take_the_simulated_clock(rg, api, rita):
+    """A context call under a simulated clock (the demo history) stamps its counters with that time, so a
+    decay run on the same clock sees when each edge was last traversed."""
+    from datetime import UTC, datetime
+
+    from graphadmin import clock
+
+    at = datetime(2026, 3, 2, 9, 30, tzinfo=UTC)
+    with clock.using(clock.SimulatedClock(at)):
+        items = post(api(rita), rg, query="vector search in postgres", k=1, budget=3).json()["items"]
+    assert any(item["path"] for item in items)
+    stamps = set(EdgeStats.objects.filter(graph=rg["graph"]).values_list("last_traversed_at", flat=True))
+    assert stamps and all(abs((s - at).total_seconds()) < 1 for s in stamps)
+    surfaced = set(NodeStats.objects.filter(graph=rg["graph"]).values_list("last_surfaced_at", flat=True))
+    assert surfaced and all(abs((s - at).total_seconds()) < 1 for s in surfaced)
