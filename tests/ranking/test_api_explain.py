@@ -8,8 +8,9 @@ pytestmark = pytest.mark.django_db
 
 
 @pytest.fixture
-def injection(rg, api, rita):
-    r = api(rita).post(
+def injection(rg, api, ada):
+    """An injection of the agent ada's session (reviewers read every injection of the organization)."""
+    r = api(ada).post(
         f"/api/graphs/{rg['graph'].pk}/context/",
         {"session": "s", "query": "ranking weights", "start_nodes": [rg["nodes"]["a"].pk], "budget": 3},
         format="json",
