@@ -137,3 +137,29 @@ def test_context_query_count_does_not_grow_with_candidates(rg, api, ada, django_
     with django_assert_max_num_queries(26):
         large = post(client, rg, session="q2", start_nodes=[rg["nodes"]["a"].pk], hops=2, k=8)
     assert small.json()["considered"] <= large.json()["considered"] == 7
+
+
+def test_context_creates_a_session_owned_by_the_caller(rg, api, ada):
+    assert post(api(ada), rg, session="mine").status_code == 201
+    assert AgentSession.objects.get(graph=rg["graph"], external_id="mine").owner == ada
+
+
+@pytest.mark.parametrize("who", ["rita", "ana"])
+def test_reviewers_and_analysts_may_not_log_context(request, rg, api, who):
+    """Read only: they rank and search, but a context call writes a session and an injection log."""
+    response = post(api(request.getfixturevalue(who)), rg, session="theirs")
+    assert response.status_code == 403
+    assert not AgentSession.objects.exists() and not ContextInjection.objects.exists()
+
+
+def test_another_agent_may_not_add_context_to_a_session_an_operator_may(rg, api, ada, abe, oscar):
+    """Adding retrievals to another agent's session would steer its outcome EMA and keep edges from decaying."""
+    assert post(api(ada), rg, session="ada-1").status_code == 201
+    stats = sorted(EdgeStats.objects.values_list("edge_id", "traversed_count"))
+    refused = post(api(abe), rg, session="ada-1")
+    assert refused.status_code == 403 and "belongs to another user" in refused.json()["detail"]
+    assert ContextInjection.objects.filter(session__external_id="ada-1").count() == 1
+    assert sorted(EdgeStats.objects.values_list("edge_id", "traversed_count")) == stats
+    assert post(api(oscar), rg, session="ada-1").status_code == 201  # operators may, on any session
+    session = AgentSession.objects.get(external_id="ada-1")
+    assert session.owner == ada and session.injections.count() == 2
