@@ -3,7 +3,9 @@
 The REST API (``graphadmin.api.permissions`` and each app's ``api.py``), the dashboard pages, the
 MCP tools and the admin all ask ``graph_access(user, graph_id, act)``: another organization's graph
 is ``NotFound`` (its existence is never revealed), a role below ``NEEDS[act]`` is ``Forbidden``.
-Each medium maps those two once (``graphadmin.errors``).
+Each medium maps those two once (``graphadmin.errors``). The agent role (service accounts) is
+outside the ladder: ``AGENT_ACTS`` lists what it may do, and ``may_act_on_session`` says who may add
+context to a session or report on it (its owner, or an operator).
 """
 
 from __future__ import annotations
@@ -50,13 +52,13 @@ def allows(role: str | None, act: str) -> bool:
     """True when ``role`` may do ``act`` (for an agent: only the acts of AGENT_ACTS)."""
     if role == AGENT:
         return act in AGENT_ACTS
-    return role != AGENT and role_at_least(role, NEEDS[act])
+    return role_at_least(role, NEEDS[act])
 
 
 def roles_for(act: str) -> tuple[str, ...]:
     """The roles that may do ``act``."""
-    ladder = ROLES[ROLES.index(NEEDS[act]) :]
-    return ((AGENT,) if act in AGENT_ACTS else ()) + tuple(r for r in ladder if r != AGENT)
+    ladder = ROLES[ROLES.index(NEEDS[act]) :]  # from reviewer up: the agent is first in ROLES
+    return ((AGENT,) if act in AGENT_ACTS else ()) + ladder
 
 
 def may_act_on_session(role: str | None, user_id: int | None, owner_id: int | None) -> bool:

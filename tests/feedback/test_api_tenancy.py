@@ -46,7 +46,7 @@ def test_reviewer_reads_but_may_not_report(api, rita, acme_graph, surfaced, batc
     assert client.get(f"/api/graphs/{acme_graph.pk}/metrics/").status_code == 200
 
 
-def test_analyst_reports_but_may_not_operate(api, ana, acme_graph, surfaced, batch):
+def test_analyst_may_not_operate(api, ana, acme_graph, surfaced, batch):
     client = api(ana)
     assert client.post(f"/api/batches/{batch.pk}/rollback/", {}, format="json").status_code == 403
     for path in ("decay", "normalize", "weights"):
