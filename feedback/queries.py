@@ -692,6 +692,15 @@ def path_credit(session: AgentSession, items: list[rules.UseItem]) -> list[rules
     return rules.credit_paths(items, rows)
 
 
+def surfaced_targets(session: AgentSession) -> tuple[set[int], set[int]]:
+    """The nodes and edges the session's injections gave the agent (``rules.surfaced``): its selected
+    candidates with their paths. One query; a session holds a few injections of a budget each."""
+    rows = InjectionCandidate.objects.filter(
+        graph_id=session.graph_id, injection__session=session, selected=True
+    ).values_list("node_id", "edge_id", "features__path")
+    return rules.surfaced(rows)
+
+
 def already_credited(session: AgentSession, items: list[rules.UseItem]) -> set[tuple[str, int]]:
     """The (kind, id) among ``items`` that already have a use event in this session (one query)."""
     nodes = [i.id for i in items if i.kind == "node"]
