@@ -136,7 +136,15 @@ def finish(
     batch.node_updates, batch.edge_updates, batch.conflicts = node_updates, edge_updates, conflicts
     batch.finished_at = clock.now()
     batch.duration_ms = elapsed_ms(started)
-    batch.save(update_fields=["node_updates", "edge_updates", "conflicts", "details", "finished_at", "duration_ms"])
+    # By graph and id (not save()): one shard's row when the tables are distributed by graph (docs/scaling.md).
+    UpdateBatch.objects.filter(graph_id=batch.graph_id, pk=batch.pk).update(
+        node_updates=node_updates,
+        edge_updates=edge_updates,
+        conflicts=conflicts,
+        details=batch.details,
+        finished_at=batch.finished_at,
+        duration_ms=batch.duration_ms,
+    )
     return audit_batch(batch, actor, audit_extra)
 
 

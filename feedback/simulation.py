@@ -388,8 +388,8 @@ def simulate(
 ) -> Report:
     """Run ``cfg.sessions`` sessions on ``world`` (and the same questions, without reports, on ``frozen``).
 
-    ``user`` must be a member of the graphs' organization with the analyst role or above (reports
-    are an analyst's write). Returns the per-block report.
+    ``user`` must be a member of the graphs' organization with a role that logs context and reports
+    (``agent``, or operator and up): its sessions are its own. Returns the per-block report.
     """
     cfg = cfg or Config()
     graph, topics = world
@@ -520,7 +520,7 @@ def simulate_history(
 ) -> History:
     """Sessions asking ``questions`` (their text only) between ``start`` and ``end``, on a simulated clock.
 
-    Each session, the way an agent calls the service (``user`` must be an analyst or above):
+    Each session, the way an agent calls the service (``user`` must be an agent, or an operator or above):
     ``context`` with the question's text, no start node and no vector; then its use report
     (``evaluation.agent_reports``: the given notes that answer the question, now and then one flagged
     ``negative``; each use missed with probability ``p_ignore``) a minute later and its outcome a
@@ -530,9 +530,8 @@ def simulate_history(
     already over on the real clock, so the periodic task keeps the current period's run). Then every
     simulated day is rolled up (``metrics.rollup``), which is what the trend charts read.
 
-    Caveat: the retrieval's traversal stamps (``EdgeStats.last_traversed_at``) are written by the
-    database's ``now()``, the real time, after every simulated cutoff: a decay run on the simulated
-    clock therefore leaves every edge an injection ever traversed alone and decays the others.
+    The retrieval's traversal stamps (``EdgeStats.last_traversed_at``) carry the simulated time too, so
+    a decay run on the simulated clock spares only the edges traversed within its idle window.
 
     ``policy_change``: ``(actor, changes, note)``, a policy change made halfway (``graphadmin.actions.do_set_policy``,
     a new revision, audited) on the simulated clock, so the policy history has a before and an after.
@@ -625,12 +624,12 @@ def run_experiment(
     """Build a world and its frozen twin in the ``simulation`` organization, then :func:`simulate` on both.
 
     ``policy``: policy numbers to set on both graphs first (one new revision each, audited).
-    The analyst ``sim-analyst`` drives the sessions; ``sim-admin`` creates the graphs.
+    The service account ``sim-agent`` (role agent) drives the sessions; ``sim-admin`` creates the graphs.
     """
     User = get_user_model()
     org, _ = Organization.objects.get_or_create(slug="simulation", defaults={"name": "Simulation"})
     users = {}
-    for role in ("admin", "analyst"):
+    for role in ("admin", "agent"):
         users[role], _ = User.objects.get_or_create(username=f"sim-{role}")
         Membership.objects.update_or_create(user=users[role], organization=org, defaults={"role": role})
     tag = uuid.uuid4().hex[:6]
@@ -642,7 +641,7 @@ def run_experiment(
         if policy:
             core_actions.do_set_policy(graph, policy, actor=users["admin"], note="simulation policy")
         worlds.append((graph, graph_topics))
-    report = simulate(users["analyst"], worlds[0], worlds[1], cfg, progress=progress)
+    report = simulate(users["agent"], worlds[0], worlds[1], cfg, progress=progress)
     report.config.update(
         {
             "topics": topics,

@@ -1,4 +1,5 @@
-"""The core's writes: graphs, edge types, the policy, nodes and edges (create, update, archive), roles.
+"""The core's writes: graphs, edge types, the policy, nodes and edges (create, update, archive), roles
+(granted and revoked).
 
 Each ``do_*`` is atomic, takes the acting user (or a label such as ``"command:import_vault"``) as
 the keyword-only ``actor``, and appends its AuditEvent in the same transaction. Views, commands
@@ -228,3 +229,15 @@ def do_grant_role(organization, user, role: str, *, actor) -> tuple[Membership, 
     membership, _ = Membership.objects.update_or_create(user=user, organization_id=org_id, defaults={"role": role})
     audit.append(org_id, actor, "membership.grant", {"user": user.get_username(), "role": role, "before": before})
     return membership, before
+
+
+@transaction.atomic
+def do_revoke_role(membership: Membership, *, actor) -> None:
+    """Remove a user's membership of an organization (the user loses every access there), audited as
+    membership.revoke with the role it had."""
+    membership = Membership.objects.select_for_update().select_related("user").filter(pk=membership.pk).first()
+    if membership is None:
+        return
+    payload = {"user": membership.user.get_username(), "before": membership.role}
+    membership.delete()
+    audit.append(membership.organization_id, actor, "membership.revoke", payload)

@@ -1,6 +1,7 @@
 """The cast every test shares: two organizations, one user per role, one graph each.
 
-acme: alice (admin), oscar (operator), ana (analyst), rita (reviewer); graph ``acme_graph``.
+acme: alice (admin), oscar (operator), ana (analyst), rita (reviewer), ada and abe (agents: service
+accounts, each reporting only on the sessions it created); graph ``acme_graph``.
 globex: mallory (admin); graph ``globex_graph``. Mallory must never see anything of acme.
 """
 
@@ -98,6 +99,17 @@ def ana(acme):
 @pytest.fixture
 def rita(acme):
     return _member(acme, "rita", "reviewer")
+
+
+@pytest.fixture
+def ada(acme):
+    return _member(acme, "ada", "agent")
+
+
+@pytest.fixture
+def abe(acme):
+    """A second agent of acme: ada's sessions are not his."""
+    return _member(acme, "abe", "agent")
 
 
 @pytest.fixture

@@ -132,7 +132,8 @@ class Command(BaseCommand):
             self.style.SUCCESS(
                 f"\ngraphadmin is running at http://{addr}/  (graph '{graph.organization.slug}/{graph.slug}')\n"
                 f"{mcp_line}"
-                f"Log in as admin, operator, analyst or reviewer with password: {password}\n"
+                f"Log in as admin, operator, analyst or reviewer with password: {password}"
+                " (agent, the demo's service account, owns the demo history's sessions)\n"
                 f"Broker: {settings.CELERY_BROKER_URL}   Embedder: {configured_model()}   Press Ctrl-C to stop.\n"
             )
         )
