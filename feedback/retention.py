@@ -102,7 +102,7 @@ def ensure_partitions(
         last = _next_month(last)
     first = month
     created = []
-    # From migration 0012 on, partitions are made by the table owner's function (the application role may
+    # From migration 0013 on, partitions are made by the table owner's function (the application role may
     # not run DDL); migrations 0006 and 0007, before it, run as the owner and create them directly.
     by_function = _has_function(connection, "feedback_history_create_partition")
     for parent in parents:
@@ -158,7 +158,7 @@ def do_expire_history(retention_days: int, *, actor, now: datetime | None = None
         with transaction.atomic():
             with default_connection.cursor() as cur:
                 # Counted through the parent over the month (pruned to the partition): the application
-                # role reads the parent only. The drop is the owner's function (migration 0012), which
+                # role reads the parent only. The drop is the owner's function (migration 0013), which
                 # refuses a month not over yet.
                 cur.execute(
                     sql.SQL(

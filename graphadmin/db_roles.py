@@ -12,7 +12,7 @@ append-only rules even if its SQL were subverted. After every ``migrate`` (a pos
   rows moving forward only (``graphadmin_checkpoint_forward_only``: the checkpoint's upsert);
 - ``django_migrations``: SELECT only; partitions: nothing (the role reaches them through their parent);
 - sequences: USAGE; the owner's ``SECURITY DEFINER`` functions (the history's partition maintenance,
-  feedback migration 0012): EXECUTE. No TRUNCATE, REFERENCES or TRIGGER anywhere, no CREATE on the schema.
+  feedback migration 0013): EXECUTE. No TRUNCATE, REFERENCES or TRIGGER anywhere, no CREATE on the schema.
 
 With the embedded server the role is created here (LOGIN, no other attribute); with an external server
 the database administrator creates it (docs/deploy.md) and this only grants.

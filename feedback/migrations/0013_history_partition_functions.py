@@ -75,6 +75,6 @@ DROP FUNCTION feedback_history_partition_name(text, date);
 
 
 class Migration(migrations.Migration):
-    dependencies = [("feedback", "0011_history_refuse_truncate")]
+    dependencies = [("feedback", "0012_session_owner")]
 
     operations = [migrations.RunSQL(FUNCTIONS, DROP)]
