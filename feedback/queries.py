@@ -717,3 +717,20 @@ def co_used_pairs(session: AgentSession, threshold: int, co_used: str = "co_used
     ``threshold`` accepted sessions and not linked yet."""
     params = {"graph": session.graph_id, "session": session.pk, "threshold": threshold, "co_used": co_used}
     return [tuple(r) for r in fetch_all(CO_USED_PAIRS, params)]
+
+
+# --------------------------------------------------------------------------------------------------
+# The report outbox (feedback.outbox)
+
+DRAIN_LOCK_CLASS = 0x6A7E  # advisory lock class of "one drain per graph" (graphadmin.audit's is 0x6A7D)
+
+# Take the graph's drain lock for the rest of the transaction if no other transaction holds it:
+# true or false at once, never a wait (a function PostgreSQL has and the ORM has not).
+TRY_DRAIN_LOCK = sql.SQL("SELECT pg_try_advisory_xact_lock(%(lock_class)s, %(graph)s)")
+
+
+def try_drain_lock(graph_id: int) -> bool:
+    """Whether this transaction now holds the graph's drain lock (``feedback.outbox.drain``): one
+    drainer per graph at a time, so a graph's reports apply in the order they were accepted, and a
+    second drainer returns at once instead of queueing behind the first."""
+    return fetch(TRY_DRAIN_LOCK, {"lock_class": DRAIN_LOCK_CLASS, "graph": graph_id})[0]

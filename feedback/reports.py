@@ -2,11 +2,12 @@
 
 Each report takes the caller, a graph already found through ``graphadmin.tenancy`` with the
 ``report`` act, the session's external id, the serializer's validated data and the client's
-idempotency key, and returns the answer's body. Its ``status`` is ``queued`` (the work is enqueued
-on commit for the Celery worker), a logged no-op (``feedback_disabled``, ``unknown_session``,
+idempotency key, and returns the answer's body. Its ``status`` is ``queued`` (the report is stored
+in the outbox in the caller's transaction, ``feedback.outbox``, and the graph's drain is poked on
+commit), a logged no-op (``feedback_disabled``, ``unknown_session``,
 ``no_injection``, ``nothing_surfaced``: ``actions.fall_through``) or ``duplicate`` (an outcome equal
 to the session's current one, with its batch). Items that are not live nodes or edges of the graph,
-or one item with two signals, raise ``InputError`` naming the item; nothing is enqueued.
+or one item with two signals, raise ``InputError`` naming the item; nothing is stored.
 """
 
 from __future__ import annotations
@@ -19,7 +20,7 @@ from django.db.models import Q
 from graphadmin.errors import InputError
 from graphadmin.models import Edge, Node
 
-from . import actions, tasks
+from . import actions, outbox, tasks
 from .models import AgentSession, InjectionCandidate, UpdateBatch
 
 
@@ -51,7 +52,10 @@ def _no_op(result) -> dict:
     return {"status": result.status, "reason": result.details.get("reason", "")}
 
 
-def _queued(task_id: str, key: str) -> dict:
+def _accept(user, session: AgentSession, kind: str, payload: dict, key: str) -> dict:
+    """Store the report in the outbox (this transaction) and poke the graph's drain once it commits."""
+    outbox.record(user, session, kind, payload, key)
+    task_id = enqueue(tasks.drain_reports_task, graph_id=session.graph_id)
     return {"status": "queued", "task_id": task_id, "idempotency_key": key}
 
 
@@ -95,16 +99,7 @@ def report_uses(user, graph, external_id: str, data: dict, client_key: str = "")
         return _no_op(skipped)
     items = resolve_use_items(graph, data["items"])
     key = _key(client_key, "uses", session)
-    task_id = enqueue(
-        tasks.apply_uses_task,
-        graph_id=graph.pk,
-        external_id=external_id,
-        items=items,
-        learning_rate=data.get("learning_rate"),
-        idempotency_key=key,
-        user_id=user.pk,
-    )
-    return _queued(task_id, key)
+    return _accept(user, session, "uses", {"items": items, "learning_rate": data.get("learning_rate")}, key)
 
 
 def report_response(user, graph, external_id: str, data: dict, client_key: str = "") -> dict:
@@ -113,15 +108,7 @@ def report_response(user, graph, external_id: str, data: dict, client_key: str =
     if skipped:
         return _no_op(skipped)
     key = _key(client_key, "response", session)
-    task_id = enqueue(
-        tasks.apply_response_task,
-        graph_id=graph.pk,
-        external_id=external_id,
-        response=data["response"],
-        idempotency_key=key,
-        user_id=user.pk,
-    )
-    return _queued(task_id, key)
+    return _accept(user, session, "response", {"response": data["response"]}, key)
 
 
 def report_outcome(user, graph, external_id: str, data: dict, client_key: str = "") -> dict:
@@ -143,13 +130,4 @@ def report_outcome(user, graph, external_id: str, data: dict, client_key: str = 
             return _no_op(actions.fall_through("no_injection", "the session has no context injection", **context))
         return _no_op(actions.fall_through("nothing_surfaced", "the session's injections surfaced nothing", **context))
     key = _key(client_key, "outcome", session)
-    task_id = enqueue(
-        tasks.apply_outcome_task,
-        graph_id=session.graph_id,
-        external_id=external_id,
-        outcome=outcome,
-        alpha=data.get("alpha"),
-        idempotency_key=key,
-        user_id=user.pk,
-    )
-    return _queued(task_id, key)
+    return _accept(user, session, "outcome", {"outcome": outcome, "alpha": data.get("alpha")}, key)

@@ -11,3 +11,5 @@ class GraphadminConfig(AppConfig):
     def ready(self):
         # The database the service needs (PostgreSQL 18+, pgvector): run by migrate and check --database.
         register(checks.check_database, Tags.database)
+        # The filesystem broker in production (DEBUG off): a warning on every command that runs checks.
+        register(checks.check_broker)
