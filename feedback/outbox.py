@@ -47,13 +47,12 @@ from .models import AgentSession, PendingReport
 log = logging.getLogger(__name__)
 
 BATCH_SIZE = 50  # reports claimed per transaction
-BATCH_SECONDS = 0.25  # a batch commits once it has run this long: its row locks are held briefly
+BATCH_SECONDS = 0.5  # a batch commits once it has run this long: its row locks are held briefly
 DRAIN_SECONDS = 20.0  # one drain task's bound; a graph with more pending asks for another drain
 MAX_ATTEMPTS = 8
 BACKOFF_S = 2.0  # after the first failure; doubled each attempt, at most BACKOFF_MAX_S
 BACKOFF_MAX_S = 300.0
 DRAIN_ACTOR = "task:feedback.drain_reports"
-_STATE_FIELDS = ["state", "applied_at", "attempts", "last_error", "not_before", "result"]
 
 
 def record(user, session: AgentSession, kind: str, payload: dict, key: str) -> None:
@@ -130,7 +129,11 @@ def _apply_batch(graph: Graph, rows: list[PendingReport]) -> list[str]:
     """
     sessions = {s.pk: s for s in AgentSession.objects.filter(pk__in={r.session_id for r in rows})}
     for s in sessions.values():
-        s.graph = graph  # one graph object for the batch (each action reads its policy afresh)
+        s.graph = graph  # one graph object for the batch
+    # One read of the policy per batch: every report of a batch applies under the policy current at
+    # its start (as if they had run a moment earlier), instead of one or two reads per report.
+    policy = Graph.current_policy(graph)  # the method itself: this object's stand-in is the last batch's
+    graph.current_policy = lambda: policy
     users = {u.pk: u for u in get_user_model().objects.filter(pk__in={r.user_id for r in rows if r.user_id})}
     started = time.monotonic()
     held_back: dict[int, object] = {}  # session id -> not_before of its row that failed
@@ -147,7 +150,7 @@ def _apply_batch(graph: Graph, rows: list[PendingReport]) -> list[str]:
         _apply_row(row, graph, sessions[row.session_id], actor)  # the row lock holds its session (cascade)
         if row.state == "pending":
             held_back[row.session_id] = row.not_before
-    PendingReport.objects.bulk_update(done, _STATE_FIELDS)
+    queries.mark_reports(graph.pk, done)
     return [row.state for row in done]
 
 
