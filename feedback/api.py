@@ -7,10 +7,11 @@ not tune the policy or roll back); reviewers change nothing. Decay, normalize, m
 rollback need ``operator``. Every member reads batches and metrics. Another organization's graph or
 batch is a 404.
 
-Reports answer 202 and run on the Celery worker, enqueued with ``transaction.on_commit`` (the
-request is one transaction, ATOMIC_REQUESTS). Input is validated first, so a bad item is a 400
-naming it and nothing is enqueued. A report the action would ignore (unknown session, no injection,
-nothing surfaced, feedback disabled) answers 202 with that status and is logged, not enqueued; an
+Reports answer 202 and run on the Celery worker: each is stored in the outbox in the request's
+transaction (ATOMIC_REQUESTS; ``feedback.outbox``) and the graph's drain is poked with
+``transaction.on_commit``. Input is validated first, so a bad item is a 400 naming it and nothing is
+stored. A report the action would ignore (unknown session, no injection,
+nothing surfaced, feedback disabled) answers 202 with that status and is logged, not stored; an
 outcome equal to the session's current one answers 200 with status ``duplicate`` and its batch.
 An ``Idempotency-Key`` header makes a client's retry of the same report apply once.
 """
