@@ -8,11 +8,12 @@ sessions it created, an operator or admin on any session; reviewers and analysts
 rollback need ``operator``. Reviewers and up read batches and metrics; an agent reads only the
 batches its own sessions caused. Another organization's graph or batch is a 404.
 
-Reports answer 202 and run on the Celery worker, enqueued with ``transaction.on_commit`` (the
-request is one transaction, ATOMIC_REQUESTS). Input is validated first, so a bad item is a 400
-naming it and nothing is enqueued. A report the action would ignore (unknown session, no injection,
-nothing surfaced, feedback disabled) answers 202 with that status and is logged, not enqueued; an
-outcome equal to the session's current one answers 200 with status ``duplicate`` and its batch;
+Reports answer 202 and run on the Celery worker: each is stored in the outbox in the request's
+transaction (ATOMIC_REQUESTS; ``feedback.outbox``) and the graph's drain is poked with
+``transaction.on_commit``. Input is validated first, so a bad item is a 400 naming it and nothing is
+stored. A report the action would ignore (unknown session, no injection,
+nothing surfaced, feedback disabled) answers 202 with that status and is logged, not stored; an
+outcome equal to the session's current one answers 200 with status ``duplicate`` and its batch.;
 any other report after the outcome is a 409; a use of something the session was not given is a 400
 naming the item (``feedback.reports``).
 An ``Idempotency-Key`` header makes a client's retry of the same report apply once.

@@ -31,6 +31,7 @@ replaced with no separate locking pass.
 
 from __future__ import annotations
 
+import json
 from datetime import UTC, datetime
 
 from django.db import connection
@@ -44,6 +45,7 @@ from .models import (
     AgentSession,
     ContextInjection,
     InjectionCandidate,
+    PendingReport,
     UpdateBatch,
     UseEvent,
     WeightChange,
@@ -73,6 +75,7 @@ TABLES = {
     "change": _table(WeightChange),
     "block": _table(WeightChangeBlock),
     "history": _table(WeightHistory),
+    "report": _table(PendingReport),
 }
 
 # The weights a write may change: (target, field) -> (table, the history's target column).
@@ -720,7 +723,7 @@ def surfaced_targets(session: AgentSession) -> tuple[set[int], set[int]]:
     """The nodes and edges the session's injections gave the agent (``rules.surfaced``): its selected
     candidates with their paths. One query; a session holds a few injections of a budget each."""
     rows = InjectionCandidate.objects.filter(
-        graph_id=session.graph_id, injection__session=session, selected=True
+        graph_id=session.graph_id, injection__graph_id=session.graph_id, injection__session=session, selected=True
     ).values_list("node_id", "edge_id", "features__path")
     return rules.surfaced(rows)
 
@@ -765,3 +768,53 @@ def co_used_pairs(session: AgentSession, threshold: int, co_used: str = "co_used
     ``threshold`` accepted sessions and not linked yet."""
     params = {"graph": session.graph_id, "session": session.pk, "threshold": threshold, "co_used": co_used}
     return [tuple(r) for r in fetch_all(CO_USED_PAIRS, params)]
+
+
+# --------------------------------------------------------------------------------------------------
+# The report outbox (feedback.outbox)
+
+DRAIN_LOCK_CLASS = 0x6A7E  # advisory lock class of "one drain per graph" (graphadmin.audit's is 0x6A7D)
+
+# Take the graph's drain lock for the rest of the transaction if no other transaction holds it:
+# true or false at once, never a wait (a function PostgreSQL has and the ORM has not).
+TRY_DRAIN_LOCK = sql.SQL("SELECT pg_try_advisory_xact_lock(%(lock_class)s, %(graph)s)")
+
+
+def try_drain_lock(graph_id: int) -> bool:
+    """Whether this transaction now holds the graph's drain lock (``feedback.outbox.drain``): one
+    drainer per graph at a time, so a graph's reports apply in the order they were accepted, and a
+    second drainer returns at once instead of queueing behind the first."""
+    return fetch(TRY_DRAIN_LOCK, {"lock_class": DRAIN_LOCK_CLASS, "graph": graph_id})[0]
+
+
+# The new state of each report of a drained batch, in one statement: Django's bulk_update builds a
+# CASE per column and row, which cost a fifth of a drain's CPU; arrays unnested cost one bound list
+# per column.
+MARK_REPORTS = _statement("""
+    UPDATE {report} AS r
+    SET state = v.state, applied_at = v.applied_at, attempts = v.attempts, last_error = v.last_error,
+        not_before = v.not_before, result = v.result::jsonb
+    FROM unnest(%(ids)s::bigint[], %(states)s::text[], %(applied_at)s::timestamptz[], %(attempts)s::smallint[],
+                %(errors)s::text[], %(not_before)s::timestamptz[], %(results)s::text[])
+         AS v(id, state, applied_at, attempts, last_error, not_before, result)
+    WHERE r.graph_id = %(graph)s AND r.id = v.id
+""")
+
+
+def mark_reports(graph_id: int, rows) -> None:
+    """Write the state, times, attempts, error and result of each drained PendingReport (``rows``)."""
+    rows = list(rows)
+    with connection.cursor() as cur:
+        cur.execute(
+            MARK_REPORTS,
+            {
+                "graph": graph_id,
+                "ids": [r.pk for r in rows],
+                "states": [r.state for r in rows],
+                "applied_at": [r.applied_at for r in rows],
+                "attempts": [r.attempts for r in rows],
+                "errors": [r.last_error for r in rows],
+                "not_before": [r.not_before for r in rows],
+                "results": [json.dumps(r.result) for r in rows],
+            },
+        )

@@ -14,3 +14,5 @@ class GraphadminConfig(AppConfig):
         register(checks.check_database, Tags.database)
         # After every migrate, the application's database role gets its privileges afresh (graphadmin.db_roles).
         post_migrate.connect(db_roles.grant_after_migrate, sender=self, dispatch_uid="graphadmin.grant_app_role")
+        # The filesystem broker in production (DEBUG off): a warning on every command that runs checks.
+        register(checks.check_broker)

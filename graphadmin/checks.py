@@ -1,4 +1,4 @@
-"""System checks of the database the service needs: PostgreSQL 18 or later, with pgvector.
+"""System checks: the database the service needs (PostgreSQL 18 or later, with pgvector), and the broker.
 
 PostgreSQL 18 is the minimum because the bulk weight writes read the value they replace from
 ``RETURNING old.*`` (``feedback.queries``), and there is one copy of each. pgvector stores the node
@@ -9,7 +9,8 @@ migrate`` runs them before migrating, and ``manage.py check --database default``
 
 from __future__ import annotations
 
-from django.core.checks import Error
+from django.conf import settings
+from django.core.checks import Error, Warning
 from django.db import connections
 
 MIN_VERSION = 180000  # server_version_num of PostgreSQL 18.0
@@ -65,3 +66,25 @@ def check_database(app_configs=None, databases=None, **kwargs) -> list[Error]:
             (vector_available,) = cur.fetchone()
         errors += problems(alias, connection.vendor, connection.pg_version, vector_available)
     return errors
+
+
+FILESYSTEM_BROKER_MESSAGE = (
+    "DEBUG is off and CELERY_BROKER_URL is unset (or filesystem://): Celery runs on kombu's filesystem "
+    "transport, a zero-install demo broker. It drops a message whose worker dies (reports survive in the "
+    "outbox and are drained again by the beat sweeper, but only every OUTBOX_SWEEP_SECONDS) and it does "
+    "not reach workers on other machines."
+)
+FILESYSTEM_BROKER_HINT = "Set CELERY_BROKER_URL=redis://HOST:6379/0 in production (docs/deploy.md)."
+
+
+def filesystem_broker_in_production(debug: bool, broker_url: str) -> bool:
+    """Whether a production configuration (``DEBUG`` off) uses the filesystem broker."""
+    return not debug and (broker_url or "filesystem://").startswith("filesystem://")
+
+
+def check_broker(app_configs=None, **kwargs) -> list[Warning]:
+    """A warning when a production configuration (DEBUG off) uses the filesystem broker (registered by
+    ``GraphadminConfig.ready``; the Celery worker logs the same at start, ``graphadmin.celery``)."""
+    if filesystem_broker_in_production(settings.DEBUG, settings.CELERY_BROKER_URL):
+        return [Warning(FILESYSTEM_BROKER_MESSAGE, hint=FILESYSTEM_BROKER_HINT, id="graphadmin.W001")]
+    return []

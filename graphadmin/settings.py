@@ -227,6 +227,12 @@ CELERY_TASK_ALWAYS_EAGER = env.bool("CELERY_TASK_ALWAYS_EAGER", default=False)
 HEALTH_WORKER_TIMEOUT = env.float("HEALTH_WORKER_TIMEOUT", default=2.0)
 HEALTH_WORKER_CACHE_SECONDS = env.float("HEALTH_WORKER_CACHE_SECONDS", default=5.0)
 CELERY_BEAT_SCHEDULE_FILENAME = str(LOCAL_DIR / "celerybeat-schedule")
+# The report outbox (feedback/outbox.py): how often beat looks for reports left pending, how old a
+# pending report must be to be drained again (its poke lost with a worker), and the days applied
+# and refused rows are kept (0: forever).
+OUTBOX_SWEEP_SECONDS = env.float("OUTBOX_SWEEP_SECONDS", default=15.0)
+OUTBOX_STALE_SECONDS = env.float("OUTBOX_STALE_SECONDS", default=30.0)
+OUTBOX_RETENTION_DAYS = env.int("OUTBOX_RETENTION_DAYS", default=7)
 
 REST_FRAMEWORK = {
     # Token first: a missing or bad token is then a 401 with a WWW-Authenticate challenge, not a 403.
@@ -280,11 +286,17 @@ CELERY_BEAT_SCHEDULE = {
     "normalize-graphs-daily": {"task": "feedback.normalize_all", "schedule": crontab(hour=3, minute=45)},
     # Rolls up yesterday (complete) and today (so far) per graph; hourly keeps today's charts fresh.
     "metrics-rollup-hourly": {"task": "feedback.rollup_metrics_all", "schedule": crontab(minute=5)},
+    # Reports left pending in the outbox (a worker died, a transient error's backoff): drain them again.
+    "sweep-pending-reports": {"task": "feedback.sweep_reports", "schedule": OUTBOX_SWEEP_SECONDS},
+    "purge-applied-reports-daily": {"task": "feedback.purge_reports", "schedule": crontab(hour=2, minute=45)},
     # Keeps weight-history partitions three months ahead and drops whole months past retention.
     "weight-history-maintenance-daily": {"task": "feedback.maintain_history", "schedule": crontab(hour=2, minute=30)},
 }
 # Named queues, so workers scale out per family (DESIGN.md "Scale").
 CELERY_TASK_ROUTES = {
+    "feedback.drain_reports": {"queue": "feedback"},
+    "feedback.sweep_reports": {"queue": "feedback"},
+    "feedback.purge_reports": {"queue": "feedback"},
     "feedback.apply_uses": {"queue": "feedback"},
     "feedback.apply_response": {"queue": "feedback"},
     "feedback.apply_outcome": {"queue": "feedback"},

@@ -26,11 +26,11 @@ from django.db import connection
 from pglast import parse_sql
 
 from feedback import actions as feedback_actions
+from feedback import outbox
 from feedback.models import AgentSession, InjectionCandidate, UpdateBatch
-from feedback.rules import UseItem
 from graphadmin import clock
 
-pytestmark = pytest.mark.django_db(transaction=True)
+pytestmark = pytest.mark.django_db
 
 # The tables distributed by graph_id in docs/scaling.md ("Distributed tables").
 DISTRIBUTED = {
@@ -47,6 +47,7 @@ DISTRIBUTED = {
     "feedback_weightchangeblock",
     "feedback_weighthistory",
     "feedback_dailymetric",
+    "feedback_pendingreport",
 }
 
 _PLACEHOLDER = re.compile(r"%\(\w+\)s|%s")
@@ -208,23 +209,27 @@ def test_hot_paths_filter_every_distributed_table_by_graph_id(rg, api, alice):
     session = AgentSession.objects.get(graph=graph, external_id="scoped")
     chosen = list(InjectionCandidate.objects.filter(injection__session=session, selected=True, node__isnull=False))
     assert chosen
-    items = [UseItem("node", c.node_id, "explicit") for c in chosen[:2]]
-    batches = []
+    reports = f"/api/graphs/{graph.pk}/sessions/scoped/"
 
-    def uses():
-        result = feedback_actions.do_record_uses(session, items, actor=alice, idempotency_key="scoped-uses")
-        assert result.status == "applied", result
-        batches.append(result.batch_id)
+    def report(kind, body):
+        # The request stores the report in the outbox (its poke of the drain runs on commit, which a
+        # test transaction never reaches); the drain then applies it as the worker would.
+        def run():
+            r = client.post(reports + kind + "/", body, format="json")
+            assert r.status_code == 202 and r.json()["status"] == "queued", r.content
 
-    problems += unscoped("uses", capture(uses))
+        return run
 
-    def outcome():
-        result = feedback_actions.do_apply_outcome(
-            graph, "scoped", "accepted", actor=alice, idempotency_key="scoped-outcome"
-        )
-        assert result.status == "applied", result
+    def drain():
+        assert outbox.drain(graph.pk)["applied"] == 1
 
-    problems += unscoped("outcome", capture(outcome))
+    items = [{"node": c.node_id, "signal": "explicit"} for c in chosen[:2]]
+    problems += unscoped("uses (request)", capture(report("uses", {"items": items})))
+    problems += unscoped("uses (drain)", capture(drain))
+    uses_batch = UpdateBatch.objects.get(graph=graph, kind="reinforce")
+    problems += unscoped("outcome (request)", capture(report("outcome", {"outcome": "accepted"})))
+    problems += unscoped("outcome (drain)", capture(drain))
+    assert UpdateBatch.objects.filter(graph=graph, kind="outcome").exists()
 
     def decay():
         later = clock.now() + timedelta(days=60)
@@ -233,10 +238,8 @@ def test_hot_paths_filter_every_distributed_table_by_graph_id(rg, api, alice):
 
     problems += unscoped("decay chunk", capture(decay))
 
-    batch = UpdateBatch.objects.get(pk=batches[0])
-
     def rollback():
-        result = feedback_actions.do_rollback_batch(batch, actor=alice)
+        result = feedback_actions.do_rollback_batch(uses_batch, actor=alice)
         assert result.status == "applied", result
 
     problems += unscoped("rollback", capture(rollback))

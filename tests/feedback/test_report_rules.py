@@ -120,3 +120,33 @@ def test_every_report_after_the_outcome_is_a_409(
     # The same outcome again is still the idempotent answer, not a conflict.
     again = api(ada).post(url(acme_graph, "s1", "outcome"), {"outcome": "accepted"}, format="json")
     assert again.status_code == 200 and again.data["status"] == "duplicate"
+
+
+@pytest.mark.parametrize(
+    "what, body",
+    [
+        ("uses", {"items": [{"edge": "ab"}]}),
+        ("response", {"response": "text"}),
+        ("outcome", {"outcome": "rejected"}),
+    ],
+)
+def test_a_report_after_an_accepted_outcome_still_in_the_outbox_is_a_409(
+    api, ada, acme_graph, edges, surfaced, what, body, django_capture_on_commit_callbacks
+):
+    """Between the outcome's 202 and the worker applying it, the session is already closed."""
+    from feedback.models import PendingReport
+
+    with django_capture_on_commit_callbacks():  # the drain is never poked: the outcome stays pending
+        first = api(ada).post(url(acme_graph, "s1", "outcome"), {"outcome": "accepted"}, format="json")
+    assert first.status_code == 202 and reload(surfaced).outcome is None
+    if what == "uses":
+        body = {"items": [{"edge": edges["ab"].pk}]}
+    late = api(ada).post(url(acme_graph, "s1", what), body, format="json")
+    assert late.status_code == 409, late.data
+    assert late.data["outcome"] == "accepted" and "takes no more reports" in late.data["detail"]
+    assert list(PendingReport.objects.values_list("kind", flat=True)) == ["outcome"]
+    # The same outcome again while it waits answers with the first report's key, and stores nothing.
+    again = api(ada).post(url(acme_graph, "s1", "outcome"), {"outcome": "accepted"}, format="json")
+    assert again.status_code == 202 and again.data["status"] == "queued"
+    assert again.data["idempotency_key"] == first.data["idempotency_key"]
+    assert PendingReport.objects.count() == 1

@@ -23,6 +23,7 @@ from django.core.management.base import BaseCommand, CommandError
 from django.db import connections
 
 from feedback.demo import ensure_demo, fill_demo_history
+from graphadmin import checks
 from graphadmin.embeddings import configured_model
 
 # gunicorn's graceful_timeout (30 s by default) plus a margin: then whatever still runs is killed.
@@ -137,6 +138,8 @@ class Command(BaseCommand):
                 f"Broker: {settings.CELERY_BROKER_URL}   Embedder: {configured_model()}   Press Ctrl-C to stop.\n"
             )
         )
+        if checks.filesystem_broker_in_production(settings.DEBUG, settings.CELERY_BROKER_URL):
+            self.stderr.write(self.style.WARNING(f"{checks.FILESYSTEM_BROKER_MESSAGE} {checks.FILESYSTEM_BROKER_HINT}"))
         try:
             while all(p.poll() is None for p in procs.values()):
                 time.sleep(0.5)
