@@ -31,12 +31,12 @@ class RequestContextMiddleware:
             _request.reset(token)
 
 
-def current_user() -> str | None:
-    """The username of the current request's user, if it is known without a query; None otherwise."""
-    request = _request.get()
+def current_user(request=None) -> str | None:
+    """The username of ``request``'s (default: the current request's) user, if known without a query; else None."""
+    request = request if request is not None else _request.get()
     if request is None:
         return None
-    user = request.__dict__.get("user")
+    user = getattr(request, "__dict__", {}).get("user")
     # A session user not yet looked up stays unlooked-up: a log line must not cost a query (or fail in
     # a broken transaction). DRF sets the plain user object on the request once it has authenticated.
     if user is None or (isinstance(user, SimpleLazyObject) and user._wrapped is empty):
@@ -49,7 +49,8 @@ class ContextFilter(logging.Filter):
 
     def filter(self, record: logging.LogRecord) -> bool:
         if not hasattr(record, "user"):
-            record.user = current_user()
+            # django.request's lines (a 4xx or 5xx answered) come after the middleware, with the request.
+            record.user = current_user(getattr(record, "request", None))
         if not hasattr(record, "task_id"):
             task = current_task
             record.task_id = task.request.id if task and task.request and task.request.id else None

