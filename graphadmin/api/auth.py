@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import logging
 
+from drf_spectacular.contrib.knox_auth_token import KnoxTokenScheme
 from knox.auth import TokenAuthentication as KnoxTokenAuthentication
 from rest_framework.exceptions import AuthenticationFailed, Throttled
 from rest_framework.throttling import SimpleRateThrottle
@@ -65,6 +66,13 @@ class TokenAuthentication(KnoxTokenAuthentication):
         except AuthenticationFailed:
             throttle.record_failure(ident)
             raise
+
+
+class TokenScheme(KnoxTokenScheme):
+    """The OpenAPI security scheme of ``TokenAuthentication``: knox's, ``Authorization: Token <key>``."""
+
+    target_class = "graphadmin.api.auth.TokenAuthentication"
+    name = "tokenAuth"
 
 
 def user_for_key(key: str):
