@@ -11,5 +11,6 @@ class GraphadminConfig(AppConfig):
     def ready(self):
         # The database the service needs (PostgreSQL 18+, pgvector): run by migrate and check --database.
         register(checks.check_database, Tags.database)
+        register(checks.check_security, Tags.security, deploy=True)
         # Signal receivers (logins audited, tokens revoked on a password change) need the models loaded.
         from . import accounts  # noqa: F401

@@ -298,8 +298,8 @@ AXES_LOCKOUT_PARAMETERS = [["username", "ip_address"]]
 AXES_RESET_ON_SUCCESS = True
 # Successful logins are in the organization's audit chain (graphadmin/accounts.py), not in axes' log.
 AXES_DISABLE_ACCESS_LOG = True
-AXES_IPWARE_PROXY_COUNT = NUM_PROXIES or None
-AXES_IPWARE_META_PRECEDENCE_ORDER = ["HTTP_X_FORWARDED_FOR", "REMOTE_ADDR"] if NUM_PROXIES else ["REMOTE_ADDR"]
+# The client address as the API's throttles see it (NUM_PROXIES), so both count by the same address.
+AXES_CLIENT_IP_CALLABLE = "graphadmin.api.auth.client_address"
 AXES_VERBOSE = False
 
 # Django's whole validator set: not like the username or e-mail, PASSWORD_MIN_LENGTH characters,

@@ -13,9 +13,15 @@ import logging
 from drf_spectacular.contrib.knox_auth_token import KnoxTokenScheme
 from knox.auth import TokenAuthentication as KnoxTokenAuthentication
 from rest_framework.exceptions import AuthenticationFailed, Throttled
-from rest_framework.throttling import SimpleRateThrottle
+from rest_framework.throttling import BaseThrottle, SimpleRateThrottle
 
 log = logging.getLogger(__name__)
+
+
+def client_address(request) -> str:
+    """The client's address: REMOTE_ADDR, or with NUM_PROXIES proxies in front the X-Forwarded-For entry the
+    outermost trusted proxy added (DRF's rule). Throttles and django-axes' login lockout count by it."""
+    return BaseThrottle().get_ident(request)
 
 
 class FailedTokenThrottle(SimpleRateThrottle):

@@ -19,7 +19,7 @@ from knox.models import AuthToken
 from rest_framework.test import APIClient
 
 from graphadmin.accounts import create_token
-from graphadmin.api.auth import FailedTokenThrottle
+from graphadmin.api.auth import FailedTokenThrottle, client_address
 from graphadmin.models import AuditEvent
 from tests.conftest import ROOT, stop
 
@@ -149,3 +149,11 @@ def test_mcp_http_answers_429_after_bad_tokens(rita, tmp_path):
     finally:
         stop(proc)
         log.close()
+
+
+def test_the_client_address_behind_a_proxy_is_the_entry_the_proxy_added(rf, settings):
+    spoofed = rf.get("/", HTTP_X_FORWARDED_FOR="6.6.6.6, 203.0.113.9", REMOTE_ADDR="127.0.0.1")
+    settings.REST_FRAMEWORK = {**settings.REST_FRAMEWORK, "NUM_PROXIES": 1}
+    assert client_address(spoofed) == "203.0.113.9"  # what the client wrote itself is not believed
+    settings.REST_FRAMEWORK = {**settings.REST_FRAMEWORK, "NUM_PROXIES": 0}
+    assert client_address(spoofed) == "127.0.0.1"  # no proxy: the peer
