@@ -13,4 +13,4 @@ class GraphadminConfig(AppConfig):
         register(checks.check_database, Tags.database)
         register(checks.check_security, Tags.security, deploy=True)
         # Signal receivers (logins audited, tokens revoked on a password change) need the models loaded.
-        from . import accounts  # noqa: F401
+        import graphadmin.accounts  # noqa: F401
