@@ -3,7 +3,8 @@
 settings.LOGGING puts ``ContextFilter`` on the console handler, beside django-guid's request id filter,
 so each record gets ``user`` (the request's authenticated user, once authentication has run: a session
 user at once, a token user from DRF's authentication on) and ``task_id`` (the Celery task being run),
-each None when there is none. ``RequestContextMiddleware`` keeps the request for the filter.
+each None when there is none. ``RequestContextMiddleware`` keeps the request for the filter;
+``TextFormatter`` is the human format (LOG_FORMAT=text).
 """
 
 from __future__ import annotations
@@ -42,6 +43,17 @@ def current_user(request=None) -> str | None:
     if user is None or (isinstance(user, SimpleLazyObject) and user._wrapped is empty):
         return None
     return user.get_username() if user.is_authenticated else None
+
+
+class TextFormatter(logging.Formatter):
+    """LOG_FORMAT=text: ``time level logger message [request_id=... user=... task_id=...]``, naming only those set."""
+
+    def format(self, record: logging.LogRecord) -> str:
+        line = super().format(record)
+        context = " ".join(
+            f"{name}={value}" for name in ("request_id", "user", "task_id") if (value := getattr(record, name, None))
+        )
+        return f"{line} [{context}]" if context else line
 
 
 class ContextFilter(logging.Filter):

@@ -357,7 +357,7 @@ LOGGING = {
             "format": "%(asctime)s %(levelname)s %(name)s %(message)s",
             "rename_fields": {"asctime": "time", "levelname": "level", "name": "logger"},
         },
-        "text": {"format": "%(asctime)s %(levelname)s %(name)s [%(request_id)s %(user)s %(task_id)s] %(message)s"},
+        "text": {"()": "graphadmin.logs.TextFormatter", "format": "%(asctime)s %(levelname)s %(name)s %(message)s"},
     },
     "handlers": {
         "console": {"class": "logging.StreamHandler", "formatter": LOG_FORMAT, "filters": ["request_id", "context"]}

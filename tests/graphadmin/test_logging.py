@@ -94,7 +94,11 @@ def test_a_worker_line_has_the_task_id_and_the_request_id_that_enqueued_it(celer
 
 def test_log_format_text_and_a_bad_value():
     env = {**os.environ, "LOG_FORMAT": "text", "SECRET_KEY": "x"}
-    code = "import django; django.setup(); import logging; logging.getLogger('t').warning('hello', extra={'k': 1})"
+    code = (
+        "import django; django.setup(); import logging; from django_guid import set_guid; "
+        "logging.getLogger('t').warning('hello', extra={'k': 1}); "
+        "set_guid('abc'); logging.getLogger('t').warning('again')"
+    )
     shell = [sys.executable, "-c", code]
     text = subprocess.run(
         shell,
@@ -104,7 +108,9 @@ def test_log_format_text_and_a_bad_value():
         text=True,
         timeout=120,
     )
-    assert text.returncode == 0 and "WARNING t [None None None] hello" in text.stderr
+    lines = text.stderr.rstrip().splitlines()
+    assert text.returncode == 0 and lines[-2].endswith("WARNING t hello")  # no request, no task: nothing added
+    assert lines[-1].endswith("WARNING t again [request_id=abc]")
     bad = subprocess.run(
         shell,
         cwd=ROOT,
