@@ -99,3 +99,21 @@ def test_plotly_styles_file_matches_the_installed_plotly():
     # upgrade this fails until `python tools/plotly_css.py` is run again.
     done = subprocess.run([sys.executable, "tools/plotly_css.py", "--check"], cwd=ROOT, capture_output=True, text=True)
     assert done.returncode == 0, done.stderr
+
+
+@pytest.mark.browser
+@pytest.mark.django_db(transaction=True)
+def test_the_rollback_still_asks_first(live_server, rg, activity, oscar):  # noqa: F811
+    # The question moved from an inline onsubmit (refused by the policy) to static/js/confirm.js.
+    batch = activity["batch"]
+    with chromium() as browser:
+        page = login(browser, live_server.url, "oscar", "pw-oscar")
+        page.goto(f"{live_server.url}/g/{rg['graph'].pk}/batches/{batch.pk}/")
+        asked = []
+        page.once("dialog", lambda dialog: (asked.append(dialog.message), dialog.dismiss()))
+        page.get_by_role("button", name="Roll back this batch").click()
+        page.wait_for_timeout(500)
+        page.close()
+    assert asked and asked[0].startswith(f"Roll back batch #{batch.pk}?")
+    batch.refresh_from_db()
+    assert batch.status == "applied"  # dismissed: nothing rolled back
