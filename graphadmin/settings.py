@@ -277,7 +277,7 @@ REST_FRAMEWORK["NUM_PROXIES"] = NUM_PROXIES
 # Bad tokens per client address (API and MCP HTTP): past the limit every token from that address is
 # answered 429 until the window has passed. API_THROTTLE_USER (empty: none) caps each user's requests.
 REST_FRAMEWORK["DEFAULT_THROTTLE_RATES"] = {
-    "token_failure": env.str("API_THROTTLE_BAD_TOKENS", default="10/minute"),
+    "token_failure": env.str("API_THROTTLE_BAD_TOKENS", default="10/minute") or None,
     "user": env.str("API_THROTTLE_USER", default="") or None,
 }
 if REST_FRAMEWORK["DEFAULT_THROTTLE_RATES"]["user"]:

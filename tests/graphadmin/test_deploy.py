@@ -155,3 +155,6 @@ def test_gunicorn_serves_and_stops_gracefully(tmp_path):
     text = (tmp_path / "gunicorn.log").read_text()
     assert "gthread" in text or "Booting worker" in text
     assert "Handling signal: term" in text
+    # LOG_FORMAT is json (DEBUG off): gunicorn's own lines are JSON objects too.
+    booted = [json.loads(line) for line in text.splitlines() if line.startswith("{") and "Booting worker" in line]
+    assert booted and booted[0]["logger"] == "gunicorn.error" and booted[0]["level"] == "INFO"

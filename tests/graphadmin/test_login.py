@@ -73,7 +73,8 @@ def test_repeated_failures_lock_the_username_out_with_429(client, acme, ana, set
     locked = login(client, "ana", "pw-ana")
     assert locked.status_code == 429 and "_auth_user_id" not in client.session  # even the right password
     assert AuditEvent.objects.filter(organization=acme, action="auth.login").count() == 0
-    assert AuditEvent.objects.filter(organization=acme, action="auth.login_failed").count() == limit + 1
+    failed = AuditEvent.objects.filter(organization=acme, action="auth.login_failed").order_by("seq")
+    assert [e.payload["locked_out"] for e in failed] == [False] * (limit - 1) + [True, True]
     # Another username from the same address is not locked.
     get_user_model().objects.create_user("bob", password="pw-bob")
     assert login(client, "bob", "pw-bob").status_code == 302
