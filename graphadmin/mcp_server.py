@@ -316,7 +316,7 @@ def build_server(
         kwargs = {
             "token_verifier": DRFTokenVerifier(),
             "auth": AuthSettings(issuer_url=base, resource_server_url=f"{base}/mcp", validate_token_resource=False),
-        }  # DRF tokens are this service's own
+        }  # the API tokens are this service's own
     server = MCPServer(SERVER_NAME, instructions=INSTRUCTIONS, version=version("graphadmin"), **kwargs)
 
     async def run(work, *args):
