@@ -16,3 +16,6 @@ class GraphadminConfig(AppConfig):
         post_migrate.connect(db_roles.grant_after_migrate, sender=self, dispatch_uid="graphadmin.grant_app_role")
         # The filesystem broker in production (DEBUG off): a warning on every command that runs checks.
         register(checks.check_broker)
+        register(checks.check_security, Tags.security, deploy=True)
+        # Signal receivers (logins audited, tokens revoked on a password change) need the models loaded.
+        import graphadmin.accounts  # noqa: F401

@@ -5,6 +5,9 @@ PostgreSQL 18 is the minimum because the bulk weight writes read the value they 
 and triplet embeddings. The embedded server (no ``DATABASE_URL``) is PostgreSQL 18 with pgvector, so
 these checks speak to a server given by ``DATABASE_URL``. They are database checks: ``manage.py
 migrate`` runs them before migrating, and ``manage.py check --database default`` on demand.
+
+``check_security`` is a deployment check (``manage.py check --deploy``) of the Content-Security-Policy
+and the cache the bad-token throttles count in.
 """
 
 from __future__ import annotations
@@ -88,3 +91,31 @@ def check_broker(app_configs=None, **kwargs) -> list[Warning]:
     if filesystem_broker_in_production(settings.DEBUG, settings.CELERY_BROKER_URL):
         return [Warning(FILESYSTEM_BROKER_MESSAGE, hint=FILESYSTEM_BROKER_HINT, id="graphadmin.W001")]
     return []
+
+
+# ---------------------------------------------------------------------------------------------
+# Deployment checks of the authentication and header settings (``manage.py check --deploy``).
+
+
+def check_security(app_configs=None, **kwargs) -> list[Warning]:
+    """A policy not enforced, or throttle counters each process keeps to itself, in a deployment."""
+    found = []
+    if not getattr(settings, "CONTENT_SECURITY_POLICY", None):
+        found.append(
+            Warning(
+                "No Content-Security-Policy is enforced (CSP_MODE is not 'enforce').",
+                hint="Set CSP_MODE=enforce (the default) once report-only shows no violation.",
+                id="graphadmin.W101",
+            )
+        )
+    backend = settings.CACHES["default"]["BACKEND"]
+    if backend.endswith(("LocMemCache", "DummyCache")):
+        found.append(
+            Warning(
+                f"The cache ({backend.rsplit('.', 1)[-1]}) is not shared between processes: bad-token "
+                "throttles count per process.",
+                hint="Set CACHE_URL to redis://... (or leave it unset: files under GRAPHADMIN_LOCAL_DIR, one machine).",
+                id="graphadmin.W102",
+            )
+        )
+    return found

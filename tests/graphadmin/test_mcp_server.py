@@ -17,11 +17,12 @@ import time
 import anyio
 import pytest
 from django.db import connection
+from knox.models import AuthToken
 from mcp import ClientSession
 from mcp.client.stdio import StdioServerParameters, stdio_client
-from rest_framework.authtoken.models import Token
 
 from feedback.models import AgentSession, ContextInjection, UpdateBatch
+from graphadmin.accounts import create_token
 from graphadmin.models import Edge, Node
 from tests.conftest import ROOT, stop
 
@@ -93,7 +94,7 @@ def test_full_agent_session_over_stdio_moves_the_weights(rg, ada, globex_graph, 
         pk: (w, fw) for pk, w, fw in Edge.objects.filter(graph=graph).values_list("pk", "weight", "feedback_weight")
     }
     node_before = dict(Node.objects.filter(graph=graph).values_list("pk", "feedback_weight"))
-    token = Token.objects.create(user=ada).key
+    token = create_token(ada)
     foreign_injection = ContextInjection.objects.create(
         graph=globex_graph,
         session=AgentSession.objects.create(graph=globex_graph, external_id="theirs"),
@@ -274,7 +275,7 @@ def test_full_agent_session_over_stdio_moves_the_weights(rg, ada, globex_graph, 
 @pytest.mark.django_db(transaction=True)
 def test_roles_validation_and_revoked_token_are_tool_errors(rg, rita, tmp_path):
     graph, nodes = rg["graph"], rg["nodes"]
-    token = Token.objects.create(user=rita)
+    token = create_token(rita)
 
     async def script(client):
         out = {}
@@ -303,10 +304,10 @@ def test_roles_validation_and_revoked_token_are_tool_errors(rg, rita, tmp_path):
 
     def revoke():
         # In a worker thread: no event loop there, so the ORM may run.
-        Token.objects.filter(pk=token.pk).delete()
+        AuthToken.objects.filter(user=rita).delete()
         connection.close()
 
-    out = with_server(token.key, script, tmp_path)
+    out = with_server(token, script, tmp_path)
 
     hits = out["search"]["results"]
     assert [h["rank"] for h in hits] == [1, 2, 3] and all("components" in h and "vector_score" in h for h in hits)
@@ -316,7 +317,7 @@ def test_roles_validation_and_revoked_token_are_tool_errors(rg, rita, tmp_path):
     assert out["context"].startswith("Permission denied")
     assert out["use"].startswith("Permission denied") and out["improve"].startswith("Permission denied")
     assert out["bad_outcome"] is True
-    assert out["revoked"] == "Invalid token (unknown key, or inactive user)."
+    assert out["revoked"] == "Invalid token (unknown or expired key, or inactive user)."
     # Errors wrote nothing: no session, no injection, no batch.
     assert not AgentSession.objects.filter(graph=graph).exists()
     assert not UpdateBatch.objects.filter(graph=graph).exists()
@@ -324,7 +325,7 @@ def test_roles_validation_and_revoked_token_are_tool_errors(rg, rita, tmp_path):
 
 @pytest.mark.django_db(transaction=True)
 def test_bad_or_missing_token_is_refused_at_start(ana):
-    Token.objects.create(user=ana)
+    create_token(ana)
     for args, env_token, message in (
         (["--token", "not-a-real-token"], None, "Invalid token"),
         ([], None, "No token"),
@@ -350,7 +351,7 @@ def test_streamable_http_needs_a_bearer_token_per_request(rg, rita, tmp_path):
     from mcp.client.streamable_http import streamable_http_client
 
     graph = rg["graph"]
-    token = Token.objects.create(user=rita).key
+    token = create_token(rita)
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         port = s.getsockname()[1]
