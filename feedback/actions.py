@@ -452,7 +452,10 @@ def do_set_weights(graph: Graph, values: list[ManualValue], *, actor, reason: st
         _check_targets(graph, [UseItem(v.kind, v.id, "explicit") for v in values])
         batch = ledger.start_batch(graph, "manual", actor, details={"reason": reason})
         counts = {"node": 0, "edge": 0}
-        # Edges before nodes: the lock order of every writer.
+        # Every row first, edges then nodes, each in id order: the lock order of every writer.
+        queries.lock_rows(
+            graph.pk, [v.id for v in values if v.kind == "edge"], [v.id for v in values if v.kind == "node"]
+        )
         for kind, field_name in (("edge", "weight"), ("edge", "feedback_weight"), ("node", "feedback_weight")):
             chosen = [v for v in values if v.kind == kind and v.field == field_name]
             if not chosen:
@@ -627,6 +630,8 @@ def _restore_weights(target: UpdateBatch, new: UpdateBatch, *, force: bool, bloc
     """The weight part of a rollback: one ``queries.rollback_restore`` per (target, field), edges first.
     Returns (changes per target kind, conflicts, conflicting ids by "kind.field")."""
     counts, conflicts, sample = {"node": 0, "edge": 0}, 0, {}
+    # Every row first, edges then nodes, each in id order: the lock order of every writer.
+    queries.lock_batch_rows(target.graph_id, target.pk)
     for kind, field_name in (("edge", "weight"), ("edge", "feedback_weight"), ("node", "feedback_weight")):
         params = {
             **ledger.history_params(new),

@@ -426,6 +426,43 @@ MAX_EDGE_WEIGHT = _statement("SELECT max(weight) FROM {edge} WHERE graph_id = %(
 # --------------------------------------------------------------------------------------------------
 # Manual set and rollback: one (target, field) per statement
 
+# A write made of several statements (a manual set, a rollback: one per target and field) takes its
+# row locks first, in the one order every writer uses: all its edges in id order, then all its
+# nodes. Otherwise its edge-weight statement could hold a high edge while its feedback-weight
+# statement waits for a low one that a concurrent outcome (which locks in id order) already holds.
+_LOCK_ROWS = """
+    SELECT t.id FROM {table} t
+    WHERE t.graph_id = %(graph)s AND t.id = ANY(%(ids)s::bigint[])
+    ORDER BY t.id FOR NO KEY UPDATE OF t
+"""
+_LOCK_BATCH_ROWS = """
+    SELECT t.id FROM {table} t
+    WHERE t.graph_id = %(graph)s AND t.id IN (
+        SELECT w.{target_column} FROM {history} w
+        WHERE w.graph_id = %(graph)s AND w.batch_id = %(rolled_back)s AND w.{target_column} IS NOT NULL)
+    ORDER BY t.id FOR NO KEY UPDATE OF t
+"""
+LOCK_ROWS = {kind: _statement(_LOCK_ROWS, table=TABLES[kind]) for kind in ("edge", "node")}
+LOCK_BATCH_ROWS = {
+    kind: _statement(_LOCK_BATCH_ROWS, table=TABLES[kind], target_column=WEIGHTS[(kind, "feedback_weight")][1])
+    for kind in ("edge", "node")
+}
+
+
+def lock_rows(graph_id: int, edge_ids, node_ids) -> None:
+    """Lock the given edges, then the given nodes, each in id order (``LOCK_ROWS``)."""
+    with connection.cursor() as cur:
+        for kind, ids in (("edge", edge_ids), ("node", node_ids)):
+            if ids:
+                cur.execute(LOCK_ROWS[kind], {"graph": graph_id, "ids": sorted(set(ids))})
+
+
+def lock_batch_rows(graph_id: int, batch_id: int) -> None:
+    """Lock every edge, then every node, whose weights the batch changed, in id order (``LOCK_BATCH_ROWS``)."""
+    with connection.cursor() as cur:
+        for kind in ("edge", "node"):
+            cur.execute(LOCK_BATCH_ROWS[kind], {"graph": graph_id, "rolled_back": batch_id})
+
 
 def set_weight(target: str, field: str) -> sql.Composed:
     """Set ``field`` of the listed nodes or edges to the given values (``ids``, ``values``: aligned
@@ -446,7 +483,7 @@ def set_weight(target: str, field: str) -> sql.Composed:
         ),
         updated AS (
             UPDATE {table} t SET {column} = l.value FROM locked l
-            WHERE t.id = l.id AND l.value IS DISTINCT FROM l.before
+            WHERE t.id = l.id AND t.graph_id = %(graph)s AND l.value IS DISTINCT FROM l.before
             RETURNING t.id, l.before, l.value AS after
         ),
         history AS (
