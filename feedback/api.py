@@ -23,7 +23,6 @@ from datetime import date
 from django.shortcuts import get_object_or_404
 from drf_spectacular.utils import OpenApiParameter, extend_schema
 from rest_framework import generics, serializers, status
-from rest_framework.exceptions import ValidationError
 from rest_framework.parsers import MultiPartParser
 from rest_framework.permissions import IsAuthenticated
 from rest_framework.response import Response
@@ -31,6 +30,7 @@ from rest_framework.views import APIView
 
 from graphadmin.api.permissions import ActAllowed
 from graphadmin.api.views import GRAPH_ID, GraphScopedMixin
+from graphadmin.params import optional, parse_id
 from graphadmin.tenancy import graph_access
 from graphadmin.vault.parse import MAX_ARCHIVE_BYTES, parse_vault
 
@@ -228,12 +228,12 @@ class BatchListView(generics.ListAPIView):
             .order_by("-id")
         )
         params = self.request.query_params
-        for name in ("graph", "kind", "status"):
+        graph = optional(params, "graph", parse_id)  # '²' or 'abc': a 400 naming graph
+        if graph is not None:
+            qs = qs.filter(graph=graph)
+        for name in ("kind", "status"):
             if params.get(name):
-                value = params[name]
-                if name == "graph" and not value.isdigit():
-                    raise ValidationError({"graph": ["Expected a graph id."]})
-                qs = qs.filter(**{name: value})
+                qs = qs.filter(**{name: params[name]})
         if params.get("session"):
             qs = qs.filter(trigger_session__external_id=params["session"])
         return qs

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from django.conf import settings
 from rest_framework import serializers
 
 from graphadmin.api.fields import FiniteFloatField
@@ -48,7 +49,12 @@ class UseItemSerializer(serializers.Serializer):
 
 
 class UsesSerializer(serializers.Serializer):
-    items = UseItemSerializer(many=True, allow_empty=False)
+    items = UseItemSerializer(
+        many=True,
+        allow_empty=False,
+        max_length=settings.MAX_REPORT_ITEMS,
+        help_text=f"At most {settings.MAX_REPORT_ITEMS} items per report (MAX_REPORT_ITEMS).",
+    )
     learning_rate = _rate("learning_rate")
 
 
@@ -76,7 +82,12 @@ class ManualValueSerializer(serializers.Serializer):
 
 
 class ManualSetSerializer(serializers.Serializer):
-    values = ManualValueSerializer(many=True, allow_empty=False)
+    values = ManualValueSerializer(
+        many=True,
+        allow_empty=False,
+        max_length=settings.MAX_MANUAL_VALUES,
+        help_text=f"At most {settings.MAX_MANUAL_VALUES} values per call (MAX_MANUAL_VALUES).",
+    )
     reason = serializers.CharField(max_length=500, allow_blank=True, default="")
 
 

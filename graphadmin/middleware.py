@@ -41,3 +41,40 @@ def _back(request) -> str:
     if referer and url_has_allowed_host_and_scheme(referer, {request.get_host()}, request.is_secure()):
         return referer
     return request.path.rstrip("/").rsplit("/", 1)[0] + "/"
+
+
+class StatementTimeoutMiddleware:
+    """Every web request's statements run under PostgreSQL's ``statement_timeout`` (settings.STATEMENT_TIMEOUT_MS).
+
+    Set as a session setting just before the request's first statement (an execute wrapper), so a
+    request that never queries (``/healthz``, static files) never touches the database, and the
+    setting holds inside the view's transaction (ATOMIC_REQUESTS opens it later, in the view) and
+    on a persistent connection (CONN_MAX_AGE), where it is simply set again. A cancelled statement
+    is answered 503 by the API (graphadmin.api.errors). Celery workers set their own, longer one
+    (graphadmin.celery).
+    """
+
+    def __init__(self, get_response):
+        self.get_response = get_response
+
+    def __call__(self, request):
+        from django.conf import settings
+        from django.db import connection
+
+        pending = [settings.STATEMENT_TIMEOUT_MS]
+
+        def first_statement_sets_timeout(execute, sql, params, many, context):
+            if pending:
+                set_statement_timeout(pending.pop(), context["connection"])
+            return execute(sql, params, many, context)
+
+        with connection.execute_wrapper(first_statement_sets_timeout):
+            return self.get_response(request)
+
+
+def set_statement_timeout(milliseconds: int, connection=None) -> None:
+    """Set ``statement_timeout`` for the rest of the connection's session (0: no limit)."""
+    from django.db import connection as default_connection
+
+    with (connection or default_connection).cursor() as cur:
+        cur.execute("SELECT set_config('statement_timeout', %s, false)", [f"{int(milliseconds)}ms"])

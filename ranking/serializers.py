@@ -141,15 +141,25 @@ def _draft_field(name):
     return FiniteFloatField(min_value=lo, max_value=hi, required=False, help_text=help_text)
 
 
+class PrioritiesField(serializers.DictField):
+    """Draft edge-type priorities by name: at most service.MAX_WHATIF_PRIORITIES of them."""
+
+    child = FiniteFloatField(min_value=-1.0, max_value=1.0)
+
+    def to_internal_value(self, data):
+        value = super().to_internal_value(data)
+        if len(value) > service.MAX_WHATIF_PRIORITIES:
+            raise serializers.ValidationError(f"At most {service.MAX_WHATIF_PRIORITIES} edge types.")
+        return value
+
+
 class DraftPolicySerializer(serializers.Serializer):
     locals().update({name: _draft_field(name) for name in RANKING_POLICY_NUMBERS})
 
 
 class WhatIfRequestSerializer(serializers.Serializer):
     policy = DraftPolicySerializer(required=False, default=dict)
-    edge_type_priorities = serializers.DictField(
-        child=FiniteFloatField(min_value=-1.0, max_value=1.0), required=False, default=dict
-    )
+    edge_type_priorities = PrioritiesField(required=False, default=dict)
     n = serializers.IntegerField(
         min_value=1, max_value=service.MAX_WHATIF_INJECTIONS, default=20, help_text="Last N injections."
     )
