@@ -5,7 +5,7 @@ from __future__ import annotations
 from django.conf import settings
 from rest_framework import serializers
 
-from graphadmin.api.fields import FiniteFloatField
+from graphadmin.api.fields import BoundedListSerializer, FiniteFloatField
 from graphadmin.models.policy import POLICY_NUMBERS
 
 from .models import OUTCOMES, SIGNALS, DailyMetric, UpdateBatch, WeightHistory
@@ -30,6 +30,9 @@ class UseItemSerializer(serializers.Serializer):
     node = serializers.IntegerField(required=False, help_text="Node id.")
     edge = serializers.JSONField(required=False, help_text="Edge id, or {source, target, type}.")
     signal = serializers.ChoiceField(choices=SIGNALS, default="explicit")
+
+    class Meta:
+        list_serializer_class = BoundedListSerializer
 
     def validate_edge(self, value):
         if isinstance(value, bool):
@@ -72,6 +75,9 @@ class ManualValueSerializer(serializers.Serializer):
     edge = serializers.IntegerField(required=False)
     field = serializers.ChoiceField(choices=["weight", "feedback_weight"])
     value = FiniteFloatField(min_value=0.0, max_value=1.0)
+
+    class Meta:
+        list_serializer_class = BoundedListSerializer
 
     def validate(self, attrs):
         if ("node" in attrs) == ("edge" in attrs):

@@ -3,6 +3,7 @@
 import math
 
 from django.conf import settings
+from django.core.validators import MaxLengthValidator, MinLengthValidator
 from rest_framework import serializers
 
 
@@ -44,3 +45,18 @@ class EmbeddingField(serializers.ListField):
 
     def to_representation(self, value):
         return None if value is None else [float(v) for v in value]
+
+
+class BoundedListSerializer(serializers.ListSerializer):
+    """A ``many=True`` list whose ``max_length`` / ``min_length`` the OpenAPI schema shows (maxItems / minItems).
+
+    DRF checks the length before validating any item (a 30,000-item body is refused at once); the
+    validators added here only tell drf-spectacular, which reads validators, not those arguments.
+    """
+
+    def __init__(self, *args, **kwargs):
+        super().__init__(*args, **kwargs)
+        if self.max_length is not None:
+            self.validators.append(MaxLengthValidator(self.max_length))
+        if self.min_length is not None:
+            self.validators.append(MinLengthValidator(self.min_length))
