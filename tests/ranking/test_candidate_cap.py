@@ -28,7 +28,5 @@ def test_candidate_log_is_capped_but_keeps_the_selected(rg, api, rita, settings)
 
 def test_whatif_priorities_are_capped(rg, api, oscar):
     priorities = {f"t{i}": 0.1 for i in range(service.MAX_WHATIF_PRIORITIES + 1)}
-    r = api(oscar).post(
-        f"/api/graphs/{rg['graph'].pk}/whatif/", {"edge_type_priorities": priorities}, format="json"
-    )
+    r = api(oscar).post(f"/api/graphs/{rg['graph'].pk}/whatif/", {"edge_type_priorities": priorities}, format="json")
     assert r.status_code == 400 and "edge_type_priorities" in r.json(), r.content
