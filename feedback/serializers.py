@@ -5,8 +5,9 @@ from __future__ import annotations
 from django.conf import settings
 from rest_framework import serializers
 
-from graphadmin.api.fields import BoundedListSerializer, FiniteFloatField
+from graphadmin.api.fields import BoundedListSerializer, FiniteFloatField, IdField
 from graphadmin.models.policy import POLICY_NUMBERS
+from graphadmin.params import BIGINT_MAX
 
 from .models import OUTCOMES, SIGNALS, DailyMetric, UpdateBatch, WeightHistory
 
@@ -19,15 +20,15 @@ def _rate(name: str, **kwargs):
 
 
 class EdgeKeySerializer(serializers.Serializer):
-    source = serializers.IntegerField(help_text="Source node id.")
-    target = serializers.IntegerField(help_text="Target node id.")
+    source = IdField(help_text="Source node id.")
+    target = IdField(help_text="Target node id.")
     type = serializers.CharField(max_length=100, help_text="Edge type name.")
 
 
 class UseItemSerializer(serializers.Serializer):
     """One used (or wrong) item: ``node`` (an id) or ``edge`` (an id, or its source + target + type)."""
 
-    node = serializers.IntegerField(required=False, help_text="Node id.")
+    node = IdField(required=False, help_text="Node id.")
     edge = serializers.JSONField(required=False, help_text="Edge id, or {source, target, type}.")
     signal = serializers.ChoiceField(choices=SIGNALS, default="explicit")
 
@@ -38,6 +39,8 @@ class UseItemSerializer(serializers.Serializer):
         if isinstance(value, bool):
             raise serializers.ValidationError("Expected an edge id or {source, target, type}.")
         if isinstance(value, int):
+            if not 1 <= value <= BIGINT_MAX:
+                raise serializers.ValidationError(f"Expected an edge id from 1 to {BIGINT_MAX}.")
             return value
         if isinstance(value, dict):
             key = EdgeKeySerializer(data=value)
@@ -71,8 +74,8 @@ class OutcomeSerializer(serializers.Serializer):
 
 
 class ManualValueSerializer(serializers.Serializer):
-    node = serializers.IntegerField(required=False)
-    edge = serializers.IntegerField(required=False)
+    node = IdField(required=False)
+    edge = IdField(required=False)
     field = serializers.ChoiceField(choices=["weight", "feedback_weight"])
     value = FiniteFloatField(min_value=0.0, max_value=1.0)
 

@@ -24,6 +24,7 @@ from feedback.models import (
     InjectionCandidate,
     UpdateBatch,
     UseEvent,
+    VaultImport,
     WeightHistory,
 )
 from graphadmin import audit
@@ -71,6 +72,8 @@ def overview(request, graph_id):
             "batches": batches,
             "figures": figures,
             "chain": audit.verify(graph.organization_id, full=False),
+            # Background imports (uploads above VAULT_IMPORT_ASYNC_BYTES) and their progress.
+            "imports": VaultImport.objects.filter(graph=graph).defer("archive").order_by("-created_at", "-id")[:5],
         },
     )
 

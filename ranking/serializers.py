@@ -6,7 +6,7 @@ import math
 
 from rest_framework import serializers
 
-from graphadmin.api.fields import EmbeddingField, FiniteFloatField
+from graphadmin.api.fields import EmbeddingField, FiniteFloatField, IdField
 from graphadmin.models.policy import POLICY_NUMBERS
 
 from . import service
@@ -15,7 +15,7 @@ from .scoring import RANKING_POLICY_NUMBERS
 
 class NodeIdListField(serializers.ListField):
     def __init__(self, **kwargs):
-        kwargs.setdefault("child", serializers.IntegerField(min_value=1))
+        kwargs.setdefault("child", IdField())
         kwargs.setdefault("max_length", service.MAX_START_NODES)
         super().__init__(**kwargs)
 
@@ -82,7 +82,7 @@ class ExcludeField(serializers.ListField):
     """Node ids the caller already holds: left out of the result."""
 
     def __init__(self, **kwargs):
-        kwargs.setdefault("child", serializers.IntegerField(min_value=1))
+        kwargs.setdefault("child", IdField())
         kwargs.setdefault("max_length", service.MAX_EXCLUDE)
         kwargs.setdefault("required", False)
         kwargs.setdefault("default", list)
@@ -177,8 +177,8 @@ class WhatIfRequestSerializer(serializers.Serializer):
 
 
 class ExplainQuerySerializer(serializers.Serializer):
-    i = serializers.IntegerField(min_value=1, required=False)
-    j = serializers.IntegerField(min_value=1, required=False)
+    i = IdField(required=False, help_text="A rank (1-based).")
+    j = IdField(required=False, help_text="The rank it is compared with.")
 
 
 # --- responses (documentation of the shapes; views build plain dicts) --------------------------

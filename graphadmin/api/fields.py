@@ -6,6 +6,8 @@ from django.conf import settings
 from django.core.validators import MaxLengthValidator, MinLengthValidator
 from rest_framework import serializers
 
+from graphadmin.params import BIGINT_MAX
+
 
 class FiniteFloatField(serializers.FloatField):
     """A float that must be finite (no NaN, no Infinity)."""
@@ -60,3 +62,12 @@ class BoundedListSerializer(serializers.ListSerializer):
             self.validators.append(MaxLengthValidator(self.max_length))
         if self.min_length is not None:
             self.validators.append(MinLengthValidator(self.min_length))
+
+
+class IdField(serializers.IntegerField):
+    """A row id: 1 .. bigint's maximum (a larger number cannot be compared in SQL, a 500 before)."""
+
+    def __init__(self, **kwargs):
+        kwargs.setdefault("min_value", 1)
+        kwargs.setdefault("max_value", BIGINT_MAX)
+        super().__init__(**kwargs)
