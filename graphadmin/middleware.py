@@ -78,3 +78,25 @@ def set_statement_timeout(milliseconds: int, connection=None) -> None:
 
     with (connection or default_connection).cursor() as cur:
         cur.execute("SELECT set_config('statement_timeout', %s, false)", [f"{int(milliseconds)}ms"])
+
+
+class RefuseNulInQueryMiddleware:
+    """A query parameter holding a NUL character (``%00``) is a 400 naming it, on every page and API path.
+
+    PostgreSQL text cannot hold NUL, so such a value reaching a filter was a 500 (a DataError) wherever
+    a view filters by a text parameter (``?session=``, ``?action=``, ``?kind=``, ...).
+    """
+
+    def __init__(self, get_response):
+        self.get_response = get_response
+
+    def __call__(self, request):
+        for name, values in request.GET.lists():
+            if "\x00" in name or any("\x00" in value for value in values):
+                from django.http import HttpResponseBadRequest, JsonResponse
+
+                message = "Text may not contain NUL (0x00) characters."
+                if request.path.startswith("/api/"):
+                    return JsonResponse({name.replace("\x00", ""): [message]}, status=400)
+                return HttpResponseBadRequest(f"{name.replace(chr(0), '')}: {message}", content_type="text/plain")
+        return self.get_response(request)

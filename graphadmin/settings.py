@@ -298,6 +298,10 @@ MIDDLEWARE.insert(
     MIDDLEWARE.index("django.contrib.sessions.middleware.SessionMiddleware"),
     "graphadmin.middleware.StatementTimeoutMiddleware",
 )
+MIDDLEWARE.insert(
+    MIDDLEWARE.index("graphadmin.middleware.StatementTimeoutMiddleware"),
+    "graphadmin.middleware.RefuseNulInQueryMiddleware",
+)
 CELERY_BEAT_SCHEDULE["candidate-log-maintenance-daily"] = {
     "task": "feedback.maintain_candidate_log",
     "schedule": crontab(hour=2, minute=40),

@@ -145,6 +145,11 @@ class EdgeTypeNameField(serializers.SlugRelatedField):
     def __init__(self, **kwargs):
         super().__init__(slug_field="name", **kwargs)
 
+    def to_internal_value(self, data):
+        if isinstance(data, str) and "\x00" in data:
+            self.fail("does_not_exist", value=data.replace("\x00", ""))
+        return super().to_internal_value(data)
+
     def get_queryset(self):
         return EdgeType.objects.filter(graph=self.context["graph"])
 

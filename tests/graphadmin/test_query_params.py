@@ -53,3 +53,28 @@ def test_graph_json_bad_number_is_a_400(client, acme_graph, small_graph, alice, 
     client.force_login(alice)
     response = client.get(f"/g/{acme_graph.pk}/nodes/{small_graph['a'].pk}/graph.json", {"hops": value})
     assert response.status_code == 400 and "hops" in response.json()
+
+
+@pytest.mark.parametrize(
+    "path, params",
+    [
+        ("/api/audit/", {"action": "a\x00b"}),
+        ("/api/batches/", {"session": "\x00"}),
+        ("/api/graphs/", {"x\x00": "1"}),
+    ],
+)
+def test_nul_in_a_query_parameter_is_a_400(api, acme_graph, alice, path, params):
+    response = api(alice).get(path, params)
+    assert response.status_code == 400 and "NUL" in str(response.json()), response.content
+
+
+def test_nul_in_a_dashboard_filter_is_a_400(client, acme_graph, alice):
+    client.force_login(alice)
+    response = client.get(f"/g/{acme_graph.pk}/explain/", {"session": "s\x00"})
+    assert response.status_code == 400 and b"session" in response.content
+
+
+def test_nul_in_an_edge_type_name_is_a_400(api, acme_graph, small_graph, oscar):
+    body = {"source": small_graph["a"].pk, "target": small_graph["c"].pk, "edge_type": "rel\x00ated"}
+    response = api(oscar).post(f"/api/graphs/{acme_graph.pk}/edges/", body, format="json")
+    assert response.status_code == 400 and "edge_type" in response.json(), response.content
