@@ -13,6 +13,7 @@ from django.conf import settings
 from django.contrib.postgres.fields import ArrayField
 from django.db import models
 from django.db.models import Q
+from django.db.models.functions import Now
 from django.urls import reverse
 from pgvector.django import HnswIndex, VectorField
 
@@ -113,11 +114,21 @@ class InjectionCandidate(models.Model):
     total = models.FloatField()
     features = models.JSONField(default=dict)
     components = models.JSONField(default=dict)
+    # The table is partitioned by month of created_at (migration 0013): retention drops whole months
+    # (feedback.retention, CANDIDATE_LOG_RETENTION_DAYS). Its primary key is (id, created_at) in the database.
+    created_at = models.DateTimeField(
+        default=clock.now,
+        db_default=Now(),
+        editable=False,
+        help_text="Its injection's time: the candidate log is partitioned by month of it.",
+    )
 
     objects = TenantQuerySet.as_manager()
 
     class Meta:
-        constraints = [models.UniqueConstraint(fields=["injection", "rank"], name="candidate_rank_per_injection")]
+        constraints = [
+            models.UniqueConstraint(fields=["injection", "rank", "created_at"], name="candidate_rank_per_injection")
+        ]
         indexes = [models.Index(fields=["graph", "node"], name="candidate_graph_node")]
         ordering = ["injection", "rank"]
 

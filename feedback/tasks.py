@@ -231,3 +231,13 @@ def import_vault_task(import_id: int) -> dict:
     actor = record.requested_by or "task:import_vault"
     record = imports.run_queued_import(record, actor=actor)
     return {"status": record.state, "import": record.pk}
+
+
+@shared_task(name="feedback.maintain_candidate_log")
+def maintain_candidate_log_task() -> dict:
+    """Create next months' candidate-log partitions; expire whole months past CANDIDATE_LOG_RETENTION_DAYS."""
+    created = retention.ensure_partitions(parents=tuple(retention.CANDIDATE_LOG))
+    dropped = retention.do_expire_candidate_log(
+        settings.CANDIDATE_LOG_RETENTION_DAYS, actor="task:maintain_candidate_log"
+    )
+    return {"created": created, "dropped": dropped}

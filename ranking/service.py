@@ -569,6 +569,7 @@ def assemble_context(
                 )
                 for p, item in logged
             ],
+            injection.created_at,
         )
         chosen = [item for item, sel in zip(ordered, selection.selected, strict=True) if sel]
         _bump_counters(graph, chosen)
