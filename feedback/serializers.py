@@ -140,8 +140,8 @@ class WeightChangeSerializer(serializers.ModelSerializer):
 
 
 class UpdateBatchSerializer(serializers.ModelSerializer):
-    trigger_session = serializers.SlugRelatedField(slug_field="external_id", read_only=True)
-    trigger_user = serializers.SlugRelatedField(slug_field="username", read_only=True)
+    trigger_session = serializers.SlugRelatedField(slug_field="external_id", read_only=True, allow_null=True)
+    trigger_user = serializers.SlugRelatedField(slug_field="username", read_only=True, allow_null=True)
     rolled_back_by = serializers.SerializerMethodField()
 
     class Meta:
