@@ -47,6 +47,7 @@ from importlib.metadata import version
 from typing import Annotated, Any, Literal
 
 from asgiref.sync import sync_to_async
+from django.conf import settings
 from django.db import close_old_connections, transaction
 from mcp.server.auth.middleware.auth_context import get_access_token
 from mcp.server.auth.provider import AccessToken
@@ -63,6 +64,7 @@ from rest_framework.utils.encoders import JSONEncoder
 from feedback import mcp as feedback_tools
 from graphadmin.errors import Conflict, Forbidden, InputError, NotFound
 from graphadmin.mcp_tools import invalid
+from graphadmin.middleware import set_statement_timeout
 from graphadmin.models.policy import POLICY_NUMBERS
 from ranking import mcp as ranking_tools
 from ranking import service  # the documented bounds (docs/ranking.md); needs Django set up, as every caller has
@@ -273,6 +275,8 @@ def build_server(
         def call():
             close_old_connections()
             try:
+                # The web requests' statement_timeout (graphadmin.middleware) holds for tool calls too.
+                set_statement_timeout(settings.STATEMENT_TIMEOUT_MS)
                 try:
                     user = user_for_token(key)
                 except NotAuthenticated as exc:
