@@ -12,6 +12,7 @@ import io
 import time
 import uuid
 
+from celery import current_app
 from celery.exceptions import SoftTimeLimitExceeded
 from django.conf import settings
 from django.db import transaction
@@ -121,10 +122,9 @@ def do_queue_import(graph: Graph, upload, *, actor, dry_run: bool = False, creat
         archive=data,
         task_id=str(uuid.uuid4()),
     )
-    from .tasks import import_vault_task  # tasks import this module
-
     task_id, pk = record.task_id, record.pk
-    transaction.on_commit(lambda: import_vault_task.apply_async(args=[pk], task_id=task_id))
+    # The task by its registered name (feedback.tasks imports this module); CELERY_TASK_ROUTES picks its queue.
+    transaction.on_commit(lambda: current_app.tasks["feedback.import_vault"].apply_async(args=[pk], task_id=task_id))
     return record
 
 

@@ -5,6 +5,8 @@ import os
 from celery import Celery
 from celery.signals import worker_init
 
+from graphadmin.timeouts import worker_connections_use_the_worker_timeout
+
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "graphadmin.settings")
 
 app = Celery("graphadmin")
@@ -19,14 +21,4 @@ def _worker_statement_timeout(**_kwargs):
     Connected in the worker's main process before it forks its pool, so every child's connections
     get it as they open.
     """
-    from django.db.backends.signals import connection_created
-
-    connection_created.connect(_on_worker_connection, dispatch_uid="graphadmin-worker-statement-timeout")
-
-
-def _on_worker_connection(sender, connection, **_kwargs):
-    from django.conf import settings
-
-    from graphadmin.middleware import set_statement_timeout
-
-    set_statement_timeout(settings.WORKER_STATEMENT_TIMEOUT_MS, connection)
+    worker_connections_use_the_worker_timeout()

@@ -64,8 +64,8 @@ from rest_framework.utils.encoders import JSONEncoder
 from feedback import mcp as feedback_tools
 from graphadmin.errors import Conflict, Forbidden, InputError, NotFound
 from graphadmin.mcp_tools import invalid
-from graphadmin.middleware import set_statement_timeout
 from graphadmin.models.policy import POLICY_NUMBERS
+from graphadmin.timeouts import set_statement_timeout
 from ranking import mcp as ranking_tools
 from ranking import service  # the documented bounds (docs/ranking.md); needs Django set up, as every caller has
 

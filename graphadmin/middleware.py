@@ -7,13 +7,16 @@ site, else the page one level up: the batch page for ``.../batches/5/rollback/``
 
 from __future__ import annotations
 
+from django.conf import settings
 from django.contrib import messages
 from django.core.exceptions import PermissionDenied
-from django.http import Http404
+from django.db import connection
+from django.http import Http404, HttpResponseBadRequest, JsonResponse
 from django.shortcuts import redirect
 from django.utils.http import url_has_allowed_host_and_scheme
 
 from graphadmin.errors import Conflict, Forbidden, InputError, NotFound
+from graphadmin.timeouts import set_statement_timeout
 
 
 class DomainErrorMiddleware:
@@ -58,9 +61,6 @@ class StatementTimeoutMiddleware:
         self.get_response = get_response
 
     def __call__(self, request):
-        from django.conf import settings
-        from django.db import connection
-
         pending = [settings.STATEMENT_TIMEOUT_MS]
 
         def first_statement_sets_timeout(execute, sql, params, many, context):
@@ -70,14 +70,6 @@ class StatementTimeoutMiddleware:
 
         with connection.execute_wrapper(first_statement_sets_timeout):
             return self.get_response(request)
-
-
-def set_statement_timeout(milliseconds: int, connection=None) -> None:
-    """Set ``statement_timeout`` for the rest of the connection's session (0: no limit)."""
-    from django.db import connection as default_connection
-
-    with (connection or default_connection).cursor() as cur:
-        cur.execute("SELECT set_config('statement_timeout', %s, false)", [f"{int(milliseconds)}ms"])
 
 
 class RefuseNulInQueryMiddleware:
@@ -93,8 +85,6 @@ class RefuseNulInQueryMiddleware:
     def __call__(self, request):
         for name, values in request.GET.lists():
             if "\x00" in name or any("\x00" in value for value in values):
-                from django.http import HttpResponseBadRequest, JsonResponse
-
                 message = "Text may not contain NUL (0x00) characters."
                 if request.path.startswith("/api/"):
                     return JsonResponse({name.replace("\x00", ""): [message]}, status=400)

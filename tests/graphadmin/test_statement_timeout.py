@@ -6,8 +6,9 @@ import psycopg
 import pytest
 from django.db import connection
 
-from graphadmin.celery import _on_worker_connection, _worker_statement_timeout
+from graphadmin.celery import _worker_statement_timeout
 from graphadmin.models import Node
+from graphadmin.timeouts import _on_worker_connection
 
 
 def _show(conn=None) -> str:
