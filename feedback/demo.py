@@ -29,7 +29,7 @@ from .imports import do_import_vault
 
 DEMO_ORG = "demo"
 DEMO_GRAPH = "demo"
-DEMO_ROLES = {"admin": "admin", "operator": "operator", "analyst": "analyst", "reviewer": "reviewer"}
+DEMO_ROLES = {"admin": "admin", "operator": "operator", "analyst": "analyst", "reviewer": "reviewer", "agent": "agent"}
 DEMO_VAULT = settings.BASE_DIR / "demo" / "vault"
 CHANGE_COUNTS = (
     "nodes_created",
@@ -123,7 +123,8 @@ def fill_demo_history(sessions: int = DEMO_HISTORY_SESSIONS, weeks: int = DEMO_H
     """Give the demo graph weeks of feedback history (once: only while it has no session).
 
     The simulator (``feedback.simulation.simulate_history``) drives ``sessions`` agent sessions
-    through the real API as the demo analyst, spread over the ``weeks`` weeks before today on a
+    through the real API as the demo service account ``agent`` (role agent: it owns the sessions it
+    creates and reports on them), spread over the ``weeks`` weeks before today on a
     simulated clock: each asks one question of ``demo/questions.json`` by its text only (the path
     agents use), reports the given notes that answer it and an outcome; Celery's eager mode applies
     the reports inline through the same tasks and actions as the worker. Decay runs at each period
@@ -133,11 +134,9 @@ def fill_demo_history(sessions: int = DEMO_HISTORY_SESSIONS, weeks: int = DEMO_H
     graph = Graph.objects.select_related("organization").get(organization__slug=DEMO_ORG, slug=DEMO_GRAPH)
     if simulation.simulated_sessions(graph):
         return {"status": "skipped", "reason": "the demo graph already has sessions"}
-    analyst = get_user_model().objects.get(username="analyst")
+    agent = get_user_model().objects.get(username="agent")
     cfg = simulation.HistoryConfig(sessions=sessions, weeks=weeks)
-    history = simulation.simulate_history(
-        analyst, graph, load_questions(DEMO_QUESTIONS), cfg, start=history_start(weeks)
-    )
+    history = simulation.simulate_history(agent, graph, load_questions(DEMO_QUESTIONS), cfg, start=history_start(weeks))
     return {
         "status": "filled",
         "sessions": history.sessions,

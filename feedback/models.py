@@ -28,10 +28,23 @@ BATCH_STATUSES = ("applied", "rolled_back")
 
 
 class AgentSession(models.Model):
-    """One agent session: the unit that retrieves context, reports uses and ends with an outcome."""
+    """One agent session: the unit that retrieves context, reports uses and ends with an outcome.
+
+    ``owner`` is the user whose first context call created it: only the owner (or an operator) adds
+    context to it or reports on it (``graphadmin.tenancy.may_act_on_session``). Null for sessions
+    older than owners, and for sessions written without a caller (tests, the bench).
+    """
 
     graph = models.ForeignKey(Graph, on_delete=models.CASCADE, related_name="sessions")
     external_id = models.CharField(max_length=200)
+    owner = models.ForeignKey(
+        settings.AUTH_USER_MODEL,
+        on_delete=models.SET_NULL,
+        null=True,
+        blank=True,
+        related_name="agent_sessions",
+        help_text="The user whose first context call created the session.",
+    )
     started_at = models.DateTimeField(default=clock.now, editable=False)
     outcome = models.CharField(max_length=20, null=True, blank=True, choices=[(o, o) for o in OUTCOMES])
     outcome_at = models.DateTimeField(null=True, blank=True)
@@ -114,7 +127,7 @@ class InjectionCandidate(models.Model):
     total = models.FloatField()
     features = models.JSONField(default=dict)
     components = models.JSONField(default=dict)
-    # The table is partitioned by month of created_at (migration 0013): retention drops whole months
+    # The table is partitioned by month of created_at (migration 0015): retention drops whole months
     # (feedback.retention, CANDIDATE_LOG_RETENTION_DAYS). Its primary key is (id, created_at) in the database.
     created_at = models.DateTimeField(
         default=clock.now,

@@ -7,6 +7,13 @@ on commit for the Celery worker), a logged no-op (``feedback_disabled``, ``unkno
 ``no_injection``, ``nothing_surfaced``: ``actions.fall_through``) or ``duplicate`` (an outcome equal
 to the session's current one, with its batch). Items that are not live nodes or edges of the graph,
 or one item with two signals, raise ``InputError`` naming the item; nothing is enqueued.
+
+Before anything is resolved or enqueued, three checks (``check_reporter``, ``check_open``,
+``check_surfaced``): only the session's owner, or an operator or admin, reports on it (Forbidden);
+once the session's outcome is recorded, every report is refused (Conflict, a 409), except the same
+outcome again, which stays ``duplicate``; a use report names only what the session's injections
+surfaced to the agent (the selected candidates and the edges on their paths; candidates cut by the
+budget were never shown, so they do not count), anything else is an ``InputError`` naming the item.
 """
 
 from __future__ import annotations
@@ -16,10 +23,11 @@ import uuid
 from django.db import transaction
 from django.db.models import Q
 
-from graphadmin.errors import InputError
+from graphadmin.errors import Conflict, InputError
 from graphadmin.models import Edge, Node
+from graphadmin.tenancy import organization_role, require_session
 
-from . import actions, tasks
+from . import actions, queries, rules, tasks
 from .models import AgentSession, InjectionCandidate, UpdateBatch
 
 
@@ -45,6 +53,36 @@ def session_or_status(graph, external_id: str):
     if session is None:
         return None, actions.fall_through("unknown_session", "report for an unknown session", **context)
     return session, None
+
+
+def check_reporter(user, graph, session: AgentSession) -> None:
+    """Forbidden unless the caller may report on this session (``tenancy.may_act_on_session``): its
+    owner, or an operator or admin of the graph's organization."""
+    role = getattr(graph, "user_role", None) or organization_role(user, graph.organization_id)
+    require_session(role, user.pk, session.owner_id, session.external_id)
+
+
+def check_open(session: AgentSession) -> None:
+    """Conflict (409) once the session's outcome is recorded: it is closed to further reports."""
+    if session.outcome:
+        when = f" at {session.outcome_at.isoformat()}" if session.outcome_at else ""
+        raise Conflict(
+            f"Session {session.external_id!r} already has its outcome ({session.outcome!r}, recorded{when}): "
+            "it takes no more reports.",
+            {"detail": "The session's outcome is recorded: it takes no more reports.", "outcome": session.outcome},
+        )
+
+
+def check_surfaced(session: AgentSession, items: list[dict]) -> None:
+    """InputError naming the first item (resolved by ``resolve_use_items``) that the session's injections
+    did not surface to the agent (``rules.first_unsurfaced``); one query."""
+    nodes, edges = queries.surfaced_targets(session)
+    unsurfaced = rules.first_unsurfaced([(i["kind"], i["id"]) for i in items], nodes, edges)
+    if unsurfaced is not None:
+        index, kind, pk = unsurfaced
+        raise InputError(
+            {"items": {index: {kind: [f"{kind.capitalize()} {pk} was not given to session {session.external_id!r}."]}}}
+        )
 
 
 def _no_op(result) -> dict:
@@ -93,7 +131,10 @@ def report_uses(user, graph, external_id: str, data: dict, client_key: str = "")
     session, skipped = session_or_status(graph, external_id)
     if skipped:
         return _no_op(skipped)
+    check_reporter(user, graph, session)
+    check_open(session)
     items = resolve_use_items(graph, data["items"])
+    check_surfaced(session, items)
     key = _key(client_key, "uses", session)
     task_id = enqueue(
         tasks.apply_uses_task,
@@ -112,6 +153,8 @@ def report_response(user, graph, external_id: str, data: dict, client_key: str =
     session, skipped = session_or_status(graph, external_id)
     if skipped:
         return _no_op(skipped)
+    check_reporter(user, graph, session)
+    check_open(session)
     key = _key(client_key, "response", session)
     task_id = enqueue(
         tasks.apply_response_task,
@@ -130,11 +173,13 @@ def report_outcome(user, graph, external_id: str, data: dict, client_key: str = 
     session, skipped = session_or_status(graph, external_id)
     if skipped:
         return _no_op(skipped)
+    check_reporter(user, graph, session)
     context = {"graph": session.graph_id, "session": external_id, "outcome": outcome}
     if session.outcome == outcome:
         previous = UpdateBatch.objects.filter(trigger_session=session, kind="outcome").order_by("-id").first()
         if previous is not None:
             return {"status": "duplicate", "batch": previous.pk}
+    check_open(session)
     # A selected candidate implies an injection: one query in the usual case.
     if not InjectionCandidate.objects.filter(
         graph_id=session.graph_id, injection__session=session, selected=True

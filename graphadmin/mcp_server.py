@@ -14,7 +14,8 @@ tool bodies live in the app whose data they are about.
 
 Input is validated by the API's own DRF serializers, so bounds and messages are the API's; the
 JSON schema of each tool documents the same bounds. Tenancy and roles are the API's: a graph or
-injection of another organization is "not found"; reporting feedback needs ``analyst``. Each call
+injection of another organization is "not found"; context and reports need the ``agent`` role
+(on the caller's own sessions) or operator and up (``graphadmin.tenancy``). Each call
 runs in one transaction (like ATOMIC_REQUESTS), so feedback tasks are enqueued on commit and an
 error writes nothing. Feedback reports (uses, response, outcome) are applied by the Celery worker,
 exactly as through the API: the tools answer ``queued`` with the task id, and ``graph_explain``
@@ -462,7 +463,8 @@ def build_server(
         path that surfaced it; negative lowers the note and the last edge of its path by lr*w; items
         not reported do not change, and each moves at most once per session. Later agents asking a
         similar question get what you used ranked higher. Give `items`, `response` (implicit use
-        detection), or both. Needs the analyst role. The update runs on the server's worker: the
+        detection), or both. Only for the sessions you created (agent role; operators: any session),
+        before their outcome, naming only items graph_context gave you. The update runs on the server's worker: the
         answer is `queued` with a task id (or a no-op status such as unknown_session with its reason);
         graph_explain lists the resulting batches."""
         plain = [i.model_dump(exclude_none=True, mode="json") for i in items] if items else None
@@ -485,7 +487,8 @@ def build_server(
         """Use it when the session is over and you know how it ended (the user accepted the answer, asked
         for rework, or rejected it). Every node and edge selected in the session's context
         injections moves its feedback weight toward the outcome's score (accepted 1.0, rework 0.5,
-        rejected 0.0 by default): w = alpha*score + (1-alpha)*w. Needs the analyst role. Runs on the
+        rejected 0.0 by default): w = alpha*score + (1-alpha)*w. Only for the sessions you created
+        (agent role; operators: any session); after it the session takes no other report. Runs on the
         server's worker: the answer is `queued` with a task id, `duplicate` with the batch when this
         outcome was already applied, or a no-op status (unknown_session, no_injection,
         nothing_surfaced) with its reason. graph_explain lists the resulting batch."""

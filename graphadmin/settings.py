@@ -92,19 +92,39 @@ TEMPLATES = [
 ]
 
 # Database: DATABASE_URL, or the embedded PostgreSQL + pgvector server when it is unset.
+# Two roles (README "Database roles"): the tables' owner migrates; the application serves as a role that
+# owns nothing (rows only; the ledgers insert-only; graphadmin/db_roles.py grants it after each migrate).
+# External server: DATABASE_URL is the application's role; DATABASE_MIGRATE_URL, when set, the owner's
+# (alias "owner", which migrate uses; give it to the migrating process only). Embedded server: the owner
+# is its superuser, the application role DATABASE_APP_ROLE is created by migrate, and DATABASE_ROLE=app
+# (what `make run` gives the web server, worker, beat and MCP server) connects as it.
 if env.str("DATABASE_URL", default=""):
     DATABASES = {"default": env.db("DATABASE_URL")}
+    if env.str("DATABASE_MIGRATE_URL", default=""):
+        DATABASES["owner"] = {**env.db("DATABASE_MIGRATE_URL"), "TEST": {"MIRROR": "default"}}
+    _split = "owner" in DATABASES and DATABASES["owner"].get("USER") != DATABASES["default"].get("USER")
+    DATABASE_APP_ROLE = env.str("DATABASE_APP_ROLE", default=DATABASES["default"].get("USER", "") if _split else "")
+    DATABASE_CREATE_APP_ROLE = False
 else:
-    from graphadmin.embedded_db import ensure_server
+    from graphadmin.embedded_db import APP_ROLE, ensure_server
 
-    DATABASES = {"default": ensure_server(LOCAL_DIR / "pgdata")}
+    DATABASE_APP_ROLE = env.str("DATABASE_APP_ROLE", default=APP_ROLE)
+    DATABASE_CREATE_APP_ROLE = True
+    _owner = ensure_server(LOCAL_DIR / "pgdata")
+    _role = env.str("DATABASE_ROLE", default="owner")
+    if _role not in ("owner", "app"):
+        raise ImproperlyConfigured(f"DATABASE_ROLE must be 'owner' or 'app', not {_role!r}.")
+    DATABASES = {"default": {**_owner, "USER": DATABASE_APP_ROLE} if _role == "app" else _owner}
+# The connection migrate uses (graphadmin/management/commands/migrate.py): the owner's when it is a separate one.
+MIGRATE_DATABASE = "owner" if "owner" in DATABASES else "default"
 # DATABASE_NAME overrides the database name (the test suite points its Celery worker at the test database).
-if env.str("DATABASE_NAME", default=""):
-    DATABASES["default"]["NAME"] = env.str("DATABASE_NAME")
-DATABASES["default"].setdefault("CONN_MAX_AGE", env.int("CONN_MAX_AGE", default=0))
-# With persistent connections (CONN_MAX_AGE > 0: make run's web server and worker), a connection the
-# server closed meanwhile is noticed before a request uses it, not by the request failing.
-DATABASES["default"].setdefault("CONN_HEALTH_CHECKS", True)
+for _alias in DATABASES.values():
+    if env.str("DATABASE_NAME", default=""):
+        _alias["NAME"] = env.str("DATABASE_NAME")
+    _alias.setdefault("CONN_MAX_AGE", env.int("CONN_MAX_AGE", default=0))
+    # With persistent connections (CONN_MAX_AGE > 0: make run's web server and worker), a connection the
+    # server closed meanwhile is noticed before a request uses it, not by the request failing.
+    _alias.setdefault("CONN_HEALTH_CHECKS", True)
 # Every request is one transaction: an error anywhere rolls back everything it wrote.
 DATABASES["default"]["ATOMIC_REQUESTS"] = True
 DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
@@ -133,6 +153,14 @@ LOGIN_REDIRECT_URL = "/"
 # Days of weight history (WeightChange rows and WeightChangeBlock blocks) to keep; 0 keeps it forever.
 # Expiry drops whole months.
 WEIGHT_HISTORY_RETENTION_DAYS = env.int("WEIGHT_HISTORY_RETENTION_DAYS", default=0)
+
+# Anchors of the audit chains outside the database (graphadmin/anchor.py, README "Audit chain"): the hourly
+# verify task appends each organization's verified head (one JSON line, fsync'd) to this file (''
+# turns the file off) and/or logs it to this logger (a log sink; '' for none).
+AUDIT_ANCHOR_FILE = env.str("AUDIT_ANCHOR_FILE", default=str(LOCAL_DIR / "audit-anchors.jsonl"))
+AUDIT_ANCHOR_LOGGER = env.str("AUDIT_ANCHOR_LOGGER", default="")
+# Checks a full verify of a chain runs on the other ledgers (graphadmin.audit.ledger_checks).
+AUDIT_LEDGER_CHECKS = ["feedback.ledger.check_batches_audited"]
 
 # Embeddings: the vector dimension is baked into the schema by the first migration.
 EMBEDDING_DIM = env.int("EMBEDDING_DIM", default=384)
@@ -240,7 +268,11 @@ LOGGING = {
 }
 
 CELERY_BEAT_SCHEDULE = {
-    "verify-audit-chains-hourly": {"task": "graphadmin.verify_audit_chains", "schedule": 3600.0},
+    # Verifies every chain, advances its checkpoint and anchors its head outside the database.
+    "verify-audit-chains-hourly": {
+        "task": "graphadmin.verify_audit_chains",
+        "schedule": env.float("AUDIT_ANCHOR_INTERVAL", default=3600.0),
+    },
     # Fans out one decay task per graph; each is idempotent per period, so running daily is safe
     # whatever the graph's decay_period_days.
     "decay-graphs-daily": {"task": "feedback.decay_all", "schedule": crontab(hour=3, minute=15)},

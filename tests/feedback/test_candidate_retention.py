@@ -35,8 +35,8 @@ def _injection(graph, node, when, external_id):
     return injection, candidate
 
 
-def test_a_context_call_logs_into_this_months_partition(rg, api, rita):
-    r = api(rita).post(
+def test_a_context_call_logs_into_this_months_partition(rg, api, ada):
+    r = api(ada).post(
         f"/api/graphs/{rg['graph'].pk}/context/", {"session": "s", "query": "ranking weights"}, format="json"
     )
     assert r.status_code == 201, r.content

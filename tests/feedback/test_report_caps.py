@@ -12,19 +12,19 @@ from .conftest import url
 pytestmark = pytest.mark.django_db
 
 
-def test_too_many_use_items(api, ana, acme_graph, surfaced, edges, django_capture_on_commit_callbacks):
+def test_too_many_use_items(api, oscar, acme_graph, surfaced, edges, django_capture_on_commit_callbacks):
     items = [{"edge": edges["ab"].pk}] * (settings.MAX_REPORT_ITEMS + 1)
     with django_capture_on_commit_callbacks() as callbacks:
-        response = api(ana).post(url(acme_graph, "s1", "uses"), {"items": items}, format="json")
+        response = api(oscar).post(url(acme_graph, "s1", "uses"), {"items": items}, format="json")
     assert response.status_code == 400 and "items" in response.json(), response.content
     assert str(settings.MAX_REPORT_ITEMS) in str(response.json()["items"])
     assert not callbacks and not UseEvent.objects.exists()
 
 
-def test_items_at_the_maximum_are_accepted(api, ana, acme_graph, surfaced, edges, django_capture_on_commit_callbacks):
+def test_items_at_the_maximum_are_accepted(api, oscar, acme_graph, surfaced, edges, django_capture_on_commit_callbacks):
     items = [{"edge": edges["ab"].pk}] * settings.MAX_REPORT_ITEMS
     with django_capture_on_commit_callbacks():
-        response = api(ana).post(url(acme_graph, "s1", "uses"), {"items": items}, format="json")
+        response = api(oscar).post(url(acme_graph, "s1", "uses"), {"items": items}, format="json")
     assert response.status_code == 202, response.content
 
 

@@ -41,3 +41,9 @@ def test_unknown_organization_is_refused(acme):
     with pytest.raises(CommandError, match="No organization 'nope'"):
         _token(org="nope", user="eval-agent")
     assert not get_user_model().objects.filter(username="eval-agent").exists()
+
+
+@pytest.mark.django_db
+def test_the_default_role_is_agent(acme):
+    _token(org="acme", user="bot")
+    assert Membership.objects.get(user__username="bot", organization=acme).role == "agent"

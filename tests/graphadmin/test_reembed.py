@@ -35,9 +35,9 @@ def _retrieve(client, graph, start):
 
 
 def test_reembed_moves_a_graph_to_the_configured_model_and_retrieval_refuses_mixed_models_before(
-    hashed_graph, api, ana
+    hashed_graph, api, ada
 ):
-    graph, client = hashed_graph, api(ana)
+    graph, client = hashed_graph, api(ada)
     home = Node.objects.get(graph=graph, key="Home")
     assert stored_models(graph.pk) == ["hashing-v1"]
 

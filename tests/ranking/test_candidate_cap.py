@@ -9,10 +9,10 @@ from ranking import service
 pytestmark = pytest.mark.django_db
 
 
-def test_candidate_log_is_capped_but_keeps_the_selected(rg, api, rita, settings):
+def test_candidate_log_is_capped_but_keeps_the_selected(rg, api, ada, settings):
     settings.MAX_CANDIDATES_PER_INJECTION = 2
     n = rg["nodes"]
-    r = api(rita).post(
+    r = api(ada).post(
         f"/api/graphs/{rg['graph'].pk}/context/",
         {"session": "s", "query": "ranking weights", "start_nodes": [n["a"].pk], "budget": 3},
         format="json",

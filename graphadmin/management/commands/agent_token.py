@@ -30,9 +30,9 @@ class Command(BaseCommand):
         parser.add_argument(
             "--role",
             choices=ROLES,
-            default="analyst",
-            help="Its role in the organization (default analyst: retrieve and report feedback; "
-            "creating graphs needs admin).",
+            default="agent",
+            help="Its role in the organization (default agent: retrieve, and report feedback on the "
+            "sessions it created; creating graphs needs admin).",
         )
 
     def handle(self, *args, org, user, role, **options):

@@ -6,6 +6,8 @@ chain, as the weight history's (migration 0006). Each row now carries ``created_
 injection's time (so a month holds whole injections); existing rows take it from their injection.
 Rows outside every monthly partition land in a DEFAULT partition, which retention never drops. The
 uniqueness of a rank per injection includes created_at, as a partitioned table's unique keys must.
+Its partitions are made and dropped by the owner's functions of migration 0013 (the application role
+runs no DDL), which now accept this table too.
 """
 
 import django.db.models.functions.datetime
@@ -14,6 +16,23 @@ from django.db import migrations, models
 import graphadmin.clock
 
 COLUMNS = "id, rank, selected, hops, tokens, total, features, components, edge_id, graph_id, injection_id, node_id"
+
+# Migration 0013's name check, with the candidate log among the tables whose monthly partitions it makes.
+PARTITION_NAME = """
+CREATE OR REPLACE FUNCTION feedback_history_partition_name(parent text, month date) RETURNS text
+LANGUAGE plpgsql IMMUTABLE SET search_path = public, pg_temp AS $$
+BEGIN
+    IF parent NOT IN ('feedback_weightchange', 'feedback_weightchangeblock', 'feedback_injectioncandidate') THEN
+        RAISE EXCEPTION 'not a partitioned log: %', parent USING ERRCODE = 'insufficient_privilege';
+    END IF;
+    IF month IS NULL OR month <> date_trunc('month', month)::date THEN
+        RAISE EXCEPTION 'a log partition starts on the first of a month, not %', month
+            USING ERRCODE = 'invalid_parameter_value';
+    END IF;
+    RETURN parent || '_' || to_char(month, 'YYYY_MM');
+END;
+$$;
+"""
 
 CREATE = """
 ALTER TABLE feedback_injectioncandidate RENAME TO feedback_injectioncandidate_unpartitioned;
@@ -55,6 +74,7 @@ def partition_and_copy(apps, schema_editor):
     from feedback.retention import ensure_partitions
 
     with schema_editor.connection.cursor() as cur:
+        cur.execute(PARTITION_NAME)
         cur.execute(CREATE)
         cur.execute("SELECT min(created_at) FROM feedback_contextinjection")
         (oldest,) = cur.fetchone()
@@ -71,7 +91,7 @@ def partition_and_copy(apps, schema_editor):
 
 class Migration(migrations.Migration):
     atomic = True
-    dependencies = [("feedback", "0012_vault_import_progress")]
+    dependencies = [("feedback", "0014_vault_import_progress")]
 
     operations = [
         migrations.SeparateDatabaseAndState(

@@ -9,7 +9,7 @@ import graphadmin.clock
 
 class Migration(migrations.Migration):
     dependencies = [
-        ("feedback", "0011_history_refuse_truncate"),
+        ("feedback", "0013_history_partition_functions"),
         ("graphadmin", "0009_audit_truncate_refusal_checkpoint_forward_only"),
         migrations.swappable_dependency(settings.AUTH_USER_MODEL),
     ]
