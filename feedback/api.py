@@ -22,25 +22,27 @@ An ``Idempotency-Key`` header makes a client's retry of the same report apply on
 from __future__ import annotations
 
 import uuid
-from datetime import date
+from datetime import date, timedelta
 
+from django.conf import settings
 from django.shortcuts import get_object_or_404
 from drf_spectacular.utils import OpenApiParameter, extend_schema
-from rest_framework import generics, serializers, status
-from rest_framework.exceptions import ValidationError
+from rest_framework import generics, serializers, status, viewsets
 from rest_framework.parsers import MultiPartParser
 from rest_framework.permissions import IsAuthenticated
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
+from graphadmin import clock
 from graphadmin.api.permissions import ActAllowed
 from graphadmin.api.views import GRAPH_ID, GraphScopedMixin
+from graphadmin.params import optional, parse_id
 from graphadmin.tenancy import NEEDS, graph_access
 from graphadmin.vault.parse import MAX_ARCHIVE_BYTES, parse_vault
 
 from . import actions, metrics, reports, tasks
-from .imports import do_import_vault
-from .models import DailyMetric, UpdateBatch, WeightHistory
+from .imports import do_import_vault, do_queue_import, runs_in_background
+from .models import DailyMetric, UpdateBatch, VaultImport, WeightHistory
 from .serializers import (
     AcceptedSerializer,
     DailyMetricSerializer,
@@ -236,12 +238,12 @@ class BatchListView(generics.ListAPIView):
             .order_by("-id")
         )
         params = self.request.query_params
-        for name in ("graph", "kind", "status"):
+        graph = optional(params, "graph", parse_id)  # '²' or 'abc': a 400 naming graph
+        if graph is not None:
+            qs = qs.filter(graph=graph)
+        for name in ("kind", "status"):
             if params.get(name):
-                value = params[name]
-                if name == "graph" and not value.isdigit():
-                    raise ValidationError({"graph": ["Expected a graph id."]})
-                qs = qs.filter(**{name: value})
+                qs = qs.filter(**{name: params[name]})
         if params.get("session"):
             qs = qs.filter(trigger_session__external_id=params["session"])
         return qs
@@ -346,12 +348,55 @@ class ImportResultSerializer(serializers.Serializer):
     warnings = serializers.ListField(child=serializers.CharField())
 
 
+class VaultImportSerializer(serializers.ModelSerializer):
+    """A background import's progress record; ``state`` is ``failed`` once a run outlived its time limit."""
+
+    state = serializers.SerializerMethodField(help_text="queued, parsing, importing, succeeded or failed.")
+    error = serializers.SerializerMethodField()
+
+    class Meta:
+        model = VaultImport
+        fields = [
+            "id",
+            "graph",
+            "state",
+            "dry_run",
+            "create_missing",
+            "filename",
+            "size",
+            "done",
+            "total",
+            "counts",
+            "result",
+            "error",
+            "created_at",
+            "started_at",
+            "finished_at",
+        ]
+
+    def _overdue(self, obj) -> bool:
+        # A worker killed at the hard limit cannot record it: past the limit, a run still "in progress" failed.
+        limit = settings.VAULT_IMPORT_TIME_LIMIT + 60
+        return (
+            obj.state in ("parsing", "importing")
+            and obj.started_at
+            and clock.now() - obj.started_at > timedelta(seconds=limit)
+        )
+
+    def get_state(self, obj) -> str:
+        return "failed" if self._overdue(obj) else obj.state
+
+    def get_error(self, obj) -> str:
+        return f"Ran past the time limit of {settings.VAULT_IMPORT_TIME_LIMIT} s." if self._overdue(obj) else obj.error
+
+
 class VaultImportView(GraphScopedMixin, generics.GenericAPIView):
     """POST /api/graphs/{graph_pk}/import/: import a zipped Obsidian vault into this graph (operators and admins).
 
     Thin: it checks the role, hands the upload to the parser and the import action, and answers with
     the counts: one batch, one audit event. A refused archive (zip-slip, symlink, oversize, no notes)
-    is a 400 and writes nothing.
+    is a 400 and writes nothing. An upload above VAULT_IMPORT_ASYNC_BYTES is imported by a Celery
+    task instead: a 202 with its progress record (``.../imports/{id}/``).
     """
 
     serializer_class = VaultUploadSerializer
@@ -360,13 +405,40 @@ class VaultImportView(GraphScopedMixin, generics.GenericAPIView):
     @extend_schema(
         parameters=[GRAPH_ID],
         request={"multipart/form-data": VaultUploadSerializer},
-        responses={200: ImportResultSerializer, 201: ImportResultSerializer},
+        responses={200: ImportResultSerializer, 201: ImportResultSerializer, 202: VaultImportSerializer},
     )
     def post(self, request, graph_pk=None):
         upload = self.get_serializer(data=request.data)
         upload.is_valid(raise_exception=True)
         data = upload.validated_data
+        if runs_in_background(data["file"].size):
+            record = do_queue_import(
+                self.graph(),
+                data["file"],
+                actor=request.user,
+                dry_run=data["dry_run"],
+                create_missing=data["create_missing"],
+            )
+            return Response(VaultImportSerializer(record).data, status=status.HTTP_202_ACCEPTED)
         parsed = parse_vault(data["file"], create_missing=data["create_missing"])  # VaultError: a 400 on file
         result = do_import_vault(self.graph(), parsed, actor=request.user, dry_run=data["dry_run"])
         code = status.HTTP_200_OK if result.dry_run else status.HTTP_201_CREATED
         return Response(ImportResultSerializer(result.as_dict()).data, status=code)
+
+
+class VaultImportStatusViewSet(GraphScopedMixin, viewsets.ReadOnlyModelViewSet):
+    """Background vault imports of a graph, newest first, with their progress (every member reads)."""
+
+    serializer_class = VaultImportSerializer
+    lookup_value_converter = "int"
+
+    def get_queryset(self):
+        return VaultImport.objects.filter(graph=self.graph()).defer("archive").order_by("-created_at", "-id")
+
+    @extend_schema(parameters=[GRAPH_ID])
+    def list(self, request, *args, **kwargs):
+        return super().list(request, *args, **kwargs)
+
+    @extend_schema(parameters=[GRAPH_ID, OpenApiParameter("id", int, OpenApiParameter.PATH)])
+    def retrieve(self, request, *args, **kwargs):
+        return super().retrieve(request, *args, **kwargs)

@@ -185,6 +185,24 @@ def outcomes_per_day(rows) -> dict:
     return figure("Session outcomes per day", series, barmode="stack", xaxis=DAY_AXIS)
 
 
+# OWASP's CSV-injection rule: a cell a spreadsheet would read as a formula starts with one of these.
+FORMULA_PREFIXES = ("=", "+", "-", "@", "\t", "\r")
+
+
+def csv_cell(value):
+    """A text cell made inert for spreadsheets: a leading formula character is quoted with an apostrophe
+    (OWASP's rule; defusedcsv leaves tab and CR prefixes alone). Numbers pass as they are."""
+    if isinstance(value, str) and value.startswith(FORMULA_PREFIXES):
+        return "'" + value
+    return value
+
+
+def csv_export(rows):
+    """The CSV export's rows (``csv_rows``), every text cell escaped against formula injection."""
+    for row in csv_rows(rows):
+        yield [csv_cell(v) for v in row]
+
+
 def csv_rows(rows):
     """Flat rows for the CSV export: one line per day, edge type and measure."""
     yield ["day", "section", "key", "measure", "value"]

@@ -8,17 +8,24 @@ and row writes lives here (the core imports neither feedback nor ranking).
 
 from __future__ import annotations
 
+import io
 import time
+import uuid
 
+from celery import current_app
+from celery.exceptions import SoftTimeLimitExceeded
+from django.conf import settings
 from django.db import transaction
 
+from graphadmin import clock
 from graphadmin.models import Graph
 from graphadmin.tasks import embed_graph
 from graphadmin.vault import apply
-from graphadmin.vault.parse import ParsedVault, ProgressFn, group_unresolved
+from graphadmin.vault.parse import ParsedVault, ProgressFn, VaultError, group_unresolved, parse_vault
 from graphadmin.vault.plan import ImportResult, plan_import
 
 from . import ledger
+from .models import VaultImport
 
 
 def do_import_vault(
@@ -86,3 +93,79 @@ def do_import_vault(
         embedding=mode,
         duration_ms=duration_ms,
     )
+
+
+# ---------------------------------------------------------------------------------------------
+# Large imports in the background (VAULT_IMPORT_ASYNC_BYTES): a VaultImport row records the progress.
+
+
+def runs_in_background(size: int) -> bool:
+    """Whether an upload of ``size`` bytes is imported by the Celery task rather than in the request."""
+    return size > settings.VAULT_IMPORT_ASYNC_BYTES
+
+
+def do_queue_import(graph: Graph, upload, *, actor, dry_run: bool = False, create_missing: bool = False) -> VaultImport:
+    """Record an uploaded vault as a VaultImport (state ``queued``) and enqueue its task on commit.
+
+    The archive is stored with the row (the worker may run on another machine); the task empties it
+    once read. Nothing of the graph changes until the task runs ``do_import_vault``.
+    """
+    upload.seek(0)
+    data = upload.read()
+    record = VaultImport.objects.create(
+        graph=graph,
+        requested_by=actor if getattr(actor, "pk", None) else None,
+        dry_run=dry_run,
+        create_missing=create_missing,
+        filename=(getattr(upload, "name", "") or "")[:255],
+        size=len(data),
+        archive=data,
+        task_id=str(uuid.uuid4()),
+    )
+    task_id, pk = record.task_id, record.pk
+    # The task by its registered name (feedback.tasks imports this module); CELERY_TASK_ROUTES picks its queue.
+    transaction.on_commit(lambda: current_app.tasks["feedback.import_vault"].apply_async(args=[pk], task_id=task_id))
+    return record
+
+
+def _set(record: VaultImport, **fields) -> None:
+    """Write progress outside any import transaction, so the API and the dashboard see it at once."""
+    for name, value in fields.items():
+        setattr(record, name, value)
+    VaultImport.objects.filter(pk=record.pk).update(**fields)
+
+
+def run_queued_import(record: VaultImport, *, actor) -> VaultImport:
+    """The task's work: parse the stored archive (progress: notes read), import it, record the outcome.
+
+    A refused archive or any failure ends in state ``failed`` with the reason; the import's own
+    transaction rolled back, so the graph is as it was. A record already finished is left alone
+    (a redelivered task).
+    """
+    if record.state in ("succeeded", "failed"):
+        return record
+    _set(record, state="parsing", started_at=clock.now(), error="")
+    last = [0.0]
+
+    def progress(stage: str, done: int, total: int) -> None:
+        # At most every half second (and the last note): progress is for people watching, not a ledger.
+        if stage == "read" and (done == total or time.monotonic() - last[0] > 0.5):
+            last[0] = time.monotonic()
+            _set(record, done=done, total=total)
+
+    try:
+        parsed = parse_vault(io.BytesIO(bytes(record.archive)), progress=progress, create_missing=record.create_missing)
+        _set(record, state="importing", archive=b"")
+        result = do_import_vault(record.graph, parsed, actor=actor, dry_run=record.dry_run)
+    except VaultError as exc:
+        _set(record, state="failed", error=str(exc), archive=b"", finished_at=clock.now())
+    except SoftTimeLimitExceeded:
+        message = f"Stopped at the time limit of {settings.VAULT_IMPORT_TIME_LIMIT} s; nothing was imported."
+        _set(record, state="failed", error=message, archive=b"", finished_at=clock.now())
+    except Exception as exc:
+        _set(record, state="failed", error=f"{type(exc).__name__}: {exc}", archive=b"", finished_at=clock.now())
+        raise
+    else:
+        body = result.as_dict()
+        _set(record, state="succeeded", counts=body["counts"], result=body, finished_at=clock.now())
+    return record

@@ -13,6 +13,7 @@ from django.conf import settings
 from django.contrib.postgres.fields import ArrayField
 from django.db import models
 from django.db.models import Q
+from django.db.models.functions import Now
 from django.urls import reverse
 from pgvector.django import HnswIndex, VectorField
 
@@ -126,11 +127,21 @@ class InjectionCandidate(models.Model):
     total = models.FloatField()
     features = models.JSONField(default=dict)
     components = models.JSONField(default=dict)
+    # The table is partitioned by month of created_at (migration 0016): retention drops whole months
+    # (feedback.retention, CANDIDATE_LOG_RETENTION_DAYS). Its primary key is (id, created_at) in the database.
+    created_at = models.DateTimeField(
+        default=clock.now,
+        db_default=Now(),
+        editable=False,
+        help_text="Its injection's time: the candidate log is partitioned by month of it.",
+    )
 
     objects = TenantQuerySet.as_manager()
 
     class Meta:
-        constraints = [models.UniqueConstraint(fields=["injection", "rank"], name="candidate_rank_per_injection")]
+        constraints = [
+            models.UniqueConstraint(fields=["injection", "rank", "created_at"], name="candidate_rank_per_injection")
+        ]
         indexes = [models.Index(fields=["graph", "node"], name="candidate_graph_node")]
         ordering = ["injection", "rank"]
 
@@ -431,3 +442,45 @@ class PendingReport(models.Model):
 
     def __str__(self):
         return f"{self.kind} report {self.idempotency_key} ({self.state})"
+
+
+IMPORT_STATES = ("queued", "parsing", "importing", "succeeded", "failed")
+
+
+class VaultImport(models.Model):
+    """A vault import run in the background (uploads above VAULT_IMPORT_ASYNC_BYTES): its progress record.
+
+    The upload is kept in ``archive`` until the task has read it (then emptied); ``state`` moves
+    queued -> parsing (``done`` of ``total`` notes read) -> importing -> succeeded (``result``: the
+    import's counts, batch and warnings, as the synchronous answer) or failed (``error``: why). The
+    API (``/api/graphs/{id}/imports/{id}/``) and the overview page show it.
+    """
+
+    graph = models.ForeignKey(Graph, on_delete=models.CASCADE, related_name="vault_imports")
+    requested_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL, on_delete=models.SET_NULL, null=True, blank=True, related_name="+"
+    )
+    state = models.CharField(max_length=20, default="queued", choices=[(s, s) for s in IMPORT_STATES])
+    dry_run = models.BooleanField(default=False)
+    create_missing = models.BooleanField(default=False)
+    filename = models.CharField(max_length=255, blank=True)
+    size = models.PositiveBigIntegerField(default=0, help_text="Bytes of the uploaded archive.")
+    archive = models.BinaryField(default=bytes, editable=False)
+    done = models.PositiveIntegerField(default=0, help_text="Notes read so far.")
+    total = models.PositiveIntegerField(default=0, help_text="Notes in the archive.")
+    counts = models.JSONField(default=dict, blank=True)
+    result = models.JSONField(default=dict, blank=True)
+    error = models.TextField(blank=True)
+    task_id = models.CharField(max_length=200, blank=True)
+    created_at = models.DateTimeField(default=clock.now, editable=False)
+    started_at = models.DateTimeField(null=True, blank=True)
+    finished_at = models.DateTimeField(null=True, blank=True)
+
+    objects = TenantQuerySet.as_manager()
+
+    class Meta:
+        constraints = [models.CheckConstraint(condition=Q(state__in=IMPORT_STATES), name="vaultimport_state_valid")]
+        indexes = [models.Index(fields=["graph", "-created_at"], name="vaultimport_graph_recent")]
+
+    def __str__(self):
+        return f"import {self.pk} ({self.state})"

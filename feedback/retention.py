@@ -1,4 +1,7 @@
-"""Retention of the weight history: monthly partitions, created ahead and expired whole.
+"""Retention of the append-only logs: monthly partitions, created ahead and expired whole.
+
+The weight history (WEIGHT_HISTORY_RETENTION_DAYS) and the candidate log (InjectionCandidate,
+migration 0016, CANDIDATE_LOG_RETENTION_DAYS: ``do_expire_candidate_log``) follow the same rules.
 
 Both history tables (WeightChange rows, migration 0006, and WeightChangeBlock, migration 0007) are
 partitioned by month of ``created_at``. ``ensure_partitions`` creates the monthly partitions a
@@ -26,6 +29,8 @@ log = logging.getLogger(__name__)
 
 # Each partitioned history table and the name its expiry is audited under.
 LEDGERS = {"feedback_weightchange": "weight_changes", "feedback_weightchangeblock": "weight_change_blocks"}
+# The candidate log of context calls, expired on its own setting.
+CANDIDATE_LOG = {"feedback_injectioncandidate": "injection_candidates"}
 MONTHS_AHEAD = 3
 _NAME = re.compile(r"^(feedback_\w+)_(\d{4})_(\d{2})$")
 
@@ -146,11 +151,24 @@ def do_expire_history(retention_days: int, *, actor, now: datetime | None = None
     Each drop is audited. Returns one dict per dropped partition: name, ledger, month, rows, rows per
     organization.
     """
+    return _expire(LEDGERS, retention_days, actor=actor, now=now)
+
+
+def do_expire_candidate_log(retention_days: int, *, actor, now: datetime | None = None) -> list[dict]:
+    """Drop every monthly partition of the candidate log that ends on or before now - retention_days.
+
+    Audited like the history's expiry (``ledger.expire``, ledger ``injection_candidates``). The
+    injections themselves stay: explain then shows no candidates for them, and what-if skips them.
+    """
+    return _expire(CANDIDATE_LOG, retention_days, actor=actor, now=now)
+
+
+def _expire(ledgers: dict[str, str], retention_days: int, *, actor, now: datetime | None) -> list[dict]:
     if retention_days <= 0:
         return []
     cutoff = (now or datetime.now(UTC)) - timedelta(days=retention_days)
     dropped = []
-    months = [(month, parent, name) for parent in LEDGERS for name, month in existing_partitions(parent=parent).items()]
+    months = [(month, parent, name) for parent in ledgers for name, month in existing_partitions(parent=parent).items()]
     for month, parent, name in sorted(months):
         upper = _next_month(month)
         if datetime(upper.year, upper.month, upper.day, tzinfo=UTC) > cutoff:
@@ -171,7 +189,7 @@ def do_expire_history(retention_days: int, *, actor, now: datetime | None = None
                 per_org = dict(cur.fetchall())
                 cur.execute("SELECT feedback_history_drop_partition(%s, %s)", [parent, month])
             payload = {
-                "ledger": LEDGERS[parent],
+                "ledger": ledgers[parent],
                 "partition": name,
                 "month": month.isoformat(),
                 "retention_days": retention_days,
@@ -179,11 +197,11 @@ def do_expire_history(retention_days: int, *, actor, now: datetime | None = None
             for org_id, rows in per_org.items():
                 audit.append(org_id, actor, "ledger.expire", {**payload, "rows": rows})
         total = sum(per_org.values())
-        log.info("expired weight history partition", extra={"partition": name, "rows": total})
+        log.info("expired a log partition", extra={"partition": name, "ledger": ledgers[parent], "rows": total})
         dropped.append(
             {
                 "partition": name,
-                "ledger": LEDGERS[parent],
+                "ledger": ledgers[parent],
                 "month": month.isoformat(),
                 "rows": total,
                 "per_organization": per_org,

@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+from django.conf import settings
 from rest_framework import serializers
 
-from graphadmin.api.fields import FiniteFloatField
+from graphadmin.api.fields import BoundedListSerializer, FiniteFloatField, IdField
 from graphadmin.models.policy import POLICY_NUMBERS
+from graphadmin.params import BIGINT_MAX
 
 from .models import OUTCOMES, SIGNALS, DailyMetric, UpdateBatch, WeightHistory
 
@@ -18,22 +20,27 @@ def _rate(name: str, **kwargs):
 
 
 class EdgeKeySerializer(serializers.Serializer):
-    source = serializers.IntegerField(help_text="Source node id.")
-    target = serializers.IntegerField(help_text="Target node id.")
+    source = IdField(help_text="Source node id.")
+    target = IdField(help_text="Target node id.")
     type = serializers.CharField(max_length=100, help_text="Edge type name.")
 
 
 class UseItemSerializer(serializers.Serializer):
     """One used (or wrong) item: ``node`` (an id) or ``edge`` (an id, or its source + target + type)."""
 
-    node = serializers.IntegerField(required=False, help_text="Node id.")
+    node = IdField(required=False, help_text="Node id.")
     edge = serializers.JSONField(required=False, help_text="Edge id, or {source, target, type}.")
     signal = serializers.ChoiceField(choices=SIGNALS, default="explicit")
+
+    class Meta:
+        list_serializer_class = BoundedListSerializer
 
     def validate_edge(self, value):
         if isinstance(value, bool):
             raise serializers.ValidationError("Expected an edge id or {source, target, type}.")
         if isinstance(value, int):
+            if not 1 <= value <= BIGINT_MAX:
+                raise serializers.ValidationError(f"Expected an edge id from 1 to {BIGINT_MAX}.")
             return value
         if isinstance(value, dict):
             key = EdgeKeySerializer(data=value)
@@ -48,7 +55,12 @@ class UseItemSerializer(serializers.Serializer):
 
 
 class UsesSerializer(serializers.Serializer):
-    items = UseItemSerializer(many=True, allow_empty=False)
+    items = UseItemSerializer(
+        many=True,
+        allow_empty=False,
+        max_length=settings.MAX_REPORT_ITEMS,
+        help_text=f"At most {settings.MAX_REPORT_ITEMS} items per report (MAX_REPORT_ITEMS).",
+    )
     learning_rate = _rate("learning_rate")
 
 
@@ -62,10 +74,13 @@ class OutcomeSerializer(serializers.Serializer):
 
 
 class ManualValueSerializer(serializers.Serializer):
-    node = serializers.IntegerField(required=False)
-    edge = serializers.IntegerField(required=False)
+    node = IdField(required=False)
+    edge = IdField(required=False)
     field = serializers.ChoiceField(choices=["weight", "feedback_weight"])
     value = FiniteFloatField(min_value=0.0, max_value=1.0)
+
+    class Meta:
+        list_serializer_class = BoundedListSerializer
 
     def validate(self, attrs):
         if ("node" in attrs) == ("edge" in attrs):
@@ -76,7 +91,12 @@ class ManualValueSerializer(serializers.Serializer):
 
 
 class ManualSetSerializer(serializers.Serializer):
-    values = ManualValueSerializer(many=True, allow_empty=False)
+    values = ManualValueSerializer(
+        many=True,
+        allow_empty=False,
+        max_length=settings.MAX_MANUAL_VALUES,
+        help_text=f"At most {settings.MAX_MANUAL_VALUES} values per call (MAX_MANUAL_VALUES).",
+    )
     reason = serializers.CharField(max_length=500, allow_blank=True, default="")
 
 
@@ -120,8 +140,8 @@ class WeightChangeSerializer(serializers.ModelSerializer):
 
 
 class UpdateBatchSerializer(serializers.ModelSerializer):
-    trigger_session = serializers.SlugRelatedField(slug_field="external_id", read_only=True)
-    trigger_user = serializers.SlugRelatedField(slug_field="username", read_only=True)
+    trigger_session = serializers.SlugRelatedField(slug_field="external_id", read_only=True, allow_null=True)
+    trigger_user = serializers.SlugRelatedField(slug_field="username", read_only=True, allow_null=True)
     rolled_back_by = serializers.SerializerMethodField()
 
     class Meta:

@@ -27,9 +27,9 @@ from django.contrib.auth import get_user_model
 
 from graphadmin.models import Graph, PolicyRevision
 
-from . import actions, metrics, outbox, retention
+from . import actions, imports, metrics, outbox, retention
 from .ledger import retry_transient
-from .models import AgentSession
+from .models import AgentSession, VaultImport
 
 log = logging.getLogger(__name__)
 
@@ -244,4 +244,33 @@ def maintain_history_task() -> dict:
     """Create next months' weight-history partitions; expire whole months past the retention setting."""
     created = retention.ensure_partitions()
     dropped = retention.do_expire_history(settings.WEIGHT_HISTORY_RETENTION_DAYS, actor="task:maintain_history")
+    return {"created": created, "dropped": dropped}
+
+
+@shared_task(
+    name="feedback.import_vault",
+    time_limit=settings.VAULT_IMPORT_TIME_LIMIT + 30,
+    soft_time_limit=settings.VAULT_IMPORT_TIME_LIMIT,
+)
+def import_vault_task(import_id: int) -> dict:
+    """A large vault import (feedback.imports.run_queued_import), within VAULT_IMPORT_TIME_LIMIT seconds.
+
+    At the soft limit the import stops, rolls back and is recorded as failed with the reason; the hard
+    limit 30 s later ends the process if it does not.
+    """
+    record = VaultImport.objects.select_related("graph", "requested_by").filter(pk=import_id).first()
+    if record is None:
+        return {"status": "gone", "import": import_id}
+    actor = record.requested_by or "task:import_vault"
+    record = imports.run_queued_import(record, actor=actor)
+    return {"status": record.state, "import": record.pk}
+
+
+@shared_task(name="feedback.maintain_candidate_log")
+def maintain_candidate_log_task() -> dict:
+    """Create next months' candidate-log partitions; expire whole months past CANDIDATE_LOG_RETENTION_DAYS."""
+    created = retention.ensure_partitions(parents=tuple(retention.CANDIDATE_LOG))
+    dropped = retention.do_expire_candidate_log(
+        settings.CANDIDATE_LOG_RETENTION_DAYS, actor="task:maintain_candidate_log"
+    )
     return {"created": created, "dropped": dropped}

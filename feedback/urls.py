@@ -16,6 +16,16 @@ api_urlpatterns = [
     path("graphs/<int:graph_pk>/weights/", api.ManualWeightsView.as_view(), name="graph-weights"),
     path("graphs/<int:graph_pk>/metrics/", api.MetricsView.as_view(), name="graph-metrics"),
     path("graphs/<int:graph_pk>/import/", api.VaultImportView.as_view(), name="graph-import"),
+    path(
+        "graphs/<int:graph_pk>/imports/",
+        api.VaultImportStatusViewSet.as_view({"get": "list"}),
+        name="graph-imports",
+    ),
+    path(
+        "graphs/<int:graph_pk>/imports/<int:pk>/",
+        api.VaultImportStatusViewSet.as_view({"get": "retrieve"}),
+        name="graph-import-status",
+    ),
     path("batches/", api.BatchListView.as_view(), name="batch-list"),
     path("batches/<int:pk>/", api.BatchDetailView.as_view(), name="batch-detail"),
     path("batches/<int:pk>/changes/", api.BatchChangesView.as_view(), name="batch-changes"),

@@ -24,11 +24,13 @@ from feedback.models import (
     InjectionCandidate,
     UpdateBatch,
     UseEvent,
+    VaultImport,
     WeightHistory,
 )
 from graphadmin import audit
 from graphadmin.models import Edge, Node
 from graphadmin.note_links import render_node_text
+from graphadmin.params import date_filters
 from graphadmin.tenancy import graph_access
 
 HISTORY_LIMIT = 500
@@ -70,6 +72,8 @@ def overview(request, graph_id):
             "batches": batches,
             "figures": figures,
             "chain": audit.verify(graph.organization_id, full=False),
+            # Background imports (uploads above VAULT_IMPORT_ASYNC_BYTES) and their progress.
+            "imports": VaultImport.objects.filter(graph=graph).defer("archive").order_by("-created_at", "-id")[:5],
         },
     )
 
@@ -78,20 +82,28 @@ def overview(request, graph_id):
 def batch_list(request, graph_id):
     access = graph_access(request.user, graph_id)
     batches = UpdateBatch.objects.filter(graph=access.graph).order_by("-started_at", "-id")
-    filters = {k: request.GET.get(k, "") for k in ("kind", "status", "since", "until")}
+    filters = {k: request.GET.get(k, "").strip() for k in ("kind", "status", "since", "until")}
+    days, error = date_filters(filters)
     if filters["kind"]:
         batches = batches.filter(kind=filters["kind"])
     if filters["status"]:
         batches = batches.filter(status=filters["status"])
-    if filters["since"]:
-        batches = batches.filter(started_at__date__gte=filters["since"])
-    if filters["until"]:
-        batches = batches.filter(started_at__date__lte=filters["until"])
+    if days["since"]:
+        batches = batches.filter(started_at__date__gte=days["since"])
+    if days["until"]:
+        batches = batches.filter(started_at__date__lte=days["until"])
     page = Paginator(batches, 50).get_page(request.GET.get("page"))
     return render(
         request,
         "feedback/batches.html",
-        {"access": access, "page": page, "filters": filters, "kinds": BATCH_KINDS, "statuses": BATCH_STATUSES},
+        {
+            "access": access,
+            "page": page,
+            "filters": filters,
+            "error": error,
+            "kinds": BATCH_KINDS,
+            "statuses": BATCH_STATUSES,
+        },
     )
 
 
@@ -161,7 +173,7 @@ def impact(request, graph_id):
     if request.GET.get("format") == "csv":
         response = HttpResponse(content_type="text/csv")
         response["Content-Disposition"] = f'attachment; filename="{access.graph.slug}-impact-{since}-{until}.csv"'
-        csv.writer(response).writerows(charts.csv_rows(rows))
+        csv.writer(response).writerows(charts.csv_export(rows))
         return response
     figures = [
         ("impact-weights", charts.mean_weights_by_type(rows), "Mean weight and feedback weight by edge type over time"),

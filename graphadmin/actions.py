@@ -11,9 +11,10 @@ from __future__ import annotations
 from django.db import transaction
 
 from graphadmin import audit
-from graphadmin.errors import Conflict
+from graphadmin.errors import Conflict, InputError
 from graphadmin.models import Edge, EdgeType, Graph, Membership, Node, PolicyRevision
 from graphadmin.models.policy import POLICY_NUMBERS
+from graphadmin.vault.parse import EDGE_TYPE_NAME, EDGE_TYPE_NAME_RULE
 
 DEFAULT_EDGE_TYPES = {
     "related": "A body link between two notes.",
@@ -81,7 +82,8 @@ def do_delete_graph(graph: Graph, *, actor) -> None:
 
 @transaction.atomic
 def do_create_edge_type(graph: Graph, name: str, *, actor, priority: float = 0.0, description: str = "") -> EdgeType:
-    """Add an edge type to a graph; audited as edgetype.create."""
+    """Add an edge type to a graph; audited as edgetype.create. The name follows the importer's rule."""
+    _check_edge_type_name(name)
     edge_type = EdgeType.objects.create(graph=graph, name=name, priority=priority, description=description)
     audit.append(
         graph.organization_id,
@@ -91,6 +93,12 @@ def do_create_edge_type(graph: Graph, name: str, *, actor, priority: float = 0.0
         scope=_scope(graph),
     )
     return edge_type
+
+
+def _check_edge_type_name(name: str) -> None:
+    """The vault importer's rule for edge-type names (every path that names one: API, admin, import)."""
+    if not EDGE_TYPE_NAME.match(name or ""):
+        raise InputError({"name": [EDGE_TYPE_NAME_RULE]})
 
 
 @transaction.atomic
@@ -106,6 +114,8 @@ def do_update_edge_type(
     edgetype.priority.update (before/after), a new name or description as edgetype.update (before/after)."""
     edge_type = EdgeType.objects.select_for_update().select_related("graph").get(pk=edge_type.pk)
     before = edge_type.priority
+    if name is not None and name != edge_type.name:
+        _check_edge_type_name(name)
     changes = {
         field: {"before": getattr(edge_type, field), "after": value}
         for field, value in (("name", name), ("description", description))

@@ -4,10 +4,11 @@ import logging
 import os
 
 from celery import Celery
-from celery.signals import worker_ready
+from celery.signals import worker_init, worker_ready
 from django.conf import settings
 
 from graphadmin import checks
+from graphadmin.timeouts import worker_connections_use_the_worker_timeout
 
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "graphadmin.settings")
 
@@ -23,3 +24,13 @@ def _warn_filesystem_broker_in_production(**kwargs):
         logging.getLogger("graphadmin.celery").warning(
             "%s %s", checks.FILESYSTEM_BROKER_MESSAGE, checks.FILESYSTEM_BROKER_HINT
         )
+
+
+@worker_init.connect
+def _worker_statement_timeout(**_kwargs):
+    """A worker's connections run under WORKER_STATEMENT_TIMEOUT_MS (longer than a web request's).
+
+    Connected in the worker's main process before it forks its pool, so every child's connections
+    get it as they open.
+    """
+    worker_connections_use_the_worker_timeout()

@@ -53,6 +53,7 @@ from importlib.metadata import version
 from typing import Annotated, Any, Literal
 
 from asgiref.sync import sync_to_async
+from django.conf import settings
 from django.db import close_old_connections, transaction
 from mcp.server.auth.middleware.auth_context import get_access_token
 from mcp.server.auth.provider import AccessToken
@@ -71,6 +72,7 @@ from graphadmin.api.auth import FailedTokenThrottle, user_for_key
 from graphadmin.errors import Conflict, Forbidden, InputError, NotFound
 from graphadmin.mcp_tools import invalid
 from graphadmin.models.policy import POLICY_NUMBERS
+from graphadmin.timeouts import set_statement_timeout
 from ranking import mcp as ranking_tools
 from ranking import service  # the documented bounds (docs/ranking.md); needs Django set up, as every caller has
 
@@ -329,6 +331,8 @@ def build_server(
         def call():
             close_old_connections()
             try:
+                # The web requests' statement_timeout (graphadmin.middleware) holds for tool calls too.
+                set_statement_timeout(settings.STATEMENT_TIMEOUT_MS)
                 try:
                     user = user_for_token(key)
                 except NotAuthenticated as exc:

@@ -7,13 +7,16 @@ site, else the page one level up: the batch page for ``.../batches/5/rollback/``
 
 from __future__ import annotations
 
+from django.conf import settings
 from django.contrib import messages
 from django.core.exceptions import PermissionDenied
-from django.http import Http404
+from django.db import connection
+from django.http import Http404, HttpResponseBadRequest, JsonResponse
 from django.shortcuts import redirect
 from django.utils.http import url_has_allowed_host_and_scheme
 
 from graphadmin.errors import Conflict, Forbidden, InputError, NotFound
+from graphadmin.timeouts import set_statement_timeout
 
 
 class DomainErrorMiddleware:
@@ -41,3 +44,49 @@ def _back(request) -> str:
     if referer and url_has_allowed_host_and_scheme(referer, {request.get_host()}, request.is_secure()):
         return referer
     return request.path.rstrip("/").rsplit("/", 1)[0] + "/"
+
+
+class StatementTimeoutMiddleware:
+    """Every web request's statements run under PostgreSQL's ``statement_timeout`` (settings.STATEMENT_TIMEOUT_MS).
+
+    Set as a session setting just before the request's first statement (an execute wrapper), so a
+    request that never queries (``/healthz``, static files) never touches the database, and the
+    setting holds inside the view's transaction (ATOMIC_REQUESTS opens it later, in the view) and
+    on a persistent connection (CONN_MAX_AGE), where it is simply set again. A cancelled statement
+    is answered 503 by the API (graphadmin.api.errors). Celery workers set their own, longer one
+    (graphadmin.celery).
+    """
+
+    def __init__(self, get_response):
+        self.get_response = get_response
+
+    def __call__(self, request):
+        pending = [settings.STATEMENT_TIMEOUT_MS]
+
+        def first_statement_sets_timeout(execute, sql, params, many, context):
+            if pending:
+                set_statement_timeout(pending.pop(), context["connection"])
+            return execute(sql, params, many, context)
+
+        with connection.execute_wrapper(first_statement_sets_timeout):
+            return self.get_response(request)
+
+
+class RefuseNulInQueryMiddleware:
+    """A query parameter holding a NUL character (``%00``) is a 400 naming it, on every page and API path.
+
+    PostgreSQL text cannot hold NUL, so such a value reaching a filter was a 500 (a DataError) wherever
+    a view filters by a text parameter (``?session=``, ``?action=``, ``?kind=``, ...).
+    """
+
+    def __init__(self, get_response):
+        self.get_response = get_response
+
+    def __call__(self, request):
+        for name, values in request.GET.lists():
+            if "\x00" in name or any("\x00" in value for value in values):
+                message = "Text may not contain NUL (0x00) characters."
+                if request.path.startswith("/api/"):
+                    return JsonResponse({name.replace("\x00", ""): [message]}, status=400)
+                return HttpResponseBadRequest(f"{name.replace(chr(0), '')}: {message}", content_type="text/plain")
+        return self.get_response(request)

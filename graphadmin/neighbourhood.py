@@ -14,7 +14,9 @@ from django.http import JsonResponse
 from django.shortcuts import get_object_or_404
 from django.urls import reverse
 
+from graphadmin.errors import InputError
 from graphadmin.models import Edge, EdgeType, Node
+from graphadmin.params import parse_int
 from graphadmin.tenancy import graph_access
 
 MAX_EDGES = 150  # what a reader can take in on one canvas
@@ -100,11 +102,7 @@ def neighbourhood(graph_id: int, node_id: int, *, hops: int = 2, limit: int = MA
 
 def _bounded_int(request, name: str, default: int, low: int, high: int) -> int:
     raw = request.GET.get(name, "")
-    if raw == "":
-        return default
-    if not raw.isdigit() or not low <= int(raw) <= high:
-        raise ValueError(name, f"Give a whole number from {low} to {high}.")
-    return int(raw)
+    return default if raw == "" else parse_int(raw, name, low=low, high=high)
 
 
 @login_required
@@ -115,7 +113,6 @@ def neighbourhood_json(request, graph_id, node_id):
     try:
         hops = _bounded_int(request, "hops", 2, 1, 2)
         limit = _bounded_int(request, "limit", MAX_EDGES, 1, MAX_EDGES)
-    except ValueError as exc:
-        field, message = exc.args
-        return JsonResponse({field: [message]}, status=400)
+    except InputError as exc:
+        return JsonResponse(exc.errors, status=400)
     return JsonResponse(neighbourhood(access.graph.pk, node.pk, hops=hops, limit=limit))

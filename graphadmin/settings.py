@@ -442,3 +442,48 @@ CELERY_TASK_ROUTES = {
     "feedback.rollup_metrics_all": {"queue": "metrics"},
     "feedback.maintain_history": {"queue": "metrics"},
 }
+
+# ---------------------------------------------------------------------------------------------
+# Bounded work and bad input (issue 15, items 9-11; the README's "Limits" table lists every number).
+# Each is an upper bound a single request or task may ask for; a request above it is a 400 naming the field.
+
+# ?limit= on every list endpoint: default and maximum rows per page (above the maximum: a 400).
+API_PAGE_SIZE = env.int("API_PAGE_SIZE", default=100)
+API_MAX_PAGE_SIZE = env.int("API_MAX_PAGE_SIZE", default=1000)
+# Items of one use report (uses endpoint, MCP graph_record_use) and values of one manual weight set.
+MAX_REPORT_ITEMS = env.int("MAX_REPORT_ITEMS", default=500)
+MAX_MANUAL_VALUES = env.int("MAX_MANUAL_VALUES", default=1000)
+# Candidates one context call stores in its ContextInjection's candidate log (selected ones are always kept).
+MAX_CANDIDATES_PER_INJECTION = env.int("MAX_CANDIDATES_PER_INJECTION", default=500)
+# Days of the candidate log (InjectionCandidate rows) to keep; 0 keeps it forever. Expiry drops whole months.
+CANDIDATE_LOG_RETENTION_DAYS = env.int("CANDIDATE_LOG_RETENTION_DAYS", default=0)
+# PostgreSQL statement_timeout (milliseconds, 0: none): per web request (below gunicorn's WEB_TIMEOUT, so a
+# runaway statement is cancelled and answered 503 before its worker is killed), and a longer one in Celery
+# workers (decay, normalize and imports walk whole graphs).
+STATEMENT_TIMEOUT_MS = env.int("STATEMENT_TIMEOUT_MS", default=30_000)
+WORKER_STATEMENT_TIMEOUT_MS = env.int("WORKER_STATEMENT_TIMEOUT_MS", default=600_000)
+# Vault uploads larger than this (bytes of the zip) import in a Celery task (queue 'embeddings') with a time
+# limit and a progress record (VaultImport) the API and the dashboard show; smaller ones stay in the request.
+VAULT_IMPORT_ASYNC_BYTES = env.int("VAULT_IMPORT_ASYNC_BYTES", default=1024 * 1024)
+VAULT_IMPORT_TIME_LIMIT = env.int("VAULT_IMPORT_TIME_LIMIT", default=1800)
+
+REST_FRAMEWORK["DEFAULT_PAGINATION_CLASS"] = "graphadmin.api.pagination.BoundedLimitOffsetPagination"
+REST_FRAMEWORK["PAGE_SIZE"] = API_PAGE_SIZE
+# JSON only: no form or multipart bodies (and so no file parts) anywhere but the vault import, which sets its own.
+REST_FRAMEWORK["DEFAULT_PARSER_CLASSES"] = ["graphadmin.api.parsers.FiniteJSONParser"]
+# The per-request statement timeout, before anything touches the database (sessions, authentication).
+MIDDLEWARE.insert(
+    MIDDLEWARE.index("django.contrib.sessions.middleware.SessionMiddleware"),
+    "graphadmin.middleware.StatementTimeoutMiddleware",
+)
+MIDDLEWARE.insert(
+    MIDDLEWARE.index("graphadmin.middleware.StatementTimeoutMiddleware"),
+    "graphadmin.middleware.RefuseNulInQueryMiddleware",
+)
+CELERY_BEAT_SCHEDULE["candidate-log-maintenance-daily"] = {
+    "task": "feedback.maintain_candidate_log",
+    "schedule": crontab(hour=2, minute=40),
+}
+CELERY_TASK_ROUTES["feedback.maintain_candidate_log"] = {"queue": "metrics"}
+# Large imports share the embeddings queue: they end by embedding what they wrote.
+CELERY_TASK_ROUTES["feedback.import_vault"] = {"queue": "embeddings"}

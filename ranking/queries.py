@@ -572,6 +572,7 @@ CANDIDATE_COLUMNS = (
     "total",
     "features",
     "components",
+    "created_at",
 )
 
 # Every candidate of an injection, one COPY (ten times faster than a bulk INSERT of JSON rows).
@@ -582,9 +583,10 @@ COPY_CANDIDATES_SQL = (
 )
 
 
-def copy_candidates(injection_id: int, graph_id: int, rows) -> None:
+def copy_candidates(injection_id: int, graph_id: int, rows, created_at) -> None:
     """Write an injection's candidates: ``rows`` of (rank, selected, node id, edge id, hops, tokens,
-    total, features dict, components dict)."""
+    total, features dict, components dict), stamped with the injection's ``created_at`` (the log's
+    monthly partition, feedback.retention)."""
     with connection.cursor() as cur:
         with cur.cursor.copy(COPY_CANDIDATES_SQL) as copy:
             for rank, selected, node_id, edge_id, hops, tokens, total, features, components in rows:
@@ -601,6 +603,7 @@ def copy_candidates(injection_id: int, graph_id: int, rows) -> None:
                         total,
                         json.dumps(features),
                         json.dumps(components),
+                        created_at,
                     )
                 )
 

@@ -6,7 +6,7 @@ import math
 
 from rest_framework import serializers
 
-from graphadmin.api.fields import EmbeddingField, FiniteFloatField
+from graphadmin.api.fields import EmbeddingField, FiniteFloatField, IdField
 from graphadmin.models.policy import POLICY_NUMBERS
 
 from . import service
@@ -15,7 +15,7 @@ from .scoring import RANKING_POLICY_NUMBERS
 
 class NodeIdListField(serializers.ListField):
     def __init__(self, **kwargs):
-        kwargs.setdefault("child", serializers.IntegerField(min_value=1))
+        kwargs.setdefault("child", IdField())
         kwargs.setdefault("max_length", service.MAX_START_NODES)
         super().__init__(**kwargs)
 
@@ -82,7 +82,7 @@ class ExcludeField(serializers.ListField):
     """Node ids the caller already holds: left out of the result."""
 
     def __init__(self, **kwargs):
-        kwargs.setdefault("child", serializers.IntegerField(min_value=1))
+        kwargs.setdefault("child", IdField())
         kwargs.setdefault("max_length", service.MAX_EXCLUDE)
         kwargs.setdefault("required", False)
         kwargs.setdefault("default", list)
@@ -141,15 +141,25 @@ def _draft_field(name):
     return FiniteFloatField(min_value=lo, max_value=hi, required=False, help_text=help_text)
 
 
+class PrioritiesField(serializers.DictField):
+    """Draft edge-type priorities by name: at most service.MAX_WHATIF_PRIORITIES of them."""
+
+    child = FiniteFloatField(min_value=-1.0, max_value=1.0)
+
+    def to_internal_value(self, data):
+        value = super().to_internal_value(data)
+        if len(value) > service.MAX_WHATIF_PRIORITIES:
+            raise serializers.ValidationError(f"At most {service.MAX_WHATIF_PRIORITIES} edge types.")
+        return value
+
+
 class DraftPolicySerializer(serializers.Serializer):
     locals().update({name: _draft_field(name) for name in RANKING_POLICY_NUMBERS})
 
 
 class WhatIfRequestSerializer(serializers.Serializer):
     policy = DraftPolicySerializer(required=False, default=dict)
-    edge_type_priorities = serializers.DictField(
-        child=FiniteFloatField(min_value=-1.0, max_value=1.0), required=False, default=dict
-    )
+    edge_type_priorities = PrioritiesField(required=False, default=dict)
     n = serializers.IntegerField(
         min_value=1, max_value=service.MAX_WHATIF_INJECTIONS, default=20, help_text="Last N injections."
     )
@@ -167,8 +177,8 @@ class WhatIfRequestSerializer(serializers.Serializer):
 
 
 class ExplainQuerySerializer(serializers.Serializer):
-    i = serializers.IntegerField(min_value=1, required=False)
-    j = serializers.IntegerField(min_value=1, required=False)
+    i = IdField(required=False, help_text="A rank (1-based).")
+    j = IdField(required=False, help_text="The rank it is compared with.")
 
 
 # --- responses (documentation of the shapes; views build plain dicts) --------------------------

@@ -10,6 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 
+from django.conf import settings
 from django.db import transaction
 
 from feedback.models import AgentSession, ContextInjection, InjectionCandidate, UseEvent
@@ -29,6 +30,7 @@ MAX_HOPS = 3
 MAX_BUDGET_ITEMS = 200
 MAX_BUDGET_TOKENS = 100_000
 MAX_WHATIF_INJECTIONS = 200
+MAX_WHATIF_PRIORITIES = 200  # draft edge-type priorities per what-if
 MAX_QUERY_CHARS = 4000
 USED_SIGNALS = ("explicit", "implicit")
 
@@ -492,8 +494,9 @@ def assemble_context(
     """The retrieval pipeline's candidates (``retrieve``) within a budget, logged as a ContextInjection.
 
     Candidates in score order fill the budget until the first one that does not fit; the rest are
-    cut, with the reason. Every candidate is frozen in the log with its path and components. The
-    selected nodes are counted as surfaced and the edges on their paths as traversed (set-based).
+    cut, with the reason. Every candidate (the best MAX_CANDIDATES_PER_INJECTION and every selected one) is
+    frozen in the log with its path and components. The selected nodes are counted as surfaced and
+    the edges on their paths as traversed (set-based).
 
     ``owner`` (the caller, with its ``role`` in the graph's organization) owns a session this call
     creates; adding to an existing session needs ``graphadmin.tenancy.may_act_on_session`` (its
@@ -535,6 +538,12 @@ def assemble_context(
             selection, [item.scored.candidate.novelty == 1.0 for item in ordered], costs, budget
         )
 
+    # The candidate log keeps the best MAX_CANDIDATES_PER_INJECTION ranks and every selected one (uses are
+    # credited through it); how many were considered and how many were stored is kept with the request.
+    cap = settings.MAX_CANDIDATES_PER_INJECTION
+    logged = [(p, item) for p, item in enumerate(ordered, start=1) if p <= cap or selection.selected[p - 1]]
+    params["candidates"], params["candidates_logged"] = len(ordered), len(logged)
+
     # Every check has passed: write.
     with transaction.atomic():
         session, created = AgentSession.objects.get_or_create(
@@ -572,8 +581,9 @@ def assemble_context(
                     {**item.features(), "cut": selection.reasons[p - 1]},
                     item.scored.components_dict(),
                 )
-                for p, item in enumerate(ordered, start=1)
+                for p, item in logged
             ],
+            injection.created_at,
         )
         chosen = [item for item, sel in zip(ordered, selection.selected, strict=True) if sel]
         _bump_counters(graph, chosen)

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import re
+
 from django.contrib.auth.decorators import login_required
 from django.core.paginator import Paginator
 from django.db.models import Count, Q
@@ -10,13 +12,16 @@ from django.views.decorators.http import require_POST
 
 from feedback import charts
 from feedback.models import ContextInjection, InjectionCandidate
+from graphadmin import params
+from graphadmin.errors import InputError
 from graphadmin.forms import TuneForm
 from graphadmin.models import Edge, EdgeType, Node, PolicyRevision
+from graphadmin.params import date_filters
 from graphadmin.tenancy import graph_access
 from ranking import service
-from ranking.service import RankingInputError
 
 PREVIEW_INJECTIONS = 20
+NODE_ID = re.compile(r"[0-9]{1,18}")  # an id within bigint, ASCII digits only
 
 
 @login_required
@@ -24,19 +29,21 @@ def injection_list(request, graph_id):
     """Recent injections, filterable by session id, node (id or key) and date."""
     access = graph_access(request.user, graph_id)
     filters = {k: request.GET.get(k, "").strip() for k in ("session", "node", "since", "until")}
+    days, error = date_filters(filters)
     injections = ContextInjection.objects.filter(graph=access.graph).select_related("session", "policy_revision")
     if filters["session"]:
         injections = injections.filter(session__external_id__icontains=filters["session"])
     if filters["node"]:
-        node_q = Q(key=filters["node"]) | (Q(pk=int(filters["node"])) if filters["node"].isdigit() else Q())
+        # A key, or an id: ASCII digits only ('²'.isdigit() is true, and int() refuses it).
+        node_q = Q(key=filters["node"]) | (Q(pk=int(filters["node"])) if NODE_ID.fullmatch(filters["node"]) else Q())
         node_ids = list(Node.objects.filter(node_q, graph=access.graph).values_list("pk", flat=True))
         injections = injections.filter(
             pk__in=InjectionCandidate.objects.filter(graph=access.graph, node_id__in=node_ids).values("injection_id")
         )
-    if filters["since"]:
-        injections = injections.filter(created_at__date__gte=filters["since"])
-    if filters["until"]:
-        injections = injections.filter(created_at__date__lte=filters["until"])
+    if days["since"]:
+        injections = injections.filter(created_at__date__gte=days["since"])
+    if days["until"]:
+        injections = injections.filter(created_at__date__lte=days["until"])
     page = Paginator(injections.order_by("-created_at", "-id"), 50).get_page(request.GET.get("page"))
     # Candidate counts for this page only (one grouped query), never for the whole history.
     counts = {
@@ -50,7 +57,9 @@ def injection_list(request, graph_id):
     for inj in page.object_list:
         inj.n_candidates = counts.get(inj.pk, {}).get("n_candidates", 0)
         inj.n_selected = counts.get(inj.pk, {}).get("n_selected", 0)
-    return render(request, "ranking/explain_list.html", {"access": access, "page": page, "filters": filters})
+    return render(
+        request, "ranking/explain_list.html", {"access": access, "page": page, "filters": filters, "error": error}
+    )
 
 
 def _components_figure(candidates: list[dict], titles: dict) -> dict:
@@ -193,10 +202,10 @@ def injection_detail(request, graph_id, injection_id):
     comparison_error = None
     explained = service.explain(injection)
     try:
-        pair = (int(i) if i and i.isdigit() else None, int(j) if j and j.isdigit() else None)
+        pair = (params.parse_id(i, "i") if i else None, params.parse_id(j, "j") if j else None)
         if len(explained["candidates"]) >= 2 or request.GET.get("i") is not None:
             explained["comparison"] = service.compare(explained["candidates"], *pair)
-    except RankingInputError as exc:
+    except InputError as exc:
         comparison_error = "; ".join(f"{k}: {' '.join(v)}" for k, v in exc.errors.items())
     candidates = explained["candidates"]
     titles = dict(

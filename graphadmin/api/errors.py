@@ -4,8 +4,10 @@
 Whatever the error, the request's transaction is rolled back (ATOMIC_REQUESTS), so nothing is written.
 """
 
-from django.db import IntegrityError
+from django.conf import settings
+from django.db import DataError, IntegrityError, OperationalError
 from django.db.models import ProtectedError
+from psycopg.errors import QueryCanceled
 from rest_framework import exceptions, status
 from rest_framework.response import Response
 from rest_framework.views import exception_handler as drf_exception_handler
@@ -37,5 +39,17 @@ def exception_handler(exc, context):
         set_rollback()
         return Response(
             {"detail": f"Refused by a database constraint: {exc.__cause__ or exc}"}, status=status.HTTP_400_BAD_REQUEST
+        )
+    if isinstance(exc, DataError) and "NUL" in str(exc):
+        # A NUL character in text a field passed on without checking it (a lookup by name, a JSON key).
+        set_rollback()
+        return Response({"detail": "Text may not contain NUL (0x00) characters."}, status=status.HTTP_400_BAD_REQUEST)
+    if isinstance(exc, OperationalError) and isinstance(exc.__cause__, QueryCanceled):
+        # statement_timeout (graphadmin.middleware.StatementTimeoutMiddleware): the request asked for more
+        # work than one request may do; nothing was written.
+        set_rollback()
+        return Response(
+            {"detail": f"The request took longer than the {settings.STATEMENT_TIMEOUT_MS} ms a statement may run."},
+            status=status.HTTP_503_SERVICE_UNAVAILABLE,
         )
     return None

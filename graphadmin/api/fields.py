@@ -3,7 +3,10 @@
 import math
 
 from django.conf import settings
+from django.core.validators import MaxLengthValidator, MinLengthValidator
 from rest_framework import serializers
+
+from graphadmin.params import BIGINT_MAX
 
 
 class FiniteFloatField(serializers.FloatField):
@@ -44,3 +47,27 @@ class EmbeddingField(serializers.ListField):
 
     def to_representation(self, value):
         return None if value is None else [float(v) for v in value]
+
+
+class BoundedListSerializer(serializers.ListSerializer):
+    """A ``many=True`` list whose ``max_length`` / ``min_length`` the OpenAPI schema shows (maxItems / minItems).
+
+    DRF checks the length before validating any item (a 30,000-item body is refused at once); the
+    validators added here only tell drf-spectacular, which reads validators, not those arguments.
+    """
+
+    def __init__(self, *args, **kwargs):
+        super().__init__(*args, **kwargs)
+        if self.max_length is not None:
+            self.validators.append(MaxLengthValidator(self.max_length))
+        if self.min_length is not None:
+            self.validators.append(MinLengthValidator(self.min_length))
+
+
+class IdField(serializers.IntegerField):
+    """A row id: 1 .. bigint's maximum (a larger number cannot be compared in SQL, a 500 before)."""
+
+    def __init__(self, **kwargs):
+        kwargs.setdefault("min_value", 1)
+        kwargs.setdefault("max_value", BIGINT_MAX)
+        super().__init__(**kwargs)

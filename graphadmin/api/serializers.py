@@ -6,6 +6,7 @@ from rest_framework import serializers
 
 from graphadmin.models import AuditEvent, Edge, EdgeType, Graph, Node, Organization, PolicyRevision
 from graphadmin.models.policy import CEILING_MODES, POLICY_NUMBERS
+from graphadmin.vault.parse import EDGE_TYPE_NAME, EDGE_TYPE_NAME_RULE
 
 from .fields import EmbeddingField, FiniteFloatField
 
@@ -48,6 +49,14 @@ class GraphSerializer(serializers.ModelSerializer):
 
 
 class EdgeTypeSerializer(serializers.ModelSerializer):
+    # The vault importer's rule (graphadmin.vault.parse.EDGE_TYPE_NAME): a name is an identifier, never
+    # text a spreadsheet would run (an export cell '=HYPERLINK(...)') or markup.
+    name = serializers.RegexField(
+        EDGE_TYPE_NAME,
+        max_length=100,
+        error_messages={"invalid": EDGE_TYPE_NAME_RULE},
+        help_text=EDGE_TYPE_NAME_RULE,
+    )
     priority = FiniteFloatField(min_value=-1.0, max_value=1.0, required=False)
 
     class Meta:
@@ -135,6 +144,11 @@ class EdgeTypeNameField(serializers.SlugRelatedField):
 
     def __init__(self, **kwargs):
         super().__init__(slug_field="name", **kwargs)
+
+    def to_internal_value(self, data):
+        if isinstance(data, str) and "\x00" in data:
+            self.fail("does_not_exist", value=data.replace("\x00", ""))
+        return super().to_internal_value(data)
 
     def get_queryset(self):
         return EdgeType.objects.filter(graph=self.context["graph"])

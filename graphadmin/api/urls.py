@@ -5,11 +5,14 @@ from rest_framework.routers import DefaultRouter
 
 from . import views
 
+# JSON only: no ``{format}`` suffix routes (``/api/audit/verify.json``), which doubled every operation.
 router = DefaultRouter(use_regex_path=False)
+router.include_format_suffixes = False
 router.register("graphs", views.GraphViewSet, basename="graph")
 router.register("audit", views.AuditEventViewSet, basename="audit")
 
 graph_router = DefaultRouter(use_regex_path=False)
+graph_router.include_format_suffixes = False
 graph_router.include_root_view = False
 graph_router.register("nodes", views.NodeViewSet, basename="node")
 graph_router.register("edges", views.EdgeViewSet, basename="edge")

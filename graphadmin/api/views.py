@@ -200,14 +200,17 @@ class PolicyViewSet(GraphScopedMixin, mixins.ListModelMixin, viewsets.GenericVie
     def get_queryset(self):
         return PolicyRevision.objects.filter(graph=self.graph()).order_by("-revision")
 
+    def get_object(self):
+        """The current revision: what GET shows and a change starts from (and what OPTIONS describes)."""
+        return self.graph().current_policy()
+
     @extend_schema(parameters=[GRAPH_ID], responses=PolicySerializer)
     def current(self, request, graph_pk=None):
-        return Response(self.get_serializer(self.graph().current_policy()).data)
+        return Response(self.get_serializer(self.get_object()).data)
 
     @extend_schema(parameters=[GRAPH_ID], request=PolicySerializer, responses={201: PolicySerializer})
     def change(self, request, graph_pk=None):
-        current = self.graph().current_policy()
-        serializer = self.get_serializer(current, data=request.data, partial=True)
+        serializer = self.get_serializer(self.get_object(), data=request.data, partial=True)
         serializer.is_valid(raise_exception=True)
         changes = dict(serializer.validated_data)
         note = changes.pop("note", "")

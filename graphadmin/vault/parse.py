@@ -57,6 +57,7 @@ ATTACHMENT_SUFFIXES = frozenset(
     ".ppt .odt .ods .html .htm".split()
 )
 EDGE_TYPE_NAME = re.compile(r"^[a-z][a-z0-9_]{0,99}$")
+EDGE_TYPE_NAME_RULE = "A lower-case letter, then up to 99 lower-case letters, digits or underscores (derived_from)."
 
 _FENCE = re.compile(r"^ {0,3}(`{3,}|~{3,})")
 _CODE_SPAN = re.compile(r"(`+)(?:(?!\1).)+?\1", re.DOTALL)
