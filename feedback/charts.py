@@ -251,18 +251,22 @@ def learning_at_a_glance(learning) -> dict:
                 "name": mark["text"],
             }
         )
+        # Decay labels above the plot, policy labels inside it at the foot of their line: they never overlap.
+        place = (
+            {"y": 1, "yanchor": "bottom", "textangle": -60}
+            if mark["kind"] == "decay"
+            else {"y": 0.02, "yanchor": "bottom", "xanchor": "left", "bgcolor": "rgba(255,255,255,0.85)"}
+        )
         annotations.append(
             {
                 "x": at,
                 "xref": "x",
-                "y": 1,
                 "yref": "paper",
-                "yanchor": "bottom",
                 "text": mark["label"],
                 "hovertext": mark["text"],
                 "showarrow": False,
-                "textangle": -60 if mark["kind"] == "decay" else 0,
-                "font": {"size": 10, "color": colour},
+                "font": {"size": 11 if mark["kind"] == "policy" else 10, "color": colour},
+                **place,
             }
         )
     return figure(

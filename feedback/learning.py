@@ -46,6 +46,7 @@ class Learning:
 
     weeks: list[Week]
     marks: list[dict]
+    window: int = WEEKS  # weeks looked at (``weeks`` leaves out the empty ones at the start)
     top_k: int = TOP_K
 
     @property
@@ -59,7 +60,8 @@ def week_start(day: date) -> date:
 
 
 def weekly(graph: Graph, *, now: datetime | None = None, weeks: int = WEEKS) -> Learning:
-    """The last ``weeks`` weeks up to ``now`` (default: the real time), each with its figures and marks."""
+    """The last ``weeks`` weeks up to ``now`` (default: the real time), each with its figures and marks,
+    from the first with a session or a mark on."""
     now = now or datetime.now(UTC)
     first = week_start(now.date()) - timedelta(weeks=weeks - 1)
     since = datetime.combine(first, time.min, tzinfo=UTC)
@@ -78,4 +80,8 @@ def weekly(graph: Graph, *, now: datetime | None = None, weeks: int = WEEKS) -> 
             marks.append({"kind": kind, "at": at, "label": "decay", "text": text, "period": number})
     for mark in marks:
         by_start[week_start(mark["at"].astimezone(UTC).date())].marks.append(mark)
-    return Learning(weeks=list(by_start.values()), marks=marks)
+    weeks_shown = list(by_start.values())
+    # Weeks before the graph's first session or mark say nothing (a young graph, a demo's history).
+    while len(weeks_shown) > 1 and not (weeks_shown[0].sessions or weeks_shown[0].marks):
+        weeks_shown.pop(0)
+    return Learning(weeks=weeks_shown, marks=marks, window=weeks)

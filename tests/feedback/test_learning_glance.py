@@ -124,6 +124,13 @@ def test_the_overview_shows_chart_and_table(client, history, rita):
     assert "Learning per week (the chart's figures)" in page
 
 
+def test_leading_weeks_without_sessions_or_marks_are_left_out(history):
+    glance = learning.weekly(history["graph"], now=NOW, weeks=8)
+    # s0's week (the one before W0) is the first with a session: the three before it are left out.
+    assert [(w.start, w.sessions) for w in glance.weeks[:2]] == [(WEEKS[0] - timedelta(weeks=1), 1), (WEEKS[0], 3)]
+    assert len(glance.weeks) == 5 and glance.window == 8
+
+
 def test_no_sessions_says_so(client, acme_graph, rita):
     client.force_login(rita)
     page = client.get(f"/g/{acme_graph.pk}/").content.decode()
