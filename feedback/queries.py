@@ -729,7 +729,9 @@ def co_used_pairs(session: AgentSession, threshold: int, co_used: str = "co_used
 # number in the policy revision in effect when it was reported (the number its outcome EMA used; the
 # first revision for an outcome stamped before any, as an import's clock may leave it). Raw
 # SQL: a per-session EXISTS over candidates and use events and a LATERAL pick of the revision in effect,
-# which the ORM would write as one query per week; every table filtered by graph_id.
+# which the ORM would write as one query per week; every table filtered by graph_id. The EXISTS starts
+# from the session's own use events (index on session_id), not from the candidates' nodes: a popular
+# node has use events in thousands of sessions, a session has a handful.
 WEEKLY_LEARNING = _statement("""
     WITH first_seen AS (
         SELECT j.session_id, min(j.created_at) AS at FROM {injection} j
@@ -743,12 +745,14 @@ WEEKLY_LEARNING = _statement("""
     cohort AS (
         SELECT f.session_id, date_trunc('week', f.at AT TIME ZONE 'UTC')::date AS week, s.outcome, s.outcome_at,
                EXISTS (
-                   SELECT 1 FROM {candidate} c
-                   JOIN {injection} j ON j.id = c.injection_id AND j.graph_id = %(graph)s
-                   JOIN {use_event} u ON u.graph_id = %(graph)s AND u.session_id = f.session_id
-                        AND u.signal IN ('explicit', 'implicit') AND u.source <> 'path'
-                        AND (u.node_id = c.node_id OR u.edge_id = c.edge_id)
-                   WHERE j.session_id = f.session_id AND c.graph_id = %(graph)s AND c.selected AND c.rank <= %(k)s
+                   SELECT 1 FROM {use_event} u
+                   WHERE u.session_id = f.session_id AND u.graph_id = %(graph)s
+                     AND u.signal IN ('explicit', 'implicit') AND u.source <> 'path'
+                     AND EXISTS (
+                         SELECT 1 FROM {injection} j JOIN {candidate} c ON c.injection_id = j.id
+                         WHERE j.session_id = f.session_id AND j.graph_id = %(graph)s AND c.graph_id = %(graph)s
+                           AND c.selected AND c.rank <= %(k)s AND (c.node_id = u.node_id OR c.edge_id = u.edge_id)
+                     )
                ) AS used
         FROM first_seen f JOIN {session} s ON s.id = f.session_id AND s.graph_id = %(graph)s
     )
