@@ -22,12 +22,13 @@ the end of the module, as a transactional test's would be, so the next module st
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any
 
-from django.core.management import call_command
+from django.core.management import CommandError, call_command
 from django.db import connection
 from django.test import override_settings
 
@@ -48,6 +49,14 @@ def live_site(live_server, django_db_blocker, build: Callable[[], Any], **settin
         finally:
             live_server._live_server_modified_settings.disable()
             # What TransactionTestCase does after each test (tests/conftest.py lets the flush past the
-            # ledgers' TRUNCATE refusals).
-            call_command("flush", verbosity=0, interactive=False, database="default", reset_sequences=False)
+            # ledgers' TRUNCATE refusals). A request the browser left in flight may still hold a lock
+            # the TRUNCATE waits for (a deadlock PostgreSQL breaks): try again once it has answered.
+            for attempt in range(3):
+                try:
+                    call_command("flush", verbosity=0, interactive=False, database="default", reset_sequences=False)
+                    break
+                except CommandError:
+                    if attempt == 2:
+                        raise
+                    time.sleep(1)
             connection.close()

@@ -233,6 +233,7 @@ def test_node_page_graph_view_keyboard_and_note(site, as_user, username):
     page.goto(f"{site.url}/g/{g}/nodes/{n['a'].pk}/")
     page.locator(".note-body").get_by_role("link", name="the ranking note").click()
     page.wait_for_url(f"{site.url}/g/{g}/nodes/{n['b'].pk}/")
+    _ready(page, "neighbourhood-graph")  # its graph.json answered: nothing in flight after the test
 
 
 # --------------------------------------------------------------------------------------------------
@@ -298,6 +299,7 @@ def test_session_list_filters_and_a_session_page(site, as_user, username):
     injection_id = injection.values_list("injection_id", flat=True).first()
     page.get_by_role("link", name=f"injection #{injection_id}").first.click()
     page.wait_for_url(f"**/g/{g}/injections/{injection_id}/")
+    _ready(page, "injection-graph")
 
 
 # --------------------------------------------------------------------------------------------------
