@@ -165,13 +165,13 @@ def setup_django() -> None:
 
 
 def agent_token(org: str, user: str) -> str:
-    """The load-test agent's token (an analyst of ``org``), through ``manage.py agent_token``."""
+    """The load-test agent's token (role agent in ``org``: it owns its sessions), through ``manage.py agent_token``."""
     import io
 
     from django.core.management import call_command
 
     out = io.StringIO()
-    call_command("agent_token", org=org, user=user, role="analyst", stdout=out, stderr=io.StringIO())
+    call_command("agent_token", org=org, user=user, role="agent", stdout=out, stderr=io.StringIO())
     return out.getvalue().strip()
 
 

@@ -165,9 +165,9 @@ def do_record_uses(
     with transaction.atomic():
         # The session row orders concurrent reports of one session, so "once per session" holds; the
         # checks below run after the lock, so a report that waited sees what the first one committed.
-        AgentSession.objects.select_for_update(no_key=True).filter(pk=session.pk).first()
+        AgentSession.objects.select_for_update(no_key=True).filter(graph_id=session.graph_id, pk=session.pk).first()
         if idempotency_key:
-            done = UpdateBatch.objects.filter(idempotency_key=idempotency_key).first()
+            done = UpdateBatch.objects.filter(graph_id=graph.pk, idempotency_key=idempotency_key).first()
             if done:
                 return ledger.existing(done)
         _check_targets(graph, unique)
@@ -212,7 +212,7 @@ def do_record_uses(
         )
         if batch is None:
             # A concurrent run with the same key committed first: drop our use events, answer with its batch.
-            done = UpdateBatch.objects.get(idempotency_key=idempotency_key)
+            done = UpdateBatch.objects.get(graph_id=graph.pk, idempotency_key=idempotency_key)
             transaction.set_rollback(True)
             return ledger.existing(done)
         params = {**ledger.history_params(batch), "learning_rate": lr, "negative_rate": neg}
@@ -222,6 +222,13 @@ def do_record_uses(
             params[f"{kind}_signals"] = [i.signal for i, _e in chosen]
             params[f"{kind}_events"] = [e.pk for _i, e in chosen]
         edge_updates, node_updates = queries.fetch(queries.REINFORCE, params)
+        used = [i for i in reported if i.signal != "negative"]
+        queries.count_uses(
+            graph.pk,
+            [i.id for i in used if i.kind == "node"],
+            [i.id for i in used if i.kind == "edge"],
+            batch.started_at,
+        )
         return ledger.finish(
             batch,
             actor,
@@ -492,7 +499,7 @@ def do_link_co_used(session: AgentSession, *, actor) -> Result:
     policy = graph.current_policy()
     with transaction.atomic():
         # The session lock orders two links of the same session; ON CONFLICT (INSERT_LINKS), two sessions'.
-        AgentSession.objects.select_for_update(no_key=True).filter(pk=session.pk).first()
+        AgentSession.objects.select_for_update(no_key=True).filter(graph_id=session.graph_id, pk=session.pk).first()
         pairs = queries.co_used_pairs(session, policy.co_use_min_sessions, CO_USED)
         if not pairs:
             # The usual case after an accepted session: not worth a warning (fall_through logs one).
@@ -558,7 +565,9 @@ def do_rollback_batch(batch: UpdateBatch, *, actor, force: bool = False) -> Resu
     """
     started = time.perf_counter()
     with transaction.atomic():
-        target = UpdateBatch.objects.select_for_update().select_related("graph").get(pk=batch.pk)
+        target = (
+            UpdateBatch.objects.select_for_update().select_related("graph").get(graph_id=batch.graph_id, pk=batch.pk)
+        )
         # do_rollback_batch is the only writer of rollback_of, and it marks the batch rolled_back in the
         # same transaction.
         if target.status == "rolled_back":
@@ -580,9 +589,9 @@ def do_rollback_batch(batch: UpdateBatch, *, actor, force: bool = False) -> Resu
         else:
             kind, undo, edges = target.kind, False, []
             details = {"rollback_of": target.pk, "rolled_back_kind": kind, "force": force}
-            blocks = WeightChangeBlock.objects.filter(batch=target).exists()
+            blocks = WeightChangeBlock.objects.filter(graph_id=target.graph_id, batch=target).exists()
             if (target.node_updates or target.edge_updates) and not blocks:
-                if not WeightChange.objects.filter(batch=target).exists():
+                if not WeightChange.objects.filter(graph_id=target.graph_id, batch=target).exists():
                     raise RollbackRefused(
                         f"batch {target.pk}'s weight history has expired (retention); it cannot be rolled back."
                     )
@@ -597,7 +606,7 @@ def do_rollback_batch(batch: UpdateBatch, *, actor, force: bool = False) -> Resu
             new.details["conflict_ids"] = sample
             audit_extra = {"conflict_ids": sample}
         target.status = "rolled_back"
-        target.save(update_fields=["status"])
+        UpdateBatch.objects.filter(graph_id=target.graph_id, pk=target.pk).update(status="rolled_back")
         result = ledger.finish(
             new,
             actor,

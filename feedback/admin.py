@@ -1,4 +1,6 @@
-"""Admin registrations of the feedback ledger, scoped to the staff user's organizations."""
+"""Admin registrations of the feedback ledger, scoped to the staff user's organizations: read-only
+(sessions and their outcomes, injections, uses, batches and weight history change only through
+``feedback.actions``); the one edit is the batch rollback action, which needs the operator role."""
 
 from django.contrib import admin
 
@@ -13,12 +15,14 @@ from feedback.models import (
     WeightChange,
     WeightChangeBlock,
 )
-from graphadmin.admin_tenancy import ReadOnlyAdmin, TenantAdmin, attempt, check_graph
+from graphadmin.admin_tenancy import ReadOnlyAdmin, attempt, check_graph
 
 
 @admin.register(AgentSession)
-class AgentSessionAdmin(TenantAdmin):
-    list_display = ["external_id", "graph", "started_at", "outcome"]
+class AgentSessionAdmin(ReadOnlyAdmin):
+    """Read-only: an outcome is applied by ``feedback.actions.do_apply_outcome`` (the API or MCP report)."""
+
+    list_display = ["external_id", "graph", "owner", "started_at", "outcome"]
     list_filter = ["outcome"]
 
 

@@ -1,17 +1,21 @@
 """REST views of the feedback engine: thin. Parse, check the role, call the action or enqueue its task.
 
 Sessions are addressed by graph and external id: ``/api/graphs/{graph_pk}/sessions/{external_id}/...``
-(agents know their own session ids, not ours). Roles (DESIGN.md): reporting feedback (uses, response,
-outcome) needs at least ``analyst`` (an agent's service account is an analyst: it may report, it may
-not tune the policy or roll back); reviewers change nothing. Decay, normalize, manual weights and
-rollback need ``operator``. Every member reads batches and metrics. Another organization's graph or
-batch is a 404.
+(agents know their own session ids, not ours). Roles (DESIGN.md, ``graphadmin.tenancy``): reporting
+feedback (uses, response, outcome) is the act ``report``: an ``agent`` (a service account) on the
+sessions it created, an operator or admin on any session; reviewers and analysts change nothing
+(403), and a report on another user's session is a 403 too. Decay, normalize, manual weights and
+rollback need ``operator``. Reviewers and up read batches and metrics; an agent reads only the
+batches its own sessions caused. Another organization's graph or batch is a 404.
 
-Reports answer 202 and run on the Celery worker, enqueued with ``transaction.on_commit`` (the
-request is one transaction, ATOMIC_REQUESTS). Input is validated first, so a bad item is a 400
-naming it and nothing is enqueued. A report the action would ignore (unknown session, no injection,
-nothing surfaced, feedback disabled) answers 202 with that status and is logged, not enqueued; an
-outcome equal to the session's current one answers 200 with status ``duplicate`` and its batch.
+Reports answer 202 and run on the Celery worker: each is stored in the outbox in the request's
+transaction (ATOMIC_REQUESTS; ``feedback.outbox``) and the graph's drain is poked with
+``transaction.on_commit``. Input is validated first, so a bad item is a 400 naming it and nothing is
+stored. A report the action would ignore (unknown session, no injection,
+nothing surfaced, feedback disabled) answers 202 with that status and is logged, not stored; an
+outcome equal to the session's current one answers 200 with status ``duplicate`` and its batch.;
+any other report after the outcome is a 409; a use of something the session was not given is a 400
+naming the item (``feedback.reports``).
 An ``Idempotency-Key`` header makes a client's retry of the same report apply once.
 """
 
@@ -31,7 +35,7 @@ from rest_framework.views import APIView
 
 from graphadmin.api.permissions import ActAllowed
 from graphadmin.api.views import GRAPH_ID, GraphScopedMixin
-from graphadmin.tenancy import graph_access
+from graphadmin.tenancy import NEEDS, graph_access
 from graphadmin.vault.parse import MAX_ARCHIVE_BYTES, parse_vault
 
 from . import actions, metrics, reports, tasks
@@ -67,7 +71,8 @@ BATCH_ID = OpenApiParameter("id", int, OpenApiParameter.PATH, description="The b
 
 
 class SessionReportView(GraphScopedMixin, APIView):
-    """Base of the three session reports: graph through tenancy, analyst role; the work is in report_*()."""
+    """Base of the three session reports: graph through tenancy, the ``report`` act; the work (and the
+    session's own checks: owner, open, surfaced) is in report_*()."""
 
     write_act = "report"
     serializer_class = None
@@ -206,7 +211,10 @@ class BatchScopedMixin:
     def batch(self) -> UpdateBatch:
         if not hasattr(self, "_batch"):
             self._batch = get_object_or_404(
-                UpdateBatch.objects.for_user(self.request.user).select_related("graph"), pk=self.kwargs["pk"]
+                UpdateBatch.objects.for_user(
+                    self.request.user, NEEDS["read"], or_own="trigger_session__owner"
+                ).select_related("graph"),
+                pk=self.kwargs["pk"],
             )
         return self._batch
 
@@ -223,7 +231,7 @@ class BatchListView(generics.ListAPIView):
 
     def get_queryset(self):
         qs = (
-            UpdateBatch.objects.for_user(self.request.user)
+            UpdateBatch.objects.for_user(self.request.user, NEEDS["read"], or_own="trigger_session__owner")
             .select_related("trigger_session", "trigger_user", "rolled_back_by")
             .order_by("-id")
         )

@@ -29,7 +29,7 @@ from .imports import do_import_vault
 
 DEMO_ORG = "demo"
 DEMO_GRAPH = "demo"
-DEMO_ROLES = {"admin": "admin", "operator": "operator", "analyst": "analyst", "reviewer": "reviewer"}
+DEMO_ROLES = {"admin": "admin", "operator": "operator", "analyst": "analyst", "reviewer": "reviewer", "agent": "agent"}
 DEMO_VAULT = settings.BASE_DIR / "demo" / "vault"
 CHANGE_COUNTS = (
     "nodes_created",
@@ -124,7 +124,8 @@ def fill_demo_history(sessions: int = DEMO_HISTORY_SESSIONS, weeks: int = DEMO_H
     """Give the demo graph weeks of feedback history (once: only while it has no session).
 
     The simulator (``feedback.simulation.simulate_history``) drives ``sessions`` agent sessions
-    through the real API as the demo analyst, spread over the ``weeks`` weeks before today on a
+    through the real API as the demo service account ``agent`` (role agent: it owns the sessions it
+    creates and reports on them), spread over the ``weeks`` weeks before today on a
     simulated clock: each asks one question of ``demo/questions.json`` by its text only (the path
     agents use), reports the given notes that answer it and an outcome; Celery's eager mode applies
     the reports inline through the same tasks and actions as the worker. Decay runs at each period
@@ -136,10 +137,10 @@ def fill_demo_history(sessions: int = DEMO_HISTORY_SESSIONS, weeks: int = DEMO_H
     if simulation.simulated_sessions(graph):
         return {"status": "skipped", "reason": "the demo graph already has sessions"}
     User = get_user_model()
-    analyst, operator = User.objects.get(username="analyst"), User.objects.get(username="operator")
+    agent, operator = User.objects.get(username="agent"), User.objects.get(username="operator")
     cfg = simulation.HistoryConfig(sessions=sessions, weeks=weeks)
     history = simulation.simulate_history(
-        analyst,
+        agent,
         graph,
         load_questions(DEMO_QUESTIONS),
         cfg,

@@ -136,8 +136,29 @@ def finish(
     batch.node_updates, batch.edge_updates, batch.conflicts = node_updates, edge_updates, conflicts
     batch.finished_at = clock.now()
     batch.duration_ms = elapsed_ms(started)
-    batch.save(update_fields=["node_updates", "edge_updates", "conflicts", "details", "finished_at", "duration_ms"])
+    # By graph and id (not save()): one shard's row when the tables are distributed by graph (docs/scaling.md).
+    UpdateBatch.objects.filter(graph_id=batch.graph_id, pk=batch.pk).update(
+        node_updates=node_updates,
+        edge_updates=edge_updates,
+        conflicts=conflicts,
+        details=batch.details,
+        finished_at=batch.finished_at,
+        duration_ms=batch.duration_ms,
+    )
     return audit_batch(batch, actor, audit_extra)
+
+
+def check_batches_audited(organization_id: int) -> str:
+    """The reason the organization's batches break the rule "one audit event per UpdateBatch", or "" when they
+    keep it (``settings.AUDIT_LEDGER_CHECKS``: a full ``graphadmin.audit.verify`` runs it)."""
+    rows = queries.fetch_all(
+        queries.BATCHES_NOT_AUDITED_ONCE,
+        {"organization": organization_id, "actions": sorted(set(AUDIT_ACTIONS.values())), "limit": 10},
+    )
+    if not rows:
+        return ""
+    listed = ", ".join(f"batch {pk} ({kind}): {events}" for pk, kind, events in rows)
+    return f"update batches without exactly one audit event: {listed}"
 
 
 def audit_batch(batch: UpdateBatch, actor, audit_extra=None) -> Result:

@@ -1,7 +1,8 @@
 """feedback's MCP tool bodies: graph_record_use and graph_improve (registered by graphadmin.mcp_server).
 
 Report intake, as through the REST API: the API's serializers validate, feedback.reports
-queues the work for the Celery worker (analysts and up).
+queues the work for the Celery worker (act ``report``: an agent on its own sessions, operators and
+admins on any; the session checks are feedback.reports').
 """
 
 from __future__ import annotations

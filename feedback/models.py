@@ -27,10 +27,23 @@ BATCH_STATUSES = ("applied", "rolled_back")
 
 
 class AgentSession(models.Model):
-    """One agent session: the unit that retrieves context, reports uses and ends with an outcome."""
+    """One agent session: the unit that retrieves context, reports uses and ends with an outcome.
+
+    ``owner`` is the user whose first context call created it: only the owner (or an operator) adds
+    context to it or reports on it (``graphadmin.tenancy.may_act_on_session``). Null for sessions
+    older than owners, and for sessions written without a caller (tests, the bench).
+    """
 
     graph = models.ForeignKey(Graph, on_delete=models.CASCADE, related_name="sessions")
     external_id = models.CharField(max_length=200)
+    owner = models.ForeignKey(
+        settings.AUTH_USER_MODEL,
+        on_delete=models.SET_NULL,
+        null=True,
+        blank=True,
+        related_name="agent_sessions",
+        help_text="The user whose first context call created the session.",
+    )
     started_at = models.DateTimeField(default=clock.now, editable=False)
     outcome = models.CharField(max_length=20, null=True, blank=True, choices=[(o, o) for o in OUTCOMES])
     outcome_at = models.DateTimeField(null=True, blank=True)
@@ -367,3 +380,54 @@ class DailyMetric(models.Model):
 
     def __str__(self):
         return f"{self.graph_id} {self.day}"
+
+
+REPORT_KINDS = ("uses", "response", "outcome")
+REPORT_STATES = ("pending", "applied", "refused", "failed")
+
+
+class PendingReport(models.Model):
+    """A report the API accepted (202), kept in PostgreSQL until the worker has applied it: the outbox.
+
+    Written in the request's own transaction (``feedback.outbox.record``), so a 202 is never an
+    answer for a report that was not stored, and a report is never stored for a request that rolled
+    back. The worker drains a graph's pending rows oldest first (``feedback.outbox.drain``); each is
+    applied once through ``feedback.actions`` by its ``idempotency_key`` (also the key of the update
+    batch it writes), then marked ``applied`` (``result`` holds the action's status and batch),
+    ``refused`` (the action refused its input; ``last_error`` says why) or, after ``MAX_ATTEMPTS``
+    failures of another kind, ``failed``. A row still ``pending`` after a worker died, or waiting out
+    its backoff (``not_before``), is picked up again by the beat sweeper.
+    """
+
+    # No single-column index on graph or user: the partial index below serves every read by graph.
+    graph = models.ForeignKey(Graph, on_delete=models.CASCADE, related_name="+", db_index=False)
+    session = models.ForeignKey(AgentSession, on_delete=models.CASCADE, related_name="pending_reports")
+    kind = models.CharField(max_length=10, choices=[(k, k) for k in REPORT_KINDS])
+    payload = models.JSONField(default=dict, help_text="The validated report: items, response text or outcome.")
+    idempotency_key = models.CharField(max_length=200, unique=True)
+    user = models.ForeignKey(
+        settings.AUTH_USER_MODEL, on_delete=models.SET_NULL, null=True, blank=True, related_name="+", db_index=False
+    )
+    state = models.CharField(max_length=10, default="pending", choices=[(s, s) for s in REPORT_STATES])
+    created_at = models.DateTimeField(default=clock.now, editable=False)
+    not_before = models.DateTimeField(default=clock.now, help_text="Backoff: not applied again before this time.")
+    applied_at = models.DateTimeField(null=True, blank=True)
+    attempts = models.PositiveSmallIntegerField(default=0)
+    last_error = models.TextField(blank=True)
+    result = models.JSONField(default=dict, blank=True)
+
+    objects = TenantQuerySet.as_manager()
+
+    class Meta:
+        constraints = [
+            models.CheckConstraint(condition=Q(kind__in=REPORT_KINDS), name="pendingreport_kind_valid"),
+            models.CheckConstraint(condition=Q(state__in=REPORT_STATES), name="pendingreport_state_valid"),
+        ]
+        indexes = [
+            # The drain's claim and the sweeper read pending rows only: a small index whatever the history.
+            models.Index(fields=["graph", "id"], name="pendingreport_pending", condition=Q(state="pending")),
+            models.Index(fields=["created_at"], name="pendingreport_created"),
+        ]
+
+    def __str__(self):
+        return f"{self.kind} report {self.idempotency_key} ({self.state})"

@@ -31,19 +31,21 @@ replaced with no separate locking pass.
 
 from __future__ import annotations
 
+import json
 from datetime import UTC, datetime
 
 from django.db import connection
 from django.db.models import Q
 from psycopg import sql
 
-from graphadmin.models import Edge, EdgeStats, EdgeType, Graph, Node, PolicyRevision
+from graphadmin.models import AuditEvent, Edge, EdgeStats, EdgeType, Graph, Node, NodeStats, PolicyRevision
 
 from . import rules
 from .models import (
     AgentSession,
     ContextInjection,
     InjectionCandidate,
+    PendingReport,
     UpdateBatch,
     UseEvent,
     WeightChange,
@@ -73,6 +75,7 @@ TABLES = {
     "change": _table(WeightChange),
     "block": _table(WeightChangeBlock),
     "history": _table(WeightHistory),
+    "report": _table(PendingReport),
 }
 
 # The weights a write may change: (target, field) -> (table, the history's target column).
@@ -138,6 +141,29 @@ INSERT_BATCH_ONCE = _statement(
 # --------------------------------------------------------------------------------------------------
 # Use reports: reinforcement
 
+
+# Each node (``node_stats``) or edge (``edge_stats``) in %(ids)s used once more, at %(at)s: what the
+# retrieval's recency reads (``last_used_at``) and the admin's counts. In id order, as the retrieval's
+# counters (ranking.queries), so the two upserts never lock the same rows in opposite orders.
+_USE_COUNTERS = """
+    INSERT INTO {stats} ({key}, graph_id, surfaced_count, traversed_count, used_count, last_used_at)
+    SELECT x, %(graph)s, 0, 0, 1, %(at)s FROM unnest(%(ids)s::bigint[]) AS x ORDER BY x
+    ON CONFLICT ({key}) DO UPDATE SET
+        used_count = {stats}.used_count + 1,
+        last_used_at = GREATEST({stats}.last_used_at, EXCLUDED.last_used_at)
+"""
+NODE_USES = _statement(_USE_COUNTERS, stats=_table(NodeStats), key=sql.Identifier("node_id"))
+EDGE_USES = _statement(_USE_COUNTERS, stats=TABLES["edge_stats"], key=sql.Identifier("edge_id"))
+
+
+def count_uses(graph_id: int, node_ids, edge_ids, at) -> None:
+    """Count one use of each node and edge given (``NODE_USES``, ``EDGE_USES``): one statement each."""
+    with connection.cursor() as cur:
+        for statement, ids in ((EDGE_USES, edge_ids), (NODE_USES, node_ids)):
+            if ids:
+                cur.execute(statement, {"graph": graph_id, "ids": sorted(set(ids)), "at": at})
+
+
 # Reinforce the reported edges (``weight``) then nodes (``feedback_weight``), each moving up,
 # ``w + lr * (1 - w)``, or down when flagged negative, ``w - negative_rate * w`` (``rules.reinforce``,
 # ``rules.weaken``), with one WeightChange per change naming its use event. Inputs: three aligned
@@ -161,7 +187,7 @@ REINFORCE = _statement("""
     ),
     edge_updated AS (
         UPDATE {edge} t SET weight = n.after FROM edge_new n
-        WHERE t.id = n.id AND n.after IS DISTINCT FROM n.before
+        WHERE t.id = n.id AND t.graph_id = %(graph)s AND n.after IS DISTINCT FROM n.before
         RETURNING t.id, n.before, n.after, n.signal, n.use_event_id
     ),
     edge_history AS (
@@ -187,7 +213,7 @@ REINFORCE = _statement("""
     ),
     node_updated AS (
         UPDATE {node} t SET feedback_weight = n.after FROM node_new n
-        WHERE t.id = n.id AND n.after IS DISTINCT FROM n.before
+        WHERE t.id = n.id AND t.graph_id = %(graph)s AND n.after IS DISTINCT FROM n.before
         RETURNING t.id, n.before, n.after, n.signal, n.use_event_id
     ),
     node_history AS (
@@ -213,12 +239,13 @@ REINFORCE = _statement("""
 # transaction's index-only scans for the write that follows (``OUTCOME_WRITE``). No row: unknown
 # session.
 LOCK_SESSION_FOR_OUTCOME = _statement("""
-    SELECT s.id, s.outcome, s.xmin = (SELECT o.xmin FROM {session} o WHERE o.id = s.id),
-           (SELECT b.id FROM {batch} b WHERE b.idempotency_key = %(key)s),
-           (SELECT b.id FROM {batch} b WHERE b.trigger_session_id = s.id AND b.kind = 'outcome'
+    SELECT s.id, s.outcome, s.xmin = (SELECT o.xmin FROM {session} o WHERE o.id = s.id AND o.graph_id = %(graph)s),
+           (SELECT b.id FROM {batch} b WHERE b.graph_id = %(graph)s AND b.idempotency_key = %(key)s),
+           (SELECT b.id FROM {batch} b
+            WHERE b.graph_id = %(graph)s AND b.trigger_session_id = s.id AND b.kind = 'outcome'
             ORDER BY b.id DESC LIMIT 1),
-           EXISTS (SELECT 1 FROM {injection} j WHERE j.session_id = s.id),
-           EXISTS (SELECT 1 FROM {candidate} c JOIN {injection} j ON j.id = c.injection_id
+           EXISTS (SELECT 1 FROM {injection} j WHERE j.graph_id = %(graph)s AND j.session_id = s.id),
+           EXISTS (SELECT 1 FROM {candidate} c JOIN {injection} j ON j.id = c.injection_id AND j.graph_id = %(graph)s
                    WHERE j.session_id = s.id AND c.graph_id = %(graph)s AND c.selected),
            nextval(pg_get_serial_sequence(%(batch_table)s, 'id')),
            p.revision, p.ema_alpha,
@@ -248,7 +275,8 @@ OUTCOME_WRITE = _statement(
                               + (1 - %(alpha)s::double precision) * t.feedback_weight
         WHERE t.graph_id = %(graph)s
           AND t.id = ANY(ARRAY(
-              SELECT p.e::bigint FROM {candidate} c JOIN {injection} j ON j.id = c.injection_id
+              SELECT p.e::bigint
+              FROM {candidate} c JOIN {injection} j ON j.id = c.injection_id AND j.graph_id = %(graph)s
               CROSS JOIN LATERAL jsonb_array_elements_text(coalesce(c.features -> 'path', jsonb_build_array(c.edge_id)))
                    AS p(e)
               WHERE j.session_id = %(session)s AND c.graph_id = %(graph)s AND c.selected AND p.e IS NOT NULL))
@@ -269,7 +297,7 @@ OUTCOME_WRITE = _statement(
                               + (1 - %(alpha)s::double precision) * t.feedback_weight
         WHERE t.graph_id = %(graph)s
           AND t.id = ANY(ARRAY(
-              SELECT c.node_id FROM {candidate} c JOIN {injection} j ON j.id = c.injection_id
+              SELECT c.node_id FROM {candidate} c JOIN {injection} j ON j.id = c.injection_id AND j.graph_id = %(graph)s
               WHERE j.session_id = %(session)s AND c.graph_id = %(graph)s AND c.selected))
           AND (SELECT n FROM edge_count) >= 0
           AND %(alpha)s::double precision * %(score)s::double precision
@@ -336,7 +364,10 @@ DECAY_RANGE = _statement("""
         UPDATE {edge} e SET weight = greatest(%(floor)s::double precision, e.weight * %(rate)s::double precision)
         WHERE e.id >= %(lo)s AND e.id < %(hi)s AND e.graph_id + 0 = %(graph)s
           AND NOT e.archived AND e.weight > %(floor)s AND e.created_at < %(cutoff)s
-          AND NOT EXISTS (SELECT 1 FROM {edge_stats} s WHERE s.edge_id = e.id AND s.last_traversed_at >= %(cutoff)s)
+          AND NOT EXISTS (
+              SELECT 1 FROM {edge_stats} s
+              WHERE s.edge_id = e.id AND s.graph_id + 0 = %(graph)s AND s.last_traversed_at >= %(cutoff)s
+          )
           AND greatest(%(floor)s::double precision, e.weight * %(rate)s::double precision) IS DISTINCT FROM e.weight
         RETURNING e.id, old.weight AS before, new.weight AS after
     ),
@@ -377,7 +408,10 @@ NORMALIZE_RANGE = _statement("""
 _DECAY_DUE = """
     FROM {edge} e
     WHERE e.graph_id = %(graph)s AND NOT e.archived AND e.weight > %(floor)s AND e.created_at < %(cutoff)s
-      AND NOT EXISTS (SELECT 1 FROM {edge_stats} s WHERE s.edge_id = e.id AND s.last_traversed_at >= %(cutoff)s)
+      AND NOT EXISTS (
+          SELECT 1 FROM {edge_stats} s
+          WHERE s.edge_id = e.id AND s.graph_id = %(graph)s AND s.last_traversed_at >= %(cutoff)s
+      )
 """
 DECAY_PREVIEW_COUNT = _statement("SELECT count(*) {due}", due=_statement(_DECAY_DUE))
 DECAY_PREVIEW_SAMPLE = _statement(
@@ -446,7 +480,8 @@ def rollback_restore(target: str, field: str) -> sql.Composed:
             SELECT h.restore, h.expected, t.id, t.{column} AS before
             FROM {table} t
             JOIN (SELECT w.{target_column} AS id, w.before AS restore, w.after AS expected FROM {history} w
-                  WHERE w.batch_id = %(rolled_back)s AND w.field = %(field)s AND w.{target_column} IS NOT NULL) h
+                  WHERE w.graph_id = %(graph)s AND w.batch_id = %(rolled_back)s AND w.field = %(field)s
+                    AND w.{target_column} IS NOT NULL) h
                  ON h.id = t.id
             WHERE t.graph_id = %(graph)s
             ORDER BY t.id FOR NO KEY UPDATE OF t
@@ -459,7 +494,7 @@ def rollback_restore(target: str, field: str) -> sql.Composed:
         ),
         updated AS (
             UPDATE {table} t SET {column} = d.after FROM decided d
-            WHERE t.id = d.id AND d.after IS DISTINCT FROM d.before
+            WHERE t.id = d.id AND t.graph_id = %(graph)s AND d.after IS DISTINCT FROM d.before
             RETURNING t.id, d.before, d.after, CASE WHEN d.matches THEN 'rollback' ELSE 'rollback_forced' END AS event
         ),
         history_rows AS (
@@ -598,6 +633,30 @@ def history_of(graph, kind: str, target_id: int, *, field: str | None = None, la
     )
 
 
+def _batches_not_audited_once() -> sql.Composed:
+    return sql.SQL(
+        """
+        SELECT b.id, b.kind, count(e.id) AS events
+        FROM {batch} b
+        LEFT JOIN {event} e
+          ON e.organization_id = %(organization)s AND e.action = ANY(%(actions)s::text[])
+         AND e.payload ? 'batch' AND jsonb_typeof(e.payload -> 'batch') = 'number'
+         AND (e.payload ->> 'batch')::bigint = b.id
+        WHERE b.graph_id IN (SELECT g.id FROM {graph} g WHERE g.organization_id = %(organization)s)
+        GROUP BY b.id, b.kind
+        HAVING count(e.id) <> 1
+        ORDER BY b.id
+        LIMIT %(limit)s
+        """
+    ).format(batch=_table(UpdateBatch), event=_table(AuditEvent), graph=_table(Graph))
+
+
+# Every UpdateBatch of an organization's graphs whose audit events (by the batch id in the payload) are not
+# exactly one: none (written past the write path) or several (a duplicated event). Raw SQL: the ORM cannot
+# join on a key inside a JSON payload cast to bigint. A hash join over the organization's events.
+BATCHES_NOT_AUDITED_ONCE = _batches_not_audited_once()
+
+
 # --------------------------------------------------------------------------------------------------
 # Reads of the write path
 
@@ -674,9 +733,22 @@ def path_credit(session: AgentSession, items: list[rules.UseItem]) -> list[rules
     if not nodes:
         return []
     rows = InjectionCandidate.objects.filter(
-        graph_id=session.graph_id, injection__session=session, node_id__in=nodes, selected=True
+        graph_id=session.graph_id,
+        injection__session=session,
+        injection__graph_id=session.graph_id,
+        node_id__in=nodes,
+        selected=True,
     ).values_list("node_id", "injection_id", "edge_id", "features")
     return rules.credit_paths(items, rows)
+
+
+def surfaced_targets(session: AgentSession) -> tuple[set[int], set[int]]:
+    """The nodes and edges the session's injections gave the agent (``rules.surfaced``): its selected
+    candidates with their paths. One query; a session holds a few injections of a budget each."""
+    rows = InjectionCandidate.objects.filter(
+        graph_id=session.graph_id, injection__graph_id=session.graph_id, injection__session=session, selected=True
+    ).values_list("node_id", "edge_id", "features__path")
+    return rules.surfaced(rows)
 
 
 def already_credited(session: AgentSession, items: list[rules.UseItem]) -> set[tuple[str, int]]:
@@ -695,7 +767,9 @@ def selected_candidates(session: AgentSession) -> list[dict]:
     """The session's selected candidates, one per node (its latest injection), with title and text:
     what implicit-use detection reads (``rules.detect_implicit``)."""
     rows = (
-        InjectionCandidate.objects.filter(graph_id=session.graph_id, injection__session=session, selected=True)
+        InjectionCandidate.objects.filter(
+            graph_id=session.graph_id, injection__session=session, injection__graph_id=session.graph_id, selected=True
+        )
         .order_by("node_id", "-injection_id")
         .distinct("node_id")
         .values("node_id", "edge_id", "injection_id", "node__title", "node__text")
@@ -810,3 +884,53 @@ def graph_counts(graph) -> dict:
     """The graph's sessions, injections and batches (GRAPH_COUNTS)."""
     sessions, injections, batches = fetch(GRAPH_COUNTS, {"graph": getattr(graph, "pk", graph)})
     return {"sessions": sessions, "injections": injections, "batches": batches}
+
+
+# --------------------------------------------------------------------------------------------------
+# The report outbox (feedback.outbox)
+
+DRAIN_LOCK_CLASS = 0x6A7E  # advisory lock class of "one drain per graph" (graphadmin.audit's is 0x6A7D)
+
+# Take the graph's drain lock for the rest of the transaction if no other transaction holds it:
+# true or false at once, never a wait (a function PostgreSQL has and the ORM has not).
+TRY_DRAIN_LOCK = sql.SQL("SELECT pg_try_advisory_xact_lock(%(lock_class)s, %(graph)s)")
+
+
+def try_drain_lock(graph_id: int) -> bool:
+    """Whether this transaction now holds the graph's drain lock (``feedback.outbox.drain``): one
+    drainer per graph at a time, so a graph's reports apply in the order they were accepted, and a
+    second drainer returns at once instead of queueing behind the first."""
+    return fetch(TRY_DRAIN_LOCK, {"lock_class": DRAIN_LOCK_CLASS, "graph": graph_id})[0]
+
+
+# The new state of each report of a drained batch, in one statement: Django's bulk_update builds a
+# CASE per column and row, which cost a fifth of a drain's CPU; arrays unnested cost one bound list
+# per column.
+MARK_REPORTS = _statement("""
+    UPDATE {report} AS r
+    SET state = v.state, applied_at = v.applied_at, attempts = v.attempts, last_error = v.last_error,
+        not_before = v.not_before, result = v.result::jsonb
+    FROM unnest(%(ids)s::bigint[], %(states)s::text[], %(applied_at)s::timestamptz[], %(attempts)s::smallint[],
+                %(errors)s::text[], %(not_before)s::timestamptz[], %(results)s::text[])
+         AS v(id, state, applied_at, attempts, last_error, not_before, result)
+    WHERE r.graph_id = %(graph)s AND r.id = v.id
+""")
+
+
+def mark_reports(graph_id: int, rows) -> None:
+    """Write the state, times, attempts, error and result of each drained PendingReport (``rows``)."""
+    rows = list(rows)
+    with connection.cursor() as cur:
+        cur.execute(
+            MARK_REPORTS,
+            {
+                "graph": graph_id,
+                "ids": [r.pk for r in rows],
+                "states": [r.state for r in rows],
+                "applied_at": [r.applied_at for r in rows],
+                "attempts": [r.attempts for r in rows],
+                "errors": [r.last_error for r in rows],
+                "not_before": [r.not_before for r in rows],
+                "results": [json.dumps(r.result) for r in rows],
+            },
+        )

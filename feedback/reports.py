@@ -2,11 +2,19 @@
 
 Each report takes the caller, a graph already found through ``graphadmin.tenancy`` with the
 ``report`` act, the session's external id, the serializer's validated data and the client's
-idempotency key, and returns the answer's body. Its ``status`` is ``queued`` (the work is enqueued
-on commit for the Celery worker), a logged no-op (``feedback_disabled``, ``unknown_session``,
+idempotency key, and returns the answer's body. Its ``status`` is ``queued`` (the report is stored
+in the outbox in the caller's transaction, ``feedback.outbox``, and the graph's drain is poked on
+commit), a logged no-op (``feedback_disabled``, ``unknown_session``,
 ``no_injection``, ``nothing_surfaced``: ``actions.fall_through``) or ``duplicate`` (an outcome equal
 to the session's current one, with its batch). Items that are not live nodes or edges of the graph,
-or one item with two signals, raise ``InputError`` naming the item; nothing is enqueued.
+or one item with two signals, raise ``InputError`` naming the item; nothing is stored.
+
+Before anything is resolved or stored, three checks (``check_reporter``, ``check_open``,
+``check_surfaced``): only the session's owner, or an operator or admin, reports on it (Forbidden);
+once the session's outcome is recorded, every report is refused (Conflict, a 409), except the same
+outcome again, which stays ``duplicate``; a use report names only what the session's injections
+surfaced to the agent (the selected candidates and the edges on their paths; candidates cut by the
+budget were never shown, so they do not count), anything else is an ``InputError`` naming the item.
 """
 
 from __future__ import annotations
@@ -16,11 +24,12 @@ import uuid
 from django.db import transaction
 from django.db.models import Q
 
-from graphadmin.errors import InputError
+from graphadmin.errors import Conflict, InputError
 from graphadmin.models import Edge, Node
+from graphadmin.tenancy import organization_role, require_session
 
-from . import actions, tasks
-from .models import AgentSession, InjectionCandidate, UpdateBatch
+from . import actions, outbox, queries, rules, tasks
+from .models import AgentSession, InjectionCandidate, PendingReport, UpdateBatch
 
 
 def enqueue(task, **kwargs) -> str:
@@ -47,11 +56,62 @@ def session_or_status(graph, external_id: str):
     return session, None
 
 
+def check_reporter(user, graph, session: AgentSession) -> None:
+    """Forbidden unless the caller may report on this session (``tenancy.may_act_on_session``): its
+    owner, or an operator or admin of the graph's organization."""
+    role = getattr(graph, "user_role", None) or organization_role(user, graph.organization_id)
+    require_session(role, user.pk, session.owner_id, session.external_id)
+
+
+def pending_outcome(session: AgentSession) -> tuple[str, str] | None:
+    """The (outcome, idempotency key) of an outcome report accepted for the session and still in the
+    outbox, waiting for the worker; None when there is none (one indexed query)."""
+    row = (
+        PendingReport.objects.filter(graph_id=session.graph_id, session=session, kind="outcome", state="pending")
+        .values_list("payload", "idempotency_key")
+        .first()
+    )
+    return (row[0].get("outcome"), row[1]) if row else None
+
+
+def check_open(session: AgentSession, pending: tuple[str, str] | None = None) -> None:
+    """Conflict (409) once the session's outcome is recorded, or accepted and waiting in the outbox
+    (``pending``, from ``pending_outcome``): the session is closed to further reports."""
+    if session.outcome:
+        when = f" at {session.outcome_at.isoformat()}" if session.outcome_at else ""
+        raise Conflict(
+            f"Session {session.external_id!r} already has its outcome ({session.outcome!r}, recorded{when}): "
+            "it takes no more reports.",
+            {"detail": "The session's outcome is recorded: it takes no more reports.", "outcome": session.outcome},
+        )
+    if pending is not None:
+        raise Conflict(
+            f"Session {session.external_id!r} already has an outcome ({pending[0]!r}) accepted and being applied: "
+            "it takes no more reports.",
+            {"detail": "The session's outcome is accepted: it takes no more reports.", "outcome": pending[0]},
+        )
+
+
+def check_surfaced(session: AgentSession, items: list[dict]) -> None:
+    """InputError naming the first item (resolved by ``resolve_use_items``) that the session's injections
+    did not surface to the agent (``rules.first_unsurfaced``); one query."""
+    nodes, edges = queries.surfaced_targets(session)
+    unsurfaced = rules.first_unsurfaced([(i["kind"], i["id"]) for i in items], nodes, edges)
+    if unsurfaced is not None:
+        index, kind, pk = unsurfaced
+        raise InputError(
+            {"items": {index: {kind: [f"{kind.capitalize()} {pk} was not given to session {session.external_id!r}."]}}}
+        )
+
+
 def _no_op(result) -> dict:
     return {"status": result.status, "reason": result.details.get("reason", "")}
 
 
-def _queued(task_id: str, key: str) -> dict:
+def _accept(user, session: AgentSession, kind: str, payload: dict, key: str) -> dict:
+    """Store the report in the outbox (this transaction) and poke the graph's drain once it commits."""
+    outbox.record(user, session, kind, payload, key)
+    task_id = enqueue(tasks.drain_reports_task, graph_id=session.graph_id)
     return {"status": "queued", "task_id": task_id, "idempotency_key": key}
 
 
@@ -93,18 +153,12 @@ def report_uses(user, graph, external_id: str, data: dict, client_key: str = "")
     session, skipped = session_or_status(graph, external_id)
     if skipped:
         return _no_op(skipped)
+    check_reporter(user, graph, session)
+    check_open(session, pending_outcome(session))
     items = resolve_use_items(graph, data["items"])
+    check_surfaced(session, items)
     key = _key(client_key, "uses", session)
-    task_id = enqueue(
-        tasks.apply_uses_task,
-        graph_id=graph.pk,
-        external_id=external_id,
-        items=items,
-        learning_rate=data.get("learning_rate"),
-        idempotency_key=key,
-        user_id=user.pk,
-    )
-    return _queued(task_id, key)
+    return _accept(user, session, "uses", {"items": items, "learning_rate": data.get("learning_rate")}, key)
 
 
 def report_response(user, graph, external_id: str, data: dict, client_key: str = "") -> dict:
@@ -112,16 +166,10 @@ def report_response(user, graph, external_id: str, data: dict, client_key: str =
     session, skipped = session_or_status(graph, external_id)
     if skipped:
         return _no_op(skipped)
+    check_reporter(user, graph, session)
+    check_open(session, pending_outcome(session))
     key = _key(client_key, "response", session)
-    task_id = enqueue(
-        tasks.apply_response_task,
-        graph_id=graph.pk,
-        external_id=external_id,
-        response=data["response"],
-        idempotency_key=key,
-        user_id=user.pk,
-    )
-    return _queued(task_id, key)
+    return _accept(user, session, "response", {"response": data["response"]}, key)
 
 
 def report_outcome(user, graph, external_id: str, data: dict, client_key: str = "") -> dict:
@@ -130,26 +178,23 @@ def report_outcome(user, graph, external_id: str, data: dict, client_key: str = 
     session, skipped = session_or_status(graph, external_id)
     if skipped:
         return _no_op(skipped)
+    check_reporter(user, graph, session)
     context = {"graph": session.graph_id, "session": external_id, "outcome": outcome}
     if session.outcome == outcome:
         previous = UpdateBatch.objects.filter(trigger_session=session, kind="outcome").order_by("-id").first()
         if previous is not None:
             return {"status": "duplicate", "batch": previous.pk}
+    pending = pending_outcome(session)
+    if pending is not None and pending[0] == outcome and not session.outcome:
+        # The same outcome again while the first waits in the outbox (a client's retry): the first stands.
+        return {"status": "queued", "task_id": None, "idempotency_key": pending[1]}
+    check_open(session, pending)
     # A selected candidate implies an injection: one query in the usual case.
     if not InjectionCandidate.objects.filter(
-        graph_id=session.graph_id, injection__session=session, selected=True
+        graph_id=session.graph_id, injection__graph_id=session.graph_id, injection__session=session, selected=True
     ).exists():
         if not session.injections.exists():
             return _no_op(actions.fall_through("no_injection", "the session has no context injection", **context))
         return _no_op(actions.fall_through("nothing_surfaced", "the session's injections surfaced nothing", **context))
     key = _key(client_key, "outcome", session)
-    task_id = enqueue(
-        tasks.apply_outcome_task,
-        graph_id=session.graph_id,
-        external_id=external_id,
-        outcome=outcome,
-        alpha=data.get("alpha"),
-        idempotency_key=key,
-        user_id=user.pk,
-    )
-    return _queued(task_id, key)
+    return _accept(user, session, "outcome", {"outcome": outcome, "alpha": data.get("alpha")}, key)

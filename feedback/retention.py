@@ -79,6 +79,12 @@ def _refuses_truncate(connection, table: str) -> bool:
         return cur.fetchone()[0]
 
 
+def _has_function(connection, name: str) -> bool:
+    with connection.cursor() as cur:
+        cur.execute("SELECT to_regprocedure(%s) IS NOT NULL", [f"{name}(text, date)"])
+        return cur.fetchone()[0]
+
+
 def ensure_partitions(
     since=None, months_ahead: int = MONTHS_AHEAD, connection=None, parents=tuple(LEDGERS)
 ) -> list[str]:
@@ -96,6 +102,9 @@ def ensure_partitions(
         last = _next_month(last)
     first = month
     created = []
+    # From migration 0013 on, partitions are made by the table owner's function (the application role may
+    # not run DDL); migrations 0006 and 0007, before it, run as the owner and create them directly.
+    by_function = _has_function(connection, "feedback_history_create_partition")
     for parent in parents:
         have = set(existing_partitions(connection, parent).values())
         refusing = _refuses_truncate(connection, parent)
@@ -104,14 +113,19 @@ def ensure_partitions(
             if month not in have:
                 name, upper = partition_name(month, parent), _next_month(month)
                 with connection.cursor() as cur:
+                    # Through the parent, not the default partition by name (the application role may
+                    # read only the parent): with no partition for the month, its rows are in the default one.
                     cur.execute(
                         sql.SQL(
-                            "SELECT EXISTS (SELECT 1 FROM {default} WHERE created_at >= %s AND created_at < %s)"
-                        ).format(default=sql.Identifier(f"{parent}_default")),
+                            "SELECT EXISTS (SELECT 1 FROM {parent} WHERE created_at >= %s AND created_at < %s)"
+                        ).format(parent=sql.Identifier(parent)),
                         [month, upper],
                     )
                     if cur.fetchone()[0]:
                         log.warning("weight history for %s is in the default partition; not creating %s", month, name)
+                    elif by_function:
+                        cur.execute("SELECT feedback_history_create_partition(%s, %s)", [parent, month])
+                        created.append(name)
                     else:
                         cur.execute(
                             sql.SQL("CREATE TABLE {name} PARTITION OF {parent} FOR VALUES FROM (%s) TO (%s)").format(
@@ -143,20 +157,19 @@ def do_expire_history(retention_days: int, *, actor, now: datetime | None = None
             continue
         with transaction.atomic():
             with default_connection.cursor() as cur:
-                partition = sql.Identifier(name)
+                # Counted through the parent over the month (pruned to the partition): the application
+                # role reads the parent only. The drop is the owner's function (migration 0013), which
+                # refuses a month not over yet.
                 cur.execute(
                     sql.SQL(
-                        "SELECT g.organization_id, count(*) FROM {partition} w JOIN {graph} g ON g.id = w.graph_id "
+                        "SELECT g.organization_id, count(*) FROM {parent} w JOIN {graph} g ON g.id = w.graph_id "
+                        "WHERE w.created_at >= %s AND w.created_at < %s "
                         "GROUP BY g.organization_id ORDER BY g.organization_id"
-                    ).format(partition=partition, graph=sql.Identifier(Graph._meta.db_table))
+                    ).format(parent=sql.Identifier(parent), graph=sql.Identifier(Graph._meta.db_table)),
+                    [month, upper],
                 )
                 per_org = dict(cur.fetchall())
-                cur.execute(
-                    sql.SQL("ALTER TABLE {parent} DETACH PARTITION {partition}").format(
-                        parent=sql.Identifier(parent), partition=partition
-                    )
-                )
-                cur.execute(sql.SQL("DROP TABLE {partition}").format(partition=partition))
+                cur.execute("SELECT feedback_history_drop_partition(%s, %s)", [parent, month])
             payload = {
                 "ledger": LEDGERS[parent],
                 "partition": name,

@@ -167,6 +167,27 @@ def credit_paths(items: list[UseItem], selected: Iterable[tuple[int, int, int | 
     return [credit[e] for e in sorted(credit)]
 
 
+def surfaced(selected: Iterable[tuple[int, int | None, list | None]]) -> tuple[set[int], set[int]]:
+    """The nodes and edges a session's injections gave the agent, from its ``selected`` candidates
+    ((node id, edge id, path) each): every selected node, and every edge on its path (a log older
+    than the pipeline has its one edge). Cut candidates are not passed in: the agent never saw them."""
+    nodes: set[int] = set()
+    edges: set[int] = set()
+    for node_id, edge_id, path in selected:
+        nodes.add(node_id)
+        edges.update(path or ([edge_id] if edge_id else []))
+    return nodes, edges
+
+
+def first_unsurfaced(items: list[tuple[str, int]], nodes: set[int], edges: set[int]) -> tuple[int, str, int] | None:
+    """(index, kind, id) of the first reported item ((kind, id) each) not among the surfaced ``nodes``
+    and ``edges``; None when every item was surfaced. A use report may name only what the agent was given."""
+    for index, (kind, target_id) in enumerate(items):
+        if target_id not in (nodes if kind == "node" else edges):
+            return index, kind, target_id
+    return None
+
+
 # --------------------------------------------------------------------------------------------------
 # Implicit use detection
 

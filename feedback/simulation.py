@@ -51,7 +51,7 @@ from django.db.models import Count, Q
 from rest_framework.test import APIClient
 
 from graphadmin import actions as core_actions
-from graphadmin import clock
+from graphadmin import audit, clock
 from graphadmin.celery import app as celery_app
 from graphadmin.models import Edge, EdgeType, Graph, Membership, Node, Organization
 
@@ -268,6 +268,19 @@ def build_world(
                         )
                     )
         Edge.objects.bulk_create(edges, ignore_conflicts=True)
+        # Its records are bulk-created, not one do_create_record each: one event says what was made.
+        audit.append(
+            organization,
+            actor,
+            "graph.simulation.build",
+            {
+                "nodes": Node.objects.filter(graph=graph).count(),
+                "edges": Edge.objects.filter(graph=graph).count(),
+                "topics": topics,
+                "seed": seed,
+            },
+            scope={"graph": graph.pk, "graph_slug": graph.slug},
+        )
     return graph, topics_of(graph, [f"topic-{t}/index" for t in range(topics)], directions=plan)
 
 
@@ -375,8 +388,8 @@ def simulate(
 ) -> Report:
     """Run ``cfg.sessions`` sessions on ``world`` (and the same questions, without reports, on ``frozen``).
 
-    ``user`` must be a member of the graphs' organization with the analyst role or above (reports
-    are an analyst's write). Returns the per-block report.
+    ``user`` must be a member of the graphs' organization with a role that logs context and reports
+    (``agent``, or operator and up): its sessions are its own. Returns the per-block report.
     """
     cfg = cfg or Config()
     graph, topics = world
@@ -507,7 +520,7 @@ def simulate_history(
 ) -> History:
     """Sessions asking ``questions`` (their text only) between ``start`` and ``end``, on a simulated clock.
 
-    Each session, the way an agent calls the service (``user`` must be an analyst or above):
+    Each session, the way an agent calls the service (``user`` must be an agent, or an operator or above):
     ``context`` with the question's text, no start node and no vector; then its use report
     (``evaluation.agent_reports``: the given notes that answer the question, now and then one flagged
     ``negative``; each use missed with probability ``p_ignore``) a minute later and its outcome a
@@ -517,9 +530,8 @@ def simulate_history(
     already over on the real clock, so the periodic task keeps the current period's run). Then every
     simulated day is rolled up (``metrics.rollup``), which is what the trend charts read.
 
-    Caveat: the retrieval's traversal stamps (``EdgeStats.last_traversed_at``) are written by the
-    database's ``now()``, the real time, after every simulated cutoff: a decay run on the simulated
-    clock therefore leaves every edge an injection ever traversed alone and decays the others.
+    The retrieval's traversal stamps (``EdgeStats.last_traversed_at``) carry the simulated time too, so
+    a decay run on the simulated clock spares only the edges traversed within its idle window.
 
     ``policy_change``: ``(actor, changes, note)``, a policy change made halfway (``graphadmin.actions.do_set_policy``,
     a new revision, audited) on the simulated clock, so the policy history has a before and an after.
@@ -612,12 +624,12 @@ def run_experiment(
     """Build a world and its frozen twin in the ``simulation`` organization, then :func:`simulate` on both.
 
     ``policy``: policy numbers to set on both graphs first (one new revision each, audited).
-    The analyst ``sim-analyst`` drives the sessions; ``sim-admin`` creates the graphs.
+    The service account ``sim-agent`` (role agent) drives the sessions; ``sim-admin`` creates the graphs.
     """
     User = get_user_model()
     org, _ = Organization.objects.get_or_create(slug="simulation", defaults={"name": "Simulation"})
     users = {}
-    for role in ("admin", "analyst"):
+    for role in ("admin", "agent"):
         users[role], _ = User.objects.get_or_create(username=f"sim-{role}")
         Membership.objects.update_or_create(user=users[role], organization=org, defaults={"role": role})
     tag = uuid.uuid4().hex[:6]
@@ -629,7 +641,7 @@ def run_experiment(
         if policy:
             core_actions.do_set_policy(graph, policy, actor=users["admin"], note="simulation policy")
         worlds.append((graph, graph_topics))
-    report = simulate(users["analyst"], worlds[0], worlds[1], cfg, progress=progress)
+    report = simulate(users["agent"], worlds[0], worlds[1], cfg, progress=progress)
     report.config.update(
         {
             "topics": topics,

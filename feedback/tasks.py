@@ -1,5 +1,12 @@
 """Celery tasks of the feedback engine: thin. They take keys, re-fetch, and call ``feedback.actions``.
 
+Reports the API accepted are rows of the outbox (``feedback.outbox``): ``drain_reports`` applies a
+graph's pending rows (poked on commit of each report), ``sweep_reports`` (beat) pokes the graphs
+whose rows were left pending, by a worker that died or a transient error's backoff. Those messages
+carry nothing but a graph id and keep no result: the rows are the state. ``apply_uses``,
+``apply_response`` and ``apply_outcome`` apply one report given in the message (messages queued
+before the outbox, scripts); the API no longer sends them.
+
 Queues: ``feedback`` (uses, response, outcome, normalize), ``decay``, ``metrics`` (see
 CELERY_TASK_ROUTES). Tasks are acknowledged late and rejected when the worker is lost (settings), so
 a task whose worker dies mid-batch is redelivered; its transaction never committed, and its
@@ -20,7 +27,7 @@ from django.contrib.auth import get_user_model
 
 from graphadmin.models import Graph, PolicyRevision
 
-from . import actions, metrics, retention
+from . import actions, metrics, outbox, retention
 from .ledger import retry_transient
 from .models import AgentSession
 
@@ -53,6 +60,32 @@ def _session(graph_id, external_id):
         .filter(graph_id=graph_id, external_id=external_id)
         .first()
     )
+
+
+@shared_task(name="feedback.drain_reports", ignore_result=True)
+def drain_reports_task(graph_id: int) -> dict:
+    """Apply the graph's pending reports (``outbox.drain``); ask for another drain if time ran out."""
+    counts = outbox.drain(graph_id)
+    if counts["more"]:
+        drain_reports_task.delay(graph_id=graph_id)
+    return counts
+
+
+@shared_task(name="feedback.sweep_reports", ignore_result=True)
+def sweep_reports_task() -> list[int]:
+    """Beat entry: poke the drain of every graph with reports left pending (``outbox.stale_graphs``)."""
+    ids = outbox.stale_graphs(stale_seconds=settings.OUTBOX_STALE_SECONDS)
+    for graph_id in ids:
+        drain_reports_task.delay(graph_id=graph_id)
+    if ids:
+        log.warning("re-poked graphs with reports left pending", extra={"graphs": ids})
+    return ids
+
+
+@shared_task(name="feedback.purge_reports", ignore_result=True)
+def purge_reports_task() -> int:
+    """Beat entry: delete outbox rows applied or refused longer ago than OUTBOX_RETENTION_DAYS."""
+    return outbox.purge(days=settings.OUTBOX_RETENTION_DAYS)
 
 
 @shared_task(name="feedback.apply_uses")

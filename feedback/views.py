@@ -337,7 +337,9 @@ def session_detail(request, graph_id, external_id):
     use report, the outcome, and every batch the session caused with its weight changes."""
     access = graph_access(request.user, graph_id)
     graph = access.graph
-    session = get_object_or_404(AgentSession.objects.filter(graph=graph), external_id=external_id)
+    session = get_object_or_404(
+        AgentSession.objects.filter(graph=graph).select_related("owner"), external_id=external_id
+    )
     injections = list(
         ContextInjection.objects.filter(graph=graph, session=session)
         .select_related("policy_revision")

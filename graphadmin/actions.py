@@ -1,4 +1,5 @@
-"""The core's writes: graphs, edge types, the policy, nodes and edges (create, update, archive), roles.
+"""The core's writes: graphs, edge types, the policy, nodes and edges (create, update, archive), roles
+(granted and revoked).
 
 Each ``do_*`` is atomic, takes the acting user (or a label such as ``"command:import_vault"``) as
 the keyword-only ``actor``, and appends its AuditEvent in the same transaction. Views, commands
@@ -10,6 +11,7 @@ from __future__ import annotations
 from django.db import transaction
 
 from graphadmin import audit
+from graphadmin.errors import Conflict
 from graphadmin.models import Edge, EdgeType, Graph, Membership, Node, PolicyRevision
 from graphadmin.models.policy import POLICY_NUMBERS
 
@@ -31,13 +33,24 @@ def _user(actor):
 
 @transaction.atomic
 def do_create_graph(
-    organization, slug: str, name: str, description: str = "", *, actor, edge_types=DEFAULT_EDGE_TYPES
+    organization,
+    slug: str,
+    name: str,
+    description: str = "",
+    *,
+    actor,
+    feedback_enabled: bool = True,
+    edge_types=DEFAULT_EDGE_TYPES,
 ) -> Graph:
-    """Create a graph with policy revision 1 and its default edge types; audited as graph.create."""
-    graph = Graph.objects.create(organization=organization, slug=slug, name=name, description=description)
+    """Create a graph with policy revision 1 and its default edge types; audited as graph.create (with
+    feedback_enabled when it starts off)."""
+    graph = Graph.objects.create(
+        organization=organization, slug=slug, name=name, description=description, feedback_enabled=feedback_enabled
+    )
     PolicyRevision.objects.create(graph=graph, revision=1, created_by=_user(actor), note="initial defaults")
     EdgeType.objects.bulk_create([EdgeType(graph=graph, name=n, description=d) for n, d in edge_types.items()])
-    audit.append(organization, actor, "graph.create", {"slug": slug, "name": name}, scope=_scope(graph))
+    payload = {"slug": slug, "name": name, **({} if feedback_enabled else {"feedback_enabled": False})}
+    audit.append(organization, actor, "graph.create", payload, scope=_scope(graph))
     return graph
 
 
@@ -89,25 +102,48 @@ def do_update_edge_type(
     priority: float | None = None,
     description: str | None = None,
 ) -> EdgeType:
-    """Rename an edge type, change its priority and/or description; a priority change is audited with before/after."""
+    """Rename an edge type, change its priority and/or description. A priority change is audited as
+    edgetype.priority.update (before/after), a new name or description as edgetype.update (before/after)."""
     edge_type = EdgeType.objects.select_for_update().select_related("graph").get(pk=edge_type.pk)
     before = edge_type.priority
-    if name is not None:
-        edge_type.name = name
-    if description is not None:
-        edge_type.description = description
+    changes = {
+        field: {"before": getattr(edge_type, field), "after": value}
+        for field, value in (("name", name), ("description", description))
+        if value is not None and getattr(edge_type, field) != value
+    }
+    for field, values in changes.items():
+        setattr(edge_type, field, values["after"])
     if priority is not None:
         edge_type.priority = priority
     edge_type.save()
+    scope = _scope(edge_type.graph)
+    if changes:
+        payload = {"edge_type": edge_type.pk, "name": edge_type.name, "changes": changes}
+        audit.append(edge_type.graph.organization_id, actor, "edgetype.update", payload, scope=scope)
     if priority is not None and priority != before:
         audit.append(
             edge_type.graph.organization_id,
             actor,
             "edgetype.priority.update",
             {"edge_type": edge_type.name, "before": before, "after": priority},
-            scope=_scope(edge_type.graph),
+            scope=scope,
         )
     return edge_type
+
+
+@transaction.atomic
+def do_delete_edge_type(edge_type: EdgeType, *, actor) -> None:
+    """Delete an edge type no edge uses (archived edges included: their history names it); audited as
+    edgetype.delete. Refused with Conflict while edges use it."""
+    edge_type = EdgeType.objects.select_for_update().select_related("graph").get(pk=edge_type.pk)
+    used = Edge.objects.filter(graph_id=edge_type.graph_id, edge_type=edge_type).count()
+    if used:
+        raise Conflict(
+            f"Edge type '{edge_type.name}' is used by {used} edge(s), archived ones included; it cannot be deleted."
+        )
+    payload = {"edge_type": edge_type.pk, "name": edge_type.name, "priority": edge_type.priority}
+    audit.append(edge_type.graph.organization_id, actor, "edgetype.delete", payload, scope=_scope(edge_type.graph))
+    edge_type.delete()
 
 
 @transaction.atomic
@@ -193,3 +229,15 @@ def do_grant_role(organization, user, role: str, *, actor) -> tuple[Membership, 
     membership, _ = Membership.objects.update_or_create(user=user, organization_id=org_id, defaults={"role": role})
     audit.append(org_id, actor, "membership.grant", {"user": user.get_username(), "role": role, "before": before})
     return membership, before
+
+
+@transaction.atomic
+def do_revoke_role(membership: Membership, *, actor) -> None:
+    """Remove a user's membership of an organization (the user loses every access there), audited as
+    membership.revoke with the role it had."""
+    membership = Membership.objects.select_for_update().select_related("user").filter(pk=membership.pk).first()
+    if membership is None:
+        return
+    payload = {"user": membership.user.get_username(), "before": membership.role}
+    membership.delete()
+    audit.append(membership.organization_id, actor, "membership.revoke", payload)

@@ -12,11 +12,14 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 
 import rfc8785
+from django.conf import settings
 from django.db import connection, transaction
+from django.utils.module_loading import import_string
 from psycopg import sql
 
+from graphadmin import anchor as anchors
 from graphadmin import clock
-from graphadmin.models import AuditCheckpoint, AuditEvent
+from graphadmin.models import AuditCheckpoint, AuditEvent, Organization
 
 GENESIS = "0" * 64
 # A constant first half keeps our advisory locks apart from any other user of pg_advisory_xact_lock.
@@ -139,23 +142,45 @@ class Verification:
         return {"ok": self.ok, "count": self.count, "broken_at": self.broken_at, "reason": self.reason}
 
 
+def ledger_checks() -> list:
+    """The checks of other ledgers against the chain that a full ``verify`` runs after its walk.
+
+    Named in ``settings.AUDIT_LEDGER_CHECKS`` by dotted path, since they belong to the apps that own those
+    ledgers (``feedback.ledger.check_batches_audited``: every UpdateBatch has exactly one event), which the
+    core does not import. Each takes an organization id and returns a reason, or "" when sound.
+    """
+    return [import_string(path) for path in getattr(settings, "AUDIT_LEDGER_CHECKS", ())]
+
+
 def verify(organization, full: bool = True) -> Verification:
     """Walk the organization's chain in seq order and name the first broken link. Never writes.
 
     Detects an edited row (its hash no longer matches its content), a deleted row (a gap in seq,
     or a prev_hash that does not match its predecessor) and a reordered chain. The organization's
     checkpoint (the head the last ``advance_checkpoint`` proved) is checked too: a full walk fails when
-    the chain ends before it (a deleted tail) or its event disagrees with its hash. ``full=False``
-    starts from the checkpoint (after checking the checkpointed event is unchanged), which keeps
+    the chain ends before it (a deleted tail) or its event disagrees with its hash. So is its last
+    anchor (``graphadmin.anchor``, a head recorded outside the database): a chain rewritten and
+    rehashed whole, checkpoint included, still disagrees with it. A full walk then runs the registered
+    ledger checks (every UpdateBatch has exactly one audit event). ``full=False`` starts from the
+    checkpoint (after checking the checkpointed and the anchored events are unchanged), which keeps
     dashboard badges cheap.
     """
     org_id = organization if isinstance(organization, int) else organization.pk
     prev_hash, expected_seq, count = GENESIS, 1, 0
     rows = AuditEvent.objects.filter(organization_id=org_id)
     checkpoint = AuditCheckpoint.objects.filter(organization_id=org_id).first()
+    try:
+        anchor = anchors.last_anchor(org_id)
+    except OSError as exc:
+        # Unreadable anchors are no pass: a file made unreadable would otherwise switch the check off.
+        return Verification(False, 0, None, f"the audit anchor file cannot be read: {exc}")
+    if anchor is not None and not full:
+        anchored = rows.filter(seq=anchor.seq).values_list("hash", flat=True).first()
+        if anchored != anchor.hash:
+            return Verification(False, 0, anchor.seq, _anchor_reason(anchor, anchored is None))
     if checkpoint is not None and not full:
-        anchor = rows.filter(seq=checkpoint.seq).values_list("hash", flat=True).first()
-        if anchor != checkpoint.hash:
+        checkpointed = rows.filter(seq=checkpoint.seq).values_list("hash", flat=True).first()
+        if checkpointed != checkpoint.hash:
             return Verification(False, 0, checkpoint.seq, "the last verified event was changed or removed")
         prev_hash, expected_seq, count = checkpoint.hash, checkpoint.seq + 1, checkpoint.seq
         rows = rows.filter(seq__gt=checkpoint.seq)
@@ -172,6 +197,8 @@ def verify(organization, full: bool = True) -> Verification:
             return Verification(False, count, seq, "content does not match its hash")
         if checkpoint is not None and seq == checkpoint.seq and stored_hash != checkpoint.hash:
             return Verification(False, count, seq, "the checkpointed event disagrees with the checkpoint's hash")
+        if anchor is not None and seq == anchor.seq and stored_hash != anchor.hash:
+            return Verification(False, count, seq, _anchor_reason(anchor, False))
         prev_hash, expected_seq = stored_hash, seq + 1
     if checkpoint is not None and expected_seq <= checkpoint.seq:
         return Verification(
@@ -181,7 +208,20 @@ def verify(organization, full: bool = True) -> Verification:
             f"the chain ends at seq {expected_seq - 1}, before the checkpoint at seq {checkpoint.seq}: "
             "events were removed",
         )
+    if anchor is not None and expected_seq <= anchor.seq:
+        return Verification(False, count, expected_seq, _anchor_reason(anchor, True))
+    if full:
+        for check in ledger_checks():
+            if reason := check(org_id):
+                return Verification(False, count, None, reason)
     return Verification(True, count)
+
+
+def _anchor_reason(anchor, missing: bool) -> str:
+    where = f"the anchor of seq {anchor.seq} taken at {anchor.anchored_at} (outside the database)"
+    if missing:
+        return f"the chain ends before {where}: events were removed"
+    return f"the event at seq {anchor.seq} disagrees with {where}: the chain was rewritten"
 
 
 # Upsert that only ever moves a checkpoint forward (the table's trigger refuses a lower seq anyway).
@@ -211,3 +251,29 @@ def advance_checkpoint(organization) -> Verification:
         with transaction.atomic(), connection.cursor() as cur:
             cur.execute(ADVANCE_CHECKPOINT_SQL, [org_id, result.count, head.get(), datetime.now(UTC)])
     return result
+
+
+def anchor_heads(organizations=None) -> dict[str, Verification]:
+    """Fully verify each organization's chain, advance its checkpoint and anchor its head outside the database.
+
+    Only a chain that holds (against its checkpoint and its last anchor) is anchored, and only when its
+    head moved since its last anchor; all anchors of one run go out in one append
+    (``graphadmin.anchor.write_anchors``). Called by the hourly ``verify_audit_chains`` task and by
+    ``manage.py anchor_audit``. Returns each organization's verification, by slug.
+    """
+    results, heads = {}, []
+    for org in organizations if organizations is not None else Organization.objects.order_by("slug"):
+        result = advance_checkpoint(org)
+        results[org.slug] = result
+        if not (result.ok and result.count):
+            continue
+        seq, hash_, created_at = (
+            AuditEvent.objects.filter(organization_id=org.pk, seq=result.count)
+            .values_list("seq", "hash", "created_at")
+            .get()
+        )
+        last = anchors.last_anchor(org.pk)
+        if last is None or (last.seq, last.hash) != (seq, hash_):
+            heads.append({"organization": org.pk, "slug": org.slug, "seq": seq, "hash": hash_, "time": created_at})
+    anchors.write_anchors(heads)
+    return results

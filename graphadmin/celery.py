@@ -1,11 +1,25 @@
 """The Celery application. Workers scale out on named queues (feedback, decay, embeddings, metrics)."""
 
+import logging
 import os
 
 from celery import Celery
+from celery.signals import worker_ready
+from django.conf import settings
+
+from graphadmin import checks
 
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "graphadmin.settings")
 
 app = Celery("graphadmin")
 app.config_from_object("django.conf:settings", namespace="CELERY")
 app.autodiscover_tasks()
+
+
+@worker_ready.connect
+def _warn_filesystem_broker_in_production(**kwargs):
+    """Say loudly, in the worker's log, that a production configuration runs on the demo broker."""
+    if checks.filesystem_broker_in_production(settings.DEBUG, settings.CELERY_BROKER_URL):
+        logging.getLogger("graphadmin.celery").warning(
+            "%s %s", checks.FILESYSTEM_BROKER_MESSAGE, checks.FILESYSTEM_BROKER_HINT
+        )

@@ -192,7 +192,8 @@ def _drop_none(data: dict) -> dict:
 class GraphClient:
     """The graphadmin REST API for an agent: search, context, record_use / record_response, improve, explain.
 
-    ``token`` is a DRF API token (``manage.py drf_create_token USERNAME``), sent as ``Authorization: Token``.
+    ``token`` is an API token (``manage.py create_token USERNAME`` or ``agent_token``), sent as
+    ``Authorization: Token``.
     ``timeout`` (seconds) applies to each attempt; ``retries`` is how many times a connection error,
     a timeout or a 5xx is retried, sleeping ``backoff * 2**attempt`` seconds in between.
     """

@@ -26,6 +26,27 @@ accesslog = os.environ.get("WEB_ACCESS_LOG") or None
 errorlog = "-"
 loglevel = os.environ.get("LOG_LEVEL", "INFO").lower()
 wsgi_app = "graphadmin.wsgi:application"
+# LOG_FORMAT as settings.LOGGING reads it (json unless DEBUG is on): gunicorn's own lines (start, workers,
+# signals, a killed request) are then JSON objects too, like the application's.
+_debug = os.environ.get("DEBUG", "").lower() in ("1", "true", "yes", "on")
+if os.environ.get("LOG_FORMAT", "text" if _debug else "json") == "json":
+    logconfig_dict = {
+        "version": 1,
+        "disable_existing_loggers": False,
+        "formatters": {
+            "json": {
+                "()": "pythonjsonlogger.json.JsonFormatter",
+                "format": "%(asctime)s %(levelname)s %(name)s %(message)s",
+                "rename_fields": {"asctime": "time", "levelname": "level", "name": "logger"},
+            }
+        },
+        "handlers": {
+            "json_stderr": {"class": "logging.StreamHandler", "formatter": "json", "stream": "ext://sys.stderr"}
+        },
+        # gunicorn.access keeps its own handler (WEB_ACCESS_LOG); a worker's Django replaces the root's.
+        "root": {"level": loglevel.upper(), "handlers": ["json_stderr"]},
+        "loggers": {"gunicorn.error": {"level": loglevel.upper(), "handlers": ["json_stderr"], "propagate": False}},
+    }
 # gunicorn 24+ opens a control socket in the user's home by default: one per machine, so two servers
 # of one user would share it. Not used here.
 control_socket_disable = True

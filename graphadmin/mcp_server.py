@@ -14,19 +14,23 @@ tool bodies live in the app whose data they are about.
 
 Input is validated by the API's own DRF serializers, so bounds and messages are the API's; the
 JSON schema of each tool documents the same bounds. Tenancy and roles are the API's: a graph or
-injection of another organization is "not found"; reporting feedback needs ``analyst``. Each call
+injection of another organization is "not found"; context and reports need the ``agent`` role
+(on the caller's own sessions) or operator and up (``graphadmin.tenancy``). Each call
 runs in one transaction (like ATOMIC_REQUESTS), so feedback tasks are enqueued on commit and an
 error writes nothing. Feedback reports (uses, response, outcome) are applied by the Celery worker,
 exactly as through the API: the tools answer ``queued`` with the task id, and ``graph_explain``
 lists the session's update batches once the worker has applied them.
 
-Authentication is a DRF API token (``manage.py drf_create_token USERNAME``):
+Authentication is an API token, the REST API's (django-rest-knox: hashed, expiring; ``manage.py
+create_token USERNAME`` or ``agent_token``):
 
 - stdio: the server's token (``--token`` or ``GRAPHADMIN_TOKEN``) is checked at start (a bad token
-  stops the server with an error) and again on every call (a revoked token or a deactivated user
-  is refused from then on).
+  stops the server with an error) and again on every call (a revoked or expired token, or a
+  deactivated user, is refused from then on).
 - streamable HTTP: every HTTP request carries ``Authorization: Bearer <token>``; the SDK's bearer
   middleware refuses a missing or unknown token with 401, and each tool call acts as that token's user.
+  Bad tokens count against the client address as on the REST API (graphadmin.api.auth): over the
+  limit, every request from it is 429 (``BadTokenGate``) until the window has passed.
 
 Transport security (HTTP, ``transport_security``): DNS-rebinding protection is on whatever address the
 server is bound to: the ``Host`` header must be a loopback name, the bound address itself or one of
@@ -43,6 +47,8 @@ connections around each call like a request does.
 from __future__ import annotations
 
 import json
+import math
+from contextvars import ContextVar
 from importlib.metadata import version
 from typing import Annotated, Any, Literal
 
@@ -56,11 +62,12 @@ from mcp.server.mcpserver.exceptions import ToolError
 from mcp.server.transport_security import TransportSecuritySettings
 from mcp_types import ToolAnnotations
 from pydantic import BaseModel, Field
-from rest_framework.authtoken.models import Token
-from rest_framework.exceptions import ValidationError
+from rest_framework.exceptions import AuthenticationFailed, Throttled, ValidationError
 from rest_framework.utils.encoders import JSONEncoder
+from starlette.responses import JSONResponse
 
 from feedback import mcp as feedback_tools
+from graphadmin.api.auth import FailedTokenThrottle, user_for_key
 from graphadmin.errors import Conflict, Forbidden, InputError, NotFound
 from graphadmin.mcp_tools import invalid
 from graphadmin.models.policy import POLICY_NUMBERS
@@ -83,32 +90,81 @@ ranked lookup that logs nothing. Ids are the integers these tools return."""
 
 
 class NotAuthenticated(Exception):
-    """The token is unknown, or its user is inactive."""
+    """The token is unknown or expired, or its user is inactive."""
 
 
 def user_for_token(key: str):
-    """The active user owning DRF token ``key``; NotAuthenticated otherwise."""
-    token = Token.objects.select_related("user").filter(key=key or "").first() if key else None
-    if token is None or not token.user.is_active:
-        raise NotAuthenticated("Invalid token (unknown key, or inactive user).")
-    return token.user
+    """The active user owning the unexpired API token ``key``; NotAuthenticated otherwise."""
+    try:
+        return user_for_key(key)
+    except AuthenticationFailed as exc:
+        raise NotAuthenticated("Invalid token (unknown or expired key, or inactive user).") from exc
+
+
+# The client address of the HTTP request being served (set by BadTokenGate), for counting bad tokens.
+_client: ContextVar[str | None] = ContextVar("mcp_client", default=None)
 
 
 class DRFTokenVerifier:
-    """The SDK's TokenVerifier over DRF tokens, for the streamable HTTP transport (Bearer header)."""
+    """The SDK's TokenVerifier over the API's tokens, for the streamable HTTP transport (Bearer header)."""
 
     async def verify_token(self, token: str) -> AccessToken | None:
+        client = _client.get()
+
         def check():
             close_old_connections()
             try:
                 user = user_for_token(token)
             except NotAuthenticated:
+                if client:
+                    FailedTokenThrottle().record_failure(client)
                 return None
             finally:
                 close_old_connections()
             return AccessToken(token=token, client_id=f"user:{user.pk}", scopes=[], subject=user.get_username())
 
         return await sync_to_async(check, thread_sensitive=True)()
+
+
+class BadTokenGate:
+    """ASGI middleware before the SDK's: a client address over the bad-token limit is answered 429.
+
+    The address is uvicorn's (the proxy's X-Forwarded-For from FORWARDED_ALLOW_IPS addresses).
+    """
+
+    def __init__(self, app):
+        self.app = app
+
+    async def __call__(self, scope, receive, send):
+        if scope["type"] != "http":
+            return await self.app(scope, receive, send)
+        client = (scope.get("client") or ("",))[0]
+
+        def refused() -> float | None:
+            try:
+                FailedTokenThrottle().refuse(client)
+            except Throttled as exc:
+                return exc.wait or 1.0
+            return None
+
+        wait = await sync_to_async(refused, thread_sensitive=False)()
+        if wait is not None:
+            response = JSONResponse(
+                {"error": "too_many_requests", "error_description": "Too many bad tokens from this address."},
+                status_code=429,
+                headers={"Retry-After": str(math.ceil(wait))},
+            )
+            return await response(scope, receive, send)
+        reset = _client.set(client)
+        try:
+            await self.app(scope, receive, send)
+        finally:
+            _client.reset(reset)
+
+
+def http_app(server: MCPServer, *, host: str, transport_security: TransportSecuritySettings):
+    """The streamable HTTP ASGI app of ``server`` (at /mcp), behind the bad-token gate."""
+    return BadTokenGate(server.streamable_http_app(transport_security=transport_security, host=host))
 
 
 def _json(payload: Any) -> Any:
@@ -260,7 +316,7 @@ def build_server(
         kwargs = {
             "token_verifier": DRFTokenVerifier(),
             "auth": AuthSettings(issuer_url=base, resource_server_url=f"{base}/mcp", validate_token_resource=False),
-        }  # DRF tokens are this service's own
+        }  # the API tokens are this service's own
     server = MCPServer(SERVER_NAME, instructions=INSTRUCTIONS, version=version("graphadmin"), **kwargs)
 
     async def run(work, *args):
@@ -458,7 +514,8 @@ def build_server(
         path that surfaced it; negative lowers the note and the last edge of its path by lr*w; items
         not reported do not change, and each moves at most once per session. Later agents asking a
         similar question get what you used ranked higher. Give `items`, `response` (implicit use
-        detection), or both. Needs the analyst role. The update runs on the server's worker: the
+        detection), or both. Only for the sessions you created (agent role; operators: any session),
+        before their outcome, naming only items graph_context gave you. The update runs on the server's worker: the
         answer is `queued` with a task id (or a no-op status such as unknown_session with its reason);
         graph_explain lists the resulting batches."""
         plain = [i.model_dump(exclude_none=True, mode="json") for i in items] if items else None
@@ -481,7 +538,8 @@ def build_server(
         """Use it when the session is over and you know how it ended (the user accepted the answer, asked
         for rework, or rejected it). Every node and edge selected in the session's context
         injections moves its feedback weight toward the outcome's score (accepted 1.0, rework 0.5,
-        rejected 0.0 by default): w = alpha*score + (1-alpha)*w. Needs the analyst role. Runs on the
+        rejected 0.0 by default): w = alpha*score + (1-alpha)*w. Only for the sessions you created
+        (agent role; operators: any session); after it the session takes no other report. Runs on the
         server's worker: the answer is `queued` with a task id, `duplicate` with the batch when this
         outcome was already applied, or a no-op status (unknown_session, no_injection,
         nothing_surfaced) with its reason. graph_explain lists the resulting batch."""

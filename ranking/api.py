@@ -1,7 +1,9 @@
 """REST views of the ranking engine: thin (parse, check tenancy, call ranking.service, render).
 
-Every member of the graph's organization may call them, reviewers included: rank, search,
-explain and what-if only read; context writes the injection log an agent's retrieval needs.
+Rank and search (act ``retrieve``) only read: every role but the agent's reads them, and agents
+call them too. Explain and what-if read the injection log (``read``; an agent explains only its
+own sessions' injections). Context creates or extends a session and logs an injection, a write
+(act ``context``: agents and operators; an existing session only by its owner or an operator).
 Another organization's graph or injection is a 404. Errors are 400s naming the field; the
 request's transaction (ATOMIC_REQUESTS) rolls back, so nothing is written on error.
 """
@@ -15,6 +17,7 @@ from rest_framework.response import Response
 
 from feedback.models import ContextInjection
 from graphadmin.api.views import GRAPH_ID, GraphScopedMixin
+from graphadmin.tenancy import NEEDS
 
 from . import serializers as s
 from . import service
@@ -64,7 +67,7 @@ def context_payload(result: service.ContextResult, session_id: str) -> dict:
 
 
 class _RankingView(GraphScopedMixin, generics.GenericAPIView):
-    write_act = "retrieve"  # any member: these are reads, or the agent's own retrieval log
+    write_act = "retrieve"  # POSTs that compute an answer and log nothing
 
     def parse(self):
         serializer = self.get_serializer(data=self.request.data)
@@ -148,6 +151,7 @@ class ContextView(_RankingView):
     """
 
     serializer_class = s.ContextRequestSerializer
+    write_act = "context"
 
     @extend_schema(
         parameters=[GRAPH_ID], request=s.ContextRequestSerializer, responses={201: s.ContextResponseSerializer}
@@ -167,6 +171,8 @@ class ContextView(_RankingView):
             budget=data["budget"],
             k=data["k"],
             hops=data["hops"],
+            owner=request.user,
+            role=self._access.role,
         )
         return Response(context_payload(result, data["session"]), status=status.HTTP_201_CREATED)
 
@@ -175,6 +181,7 @@ class WhatIfView(_RankingView):
     """Replay the last N injections' frozen candidates under a draft policy and the current one. Writes nothing."""
 
     serializer_class = s.WhatIfRequestSerializer
+    write_act = "read"  # a POST that replays the injection log and writes nothing
 
     @extend_schema(parameters=[GRAPH_ID], request=s.WhatIfRequestSerializer, responses=s.WhatIfResponseSerializer)
     def post(self, request, graph_pk=None):
@@ -204,7 +211,10 @@ class ExplainView(generics.GenericAPIView):
     )
     def get(self, request, pk=None):
         injection = get_object_or_404(
-            ContextInjection.objects.for_user(request.user).select_related("session", "policy_revision"), pk=pk
+            ContextInjection.objects.for_user(request.user, NEEDS["read"], or_own="session__owner").select_related(
+                "session", "policy_revision"
+            ),
+            pk=pk,
         )
         params = s.ExplainQuerySerializer(data=request.query_params)
         params.is_valid(raise_exception=True)

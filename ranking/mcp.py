@@ -9,13 +9,14 @@ from __future__ import annotations
 from feedback.models import ContextInjection, UpdateBatch
 from graphadmin.errors import NotFound
 from graphadmin.mcp_tools import graph_for, invalid, validated
+from graphadmin.tenancy import NEEDS, graph_access
 from ranking import serializers as rs
 from ranking import service
 from ranking.api import context_payload, search_payload
 
 
 def search(user, graph_id: int, args: dict) -> dict:
-    """graph_search: POST /api/graphs/{id}/search/ (reviewers and up); logs nothing."""
+    """graph_search: POST /api/graphs/{id}/search/ (agents, reviewers and up); logs nothing."""
     graph = graph_for(user, graph_id, "retrieve")
     data = validated(rs.SearchRequestSerializer, args)
     result = service.search(
@@ -32,8 +33,10 @@ def search(user, graph_id: int, args: dict) -> dict:
 
 
 def context(user, graph_id: int, args: dict) -> dict:
-    """graph_context: POST /api/graphs/{id}/context/ (reviewers and up); logs the injection."""
-    graph = graph_for(user, graph_id, "retrieve")
+    """graph_context: POST /api/graphs/{id}/context/ (agents, operators and up); logs the injection in
+    the caller's own session (another user's session is refused unless the caller is an operator)."""
+    access = graph_access(user, graph_id, "context")
+    graph = access.graph
     data = validated(rs.ContextRequestSerializer, args)
     result = service.assemble_context(
         graph,
@@ -48,6 +51,8 @@ def context(user, graph_id: int, args: dict) -> dict:
         budget=data["budget"],
         k=data["k"],
         hops=data["hops"],
+        owner=user,
+        role=access.role,
     )
     return context_payload(result, data["session"])
 
@@ -55,7 +60,7 @@ def context(user, graph_id: int, args: dict) -> dict:
 def explain(user, injection_id: int, i, j, node) -> dict:
     """graph_explain: GET /api/injections/{id}/explain/, plus the update batches of the injection's session."""
     injection = (
-        ContextInjection.objects.for_user(user)
+        ContextInjection.objects.for_user(user, NEEDS["read"], or_own="session__owner")
         .select_related("session", "policy_revision")
         .filter(pk=injection_id)
         .first()

@@ -35,6 +35,7 @@ from django.db import connection, transaction
 from psycopg import sql
 
 from feedback.models import ContextInjection, InjectionCandidate, UseEvent
+from graphadmin import clock
 from graphadmin.models import Edge, EdgeStats, EdgeType, Node, NodeStats
 
 # A safety valve on top of the per-node fan-out cap: no request considers more edges than this.
@@ -605,10 +606,11 @@ def copy_candidates(injection_id: int, graph_id: int, rows) -> None:
 
 
 # Each node in %(ids)s surfaced once more (and traversed when it is in %(through)s: it came along a path).
+# In id order, as feedback's use counters (feedback.queries.count_uses) lock the same rows.
 NODE_COUNTERS_SQL = statement(
     """
 INSERT INTO {nodestats} (node_id, graph_id, surfaced_count, traversed_count, used_count, last_surfaced_at)
-SELECT n, %(graph)s, 1, (n = ANY(%(through)s::bigint[]))::int, 0, now() FROM unnest(%(ids)s::bigint[]) AS n
+SELECT n, %(graph)s, 1, (n = ANY(%(through)s::bigint[]))::int, 0, %(at)s FROM unnest(%(ids)s::bigint[]) AS n ORDER BY n
 ON CONFLICT (node_id) DO UPDATE SET
     surfaced_count = {nodestats}.surfaced_count + 1,
     traversed_count = {nodestats}.traversed_count + EXCLUDED.traversed_count,
@@ -620,7 +622,7 @@ ON CONFLICT (node_id) DO UPDATE SET
 EDGE_COUNTERS_SQL = statement(
     """
 INSERT INTO {edgestats} (edge_id, graph_id, surfaced_count, traversed_count, used_count, last_traversed_at)
-SELECT e, %(graph)s, 1, 1, 0, now() FROM unnest(%(ids)s::bigint[]) AS e
+SELECT e, %(graph)s, 1, 1, 0, %(at)s FROM unnest(%(ids)s::bigint[]) AS e ORDER BY e
 ON CONFLICT (edge_id) DO UPDATE SET
     surfaced_count = {edgestats}.surfaced_count + 1,
     traversed_count = {edgestats}.traversed_count + 1,
@@ -631,9 +633,14 @@ ON CONFLICT (edge_id) DO UPDATE SET
 
 def bump_counters(graph_id: int, node_ids, through, edge_ids) -> None:
     """Count what a context call gave: ``node_ids`` surfaced (``through``: those that came along a
-    path, also traversed), ``edge_ids`` surfaced and traversed. Set-based: one statement each."""
+    path, also traversed), ``edge_ids`` surfaced and traversed. Set-based: one statement each. The
+    stamps take ``graphadmin.clock``'s time, as every other row of the call does, so a decay run on a
+    simulated clock sees when an edge was traversed on that clock."""
+    at = clock.now()
     with connection.cursor() as cur:
         if node_ids:
-            cur.execute(NODE_COUNTERS_SQL, {"graph": graph_id, "ids": list(node_ids), "through": list(through)})
+            cur.execute(
+                NODE_COUNTERS_SQL, {"graph": graph_id, "ids": list(node_ids), "through": list(through), "at": at}
+            )
         if edge_ids:
-            cur.execute(EDGE_COUNTERS_SQL, {"graph": graph_id, "ids": list(edge_ids)})
+            cur.execute(EDGE_COUNTERS_SQL, {"graph": graph_id, "ids": list(edge_ids), "at": at})

@@ -16,6 +16,7 @@ from feedback.models import AgentSession, ContextInjection, InjectionCandidate, 
 from graphadmin.embeddings import check_comparable, configured_model, embed_query
 from graphadmin.errors import InputError
 from graphadmin.models import Edge, EdgeType, Graph, Node, PolicyRevision
+from graphadmin.tenancy import require_session
 
 from . import queries as sql
 from . import scoring
@@ -485,12 +486,19 @@ def assemble_context(
     k: int = 50,
     hops: int | None = None,
     now: datetime | None = None,
+    owner=None,
+    role: str | None = None,
 ) -> ContextResult:
     """The retrieval pipeline's candidates (``retrieve``) within a budget, logged as a ContextInjection.
 
     Candidates in score order fill the budget until the first one that does not fit; the rest are
     cut, with the reason. Every candidate is frozen in the log with its path and components. The
     selected nodes are counted as surfaced and the edges on their paths as traversed (set-based).
+
+    ``owner`` (the caller, with its ``role`` in the graph's organization) owns a session this call
+    creates; adding to an existing session needs ``graphadmin.tenancy.may_act_on_session`` (its
+    owner, or an operator), else Forbidden and nothing is written. Without an owner (internal
+    callers: tests, the bench) no check is made and a new session has no owner.
     """
     revision, policy = policy_of(graph)
     if budget is None:
@@ -529,7 +537,13 @@ def assemble_context(
 
     # Every check has passed: write.
     with transaction.atomic():
-        session, created = AgentSession.objects.get_or_create(graph=graph, external_id=session_id)
+        session, created = AgentSession.objects.get_or_create(
+            graph=graph, external_id=session_id, defaults={"owner": owner}
+        )
+        if owner is not None and not created:
+            # Checked on the row get_or_create found, inside the transaction: a session another user
+            # created a moment ago is refused too.
+            require_session(role, owner.pk, session.owner_id, session_id)
         injection = ContextInjection.objects.create(
             graph=graph,
             session=session,

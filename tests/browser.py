@@ -43,3 +43,37 @@ def login(browser, base_url: str, username: str, password: str):
     page.get_by_role("button", name="Log in").click()
     page.wait_for_url(f"{base_url}/")
     return page
+
+
+# Collects what the page's Content-Security-Policy refused (and every console error) from the start of each
+# document: Playwright's init scripts run outside the page's CSP.
+_CSP_WATCH = """
+window.__cspViolations = [];
+document.addEventListener('securitypolicyviolation', function (e) {
+  window.__cspViolations.push(e.violatedDirective + ' blocked ' + (e.blockedURI || 'inline') + ' at ' +
+    (e.sourceFile || document.location.pathname) + ':' + e.lineNumber);
+});
+"""
+
+
+def watch_csp(page) -> list[str]:
+    """Console errors (CSP refusals among them) of ``page`` from now on, as a list that fills as it runs.
+
+    ``csp_violations(page)`` reads the current document's securitypolicyviolation events.
+    """
+    errors: list[str] = []
+    page.add_init_script(_CSP_WATCH)
+
+    def on_console(msg):
+        # The browser asks for /favicon.ico on its own; the service has none.
+        if msg.type == "error" and not (msg.location or {}).get("url", "").endswith("/favicon.ico"):
+            errors.append(f"{msg.text} ({(msg.location or {}).get('url', '')})")
+
+    page.on("console", on_console)
+    page.on("pageerror", lambda exc: errors.append(str(exc)))
+    return errors
+
+
+def csp_violations(page) -> list[str]:
+    """The securitypolicyviolation events of the document ``page`` shows (watch_csp must have been called)."""
+    return page.evaluate("window.__cspViolations || []")

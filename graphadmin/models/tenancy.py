@@ -5,15 +5,20 @@ from __future__ import annotations
 from django.conf import settings
 from django.db import models
 
-# Ordered from least to most privileged: each role can do everything the previous one can.
-ROLES = ("reviewer", "analyst", "operator", "admin")
+# Ordered from least to most privileged. From reviewer up, each role can do everything the previous
+# one can. ``agent`` (the service accounts agents use) comes first and inherits nothing: it reads no
+# page and may do only the acts ``graphadmin.tenancy.AGENT_ACTS`` names (retrieve, log its context,
+# report on the sessions it created).
+ROLES = ("agent", "reviewer", "analyst", "operator", "admin")
 
 
 class TenantQuerySet(models.QuerySet):
     """The one queryset that carries tenancy, for every model that belongs to an organization.
 
     ``for_user`` keeps only rows in organizations the user is a member of, optionally only where
-    the user's role is at least ``role``. Every view starts from it, so none can forget the tenant.
+    the user's role is at least ``role``; with ``or_own`` (the path from the row to a session's
+    owner, e.g. ``session__owner``) also the rows of the user's own sessions whatever the role (an
+    agent reads what its sessions caused). Every view starts from it, so none can forget the tenant.
     The path to the organization follows from the model: the organization itself, a model with an
     ``organization`` foreign key, or one with a ``graph`` foreign key (``graph__organization``).
     """
@@ -29,12 +34,17 @@ class TenantQuerySet(models.QuerySet):
             return "graph__organization"
         raise TypeError(f"{self.model.__name__} has no path to an organization.")
 
-    def for_user(self, user, role: str | None = None):
+    def for_user(self, user, role: str | None = None, *, or_own: str | None = None):
         if user is None or not user.is_authenticated:
             return self.none()
         roles = ROLES[ROLES.index(role) :] if role else ROLES
         prefix = f"{self.org_path}__" if self.org_path else ""
-        return self.filter(**{f"{prefix}memberships__user": user, f"{prefix}memberships__role__in": roles})
+        member = models.Q(**{f"{prefix}memberships__user": user})
+        allowed = models.Q(**{f"{prefix}memberships__role__in": roles})
+        if or_own:
+            allowed |= models.Q(**{or_own: user})
+        # One filter() call: both conditions are on the same membership row (the user's own).
+        return self.filter(member & allowed)
 
     def with_role(self, user):
         """``for_user``, each row annotated with the user's role in its organization as ``user_role`` (one query)."""
@@ -59,7 +69,7 @@ class Organization(models.Model):
 
 
 class Membership(models.Model):
-    """A user's role in one organization: reviewer, analyst, operator or admin."""
+    """A user's role in one organization: agent (a service account), reviewer, analyst, operator or admin."""
 
     ROLE_CHOICES = [(r, r) for r in ROLES]
 

@@ -26,6 +26,8 @@
     var node = document.createElement(tag);
     Object.keys(attrs || {}).forEach(function (k) {
       if (k === "text") node.textContent = attrs[k];
+      // Through the CSSOM: the Content-Security-Policy refuses style="..." attributes.
+      else if (k === "style") Object.assign(node.style, attrs[k]);
       else node.setAttribute(k, attrs[k]);
     });
     (children || []).forEach(function (c) { node.appendChild(c); });
@@ -113,12 +115,12 @@
     var statuses = {};
     data.nodes.forEach(function (n) { statuses[n.status] = true; });
     var items = data.types.filter(function (t) { return present[t]; }).map(function (t) {
-      return el("li", {}, [el("span", { class: "swatch line", style: "background:" + colour(t), "aria-hidden": "true" }),
+      return el("li", {}, [el("span", { class: "swatch line", style: { background: colour(t) }, "aria-hidden": "true" }),
         document.createTextNode(t)]);
     });
     Object.keys(STATUS).filter(function (s) { return statuses[s]; }).forEach(function (s) {
       var swatch = "swatch dot" + (STATUS[s].hollow ? " hollow" : "");
-      items.push(el("li", {}, [el("span", { class: swatch, style: "background:" + STATUS[s].fill, "aria-hidden": "true" }),
+      items.push(el("li", {}, [el("span", { class: swatch, style: { background: STATUS[s].fill }, "aria-hidden": "true" }),
         document.createTextNode(STATUS[s].text)]));
     });
     if (data.nodes.some(function (n) { return n.entry; })) {

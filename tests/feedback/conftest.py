@@ -11,9 +11,9 @@ from feedback.models import AgentSession, ContextInjection, InjectionCandidate
 from graphadmin.models import Edge
 
 
-def make_session(graph, external_id, candidates):
-    """A session with one injection; ``candidates`` is a list of (node, edge or None, selected)."""
-    session = AgentSession.objects.create(graph=graph, external_id=external_id)
+def make_session(graph, external_id, candidates, owner=None):
+    """A session (of ``owner``) with one injection; ``candidates`` is a list of (node, edge or None, selected)."""
+    session = AgentSession.objects.create(graph=graph, external_id=external_id, owner=owner)
     injection = ContextInjection.objects.create(
         graph=graph, session=session, policy_revision=graph.current_policy(), query="q"
     )
@@ -45,20 +45,20 @@ def edges(small_graph):
 
 
 @pytest.fixture
-def surfaced(acme_graph, small_graph, edges):
-    """Session 's1': b via a->b and c via b->c selected; a considered but cut by the budget."""
+def surfaced(acme_graph, small_graph, edges, ada):
+    """Session 's1' of the agent ada: b via a->b and c via b->c selected; a considered but cut by the budget."""
     n = small_graph
     return make_session(
-        acme_graph, "s1", [(n["b"], edges["ab"], True), (n["c"], edges["bc"], True), (n["a"], None, False)]
+        acme_graph, "s1", [(n["b"], edges["ab"], True), (n["c"], edges["bc"], True), (n["a"], None, False)], ada
     )
 
 
 @pytest.fixture
-def later(acme_graph, small_graph, edges):
-    """Session 's2', surfacing the same as 's1': a second report on the same targets (once per session each)."""
+def later(acme_graph, small_graph, edges, ada):
+    """Session 's2' of ada, surfacing the same as 's1': a second report on the same targets (once per session each)."""
     n = small_graph
     return make_session(
-        acme_graph, "s2", [(n["b"], edges["ab"], True), (n["c"], edges["bc"], True), (n["a"], None, False)]
+        acme_graph, "s2", [(n["b"], edges["ab"], True), (n["c"], edges["bc"], True), (n["a"], None, False)], ada
     )
 
 

@@ -10,7 +10,7 @@ pytestmark = pytest.mark.django_db
 
 
 def test_uses_by_node_id_and_edge_triplet(
-    api, ana, acme_graph, surfaced, edges, small_graph, eager_tasks, django_capture_on_commit_callbacks
+    api, ada, acme_graph, surfaced, edges, small_graph, eager_tasks, django_capture_on_commit_callbacks
 ):
     body = {
         "items": [
@@ -22,21 +22,21 @@ def test_uses_by_node_id_and_edge_triplet(
         ]
     }
     with django_capture_on_commit_callbacks(execute=True) as callbacks:
-        response = api(ana).post(url(acme_graph, "s1", "uses"), body, format="json")
+        response = api(ada).post(url(acme_graph, "s1", "uses"), body, format="json")
     assert response.status_code == 202, response.data
     assert response.data["status"] == "queued" and len(callbacks) == 1
     assert reload(edges["ab"]).weight == pytest.approx(0.45)
     assert reload(small_graph["c"]).feedback_weight == pytest.approx(0.55)
     batch = UpdateBatch.objects.get()
-    assert batch.idempotency_key == response.data["idempotency_key"] and batch.trigger_user == ana
+    assert batch.idempotency_key == response.data["idempotency_key"] and batch.trigger_user == ada
 
 
 def test_client_idempotency_key_applies_once(
-    api, ana, acme_graph, surfaced, edges, eager_tasks, django_capture_on_commit_callbacks
+    api, ada, acme_graph, surfaced, edges, eager_tasks, django_capture_on_commit_callbacks
 ):
     for _ in range(2):
         with django_capture_on_commit_callbacks(execute=True):
-            response = api(ana).post(
+            response = api(ada).post(
                 url(acme_graph, "s1", "uses"),
                 {"items": [{"edge": edges["ab"].pk}]},
                 format="json",
@@ -48,15 +48,15 @@ def test_client_idempotency_key_applies_once(
 
 
 def test_outcome_202_then_duplicate_200(
-    api, ana, acme_graph, surfaced, edges, eager_tasks, django_capture_on_commit_callbacks
+    api, ada, acme_graph, surfaced, edges, eager_tasks, django_capture_on_commit_callbacks
 ):
     with django_capture_on_commit_callbacks(execute=True):
-        response = api(ana).post(url(acme_graph, "s1", "outcome"), {"outcome": "accepted", "alpha": 0.2}, format="json")
+        response = api(ada).post(url(acme_graph, "s1", "outcome"), {"outcome": "accepted", "alpha": 0.2}, format="json")
     assert response.status_code == 202 and response.data["status"] == "queued"
     assert reload(edges["ab"]).feedback_weight == pytest.approx(0.6)
     batch = UpdateBatch.objects.get(kind="outcome")
     with django_capture_on_commit_callbacks(execute=True) as callbacks:
-        again = api(ana).post(url(acme_graph, "s1", "outcome"), {"outcome": "accepted"}, format="json")
+        again = api(ada).post(url(acme_graph, "s1", "outcome"), {"outcome": "accepted"}, format="json")
     assert again.status_code == 200 and again.data == {"status": "duplicate", "batch": batch.pk}
     assert not callbacks
 
@@ -71,24 +71,24 @@ def test_outcome_202_then_duplicate_200(
     ],
 )
 def test_outcome_fall_throughs_answer_a_clear_status(
-    setup, status, api, ana, acme_graph, small_graph, django_capture_on_commit_callbacks
+    setup, status, api, ada, acme_graph, small_graph, django_capture_on_commit_callbacks
 ):
     external_id = "x"
     if setup == "bare":
-        AgentSession.objects.create(graph=acme_graph, external_id="x")
+        AgentSession.objects.create(graph=acme_graph, external_id="x", owner=ada)
     elif setup == "cut":
-        make_session(acme_graph, "x", [(small_graph["a"], None, False)])
+        make_session(acme_graph, "x", [(small_graph["a"], None, False)], ada)
     elif setup == "off":
         acme_graph.feedback_enabled = False
         acme_graph.save()
     with django_capture_on_commit_callbacks() as callbacks:
-        response = api(ana).post(url(acme_graph, external_id, "outcome"), {"outcome": "accepted"}, format="json")
+        response = api(ada).post(url(acme_graph, external_id, "outcome"), {"outcome": "accepted"}, format="json")
     assert response.status_code == 202 and response.data["status"] == status and response.data["reason"]
     assert not callbacks and not UpdateBatch.objects.exists()
 
 
 def test_response_text_detects_implicit_uses(
-    api, ana, acme_graph, small_graph, edges, eager_tasks, django_capture_on_commit_callbacks
+    api, ada, acme_graph, small_graph, edges, eager_tasks, django_capture_on_commit_callbacks
 ):
     n = small_graph
     type(n["b"]).objects.filter(pk=n["b"].pk).update(
@@ -97,10 +97,10 @@ def test_response_text_detects_implicit_uses(
     type(n["c"]).objects.filter(pk=n["c"].pk).update(
         title="Kafka retention", text="Topic retention set to seven days for audit streams."
     )
-    make_session(acme_graph, "r1", [(n["b"], edges["ab"], True), (n["c"], edges["bc"], True)])
+    make_session(acme_graph, "r1", [(n["b"], edges["ab"], True), (n["c"], edges["bc"], True)], ada)
     text = "I lowered the autovacuum scale factor on the hot tables, per the Postgres vacuum tuning note."
     with django_capture_on_commit_callbacks(execute=True):
-        response = api(ana).post(url(acme_graph, "r1", "response"), {"response": text}, format="json")
+        response = api(ada).post(url(acme_graph, "r1", "response"), {"response": text}, format="json")
     assert response.status_code == 202
     assert set(UseEvent.objects.values_list("signal", "node_id", "edge_id")) == {
         ("implicit", n["b"].pk, None),

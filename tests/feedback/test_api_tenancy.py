@@ -46,7 +46,7 @@ def test_reviewer_reads_but_may_not_report(api, rita, acme_graph, surfaced, batc
     assert client.get(f"/api/graphs/{acme_graph.pk}/metrics/").status_code == 200
 
 
-def test_analyst_reports_but_may_not_operate(api, ana, acme_graph, surfaced, batch):
+def test_analyst_may_not_operate(api, ana, acme_graph, surfaced, batch):
     client = api(ana)
     assert client.post(f"/api/batches/{batch.pk}/rollback/", {}, format="json").status_code == 403
     for path in ("decay", "normalize", "weights"):
@@ -57,3 +57,12 @@ def test_analyst_reports_but_may_not_operate(api, ana, acme_graph, surfaced, bat
 def test_anonymous_is_refused(api, acme_graph, batch):
     assert api().get("/api/batches/").status_code == 401
     assert api().post(url(acme_graph, "s1", "outcome"), {"outcome": "accepted"}, format="json").status_code == 401
+
+
+def test_an_agent_reads_only_the_batches_of_its_own_sessions(api, ada, abe, rita, batch):
+    """Batch ``batch`` came from ada's session s1: ada (and every reviewer) reads it, the agent abe does not."""
+    assert api(ada).get(f"/api/batches/{batch.pk}/").status_code == 200
+    assert [b["id"] for b in api(ada).get("/api/batches/").data["results"]] == [batch.pk]
+    assert api(abe).get(f"/api/batches/{batch.pk}/").status_code == 404
+    assert api(abe).get("/api/batches/").data["count"] == 0
+    assert api(rita).get("/api/batches/").data["count"] == 1

@@ -27,15 +27,15 @@ def _post(api, user, path, body, capture):
         ({}, "outcome"),
     ],
 )
-def test_outcome_bad_input(body, field, api, ana, acme_graph, surfaced, django_capture_on_commit_callbacks):
-    response = _post(api, ana, url(acme_graph, "s1", "outcome"), body, django_capture_on_commit_callbacks)
+def test_outcome_bad_input(body, field, api, ada, acme_graph, surfaced, django_capture_on_commit_callbacks):
+    response = _post(api, ada, url(acme_graph, "s1", "outcome"), body, django_capture_on_commit_callbacks)
     assert response.status_code == 400 and field in response.data
 
 
-def test_uses_learning_rate_out_of_bounds(api, ana, acme_graph, surfaced, edges, django_capture_on_commit_callbacks):
+def test_uses_learning_rate_out_of_bounds(api, ada, acme_graph, surfaced, edges, django_capture_on_commit_callbacks):
     response = _post(
         api,
-        ana,
+        ada,
         url(acme_graph, "s1", "uses"),
         {"items": [{"edge": edges["ab"].pk}], "learning_rate": 0.9},
         django_capture_on_commit_callbacks,
@@ -43,29 +43,29 @@ def test_uses_learning_rate_out_of_bounds(api, ana, acme_graph, surfaced, edges,
     assert response.status_code == 400 and "learning_rate" in response.data
 
 
-def test_unknown_signal_and_empty_items(api, ana, acme_graph, surfaced, edges, django_capture_on_commit_callbacks):
+def test_unknown_signal_and_empty_items(api, ada, acme_graph, surfaced, edges, django_capture_on_commit_callbacks):
     response = _post(
         api,
-        ana,
+        ada,
         url(acme_graph, "s1", "uses"),
         {"items": [{"edge": edges["ab"].pk, "signal": "maybe"}]},
         django_capture_on_commit_callbacks,
     )
     assert response.status_code == 400 and "signal" in response.data["items"][0]
-    response = _post(api, ana, url(acme_graph, "s1", "uses"), {"items": []}, django_capture_on_commit_callbacks)
+    response = _post(api, ada, url(acme_graph, "s1", "uses"), {"items": []}, django_capture_on_commit_callbacks)
     assert response.status_code == 400 and "items" in response.data
 
 
-def test_edge_key_that_does_not_exist(api, ana, acme_graph, surfaced, small_graph, django_capture_on_commit_callbacks):
+def test_edge_key_that_does_not_exist(api, ada, acme_graph, surfaced, small_graph, django_capture_on_commit_callbacks):
     n = small_graph
     body = {"items": [{"node": n["a"].pk}, {"edge": {"source": n["c"].pk, "target": n["a"].pk, "type": "related"}}]}
-    response = _post(api, ana, url(acme_graph, "s1", "uses"), body, django_capture_on_commit_callbacks)
+    response = _post(api, ada, url(acme_graph, "s1", "uses"), body, django_capture_on_commit_callbacks)
     assert response.status_code == 400
     assert "Unknown edge" in str(response.data["items"][1]["edge"][0])
 
 
 def test_items_from_another_graph_or_organization(
-    api, ana, acme, alice, acme_graph, globex_graph, surfaced, django_capture_on_commit_callbacks
+    api, ada, acme, alice, acme_graph, globex_graph, surfaced, django_capture_on_commit_callbacks
 ):
     from graphadmin import actions
 
@@ -83,16 +83,16 @@ def test_items_from_another_graph_or_organization(
         ({"node": sibling_node.pk}, "node"),
         ({"edge": sibling_edge.pk}, "edge"),
     ):
-        response = _post(api, ana, url(acme_graph, "s1", "uses"), {"items": [item]}, django_capture_on_commit_callbacks)
+        response = _post(api, ada, url(acme_graph, "s1", "uses"), {"items": [item]}, django_capture_on_commit_callbacks)
         assert response.status_code == 400 and field in response.data["items"][0]
 
 
 def test_node_and_edge_in_one_item(
-    api, ana, acme_graph, surfaced, edges, small_graph, django_capture_on_commit_callbacks
+    api, ada, acme_graph, surfaced, edges, small_graph, django_capture_on_commit_callbacks
 ):
     response = _post(
         api,
-        ana,
+        ada,
         url(acme_graph, "s1", "uses"),
         {"items": [{"node": small_graph["a"].pk, "edge": edges["ab"].pk}]},
         django_capture_on_commit_callbacks,
@@ -100,9 +100,9 @@ def test_node_and_edge_in_one_item(
     assert response.status_code == 400
 
 
-def test_two_signals_for_one_edge(api, ana, acme_graph, surfaced, edges, django_capture_on_commit_callbacks):
+def test_two_signals_for_one_edge(api, ada, acme_graph, surfaced, edges, django_capture_on_commit_callbacks):
     body = {"items": [{"edge": edges["ab"].pk}, {"edge": edges["ab"].pk, "signal": "negative"}]}
-    response = _post(api, ana, url(acme_graph, "s1", "uses"), body, django_capture_on_commit_callbacks)
+    response = _post(api, ada, url(acme_graph, "s1", "uses"), body, django_capture_on_commit_callbacks)
     assert response.status_code == 400 and "signal" in response.data["items"][1]
 
 

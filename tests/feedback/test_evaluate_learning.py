@@ -13,10 +13,10 @@ import random
 
 import pytest
 from django.core.management import CommandError, call_command
-from rest_framework.authtoken.models import Token
 
 from feedback import evaluation
 from feedback.models import AgentSession, UpdateBatch, UseEvent
+from graphadmin.accounts import create_token
 from graphadmin.models import Graph
 
 NOTES = {
@@ -65,7 +65,7 @@ def test_two_rounds_learning_against_frozen(live_server, acme, alice, celery_wor
         str(vault),
         str(questions),
         url=live_server.url,
-        token=Token.objects.create(user=alice).key,
+        token=create_token(alice),
         org="acme",
         rounds=2,
         seed=3,
@@ -130,7 +130,7 @@ def test_two_rounds_learning_against_frozen(live_server, acme, alice, celery_wor
 @pytest.mark.django_db(transaction=True)
 def test_refusals_are_clear(live_server, acme, alice, oscar, tiny):
     vault, questions = tiny
-    token = Token.objects.create(user=oscar).key  # an operator may not create graphs
+    token = create_token(oscar)  # an operator may not create graphs
     with pytest.raises(CommandError, match="admin role"):
         call_command(
             "evaluate_learning",
@@ -143,7 +143,7 @@ def test_refusals_are_clear(live_server, acme, alice, oscar, tiny):
             stderr=io.StringIO(),
         )
     assert not Graph.objects.exists()
-    alice_token = Token.objects.create(user=alice).key
+    alice_token = create_token(alice)
     with pytest.raises(CommandError, match=r"unknown policy names \['explorashun'\]"):
         call_command(
             "evaluate_learning",

@@ -17,12 +17,15 @@ from graphadmin.models import AuditEvent, Membership, PolicyRevision
 
 @pytest.mark.django_db(transaction=True)
 def test_learning_beats_the_frozen_policy(acme, alice):
-    analyst = get_user_model().objects.create_user("sim-ana")
-    Membership.objects.create(user=analyst, organization=acme, role="analyst")
+    agent = get_user_model().objects.create_user("sim-ana")
+    Membership.objects.create(user=agent, organization=acme, role="agent")
     world = simulation.build_world(alice, acme, "learning", topics=4, notes_per_topic=20, seed=2)
     frozen = simulation.build_world(alice, acme, "frozen", topics=4, notes_per_topic=20, seed=2)
+    # The bulk-built records are audited, one event per world.
+    built = AuditEvent.objects.filter(action="graph.simulation.build").order_by("seq")
+    assert [e.payload["nodes"] for e in built] == [84, 84] and built[0].scope["graph"] == world[0].pk
     cfg = simulation.Config(sessions=120, shift_at=None, block=40, useful_per_topic=4, budget=5, seed=4)
-    report = simulation.simulate(analyst, world, frozen, cfg)
+    report = simulation.simulate(agent, world, frozen, cfg)
 
     assert [(b.start, b.end) for b in report.blocks] == [(0, 40), (40, 80), (80, 120)]
     last = report.blocks[-1]

@@ -107,3 +107,11 @@ def test_rules_import_nothing_from_django():
         n.module for n in ast.walk(tree) if isinstance(n, ast.ImportFrom) and n.module
     }
     assert not {m for m in imported if m.split(".")[0] in ("django", "psycopg", "graphadmin", "feedback", "ranking")}
+
+
+def test_surfaced_is_the_selected_nodes_and_the_edges_on_their_paths():
+    nodes, edges = rules.surfaced([(1, 10, [9, 10]), (2, None, None), (3, 11, None)])
+    assert nodes == {1, 2, 3} and edges == {9, 10, 11}
+    assert rules.first_unsurfaced([("node", 1), ("edge", 9)], nodes, edges) is None
+    assert rules.first_unsurfaced([("node", 1), ("edge", 12), ("node", 4)], nodes, edges) == (1, "edge", 12)
+    assert rules.first_unsurfaced([("node", 9)], nodes, edges) == (0, "node", 9)  # an edge id is not a node

@@ -117,3 +117,87 @@ def test_list_endpoints_have_bounded_queries(api, acme_graph, small_graph, rita,
     for url in (f"/api/graphs/{acme_graph.pk}/nodes/", f"/api/graphs/{acme_graph.pk}/edges/", "/api/graphs/"):
         with django_assert_max_num_queries(6):
             assert client.get(url).status_code == 200
+
+
+# Every role x act cell (graphadmin.tenancy): the table, then each cell through the API or a page.
+# "report_own" is a report on a session the user owns; "report_other" on the agent ada's session.
+MATRIX = {
+    #               read   retrieve context report_own report_other analyze tune  operate administer
+    "agent": (False, True, True, True, False, False, False, False, False),
+    "reviewer": (True, True, False, False, False, False, False, False, False),
+    "analyst": (True, True, False, False, False, True, False, False, False),
+    "operator": (True, True, True, True, True, True, True, True, False),
+    "admin": (True, True, True, True, True, True, True, True, True),
+}
+ACTS = ("read", "retrieve", "context", "report_own", "report_other", "analyze", "tune", "operate", "administer")
+CAST = {"agent": "abe", "reviewer": "rita", "analyst": "ana", "operator": "oscar", "admin": "alice"}
+
+
+def test_the_table_gives_each_role_its_acts():
+    from graphadmin.models import ROLES
+    from graphadmin.tenancy import allows, may_act_on_session
+
+    assert set(MATRIX) == set(ROLES)
+    for role, cells in MATRIX.items():
+        expected = dict(zip(ACTS, cells, strict=True))
+        for act in ("read", "retrieve", "context", "analyze", "tune", "operate", "administer"):
+            assert allows(role, act) is expected[act], (role, act)
+        assert may_act_on_session(role, 7, 7) is expected["report_own"], role
+        assert may_act_on_session(role, 7, 8) is expected["report_other"], role
+        assert may_act_on_session(role, 7, None) is (expected["report_other"]), role  # sessions without owner
+    assert not allows(None, "read") and not may_act_on_session(None, 7, 7)
+
+
+def _cell(client, act, graph, nodes, own_session) -> int:
+    g = graph.pk
+    if act == "read":
+        return client.get(f"/api/graphs/{g}/nodes/").status_code
+    if act == "retrieve":
+        return client.post(f"/api/graphs/{g}/search/", {"query": "note a"}, format="json").status_code
+    if act == "context":
+        return client.post(
+            f"/api/graphs/{g}/context/", {"session": "new", "query": "note a"}, format="json"
+        ).status_code
+    if act in ("report_own", "report_other"):
+        session = own_session if act == "report_own" else "ada-s"
+        return client.post(f"/api/graphs/{g}/sessions/{session}/outcome/", {"outcome": "accepted"}, format="json")
+    if act == "analyze":
+        return client.get(f"/g/{g}/impact/").status_code
+    if act == "tune":
+        return client.patch(f"/api/graphs/{g}/policy/", {"learning_rate": 0.2}, format="json").status_code
+    if act == "operate":
+        return client.post(f"/api/graphs/{g}/normalize/").status_code
+    return client.patch(f"/api/graphs/{g}/", {"description": "changed"}, format="json").status_code
+
+
+@pytest.mark.parametrize("role", list(MATRIX))
+@pytest.mark.parametrize("act", ACTS)
+def test_every_role_and_act_through_the_api(request, settings, api, acme_graph, small_graph, ada, role, act):
+    from tests.feedback.conftest import make_session
+
+    settings.EMBEDDER = "graphadmin.embeddings.HashingEmbedder"
+    user = request.getfixturevalue(CAST[role])
+    n = small_graph
+    make_session(acme_graph, "ada-s", [(n["b"], None, True)], ada)
+    make_session(acme_graph, "own-s", [(n["b"], None, True)], user)
+    client = api(user)
+    client.force_login(user)  # the dashboard page of ``analyze``
+    answer = _cell(client, act, acme_graph, n, "own-s")
+    status = answer if isinstance(answer, int) else answer.status_code
+    allowed = dict(zip(ACTS, MATRIX[role], strict=True))[act]
+    assert (status < 400) is allowed, (role, act, status)
+    if not allowed:
+        assert status == 403, (role, act, status)
+
+
+def test_an_agent_reads_no_page_and_no_other_record(api, client, acme_graph, small_graph, abe):
+    """The service account lists its graphs (to address them) and nothing else of the organization."""
+    agent = api(abe)
+    assert [g["id"] for g in agent.get("/api/graphs/").json()["results"]] == [acme_graph.pk]
+    assert agent.get(f"/api/graphs/{acme_graph.pk}/edges/").status_code == 403
+    assert agent.get(f"/api/graphs/{acme_graph.pk}/metrics/").status_code == 403
+    assert agent.get("/api/audit/").json()["results"] == []
+    assert agent.get("/api/audit/verify/?organization=acme").status_code == 404
+    client.force_login(abe)
+    assert client.get(f"/g/{acme_graph.pk}/").status_code == 403
+    assert "Acme memory" not in client.get("/").content.decode()

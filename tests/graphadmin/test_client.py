@@ -10,9 +10,9 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import httpx
 import pytest
-from rest_framework.authtoken.models import Token
 
 from feedback.models import AgentSession, UpdateBatch
+from graphadmin.accounts import create_token
 from graphadmin.client import ApiError, GraphClient, ServerError
 from graphadmin.models import Edge, Node
 
@@ -41,7 +41,7 @@ def _wait_for(gc: GraphClient, graph_id: int, session: str, kind: str, timeout: 
 
 @pytest.mark.worker
 @pytest.mark.django_db(transaction=True)
-def test_agent_session_through_the_client(live_server, rg, ana, celery_worker_process):
+def test_agent_session_through_the_client(live_server, rg, ada, celery_worker_process):
     graph = rg["graph"]
     policy = graph.current_policy()
     lr, alpha, score = policy.learning_rate, policy.ema_alpha, policy.outcome_score("rework")
@@ -49,7 +49,7 @@ def test_agent_session_through_the_client(live_server, rg, ana, celery_worker_pr
         pk: (w, fw) for pk, w, fw in Edge.objects.filter(graph=graph).values_list("pk", "weight", "feedback_weight")
     }
     node_before = dict(Node.objects.filter(graph=graph).values_list("pk", "feedback_weight"))
-    token = Token.objects.create(user=ana).key
+    token = create_token(ada)
 
     with GraphClient(live_server.url, token, timeout=30) as gc:
         hits = gc.search(graph.pk, "vector search with HNSW", k=3)
@@ -103,29 +103,32 @@ def test_agent_session_through_the_client(live_server, rg, ana, celery_worker_pr
 
 
 @pytest.mark.django_db(transaction=True)
-def test_4xx_raises_with_field_errors_and_is_not_retried(live_server, rg, rita, mallory):
+def test_4xx_raises_with_field_errors_and_is_not_retried(live_server, rg, rita, ada, mallory):
     graph = rg["graph"]
     transport = CountingTransport()
-    with GraphClient(live_server.url, Token.objects.create(user=rita).key, transport=transport, backoff=0) as gc:
+    with GraphClient(live_server.url, create_token(rita), transport=transport, backoff=0) as gc:
         with pytest.raises(ApiError) as bad:
             gc.search(graph.pk, "ranking", k=0)
         assert bad.value.status_code == 400
         assert bad.value.errors == {"k": ["Ensure this value is greater than or equal to 1."]}
         assert transport.attempts == 1
 
-        with pytest.raises(ApiError) as budget:
-            gc.context(graph.pk, "s", "ranking", budget=500)
-        assert budget.value.errors == {"budget": ["At most 200 items."]}
-
-        # A reviewer may not report feedback: 403, once.
+        # A reviewer may not log context nor report feedback: 403, once.
+        with pytest.raises(ApiError) as no_context:
+            gc.context(graph.pk, "s", "ranking")
+        assert no_context.value.status_code == 403
         transport.attempts = 0
         with pytest.raises(ApiError) as forbidden:
             gc.improve(graph.pk, "s", "accepted")
         assert forbidden.value.status_code == 403 and transport.attempts == 1
+    with GraphClient(live_server.url, create_token(ada), backoff=0) as gc:
+        with pytest.raises(ApiError) as budget:
+            gc.context(graph.pk, "s", "ranking", budget=500)
+        assert budget.value.errors == {"budget": ["At most 200 items."]}
     assert not AgentSession.objects.exists() and not UpdateBatch.objects.exists()
 
     # Another organization's graph does not exist for its caller.
-    with GraphClient(live_server.url, Token.objects.create(user=mallory).key, backoff=0) as gc:
+    with GraphClient(live_server.url, create_token(mallory), backoff=0) as gc:
         with pytest.raises(ApiError) as foreign:
             gc.context(graph.pk, "s", "ranking")
         assert foreign.value.status_code == 404

@@ -25,9 +25,9 @@ import anyio
 import httpx
 import pytest
 from django.db import connection
-from rest_framework.authtoken.models import Token
 
 from graphadmin import mcp_server
+from graphadmin.accounts import create_token
 from tests.conftest import ROOT, stop
 
 NODE_DIR = ROOT / ".local" / "node"
@@ -136,7 +136,7 @@ def run_scenario(node: Path, cli: Path, url: str, token: str, scenario: str, ver
 @pytest.mark.django_db(transaction=True)
 def test_the_http_endpoint_passes_the_conformance_suite(conformance, rita, tmp_path):
     node, cli = conformance
-    token = Token.objects.create(user=rita).key  # a reviewer of acme: every request acts as rita
+    token = create_token(rita)  # a reviewer of acme: every request acts as rita
     versions = scenario_versions(node, cli)
     missing = [name for name in APPLICABLE if not versions.get(name)]
     assert not missing, f"scenarios the pinned suite does not list (renamed?): {missing}"
@@ -173,7 +173,7 @@ def _initialize(url: str, token: str, **headers) -> httpx.Response:
 
 @pytest.mark.django_db(transaction=True)
 def test_host_and_origin_are_checked_with_the_allowed_names(rita, tmp_path):
-    token = Token.objects.create(user=rita).key
+    token = create_token(rita)
     args = ("--allowed-hosts", ALLOWED_HOST, "--allowed-origins", f"https://{ALLOWED_HOST}")
     with live_server(tmp_path / "mcp-http.log", *args) as url:
         assert _initialize(url, token).status_code == 200  # Host: 127.0.0.1:PORT

@@ -17,11 +17,12 @@ import time
 import anyio
 import pytest
 from django.db import connection
+from knox.models import AuthToken
 from mcp import ClientSession
 from mcp.client.stdio import StdioServerParameters, stdio_client
-from rest_framework.authtoken.models import Token
 
 from feedback.models import AgentSession, ContextInjection, UpdateBatch
+from graphadmin.accounts import create_token
 from graphadmin.models import Edge, Node
 from tests.conftest import ROOT, stop
 
@@ -84,7 +85,7 @@ async def wait_for_batches(client, injection_id: int, kinds: set[str], timeout: 
 
 @pytest.mark.worker
 @pytest.mark.django_db(transaction=True)
-def test_full_agent_session_over_stdio_moves_the_weights(rg, ana, globex_graph, celery_worker_process, tmp_path):
+def test_full_agent_session_over_stdio_moves_the_weights(rg, ada, globex_graph, celery_worker_process, tmp_path):
     graph = rg["graph"]
     policy = graph.current_policy()
     lr, neg, alpha = policy.learning_rate, policy.negative_rate, policy.ema_alpha
@@ -93,7 +94,7 @@ def test_full_agent_session_over_stdio_moves_the_weights(rg, ana, globex_graph, 
         pk: (w, fw) for pk, w, fw in Edge.objects.filter(graph=graph).values_list("pk", "weight", "feedback_weight")
     }
     node_before = dict(Node.objects.filter(graph=graph).values_list("pk", "feedback_weight"))
-    token = Token.objects.create(user=ana).key
+    token = create_token(ada)
     foreign_injection = ContextInjection.objects.create(
         graph=globex_graph,
         session=AgentSession.objects.create(graph=globex_graph, external_id="theirs"),
@@ -164,11 +165,34 @@ def test_full_agent_session_over_stdio_moves_the_weights(rg, ana, globex_graph, 
             await client.call_tool("graph_context", {"graph_id": globex_graph.pk, "session": "s", "query": "ranking"})
         )
         foreign_explain = error(await client.call_tool("graph_explain", {"injection_id": foreign_injection.pk}))
-        return by_name, context, record, reinforced, improve, explained, why, again, foreign, foreign_explain
+        # The API's own messages (its serializers validate the tool input).
+        invalid = {
+            "budget": error(
+                await client.call_tool(
+                    "graph_context", {"graph_id": graph.pk, "session": "v1", "query": "ranking", "budget": 201}
+                )
+            ),
+            "nothing": error(await client.call_tool("graph_context", {"graph_id": graph.pk, "session": "v1"})),
+            "unknown_node": error(
+                await client.call_tool("graph_context", {"graph_id": graph.pk, "session": "v1", "start_nodes": [10**9]})
+            ),
+            # After the outcome the session takes no more reports.
+            "closed": error(
+                await client.call_tool(
+                    "graph_record_use",
+                    {"graph_id": graph.pk, "session": "agent-run-1", "items": [{"node": used["node"]}]},
+                )
+            ),
+        }
+        return by_name, context, record, reinforced, improve, explained, why, again, foreign, foreign_explain, invalid
 
-    by_name, context, record, reinforced, improve, explained, why, again, foreign, foreign_explain = with_server(
-        token, session, tmp_path
+    by_name, context, record, reinforced, improve, explained, why, again, foreign, foreign_explain, invalid = (
+        with_server(token, session, tmp_path)
     )
+    assert invalid["budget"] == 'Invalid input: {"budget": ["At most 200 items."]}'
+    assert "Give a query (or a vector), or start nodes." in invalid["nothing"]
+    assert "start_nodes" in invalid["unknown_node"] and "Unknown or archived node" in invalid["unknown_node"]
+    assert "already has its outcome" in invalid["closed"]
 
     # The tools, with their documented schemas.
     assert set(by_name) == TOOLS
@@ -251,7 +275,7 @@ def test_full_agent_session_over_stdio_moves_the_weights(rg, ana, globex_graph, 
 @pytest.mark.django_db(transaction=True)
 def test_roles_validation_and_revoked_token_are_tool_errors(rg, rita, tmp_path):
     graph, nodes = rg["graph"], rg["nodes"]
-    token = Token.objects.create(user=rita)
+    token = create_token(rita)
 
     async def script(client):
         out = {}
@@ -259,14 +283,8 @@ def test_roles_validation_and_revoked_token_are_tool_errors(rg, rita, tmp_path):
             await client.call_tool("graph_search", {"graph_id": graph.pk, "query": "vector search", "k": 3})
         )
         out["k0"] = error(await client.call_tool("graph_search", {"graph_id": graph.pk, "query": "x", "k": 0}))
-        out["budget"] = error(
-            await client.call_tool(
-                "graph_context", {"graph_id": graph.pk, "session": "s1", "query": "ranking", "budget": 201}
-            )
-        )
-        out["nothing"] = error(await client.call_tool("graph_context", {"graph_id": graph.pk, "session": "s1"}))
-        out["unknown_node"] = error(
-            await client.call_tool("graph_context", {"graph_id": graph.pk, "session": "s1", "start_nodes": [10**9]})
+        out["context"] = error(
+            await client.call_tool("graph_context", {"graph_id": graph.pk, "session": "s1", "query": "ranking"})
         )
         out["use"] = error(
             await client.call_tool(
@@ -286,22 +304,20 @@ def test_roles_validation_and_revoked_token_are_tool_errors(rg, rita, tmp_path):
 
     def revoke():
         # In a worker thread: no event loop there, so the ORM may run.
-        Token.objects.filter(pk=token.pk).delete()
+        AuthToken.objects.filter(user=rita).delete()
         connection.close()
 
-    out = with_server(token.key, script, tmp_path)
+    out = with_server(token, script, tmp_path)
 
     hits = out["search"]["results"]
     assert [h["rank"] for h in hits] == [1, 2, 3] and all("components" in h and "vector_score" in h for h in hits)
     # The API's own messages (its serializers validate the tool input).
     assert out["k0"] == 'Invalid input: {"k": ["Ensure this value is greater than or equal to 1."]}'
-    assert out["budget"] == 'Invalid input: {"budget": ["At most 200 items."]}'
-    assert "Give a query (or a vector), or start nodes." in out["nothing"]
-    assert "start_nodes" in out["unknown_node"] and "Unknown or archived node" in out["unknown_node"]
-    # A reviewer may read and retrieve, not report feedback.
+    # A reviewer may search (read only), not log context nor report feedback.
+    assert out["context"].startswith("Permission denied")
     assert out["use"].startswith("Permission denied") and out["improve"].startswith("Permission denied")
     assert out["bad_outcome"] is True
-    assert out["revoked"] == "Invalid token (unknown key, or inactive user)."
+    assert out["revoked"] == "Invalid token (unknown or expired key, or inactive user)."
     # Errors wrote nothing: no session, no injection, no batch.
     assert not AgentSession.objects.filter(graph=graph).exists()
     assert not UpdateBatch.objects.filter(graph=graph).exists()
@@ -309,7 +325,7 @@ def test_roles_validation_and_revoked_token_are_tool_errors(rg, rita, tmp_path):
 
 @pytest.mark.django_db(transaction=True)
 def test_bad_or_missing_token_is_refused_at_start(ana):
-    Token.objects.create(user=ana)
+    create_token(ana)
     for args, env_token, message in (
         (["--token", "not-a-real-token"], None, "Invalid token"),
         ([], None, "No token"),
@@ -335,7 +351,7 @@ def test_streamable_http_needs_a_bearer_token_per_request(rg, rita, tmp_path):
     from mcp.client.streamable_http import streamable_http_client
 
     graph = rg["graph"]
-    token = Token.objects.create(user=rita).key
+    token = create_token(rita)
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         port = s.getsockname()[1]

@@ -7,6 +7,7 @@ import pytest
 from django.core.management import call_command
 
 from feedback.imports import do_import_vault
+from graphadmin.accounts import create_token
 from graphadmin.embeddings import get_embedder, stored_models
 from graphadmin.models import AuditEvent, Edge, Node
 from graphadmin.vault.parse import parse_vault
@@ -35,9 +36,9 @@ def _retrieve(client, graph, start):
 
 
 def test_reembed_moves_a_graph_to_the_configured_model_and_retrieval_refuses_mixed_models_before(
-    hashed_graph, api, ana
+    hashed_graph, api, ada
 ):
-    graph, client = hashed_graph, api(ana)
+    graph, client = hashed_graph, api(ada)
     home = Node.objects.get(graph=graph, key="Home")
     assert stored_models(graph.pk) == ["hashing-v1"]
 
@@ -106,16 +107,15 @@ def test_unknown_graph_is_a_command_error(db):
 
 @pytest.mark.django_db(transaction=True)
 def test_the_mcp_tools_refuse_another_models_vectors_with_the_reason(acme_graph, rita, settings, tmp_path):
-    from rest_framework.authtoken.models import Token
 
     from tests.graphadmin.test_mcp_server import error, with_server
 
     settings.EMBEDDER = HASHING
     do_import_vault(acme_graph, parse_vault(FIXTURE), actor="command:test", embed="sync")
-    token = Token.objects.create(user=rita)
+    token = create_token(rita)
 
     async def script(client):  # the server runs the default embedder (MiniLM)
         return error(await client.call_tool("graph_search", {"graph_id": acme_graph.pk, "query": "architecture"}))
 
-    reason = with_server(token.key, script, tmp_path)
+    reason = with_server(token, script, tmp_path)
     assert "were made by hashing-v1" in reason and "manage.py reembed --graph memory" in reason

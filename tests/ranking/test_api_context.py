@@ -17,9 +17,9 @@ def post(client, rg, **body):
     return client.post(url(rg["graph"]), {"session": "sess-1", "query": "ranking weights", **body}, format="json")
 
 
-def test_items_budget_selects_best_first_and_logs_every_candidate(rg, api, rita):
+def test_items_budget_selects_best_first_and_logs_every_candidate(rg, api, ada):
     n = rg["nodes"]
-    r = post(api(rita), rg, start_nodes=[n["a"].pk], budget=3)
+    r = post(api(ada), rg, start_nodes=[n["a"].pk], budget=3)
     assert r.status_code == 201, r.content
     body = r.json()
     assert body["session_created"] and body["mode"] == "retrieve" and body["budget"] == 3 and body["spent"] == 3
@@ -50,10 +50,10 @@ def test_items_budget_selects_best_first_and_logs_every_candidate(rg, api, rita)
         assert c.features["entry"] in ("start", "vector", "triplet", "expansion") and c.graph_id == rg["graph"].pk
 
 
-def test_tokens_budget_stops_at_the_first_item_that_does_not_fit(rg, api, rita):
+def test_tokens_budget_stops_at_the_first_item_that_does_not_fit(rg, api, ada):
     n = rg["nodes"]
     tokens = {v.pk: scoring.estimate_tokens(v.title + "\n" + v.text) for v in n.values()}
-    client = api(rita)
+    client = api(ada)
     ranked = [i["node"] for i in post(client, rg, session="probe", start_nodes=[n["a"].pk], budget=20).json()["items"]]
     budget = tokens[ranked[0]] + tokens[ranked[1]] + tokens[ranked[2]] - 1  # the third no longer fits
     body = post(client, rg, start_nodes=[n["a"].pk], budget_unit="tokens", budget=budget).json()
@@ -61,13 +61,13 @@ def test_tokens_budget_stops_at_the_first_item_that_does_not_fit(rg, api, rita):
     assert body["spent"] == tokens[ranked[0]] + tokens[ranked[1]] and body["budget_unit"] == "tokens"
 
 
-def test_default_budget_comes_from_the_policy(rg, api, rita):
-    body = post(api(rita), rg, start_nodes=[rg["nodes"]["a"].pk]).json()
+def test_default_budget_comes_from_the_policy(rg, api, ada):
+    body = post(api(ada), rg, start_nodes=[rg["nodes"]["a"].pk]).json()
     assert body["budget"] == 10 and len(body["items"]) == 7  # a..g: every active node, each once
 
 
-def test_counters_are_bumped_for_selected_items_only(rg, api, rita):
-    client = api(rita)
+def test_counters_are_bumped_for_selected_items_only(rg, api, ada):
+    client = api(ada)
     first = post(client, rg, budget=2).json()["items"]
     second = post(client, rg, session="sess-2", budget=1).json()["items"]
     assert second[0]["node"] == first[0]["node"]
@@ -81,16 +81,16 @@ def test_counters_are_bumped_for_selected_items_only(rg, api, rita):
         assert stats.traversed_count >= 1 and stats.last_traversed_at is not None and stats.graph_id == rg["graph"].pk
 
 
-def test_existing_session_is_reused(rg, api, rita):
-    client = api(rita)
+def test_existing_session_is_reused(rg, api, ada):
+    client = api(ada)
     assert post(client, rg, start_nodes=[rg["nodes"]["a"].pk]).json()["session_created"]
     assert not post(client, rg, start_nodes=[rg["nodes"]["a"].pk]).json()["session_created"]
     assert AgentSession.objects.filter(graph=rg["graph"]).count() == 1
     assert ContextInjection.objects.filter(graph=rg["graph"]).count() == 2
 
 
-def test_question_only_with_anchors(rg, api, rita):
-    r = post(api(rita), rg, anchors=[rg["nodes"]["a"].pk], budget=2, k=8)
+def test_question_only_with_anchors(rg, api, ada):
+    r = post(api(ada), rg, anchors=[rg["nodes"]["a"].pk], budget=2, k=8)
     body = r.json()
     assert r.status_code == 201 and body["mode"] == "retrieve" and len(body["items"]) == 2
     cands = InjectionCandidate.objects.filter(injection_id=body["injection"]).order_by("rank")
@@ -114,9 +114,9 @@ def test_question_only_with_anchors(rg, api, rita):
         ({"vector": [0.5] * 12}, "vector"),
     ],
 )
-def test_bad_input_writes_nothing(rg, api, rita, body, field):
+def test_bad_input_writes_nothing(rg, api, ada, body, field):
     payload = {"start_nodes": [rg["nodes"]["a"].pk], **body}
-    r = post(api(rita), rg, **payload)
+    r = post(api(ada), rg, **payload)
     assert r.status_code == 400 and field in r.json(), r.content
     assert not AgentSession.objects.exists() and not ContextInjection.objects.exists()
     assert not NodeStats.objects.exists() and not EdgeStats.objects.exists()
@@ -127,8 +127,8 @@ def test_other_org_is_404_and_writes_nothing(rg, api, mallory):
     assert r.status_code == 404 and not AgentSession.objects.exists()
 
 
-def test_context_query_count_does_not_grow_with_candidates(rg, api, rita, django_assert_max_num_queries):
-    client = api(rita)
+def test_context_query_count_does_not_grow_with_candidates(rg, api, ada, django_assert_max_num_queries):
+    client = api(ada)
     # savepoints of the request, the service and get_or_create; graph, role, policy, node check, entry points
     # (settings, nodes, triplets), node facts, expansion, similar retrievals (settings, counts), session get +
     # insert, injection, node stats, edge stats, texts; the candidates go in one COPY.
@@ -137,3 +137,46 @@ def test_context_query_count_does_not_grow_with_candidates(rg, api, rita, django
     with django_assert_max_num_queries(26):
         large = post(client, rg, session="q2", start_nodes=[rg["nodes"]["a"].pk], hops=2, k=8)
     assert small.json()["considered"] <= large.json()["considered"] == 7
+
+
+def test_traversal_stamps_take_the_simulated_clock(rg, api, ada):
+    """A context call under a simulated clock (the demo history) stamps its counters with that time, so a
+    decay run on the same clock sees when each edge was last traversed."""
+    from datetime import UTC, datetime
+
+    from graphadmin import clock
+
+    at = datetime(2026, 3, 2, 9, 30, tzinfo=UTC)
+    with clock.using(clock.SimulatedClock(at)):
+        items = post(api(ada), rg, query="vector search in postgres", k=1, budget=3).json()["items"]
+    assert any(item["path"] for item in items)
+    stamps = set(EdgeStats.objects.filter(graph=rg["graph"]).values_list("last_traversed_at", flat=True))
+    assert stamps and all(abs((s - at).total_seconds()) < 1 for s in stamps)
+    surfaced = set(NodeStats.objects.filter(graph=rg["graph"]).values_list("last_surfaced_at", flat=True))
+    assert surfaced and all(abs((s - at).total_seconds()) < 1 for s in surfaced)
+
+
+def test_context_creates_a_session_owned_by_the_caller(rg, api, ada):
+    assert post(api(ada), rg, session="mine").status_code == 201
+    assert AgentSession.objects.get(graph=rg["graph"], external_id="mine").owner == ada
+
+
+@pytest.mark.parametrize("who", ["rita", "ana"])
+def test_reviewers_and_analysts_may_not_log_context(request, rg, api, who):
+    """Read only: they rank and search, but a context call writes a session and an injection log."""
+    response = post(api(request.getfixturevalue(who)), rg, session="theirs")
+    assert response.status_code == 403
+    assert not AgentSession.objects.exists() and not ContextInjection.objects.exists()
+
+
+def test_another_agent_may_not_add_context_to_a_session_an_operator_may(rg, api, ada, abe, oscar):
+    """Adding retrievals to another agent's session would steer its outcome EMA and keep edges from decaying."""
+    assert post(api(ada), rg, session="ada-1").status_code == 201
+    stats = sorted(EdgeStats.objects.values_list("edge_id", "traversed_count"))
+    refused = post(api(abe), rg, session="ada-1")
+    assert refused.status_code == 403 and "belongs to another user" in refused.json()["detail"]
+    assert ContextInjection.objects.filter(session__external_id="ada-1").count() == 1
+    assert sorted(EdgeStats.objects.values_list("edge_id", "traversed_count")) == stats
+    assert post(api(oscar), rg, session="ada-1").status_code == 201  # operators may, on any session
+    session = AgentSession.objects.get(external_id="ada-1")
+    assert session.owner == ada and session.injections.count() == 2

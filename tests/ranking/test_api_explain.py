@@ -8,8 +8,9 @@ pytestmark = pytest.mark.django_db
 
 
 @pytest.fixture
-def injection(rg, api, rita):
-    r = api(rita).post(
+def injection(rg, api, ada):
+    """An injection of the agent ada's session (reviewers read every injection of the organization)."""
+    r = api(ada).post(
         f"/api/graphs/{rg['graph'].pk}/context/",
         {"session": "s", "query": "ranking weights", "start_nodes": [rg["nodes"]["a"].pk], "budget": 3},
         format="json",
@@ -60,3 +61,8 @@ def test_explain_query_count_is_constant(injection, api, rita, django_assert_max
     client = api(rita)
     with django_assert_max_num_queries(6):  # injection (with session, policy; tenancy), candidates, path edges, titles
         assert client.get(f"/api/injections/{injection}/explain/?i=1&j=2").status_code == 200
+
+
+def test_an_agent_explains_only_its_own_sessions_injections(injection, api, ada, abe):
+    assert api(ada).get(f"/api/injections/{injection}/explain/").status_code == 200
+    assert api(abe).get(f"/api/injections/{injection}/explain/").status_code == 404

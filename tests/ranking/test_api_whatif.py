@@ -13,8 +13,8 @@ def url(graph):
 
 
 @pytest.fixture
-def injections(rg, api, rita):
-    client = api(rita)
+def injections(rg, api, ada):
+    client = api(ada)  # the agent logs the injections; what-if is a read (reviewers and up)
     ids = []
     for session in ("s1", "s2"):
         r = client.post(
@@ -122,9 +122,9 @@ def test_whatif_tenancy_and_query_count(rg, injections, api, rita, mallory, djan
         assert client.post(url(rg["graph"]), {"n": 50}, format="json").status_code == 200
 
 
-def test_injections_replay_with_their_frozen_factors(rg, api, rita):
+def test_injections_replay_with_their_frozen_factors(rg, api, rita, ada):
     client = api(rita)
-    r = client.post(
+    r = api(ada).post(
         f"/api/graphs/{rg['graph'].pk}/context/",
         {"session": "h", "query": "ranking weights", "anchors": [rg["nodes"]["g"].pk], "budget": 2, "k": 8},
         format="json",

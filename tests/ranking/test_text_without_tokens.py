@@ -38,14 +38,14 @@ def _finite(value):
 
 
 @pytest.mark.parametrize("note", CASES)
-def test_a_note_without_tokens_has_no_vector_and_every_retrieval_answers(note, rg, api, ana):
+def test_a_note_without_tokens_has_no_vector_and_every_retrieval_answers(note, rg, api, ada):
     title, text = note
     graph, nodes = rg["graph"], rg["nodes"]
     [vec] = embed_texts([f"{title}\n\n{text}"])
     assert vec is None
     z = Node.objects.create(graph=graph, key="z", title=title, text=text, embedding=vec)
     Edge.objects.create(graph=graph, source=nodes["a"], target=z, edge_type=rg["types"]["related"], weight=0.95)
-    client, base = api(ana), f"/api/graphs/{graph.pk}"
+    client, base = api(ada), f"/api/graphs/{graph.pk}"
 
     ranked = client.post(f"{base}/rank/", {"start_nodes": [nodes["a"].pk], "query": "ranking weights"}, format="json")
     assert ranked.status_code == 200, ranked.content

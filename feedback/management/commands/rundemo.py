@@ -1,5 +1,8 @@
 """manage.py rundemo: migrate, load the demo graph, then run the web server, Celery worker and beat.
 
+It migrates and loads the demo as the tables' owner; the processes it starts connect as the application's
+database role (``child_env``), which may read and write rows but not change the schema or the ledgers.
+
 This is what ``make run`` calls: gunicorn (``graphadmin/gunicorn_conf.py``), a Celery worker on every
 named queue, Celery beat, and the MCP server's streamable HTTP endpoint (on uvicorn). Ctrl-C or
 SIGTERM stops them all gracefully; when one of them dies, the others are stopped too.
@@ -17,8 +20,10 @@ import time
 from django.conf import settings
 from django.core.management import call_command
 from django.core.management.base import BaseCommand, CommandError
+from django.db import connections
 
 from feedback.demo import ensure_demo, fill_demo_history
+from graphadmin import checks
 from graphadmin.embeddings import configured_model
 
 # gunicorn's graceful_timeout (30 s by default) plus a margin: then whatever still runs is killed.
@@ -27,6 +32,23 @@ STOP_TIMEOUT = 35.0
 
 def _interrupt(signum, frame):
     raise KeyboardInterrupt
+
+
+def child_env(environ=None) -> dict[str, str]:
+    """The environment of the processes ``make run`` starts: the application's database role, never the owner's.
+
+    Migrations ran in this process as the tables' owner; the web server, worker, beat and MCP server
+    connect as the application role (README "Database roles"): with the embedded server
+    ``DATABASE_ROLE=app``; with an external one ``DATABASE_URL`` (the owner's ``DATABASE_MIGRATE_URL`` is
+    not passed on). Persistent database connections unless set: a new connection per request and per
+    task cost the web server and the worker a connection set-up each time.
+    """
+    env = dict(os.environ if environ is None else environ)
+    env.pop("DATABASE_MIGRATE_URL", None)
+    if not env.get("DATABASE_URL"):
+        env["DATABASE_ROLE"] = "app"
+    env.setdefault("CONN_MAX_AGE", "60")
+    return env
 
 
 def children(addr: str, mcp_addr: str) -> dict[str, list[str]]:
@@ -81,7 +103,9 @@ class Command(BaseCommand):
         for name, value in (("--addr", addr), ("--mcp-addr", mcp_addr)):
             if value and not value.rpartition(":")[2].isdigit():
                 raise CommandError(f"{name} must be host:port, not {value!r}")
-        call_command("migrate", interactive=False, verbosity=1)
+        # As the tables' owner (graphadmin's migrate command picks its connection); the children serve as the
+        # application role, which may not run DDL.
+        call_command("migrate", interactive=False, verbosity=1, database=settings.MIGRATE_DATABASE)
         graph, password = ensure_demo()
         logging.getLogger("celery.app.trace").setLevel(logging.WARNING)  # one INFO line per eager task otherwise
         history = fill_demo_history()
@@ -97,9 +121,9 @@ class Command(BaseCommand):
         # Each child in its own session: a Ctrl-C in the terminal reaches this process alone, which then
         # stops every child with SIGTERM, the graceful stop of each (gunicorn finishes the requests it has,
         # the worker its tasks) instead of their faster SIGINT stop.
-        # Persistent database connections in the children (unless set): a new connection per request
-        # and per task cost the web server and the worker a connection set-up each time.
-        env = {**os.environ, "CONN_MAX_AGE": os.environ.get("CONN_MAX_AGE", "60")}
+        env = child_env()
+        # This process keeps supervising only: its owner connection (migrate, the demo) is not kept open.
+        connections.close_all()
         procs = {
             name: subprocess.Popen(cmd, cwd=settings.BASE_DIR, env=env, start_new_session=True)
             for name, cmd in children(addr, mcp_addr).items()
@@ -109,10 +133,13 @@ class Command(BaseCommand):
             self.style.SUCCESS(
                 f"\ngraphadmin is running at http://{addr}/  (graph '{graph.organization.slug}/{graph.slug}')\n"
                 f"{mcp_line}"
-                f"Log in as admin, operator, analyst or reviewer with password: {password}\n"
+                f"Log in as admin, operator, analyst or reviewer with password: {password}"
+                " (agent, the demo's service account, owns the demo history's sessions)\n"
                 f"Broker: {settings.CELERY_BROKER_URL}   Embedder: {configured_model()}   Press Ctrl-C to stop.\n"
             )
         )
+        if checks.filesystem_broker_in_production(settings.DEBUG, settings.CELERY_BROKER_URL):
+            self.stderr.write(self.style.WARNING(f"{checks.FILESYSTEM_BROKER_MESSAGE} {checks.FILESYSTEM_BROKER_HINT}"))
         try:
             while all(p.poll() is None for p in procs.values()):
                 time.sleep(0.5)

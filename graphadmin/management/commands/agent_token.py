@@ -2,8 +2,9 @@
 
 For tools that talk to the service over HTTP (an agent, ``manage.py evaluate_learning``): looks up
 or creates the user (no password: it logs in with its token only), gives it a membership with the
-role in the organization, and prints its DRF token (the existing one, or a new one) and nothing
-else, so ``TOKEN=$(manage.py agent_token ...)`` works. A new membership or a changed role is
+role in the organization, and prints a new API token (graphadmin.accounts.create_token: stored hashed,
+so an earlier one cannot be shown again; it expires after API_TOKEN_TTL_DAYS) and nothing else, so
+``TOKEN=$(manage.py agent_token ...)`` works. A new membership or a changed role is
 recorded in the organization's audit chain (``membership.grant``); the organization must exist.
 """
 
@@ -12,9 +13,8 @@ from __future__ import annotations
 from django.contrib.auth import get_user_model
 from django.core.management.base import BaseCommand, CommandError
 from django.db import transaction
-from rest_framework.authtoken.models import Token
 
-from graphadmin import actions
+from graphadmin import accounts, actions
 from graphadmin.models import Organization
 from graphadmin.models.tenancy import ROLES
 
@@ -30,9 +30,9 @@ class Command(BaseCommand):
         parser.add_argument(
             "--role",
             choices=ROLES,
-            default="analyst",
-            help="Its role in the organization (default analyst: retrieve and report feedback; "
-            "creating graphs needs admin).",
+            default="agent",
+            help="Its role in the organization (default agent: retrieve, and report feedback on the "
+            "sessions it created; creating graphs needs admin).",
         )
 
     def handle(self, *args, org, user, role, **options):
@@ -49,5 +49,5 @@ class Command(BaseCommand):
             membership, before = actions.do_grant_role(organization, account, role, actor=ACTOR)
             if before != role:
                 self.stderr.write(f"{user}: role {role} in {org}" + (f" (was {before})" if before else "") + ".")
-            token, _ = Token.objects.get_or_create(user=account)
-        self.stdout.write(token.key)
+            key = accounts.create_token(account)
+        self.stdout.write(key)

@@ -1,15 +1,17 @@
 """``manage.py mcp_server``: the agents' MCP server (graphadmin.mcp_server), on stdio or streamable HTTP.
 
-HTTP is served by uvicorn (through the MCP SDK), which stops gracefully on SIGTERM or Ctrl-C. DNS-rebinding
-protection is on for every bind address: ``--allowed-hosts`` / ``MCP_ALLOWED_HOSTS`` name the extra
-``Host`` values to accept (a reverse proxy's public name), ``--allowed-origins`` / ``MCP_ALLOWED_ORIGINS``
-the extra browser origins (docs/agents.md, "Transport security").
+HTTP is served by uvicorn (the MCP SDK's app, behind graphadmin.mcp_server.BadTokenGate), which stops
+gracefully on SIGTERM or Ctrl-C. DNS-rebinding protection is on for every bind address:
+``--allowed-hosts`` / ``MCP_ALLOWED_HOSTS`` name the extra ``Host`` values to accept (a reverse proxy's
+public name), ``--allowed-origins`` / ``MCP_ALLOWED_ORIGINS`` the extra browser origins (docs/agents.md,
+"Transport security").
 """
 
 from __future__ import annotations
 
 import os
 
+import uvicorn
 from django.core.management.base import BaseCommand, CommandError
 from django.db import close_old_connections
 
@@ -66,12 +68,14 @@ class Command(BaseCommand):
                 f"graphadmin MCP server: streamable HTTP on http://{host}:{port}/mcp (Bearer token per request; "
                 f"Host accepted: {', '.join(security.allowed_hosts)})"
             )
-            server.run("streamable-http", host=host, port=port, transport_security=security)
+            app = mcp_server.http_app(server, host=host, transport_security=security)
+            # log_config=None: uvicorn's lines go through settings.LOGGING too (JSON or text, with the rest).
+            uvicorn.run(app, host=host, port=port, log_config=None, log_level="info")
             return
         token = token or os.environ.get("GRAPHADMIN_TOKEN", "")
         if not token:
             raise CommandError(
-                "No token: pass --token or set GRAPHADMIN_TOKEN (create one with manage.py drf_create_token USERNAME)."
+                "No token: pass --token or set GRAPHADMIN_TOKEN (create one with manage.py create_token USERNAME)."
             )
         try:
             user = mcp_server.user_for_token(token)

@@ -1,0 +1,248 @@
+"""The report outbox: every report the API accepts is a PendingReport row until the worker applies it.
+
+A 202 is a promise. ``record`` writes the report in the request's own transaction (so it exists
+exactly when the request commits), and ``feedback.reports`` pokes ``feedback.drain_reports`` for the
+graph on commit. The Celery message is only a wake-up call: if it is lost (the filesystem broker
+drops an unacknowledged message with its worker), the row is still there, and the beat sweeper
+(``stale_graphs``) pokes the graph again.
+
+``drain`` applies a graph's pending rows oldest first, in batches: one transaction per batch (rows
+claimed ``FOR UPDATE SKIP LOCKED``, then each applied through ``feedback.actions`` in its own
+savepoint, then every row's new state in one UPDATE), so a batch pays one commit, one claim and one
+state write for all its reports, while each report keeps its own UpdateBatch, history and audit
+event, exactly as when it ran alone. One drainer per graph at a time (``queries.try_drain_lock``): a
+graph's reports apply in the order they were accepted, so a session's outcome always follows its
+earlier use reports, and a report waiting out a backoff holds back the later reports of its session.
+
+What happens to each row:
+
+- applied (``applied``; ``result`` has the action's status and batch, which may be a logged no-op
+  such as ``already_credited``), once: the row's ``idempotency_key`` is the batch's, so a second
+  delivery of the same report (a retried drain, a client's retry) answers with the first batch;
+- refused (``refused``; ``last_error`` says why) when the action refuses its input (an item archived
+  since the 202): logged, never retried;
+- any other error (a deadlock victim after ``ledger.retry_transient``'s retries, a lost connection):
+  the row stays ``pending`` with ``attempts``, ``last_error`` and a backoff (``not_before``); after
+  ``MAX_ATTEMPTS`` it is ``failed`` and logged as an error.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from datetime import timedelta
+
+from django.contrib.auth import get_user_model
+from django.db import transaction
+from django.db.models import Exists, OuterRef, Q
+
+from graphadmin import clock
+from graphadmin.errors import DomainError
+from graphadmin.models import Graph
+
+from . import actions, queries
+from .ledger import Result, retry_transient
+from .models import AgentSession, PendingReport
+
+log = logging.getLogger(__name__)
+
+BATCH_SIZE = 50  # reports claimed per transaction
+BATCH_SECONDS = 0.5  # a batch commits once it has run this long: its row locks are held briefly
+DRAIN_SECONDS = 20.0  # one drain task's bound; a graph with more pending asks for another drain
+MAX_ATTEMPTS = 8
+BACKOFF_S = 2.0  # after the first failure; doubled each attempt, at most BACKOFF_MAX_S
+BACKOFF_MAX_S = 300.0
+DRAIN_ACTOR = "task:feedback.drain_reports"
+
+
+def record(user, session: AgentSession, kind: str, payload: dict, key: str) -> None:
+    """Store one accepted report in the caller's transaction (the request's).
+
+    A key already stored (a client's retry with the same ``Idempotency-Key``) stores nothing: the
+    report is applied once, under the first row.
+    """
+    PendingReport.objects.bulk_create(
+        [
+            PendingReport(
+                graph_id=session.graph_id,
+                session=session,
+                kind=kind,
+                payload=payload,
+                idempotency_key=key,
+                user_id=getattr(user, "pk", None),
+            )
+        ],
+        ignore_conflicts=True,
+    )
+
+
+def _claimable(graph_id: int, now):
+    """The graph's pending rows that may be applied now, oldest first: past their backoff, and not
+    behind an earlier row of their session that is still waiting out its own."""
+    held_back = PendingReport.objects.filter(
+        graph_id=graph_id, session_id=OuterRef("session_id"), state="pending", id__lt=OuterRef("pk"), not_before__gt=now
+    )
+    return (
+        PendingReport.objects.filter(graph_id=graph_id, state="pending", not_before__lte=now)
+        .filter(~Exists(held_back))
+        .order_by("id")
+    )
+
+
+def drain(graph_id: int, *, batch_size: int = BATCH_SIZE, seconds: float = DRAIN_SECONDS) -> dict:
+    """Apply the graph's pending reports, batch after batch, until none is left or ``seconds`` ran out.
+
+    Returns counts by row state, ``busy`` (another drainer holds the graph: it will see these rows)
+    and ``more`` (time ran out with rows left: the caller asks for another drain).
+    """
+    started = time.monotonic()
+    counts = {"applied": 0, "refused": 0, "pending": 0, "failed": 0, "batches": 0, "busy": False, "more": False}
+    graph = None
+    while True:
+        with transaction.atomic():
+            # The lock first: a poke that finds the drain busy (the usual case under load) costs one statement.
+            if not queries.try_drain_lock(graph_id):
+                counts["busy"] = True
+                return counts
+            graph = graph or Graph.objects.select_related("organization").filter(pk=graph_id).first()
+            if graph is None:
+                return counts
+            claim = _claimable(graph_id, clock.now()).select_for_update(skip_locked=True, of=("self",))
+            rows = list(claim[:batch_size])
+            if rows:
+                counts["batches"] += 1
+                for state in _apply_batch(graph, rows):
+                    counts[state] += 1
+        if not rows:
+            # The lock is released now. A report committed while we held it had its poke find the
+            # lock taken, so look once more, in a new snapshot, before leaving.
+            if not _claimable(graph_id, clock.now()).exists():
+                return counts
+        if time.monotonic() - started > seconds:
+            counts["more"] = True
+            return counts
+
+
+def _apply_batch(graph: Graph, rows: list[PendingReport]) -> list[str]:
+    """Apply claimed rows in order (one savepoint each), then write their states in one UPDATE.
+
+    Rows not reached before ``BATCH_SECONDS`` are left as they were (claimed again by the next batch).
+    Returns the new state of each row handled.
+    """
+    sessions = {s.pk: s for s in AgentSession.objects.filter(graph_id=graph.pk, pk__in={r.session_id for r in rows})}
+    for s in sessions.values():
+        s.graph = graph  # one graph object for the batch
+    # One read of the policy per batch: every report of a batch applies under the policy current at
+    # its start (as if they had run a moment earlier), instead of one or two reads per report.
+    policy = Graph.current_policy(graph)  # the method itself: this object's stand-in is the last batch's
+    graph.current_policy = lambda: policy
+    users = {u.pk: u for u in get_user_model().objects.filter(pk__in={r.user_id for r in rows if r.user_id})}
+    started = time.monotonic()
+    held_back: dict[int, object] = {}  # session id -> not_before of its row that failed
+    done = []
+    for row in rows:
+        if done and time.monotonic() - started > BATCH_SECONDS:
+            break
+        done.append(row)
+        if row.session_id in held_back:
+            # An earlier report of this session is waiting out its backoff: this one waits behind it.
+            row.not_before = held_back[row.session_id]
+            continue
+        actor = users.get(row.user_id) or DRAIN_ACTOR
+        _apply_row(row, graph, sessions[row.session_id], actor)  # the row lock holds its session (cascade)
+        if row.state == "pending":
+            held_back[row.session_id] = row.not_before
+    queries.mark_reports(graph.pk, done)
+    return [row.state for row in done]
+
+
+def _apply_row(row: PendingReport, graph: Graph, session: AgentSession, actor) -> None:
+    """Apply one row through its action; set its state, result and error (saved by the caller)."""
+    context = {"graph": graph.pk, "session": session.external_id, "report": row.idempotency_key}
+    try:
+        result = retry_transient(lambda: _in_savepoint(row, graph, session, actor), what=f"feedback.{row.kind}")
+    except DomainError as exc:
+        # The input became invalid between the 202 and now (an edge archived meanwhile): refused, not retried.
+        log.warning("report refused", extra={"feedback_status": "refused", "error": str(exc), **context})
+        row.state, row.last_error = "refused", str(exc)
+        row.result = {"status": "refused", "reason": str(exc), "field": getattr(exc, "field", "")}
+        row.applied_at = clock.now()
+        return
+    except Exception as exc:
+        if transaction.get_rollback():
+            raise  # the savepoint could not be rolled back: the batch's transaction is lost, its rows stay pending
+        row.attempts += 1
+        row.last_error = f"{type(exc).__name__}: {exc}"[:2000]
+        if row.attempts >= MAX_ATTEMPTS:
+            row.state = "failed"
+            log.error("report failed; not retried again", exc_info=True, extra={"attempts": row.attempts, **context})
+        else:
+            delay = min(BACKOFF_MAX_S, BACKOFF_S * 2 ** (row.attempts - 1))
+            row.not_before = clock.now() + timedelta(seconds=delay)
+            log.warning(
+                "report failed; retried later", exc_info=True, extra={"attempts": row.attempts, "retry_in_s": delay}
+            )
+        return
+    row.state, row.applied_at, row.last_error = "applied", clock.now(), ""
+    row.result = {"status": result.status, "batch_id": result.batch_id, **_links(result)}
+
+
+def _links(result: Result) -> dict:
+    links = result.details.get("links") if isinstance(result.details, dict) else None
+    return {"links": links} if links else {}
+
+
+def _in_savepoint(row: PendingReport, graph: Graph, session: AgentSession, actor) -> Result:
+    """One report's writes in a savepoint of the batch: a failure undoes this report only."""
+    with transaction.atomic():
+        return _apply(row, graph, session, actor)
+
+
+def _apply(row: PendingReport, graph: Graph, session: AgentSession, actor) -> Result:
+    payload, key = row.payload, row.idempotency_key
+    if row.kind == "uses":
+        items = [actions.UseItem(i["kind"], i["id"], i["signal"], i.get("injection_id")) for i in payload["items"]]
+        return actions.do_record_uses(
+            session,
+            items,
+            actor=actor,
+            source=payload.get("source", "api"),
+            learning_rate=payload.get("learning_rate"),
+            idempotency_key=key,
+        )
+    if row.kind == "response":
+        return actions.do_record_response(session, payload["response"], actor=actor, idempotency_key=key)
+    outcome = payload["outcome"]
+    result = actions.do_apply_outcome(
+        graph, session.external_id, outcome, actor=actor, alpha=payload.get("alpha"), idempotency_key=key
+    )
+    if outcome == "accepted" and result.status == "applied":
+        # An accepted session may complete a pair of notes used together often enough to be linked.
+        session.outcome = outcome
+        links = actions.do_link_co_used(session, actor=actor)
+        if links.status == "applied":
+            result.details = {**result.details, "links": links.batch_id}
+    return result
+
+
+def stale_graphs(*, stale_seconds: float) -> list[int]:
+    """Graphs with a pending row the sweeper should drain: accepted more than ``stale_seconds`` ago
+    (its poke was lost with a worker, or is stuck behind a backlog), or past a backoff."""
+    now = clock.now()
+    return sorted(
+        PendingReport.objects.filter(state="pending", not_before__lte=now)
+        .filter(Q(created_at__lt=now - timedelta(seconds=stale_seconds)) | Q(attempts__gt=0))
+        .order_by()
+        .values_list("graph_id", flat=True)
+        .distinct()
+    )
+
+
+def purge(*, days: int) -> int:
+    """Delete rows applied or refused more than ``days`` ago (their batches and the log are the
+    record); pending and failed rows stay. Returns the rows deleted."""
+    if days <= 0:
+        return 0
+    cutoff = clock.now() - timedelta(days=days)
+    deleted, _ = PendingReport.objects.filter(state__in=("applied", "refused"), created_at__lt=cutoff).delete()
+    return deleted

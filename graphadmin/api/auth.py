@@ -1,0 +1,89 @@
+"""API token authentication: django-rest-knox's hashed, expiring tokens, with bad tokens throttled.
+
+A client address that sent ``API_THROTTLE_BAD_TOKENS`` bad tokens (unknown, expired, of an inactive
+user) within the window gets 429 for every token it sends until the window has passed, a good one
+too: guessing is refused, not only slowed. The REST API (``TokenAuthentication``) and the MCP HTTP
+server (graphadmin.mcp_server) count in the same place, DRF's throttle cache (settings.CACHES).
+"""
+
+from __future__ import annotations
+
+import logging
+
+from drf_spectacular.contrib.knox_auth_token import KnoxTokenScheme
+from knox.auth import TokenAuthentication as KnoxTokenAuthentication
+from rest_framework.exceptions import AuthenticationFailed, Throttled
+from rest_framework.throttling import BaseThrottle, SimpleRateThrottle
+
+log = logging.getLogger(__name__)
+
+
+def client_address(request) -> str:
+    """The client's address: REMOTE_ADDR, or with NUM_PROXIES proxies in front the X-Forwarded-For entry the
+    outermost trusted proxy added (DRF's rule). Throttles and django-axes' login lockout count by it."""
+    return BaseThrottle().get_ident(request)
+
+
+class FailedTokenThrottle(SimpleRateThrottle):
+    """Bad token attempts per client address, with DRF's sliding window (scope ``token_failure``).
+
+    Unlike DRF's request throttles it counts only failures (``record_failure``); ``refuse`` raises
+    Throttled while the address is over the limit.
+    """
+
+    scope = "token_failure"
+
+    def key(self, ident: str) -> str:
+        return self.cache_format % {"scope": self.scope, "ident": ident}
+
+    def _history(self, ident: str) -> list[float]:
+        now = self.timer()
+        return [t for t in self.cache.get(self.key(ident), []) if t > now - self.duration]
+
+    def refuse(self, ident: str) -> None:
+        """Raise Throttled (429, with the seconds to wait) when ``ident`` is over the limit."""
+        if self.num_requests is None:
+            return
+        history = self._history(ident)
+        if len(history) >= self.num_requests:
+            self.history, self.now = history, self.timer()
+            raise Throttled(wait=self.wait())
+
+    def record_failure(self, ident: str) -> None:
+        """Count one bad token from ``ident`` (newest first, as DRF keeps its history)."""
+        if self.num_requests is None:
+            return
+        history = [self.timer(), *self._history(ident)]
+        self.cache.set(self.key(ident), history, self.duration)
+        log.warning("bad API token", extra={"client": ident, "failures": len(history)})
+
+
+class TokenAuthentication(KnoxTokenAuthentication):
+    """knox's ``Authorization: Token <key>``, refused with 429 for a client over the bad-token limit."""
+
+    def authenticate(self, request):
+        if not request.META.get("HTTP_AUTHORIZATION"):
+            return None  # no credentials: nothing to count, and no cache read on the session path
+        throttle = FailedTokenThrottle()
+        ident = throttle.get_ident(request)
+        throttle.refuse(ident)
+        try:
+            return super().authenticate(request)
+        except AuthenticationFailed:
+            throttle.record_failure(ident)
+            raise
+
+
+class TokenScheme(KnoxTokenScheme):
+    """The OpenAPI security scheme of ``TokenAuthentication``: knox's, ``Authorization: Token <key>``."""
+
+    target_class = "graphadmin.api.auth.TokenAuthentication"
+    name = "tokenAuth"
+
+
+def user_for_key(key: str):
+    """The active user whose unexpired token is ``key``; AuthenticationFailed otherwise (no throttling here)."""
+    if not key:
+        raise AuthenticationFailed("No token.")
+    user, _token = KnoxTokenAuthentication().authenticate_credentials(key.encode())
+    return user
