@@ -5,7 +5,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: run test lint install browser conformance-tools bench evaluate loadtest
+.PHONY: run test lint install browser conformance-tools bench bench-pages evaluate loadtest
 
 install: $(STAMP)
 
@@ -74,6 +74,10 @@ SCALE ?= 0.05
 bench: $(STAMP)
 	$(BIN)/python -m pip install --quiet --disable-pip-version-check -e '.[bench]'
 	$(BIN)/python -m bench.run --scale $(SCALE) $(BENCH_ARGS)
+
+# The dashboard pages alone (bench/pages.py), on the bench database the last `make bench` generated.
+bench-pages: $(STAMP)
+	$(BIN)/python -m bench.pages $(BENCH_ARGS)
 
 # Does the graph learn on the agent's path? (docs/learning.md) Talks to the running `make run` over HTTP and
 # starts nothing: a token for the service user eval-agent (admin of the organization: it creates the two

@@ -796,6 +796,12 @@ class Bench:
         client = Client()
         client.force_login(member)
         g = self.graph
+        if g.current_policy().revision == 1:
+            # A second revision, so restoring r1 has a difference to show and its what-if replay to run
+            # (as on a graph whose policy was ever changed), and the per-revision effects two rows.
+            from graphadmin.actions import do_set_policy
+
+            do_set_policy(g, {"coef_vector": 0.65}, actor=member, note="bench: a revision to restore r1 from")
         hub = Node.objects.get(pk=self.hubs[0])
         latest = ContextInjection.objects.filter(graph=g).select_related("session").order_by("-id").first()
         samples = {

@@ -220,3 +220,79 @@ def csv_rows(rows):
         yield [d, "top_used", "", "fraction", t.get("fraction")]
         for outcome, n in r.data.get("outcomes", {}).items():
             yield [d, "outcomes", outcome, "sessions", n]
+
+
+# ---------------------------------------------------------------------------------------------
+# Learning at a glance (from the ledgers, feedback.learning)
+
+MARK_STYLE = {"policy": ("#D55E00", "solid"), "decay": ("#555555", "dot")}
+
+
+def learning_at_a_glance(learning) -> dict:
+    """Per week, the share of sessions whose top-ranked items were used and the mean outcome score (both
+    0..1, one axis), with a vertical line at each policy change (solid) and each decay run (dotted),
+    labelled at the top."""
+    x = [w.start.isoformat() for w in learning.weeks]
+    weeks = learning.weeks
+    series = [
+        line_series(
+            f"sessions using a top-{learning.top_k} item",
+            x,
+            [w.share for w in weeks],
+            0,
+            text=[f"{w.used} of {w.sessions} session(s)" for w in weeks],
+            hovertemplate="week of %{x}: %{y:.0%} (%{text})<extra></extra>",
+        ),
+        line_series(
+            "mean outcome score",
+            x,
+            [w.mean_score for w in weeks],
+            1,
+            text=[f"{w.outcomes} outcome(s)" for w in weeks],
+            hovertemplate="week of %{x}: %{y:.2f} (%{text})<extra></extra>",
+        ),
+    ]
+    shapes, annotations = [], []
+    for mark in learning.marks:
+        colour, dash = MARK_STYLE[mark["kind"]]
+        at = mark["at"].isoformat()
+        shapes.append(
+            {
+                "type": "line",
+                "xref": "x",
+                "yref": "paper",
+                "x0": at,
+                "x1": at,
+                "y0": 0,
+                "y1": 1,
+                "line": {"color": colour, "dash": dash, "width": 1.5},
+                "name": mark["text"],
+            }
+        )
+        # Decay labels above the plot, policy labels inside it at the foot of their line: they never overlap.
+        place = (
+            {"y": 1, "yanchor": "bottom", "textangle": -60}
+            if mark["kind"] == "decay"
+            else {"y": 0.02, "yanchor": "bottom", "xanchor": "left", "bgcolor": "rgba(255,255,255,0.85)"}
+        )
+        annotations.append(
+            {
+                "x": at,
+                "xref": "x",
+                "yref": "paper",
+                "text": mark["label"],
+                "hovertext": mark["text"],
+                "showarrow": False,
+                "font": {"size": 11 if mark["kind"] == "policy" else 10, "color": colour},
+                **place,
+            }
+        )
+    return figure(
+        "Learning per week (solid lines: policy changes; dotted: decay runs)",
+        series,
+        xaxis={"type": "date", "title": {"text": "week starting"}, "tickformat": "%b %d"},
+        yaxis={"range": [0, 1.05], "title": {"text": "share / score"}},
+        shapes=shapes,
+        annotations=annotations,
+        margin={"l": 55, "r": 20, "t": 90, "b": 90},
+    )

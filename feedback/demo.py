@@ -112,6 +112,7 @@ DEMO_HISTORY_SESSIONS = 160
 DEMO_HISTORY_WEEKS = 9
 DEMO_QUESTIONS = settings.BASE_DIR / "demo" / "questions.json"
 DEMO_POLICY_CHANGE = {"learning_rate": 0.2, "coef_memory": 0.3}
+DEMO_POLICY_NOTE = "demo: learn faster, lean more on what similar questions used"
 
 
 def history_start(weeks: int = DEMO_HISTORY_WEEKS) -> datetime:
@@ -128,15 +129,24 @@ def fill_demo_history(sessions: int = DEMO_HISTORY_SESSIONS, weeks: int = DEMO_H
     simulated clock: each asks one question of ``demo/questions.json`` by its text only (the path
     agents use), reports the given notes that answer it and an outcome; Celery's eager mode applies
     the reports inline through the same tasks and actions as the worker. Decay runs at each period
-    boundary of that clock, and every simulated day is rolled up, so the trend charts have weeks of
-    points and the explain list shows the questions.
+    boundary of that clock, the demo operator changes the policy halfway (``DEMO_POLICY_CHANGE``, revision 2),
+    and every simulated day is rolled up, so the trend charts have weeks of points, the policy history a
+    before and an after, and the explain list shows the questions.
     """
     graph = Graph.objects.select_related("organization").get(organization__slug=DEMO_ORG, slug=DEMO_GRAPH)
     if simulation.simulated_sessions(graph):
         return {"status": "skipped", "reason": "the demo graph already has sessions"}
-    agent = get_user_model().objects.get(username="agent")
+    User = get_user_model()
+    agent, operator = User.objects.get(username="agent"), User.objects.get(username="operator")
     cfg = simulation.HistoryConfig(sessions=sessions, weeks=weeks)
-    history = simulation.simulate_history(agent, graph, load_questions(DEMO_QUESTIONS), cfg, start=history_start(weeks))
+    history = simulation.simulate_history(
+        agent,
+        graph,
+        load_questions(DEMO_QUESTIONS),
+        cfg,
+        start=history_start(weeks),
+        policy_change=(operator, DEMO_POLICY_CHANGE, DEMO_POLICY_NOTE),
+    )
     return {
         "status": "filled",
         "sessions": history.sessions,

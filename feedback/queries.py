@@ -831,6 +831,99 @@ def co_used_pairs(session: AgentSession, threshold: int, co_used: str = "co_used
 
 
 # --------------------------------------------------------------------------------------------------
+# Learning at a glance (the overview): per week, from the ledgers
+
+# Per UTC week (Monday first) of the sessions whose first injection falls in it (within [since, until)): how
+# many, how many used at least one of their top ``k`` ranked selected candidates (an explicit or implicit
+# use event on that node or on the edge that reached it; path credit is not a use, as in the daily
+# rollup), how many had an outcome reported, and their mean outcome score. A score is the outcome's
+# number in the policy revision in effect when it was reported (the number its outcome EMA used; the
+# first revision for an outcome stamped before any, as an import's clock may leave it). Raw
+# SQL: a per-session EXISTS over candidates and use events and a LATERAL pick of the revision in effect,
+# which the ORM would write as one query per week; every table filtered by graph_id. The EXISTS starts
+# from the session's own use events (index on session_id), not from the candidates' nodes: a popular
+# node has use events in thousands of sessions, a session has a handful.
+WEEKLY_LEARNING = _statement("""
+    WITH first_seen AS (
+        SELECT j.session_id, min(j.created_at) AS at FROM {injection} j
+        WHERE j.graph_id = %(graph)s AND j.created_at >= %(since)s AND j.created_at < %(until)s
+          AND NOT EXISTS (
+              SELECT 1 FROM {injection} j0
+              WHERE j0.graph_id = %(graph)s AND j0.session_id = j.session_id AND j0.created_at < %(since)s
+          )
+        GROUP BY j.session_id
+    ),
+    cohort AS (
+        SELECT f.session_id, date_trunc('week', f.at AT TIME ZONE 'UTC')::date AS week, s.outcome, s.outcome_at,
+               EXISTS (
+                   SELECT 1 FROM {use_event} u
+                   WHERE u.session_id = f.session_id AND u.graph_id = %(graph)s
+                     AND u.signal IN ('explicit', 'implicit') AND u.source <> 'path'
+                     AND EXISTS (
+                         SELECT 1 FROM {injection} j JOIN {candidate} c ON c.injection_id = j.id
+                         WHERE j.session_id = f.session_id AND j.graph_id = %(graph)s AND c.graph_id = %(graph)s
+                           AND c.selected AND c.rank <= %(k)s AND (c.node_id = u.node_id OR c.edge_id = u.edge_id)
+                     )
+               ) AS used
+        FROM first_seen f JOIN {session} s ON s.id = f.session_id AND s.graph_id = %(graph)s
+    )
+    SELECT c.week, count(*) AS sessions, count(*) FILTER (WHERE c.used) AS used,
+           count(c.outcome) AS outcomes, avg(score.value) AS mean_score
+    FROM cohort c
+    LEFT JOIN LATERAL (
+        SELECT CASE c.outcome WHEN 'accepted' THEN p.outcome_accepted WHEN 'rework' THEN p.outcome_rework
+                              WHEN 'rejected' THEN p.outcome_rejected END AS value
+        FROM {policy} p
+        WHERE p.graph_id = %(graph)s AND (p.created_at <= c.outcome_at OR p.revision = 1)
+        ORDER BY p.revision DESC LIMIT 1
+    ) score ON c.outcome IS NOT NULL
+    GROUP BY c.week ORDER BY c.week
+""")
+
+# The marks on the weekly axis, in time order: each policy revision after the first written in
+# [since, until) (kind ``policy``: its number and note), and each decay run (kind ``decay``): one
+# period's chunk batches (``do_decay`` writes one batch per chunk, keyed by the period), at its first
+# batch's time, with the edges it changed and whether every batch of it was rolled back since. One
+# statement for both (a UNION the ORM has no readable form for), each part filtered by graph_id.
+LEARNING_MARKS = _statement("""
+    SELECT 'policy' AS kind, p.created_at AS at, p.revision::bigint AS number, p.note AS note,
+           0::bigint AS edges, false AS rolled_back
+    FROM {policy} p
+    WHERE p.graph_id = %(graph)s AND p.revision > 1 AND p.created_at >= %(since)s AND p.created_at < %(until)s
+    UNION ALL
+    SELECT 'decay', min(b.started_at), (b.details ->> 'period')::bigint, '', sum(b.edge_updates)::bigint,
+           bool_and(b.status = 'rolled_back')
+    FROM {batch} b
+    WHERE b.graph_id = %(graph)s AND b.kind = 'decay' AND b.started_at >= %(since)s AND b.started_at < %(until)s
+    GROUP BY (b.details ->> 'period')::bigint
+    ORDER BY at, kind
+""")
+
+# The overview's counts of one graph's sessions, injections and batches, in one round trip.
+GRAPH_COUNTS = _statement("""
+    SELECT (SELECT count(*) FROM {session} WHERE graph_id = %(graph)s),
+           (SELECT count(*) FROM {injection} WHERE graph_id = %(graph)s),
+           (SELECT count(*) FROM {batch} WHERE graph_id = %(graph)s)
+""")
+
+
+def weekly_learning(graph, since: datetime, until: datetime, k: int) -> list[tuple]:
+    """Rows of WEEKLY_LEARNING: (week start, sessions, used, outcomes, mean outcome score or None)."""
+    return fetch_all(WEEKLY_LEARNING, {"graph": getattr(graph, "pk", graph), "since": since, "until": until, "k": k})
+
+
+def learning_marks(graph, since: datetime, until: datetime) -> list[tuple]:
+    """Rows of LEARNING_MARKS: (kind, time, revision or period, note, edges changed, all rolled back)."""
+    return fetch_all(LEARNING_MARKS, {"graph": getattr(graph, "pk", graph), "since": since, "until": until})
+
+
+def graph_counts(graph) -> dict:
+    """The graph's sessions, injections and batches (GRAPH_COUNTS)."""
+    sessions, injections, batches = fetch(GRAPH_COUNTS, {"graph": getattr(graph, "pk", graph)})
+    return {"sessions": sessions, "injections": injections, "batches": batches}
+
+
+# --------------------------------------------------------------------------------------------------
 # The report outbox (feedback.outbox)
 
 DRAIN_LOCK_CLASS = 0x6A7E  # advisory lock class of "one drain per graph" (graphadmin.audit's is 0x6A7D)

@@ -14,7 +14,7 @@ from django.http import HttpResponse
 from django.shortcuts import get_object_or_404, redirect, render
 from django.views.decorators.http import require_POST
 
-from feedback import actions, charts, metrics, queries, revisions
+from feedback import actions, charts, learning, metrics, queries, revisions
 from feedback.models import (
     BATCH_KINDS,
     BATCH_STATUSES,
@@ -38,7 +38,8 @@ HISTORY_LIMIT = 500
 
 @login_required
 def overview(request, graph_id):
-    """Overview of one graph: counts, latest batches, metric charts, the audit-chain badge."""
+    """Overview of one graph: counts, learning at a glance (weekly, from the ledgers), latest batches,
+    metric charts (daily, from the rollup), the audit-chain badge."""
     access = graph_access(request.user, graph_id)
     graph = access.graph
     rows = charts.rollup_rows(graph, *metrics.day_range())
@@ -47,11 +48,10 @@ def overview(request, graph_id):
         # Nodes and edges can number millions: the hourly rollup counts them, the page reads that.
         "nodes": totals.data["totals"]["nodes"] if totals else Node.objects.filter(graph=graph, archived=False).count(),
         "edges": totals.data["totals"]["edges"] if totals else Edge.objects.filter(graph=graph, archived=False).count(),
-        "sessions": AgentSession.objects.filter(graph=graph).count(),
-        "injections": ContextInjection.objects.filter(graph=graph).count(),
-        "batches": UpdateBatch.objects.filter(graph=graph).count(),
+        **queries.graph_counts(graph),
     }
     batches = UpdateBatch.objects.filter(graph=graph).order_by("-started_at")[:10]
+    glance = learning.weekly(graph)
     figures = (
         [
             ("fig-scores", charts.score_distribution(rows), "Traversal-score percentiles and spread per day"),
@@ -70,6 +70,8 @@ def overview(request, graph_id):
             "counts": counts,
             "counted_at": totals.computed_at if totals else None,
             "batches": batches,
+            "glance": glance,
+            "glance_figure": charts.learning_at_a_glance(glance) if glance.has_sessions else None,
             "figures": figures,
             "chain": audit.verify(graph.organization_id, full=False),
             # Background imports (uploads above VAULT_IMPORT_ASYNC_BYTES) and their progress.

@@ -8,11 +8,11 @@ from datetime import UTC, date, datetime, timedelta
 import pytest
 from django.contrib.auth import get_user_model
 
-from feedback import charts, simulation
+from feedback import charts, learning, simulation
 from feedback.demo import ensure_demo, fill_demo_history
 from feedback.models import AgentSession, ContextInjection, DailyMetric, UpdateBatch, WeightChange
 from graphadmin import audit
-from graphadmin.models import AuditEvent, Membership
+from graphadmin.models import AuditEvent, Membership, PolicyRevision
 
 
 @pytest.mark.django_db(transaction=True)
@@ -70,6 +70,17 @@ def test_demo_history_is_filled_once_over_weeks(client):
     for chart in (charts.top_used_fraction(plotted), charts.outcomes_per_day(plotted)):
         xs = {x for series in chart["data"] for x, y in zip(series["x"], series["y"], strict=True) if y}
         assert len({date.fromisoformat(str(x)[:10]).isocalendar()[:2] for x in xs}) >= 8, chart["layout"]
+    # The demo operator changed the policy halfway, on the simulated clock.
+    r2 = PolicyRevision.objects.get(graph=graph, revision=2)
+    assert first["policy_revisions"] == 2 and r2.created_by.username == "operator"
+    assert since < r2.created_at.date() < until and r2.learning_rate == 0.2
+    # Learning at a glance has its weeks and its marks: the policy change and the decay runs.
+    glance = learning.weekly(graph)
+    assert len([w for w in glance.weeks if w.sessions]) >= 8
+    assert sum(w.sessions for w in glance.weeks) == 40
+    kinds = [m["kind"] for m in glance.marks]
+    periods = set(UpdateBatch.objects.filter(graph=graph, kind="decay").values_list("details__period", flat=True))
+    assert kinds.count("policy") == 1 and kinds.count("decay") == len(periods) >= 7
     # The audit chain stays valid with simulated times (seq order holds).
     assert audit.verify(graph.organization).ok
     again = fill_demo_history(sessions=40)

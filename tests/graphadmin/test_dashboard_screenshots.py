@@ -1,71 +1,65 @@
-"""Screenshots of every dashboard page on the demo graph, taken in headless Chromium into docs/screenshots/.
+"""Screenshots of every dashboard page on the demo graph with its simulated weeks of history (what `make run`
+opens on), taken in headless Chromium into docs/screenshots/.
 
-They are what the README shows; the test also checks each page answered 200 and drew its charts.
+They are what the README shows; the test also checks each page answered 200 and drew its charts and graph views.
 """
 
-from datetime import date
 from pathlib import Path
 
 import pytest
-from django.contrib.auth import get_user_model
 
-from feedback import actions, metrics
-from feedback.demo import ensure_demo
-from feedback.models import ContextInjection, UpdateBatch, WeightChange
-from graphadmin.models import Edge
-from ranking import service
+from feedback.demo import ensure_demo, fill_demo_history
+from feedback.models import AgentSession, ContextInjection, UpdateBatch, WeightChange
+from graphadmin.models import Edge, Node
 from tests.browser import chromium, login
 
 pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
 SHOTS = Path(__file__).resolve().parents[2] / "docs" / "screenshots"
 
 
-def _activity(graph):
-    """A little real traffic on the demo graph when it has none yet: sessions, uses, an outcome, a rollup."""
-    if ContextInjection.objects.filter(graph=graph).exists():
-        return
-    agent = get_user_model().objects.get(username="analyst")
-    for n, query in enumerate(["how are parcels tracked", "why kafka for events", "routing engine dependencies"]):
-        ctx = service.assemble_context(graph, session_id=f"demo-{n}", query=query, budget=5)
-        used = next((i for i in ctx.selected if i["path"]), ctx.selected[0])
-        items = [actions.UseItem("node", used["node"], "explicit")]
-        if not used["path"]:  # an edge with history for the edge page: one leaving the used note
-            edge = Edge.objects.filter(graph=graph, source_id=used["node"], archived=False).order_by("id").first()
-            items += [actions.UseItem("edge", edge.pk, "explicit")] if edge else []
-        actions.do_record_uses(ctx.injection.session, items, actor=agent)
-        actions.do_apply_outcome(graph, f"demo-{n}", ["accepted", "rework", "rejected"][n], actor=agent)
-    metrics.rollup(graph, date.today())
-
-
 def test_screenshots_of_every_page(live_server, monkeypatch):
     monkeypatch.setenv("DEMO_PASSWORD", "demo-screenshots")
     graph, password = ensure_demo()
-    _activity(graph)
+    assert fill_demo_history()["status"] == "filled"
     g = graph.pk
-    injection = ContextInjection.objects.filter(graph=graph).order_by("-id").first()
-    batch = UpdateBatch.objects.filter(graph=graph, kind="reinforce").order_by("-id").first()
+    injection = ContextInjection.objects.filter(graph=graph).order_by("-created_at").first()
+    batch = UpdateBatch.objects.filter(graph=graph, kind="reinforce").order_by("-started_at").first()
+    session = AgentSession.objects.filter(graph=graph, outcome="accepted").order_by("-started_at").first()
     # An edge with weight history (moved by path credit or an outcome), so its page has a chart.
     edge = Edge.objects.filter(
         graph=graph, pk__in=WeightChange.objects.filter(graph=graph, edge__isnull=False).values("edge_id")
     ).first()
+    note = Node.objects.get(graph=graph, key="Architecture/System Overview")  # markdown, wikilinks, neighbours
+    # name: (url, what to wait for before the shot)
     pages = {
-        "overview": (f"/g/{g}/", True),
-        "explain": (f"/g/{g}/explain/", False),
-        "injection": (f"/g/{g}/injections/{injection.pk}/?i=1&j=2", True),
-        "node": (f"/g/{g}/nodes/{edge.target_id}/", False),
-        "edge": (f"/g/{g}/edges/{edge.pk}/", True),
-        "tune": (f"/g/{g}/tune/", False),
-        "batches": (f"/g/{g}/batches/", False),
-        "batch": (f"/g/{g}/batches/{batch.pk}/", True),
-        "audit": (f"/g/{g}/audit/", False),
-        "impact": (f"/g/{g}/impact/", True),
+        "overview": (f"/g/{g}/", "#learning-glance div.chart svg.main-svg"),
+        "explain": (f"/g/{g}/explain/", None),
+        "injection": (f"/g/{g}/injections/{injection.pk}/?i=1&j=2", "#injection-graph[data-state=ready]"),
+        "node": (f"/g/{g}/nodes/{note.pk}/", "#neighbourhood-graph[data-state=ready]"),
+        "edge": (f"/g/{g}/edges/{edge.pk}/", "div.chart svg.main-svg"),
+        "sessions": (f"/g/{g}/sessions/", None),
+        "session": (f"/g/{g}/sessions/{session.external_id}/", None),
+        "tune": (f"/g/{g}/tune/", "#policy-effects table"),
+        "effects": (f"/g/{g}/policy/effects/", None),
+        "batches": (f"/g/{g}/batches/", None),
+        "batch": (f"/g/{g}/batches/{batch.pk}/", "div.chart svg.main-svg"),
+        "audit": (f"/g/{g}/audit/", None),
+        "impact": (f"/g/{g}/impact/", "div.chart svg.main-svg"),
     }
     SHOTS.mkdir(parents=True, exist_ok=True)
     with chromium() as browser:
         page = login(browser, live_server.url, "admin", password)
-        for name, (url, has_chart) in pages.items():
+        for name, (url, ready) in pages.items():
             assert page.goto(live_server.url + url).status == 200, name
-            if has_chart:
-                page.wait_for_selector("div.chart svg.main-svg", timeout=15000)
+            if ready:
+                page.wait_for_selector(ready, timeout=15000)
             page.screenshot(path=str(SHOTS / f"{name}.png"), full_page=True)
-    assert all((SHOTS / f"{name}.png").stat().st_size > 10_000 for name in pages)
+        # Restoring a revision: the tune page with its preview open (nothing written).
+        page.goto(f"{live_server.url}/g/{g}/tune/")
+        page.get_by_role("link", name="Preview restoring r1").click()
+        preview = page.locator("#restore-preview")
+        preview.locator("#restore-whatif-summary").wait_for(timeout=15000)
+        preview.scroll_into_view_if_needed()
+        preview.screenshot(path=str(SHOTS / "restore.png"))
+    shots = [*pages, "restore"]
+    assert all((SHOTS / f"{name}.png").stat().st_size > 10_000 for name in shots)
