@@ -62,6 +62,22 @@ def later(acme_graph, small_graph, edges, ada):
     )
 
 
+def raw_connection():
+    """A psycopg connection of its own to the test database (autocommit): another client's locks and reads."""
+    import psycopg
+    from django.db import connection
+
+    s = connection.settings_dict
+    return psycopg.connect(
+        host=s["HOST"],
+        port=s["PORT"] or None,
+        user=s["USER"],
+        password=s["PASSWORD"] or None,
+        dbname=s["NAME"],
+        autocommit=True,
+    )
+
+
 def reload(obj):
     obj.refresh_from_db()
     return obj

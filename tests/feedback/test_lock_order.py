@@ -21,19 +21,9 @@ from feedback.models import UpdateBatch
 from feedback.rules import ManualValue
 from graphadmin.models import Edge
 
+from .conftest import raw_connection
+
 pytestmark = pytest.mark.django_db(transaction=True)
-
-
-def _connect():
-    s = connection.settings_dict
-    return psycopg.connect(
-        host=s["HOST"],
-        port=s["PORT"] or None,
-        user=s["USER"],
-        password=s["PASSWORD"] or None,
-        dbname=s["NAME"],
-        autocommit=True,
-    )
 
 
 def _waiting_on_a_lock(watcher) -> bool:
@@ -47,7 +37,7 @@ def _waiting_on_a_lock(watcher) -> bool:
 def _holds_nothing_while_waiting(write, low: Edge, high: Edge) -> None:
     """Hold ``low`` elsewhere; start ``write`` (which changes ``high``'s weight and ``low``'s feedback
     weight); once it waits, ``high`` must still be free; then let it finish."""
-    locker, watcher, probe = _connect(), _connect(), _connect()
+    locker, watcher, probe = raw_connection(), raw_connection(), raw_connection()
     locker.execute("BEGIN")
     locker.execute("SELECT id FROM graphadmin_edge WHERE id = %s FOR NO KEY UPDATE", [low.pk])
     outcome = {}

@@ -14,7 +14,6 @@ import subprocess
 import sys
 import time
 
-import psycopg
 import pytest
 from django.db import connection
 
@@ -23,7 +22,7 @@ from feedback.tasks import apply_outcome_task, sweep_reports_task
 from graphadmin.models import AuditEvent, Edge
 from tests.conftest import ROOT
 
-from .conftest import make_session
+from .conftest import make_session, raw_connection
 
 pytestmark = [pytest.mark.worker, pytest.mark.django_db(transaction=True)]
 QUEUE = "feedback-crash-test"
@@ -65,18 +64,6 @@ def _start_worker(tmp_path, name):
     return proc
 
 
-def _connect():
-    s = connection.settings_dict
-    return psycopg.connect(
-        host=s["HOST"],
-        port=s["PORT"] or None,
-        user=s["USER"],
-        password=s["PASSWORD"] or None,
-        dbname=s["NAME"],
-        autocommit=True,
-    )
-
-
 def _wait(predicate, what, timeout=30):
     deadline = time.monotonic() + timeout
     while not predicate():
@@ -95,7 +82,7 @@ def test_killed_worker_leaves_no_partial_batch_and_retry_applies_once(tmp_path, 
         "idempotency_key": "crash-report-1",
     }
 
-    locker, watcher = _connect(), _connect()
+    locker, watcher = raw_connection(), raw_connection()
     locker.execute("BEGIN")
     locker.execute("SELECT id FROM graphadmin_edge WHERE id = %s FOR UPDATE", [edge.pk])
     worker = _start_worker(tmp_path, "crash1")
@@ -176,7 +163,7 @@ def test_accepted_report_survives_a_killed_worker_and_the_sweeper_applies_it(
     edge = Edge.objects.get(source=n["a"], target=n["b"])
     make_session(acme_graph, "crash-outbox", [(n["b"], edge, True)], owner=ada)
 
-    locker, watcher = _connect(), _connect()
+    locker, watcher = raw_connection(), raw_connection()
     locker.execute("BEGIN")
     locker.execute("SELECT id FROM graphadmin_edge WHERE id = %s FOR UPDATE", [edge.pk])
     worker = _start_worker(tmp_path, "outbox1")
