@@ -33,7 +33,9 @@ def _events(action):
 
 def test_a_graph_created_with_feedback_off_is_created_off_and_audited_so(api, acme, alice):
     response = api(alice).post(
-        "/api/graphs/", {"organization": "acme", "slug": "quiet", "name": "Quiet", "feedback_enabled": False}
+        "/api/graphs/",
+        {"organization": "acme", "slug": "quiet", "name": "Quiet", "feedback_enabled": False},
+        format="json",
     )
     assert response.status_code == 201, response.content
     assert response.json()["feedback_enabled"] is False
