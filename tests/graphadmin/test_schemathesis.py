@@ -11,9 +11,9 @@ import sys
 from pathlib import Path
 
 import pytest
-from rest_framework.authtoken.models import Token
 
 from graphadmin import actions
+from graphadmin.accounts import create_token
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -31,7 +31,7 @@ def test_no_server_errors(live_server, rg, alice, mallory, globex, client, tmp_p
         "auth": [
             {
                 "name": name,
-                "fixedHeaders": [{"name": "Authorization", "value": f"Token {Token.objects.create(user=u).key}"}],
+                "fixedHeaders": [{"name": "Authorization", "value": f"Token {create_token(u)}"}],
             }
             for name, u in identities
         ]
