@@ -212,7 +212,7 @@ def do_record_uses(
         )
         if batch is None:
             # A concurrent run with the same key committed first: drop our use events, answer with its batch.
-            done = UpdateBatch.objects.get(graph_id=graph.pk, idempotency_key=idempotency_key)
+            done = UpdateBatch.objects.get(idempotency_key=idempotency_key)
             transaction.set_rollback(True)
             return ledger.existing(done)
         params = {**ledger.history_params(batch), "learning_rate": lr, "negative_rate": neg}
@@ -222,13 +222,6 @@ def do_record_uses(
             params[f"{kind}_signals"] = [i.signal for i, _e in chosen]
             params[f"{kind}_events"] = [e.pk for _i, e in chosen]
         edge_updates, node_updates = queries.fetch(queries.REINFORCE, params)
-        used = [i for i in reported if i.signal != "negative"]
-        queries.count_uses(
-            graph.pk,
-            [i.id for i in used if i.kind == "node"],
-            [i.id for i in used if i.kind == "edge"],
-            batch.started_at,
-        )
         return ledger.finish(
             batch,
             actor,

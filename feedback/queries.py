@@ -38,7 +38,7 @@ from django.db import connection
 from django.db.models import Q
 from psycopg import sql
 
-from graphadmin.models import AuditEvent, Edge, EdgeStats, EdgeType, Graph, Node, NodeStats, PolicyRevision
+from graphadmin.models import AuditEvent, Edge, EdgeStats, EdgeType, Graph, Node, PolicyRevision
 
 from . import rules
 from .models import (
@@ -140,29 +140,6 @@ INSERT_BATCH_ONCE = _statement(
 
 # --------------------------------------------------------------------------------------------------
 # Use reports: reinforcement
-
-
-# Each node (``node_stats``) or edge (``edge_stats``) in %(ids)s used once more, at %(at)s: what the
-# retrieval's recency reads (``last_used_at``) and the admin's counts. In id order, as the retrieval's
-# counters (ranking.queries), so the two upserts never lock the same rows in opposite orders.
-_USE_COUNTERS = """
-    INSERT INTO {stats} ({key}, graph_id, surfaced_count, traversed_count, used_count, last_used_at)
-    SELECT x, %(graph)s, 0, 0, 1, %(at)s FROM unnest(%(ids)s::bigint[]) AS x ORDER BY x
-    ON CONFLICT ({key}) DO UPDATE SET
-        used_count = {stats}.used_count + 1,
-        last_used_at = GREATEST({stats}.last_used_at, EXCLUDED.last_used_at)
-"""
-NODE_USES = _statement(_USE_COUNTERS, stats=_table(NodeStats), key=sql.Identifier("node_id"))
-EDGE_USES = _statement(_USE_COUNTERS, stats=TABLES["edge_stats"], key=sql.Identifier("edge_id"))
-
-
-def count_uses(graph_id: int, node_ids, edge_ids, at) -> None:
-    """Count one use of each node and edge given (``NODE_USES``, ``EDGE_USES``): one statement each."""
-    with connection.cursor() as cur:
-        for statement, ids in ((EDGE_USES, edge_ids), (NODE_USES, node_ids)):
-            if ids:
-                cur.execute(statement, {"graph": graph_id, "ids": sorted(set(ids)), "at": at})
-
 
 # Reinforce the reported edges (``weight``) then nodes (``feedback_weight``), each moving up,
 # ``w + lr * (1 - w)``, or down when flagged negative, ``w - negative_rate * w`` (``rules.reinforce``,

@@ -609,11 +609,10 @@ def copy_candidates(injection_id: int, graph_id: int, rows, created_at) -> None:
 
 
 # Each node in %(ids)s surfaced once more (and traversed when it is in %(through)s: it came along a path).
-# In id order, as feedback's use counters (feedback.queries.count_uses) lock the same rows.
 NODE_COUNTERS_SQL = statement(
     """
 INSERT INTO {nodestats} (node_id, graph_id, surfaced_count, traversed_count, used_count, last_surfaced_at)
-SELECT n, %(graph)s, 1, (n = ANY(%(through)s::bigint[]))::int, 0, %(at)s FROM unnest(%(ids)s::bigint[]) AS n ORDER BY n
+SELECT n, %(graph)s, 1, (n = ANY(%(through)s::bigint[]))::int, 0, %(at)s FROM unnest(%(ids)s::bigint[]) AS n
 ON CONFLICT (node_id) DO UPDATE SET
     surfaced_count = {nodestats}.surfaced_count + 1,
     traversed_count = {nodestats}.traversed_count + EXCLUDED.traversed_count,
@@ -625,7 +624,7 @@ ON CONFLICT (node_id) DO UPDATE SET
 EDGE_COUNTERS_SQL = statement(
     """
 INSERT INTO {edgestats} (edge_id, graph_id, surfaced_count, traversed_count, used_count, last_traversed_at)
-SELECT e, %(graph)s, 1, 1, 0, %(at)s FROM unnest(%(ids)s::bigint[]) AS e ORDER BY e
+SELECT e, %(graph)s, 1, 1, 0, %(at)s FROM unnest(%(ids)s::bigint[]) AS e
 ON CONFLICT (edge_id) DO UPDATE SET
     surfaced_count = {edgestats}.surfaced_count + 1,
     traversed_count = {edgestats}.traversed_count + 1,

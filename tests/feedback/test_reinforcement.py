@@ -111,29 +111,3 @@ def test_weight_already_at_one_writes_no_change_row(oscar, surfaced, edges):
     type(edges["ab"]).objects.filter(pk=edges["ab"].pk).update(weight=1.0)
     result = actions.do_record_uses(surfaced, [UseItem("edge", edges["ab"].pk, "explicit")], actor=oscar)
     assert result.edge_updates == 0 and not WeightChange.objects.exists()
-
-
-def test_a_use_is_counted_on_the_item_with_its_time(oscar, surfaced, later, edges, small_graph):
-    """The node's and edge's use counters (what the retrieval's recency reads as ``last_used_at``): one
-    per session that reported the item as used; a negative flag and a path's credit are not uses."""
-    from graphadmin.models import EdgeStats, NodeStats
-
-    b, c = small_graph["b"], small_graph["c"]
-    first = actions.do_record_uses(
-        surfaced,
-        [
-            UseItem("edge", edges["ab"].pk, "explicit"),
-            UseItem("node", c.pk, "implicit"),
-            UseItem("node", b.pk, "negative"),
-        ],
-        actor=oscar,
-    )
-    assert first.status == "applied"
-    at = UpdateBatch.objects.get(pk=first.batch_id).started_at
-    assert NodeStats.objects.get(node=c).used_count == 1 and NodeStats.objects.get(node=c).last_used_at == at
-    assert EdgeStats.objects.get(edge=edges["ab"]).used_count == 1
-    assert not NodeStats.objects.filter(node=b).exists()  # flagged negative: not a use
-    assert not EdgeStats.objects.filter(edge=edges["bc"]).exists()  # credited as c's path, not used itself
-    second = actions.do_record_uses(later, [UseItem("node", c.pk, "explicit")], actor=oscar)
-    stats = NodeStats.objects.get(node=c)
-    assert stats.used_count == 2 and stats.last_used_at == UpdateBatch.objects.get(pk=second.batch_id).started_at
