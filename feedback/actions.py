@@ -38,7 +38,7 @@ from graphadmin.models import Edge, EdgeType, Graph, Node
 from graphadmin.models.policy import POLICY_NUMBERS
 from graphadmin.vault.plan import triplet_text
 
-from . import ledger, queries, rules
+from . import ledger, queries, records, rules
 from .ledger import DECAY_CHUNK, Result, fall_through
 from .models import OUTCOMES, SIGNALS, AgentSession, UpdateBatch, UseEvent, WeightChange, WeightChangeBlock
 from .rules import ManualValue, UseItem
@@ -556,8 +556,11 @@ def do_rollback_batch(batch: UpdateBatch, *, actor, force: bool = False) -> Resu
     changes: its rollback archives them (and the rollback of that restores them); an edge already in
     the wanted state is a conflict, and ``force`` does not apply. The batch is marked
     ``rolled_back``; rolling it back again raises ``RollbackRefused``. A rollback batch is itself
-    rollbackable (it re-applies the values it replaced). Every kind of batch but ``import`` is
-    rollbackable: an import raises ``RollbackRefused`` (409 in the API, a message in the dashboard).
+    rollbackable (it re-applies the values it replaced). A ``memory`` or ``import`` batch wrote nodes
+    and edges: its rollback restores their recorded fields (``feedback.records``: created rows are
+    archived, changed ones get their text, key, tags back, archived ones are restored), with the same
+    conflict rule and ``force``. An import recorded before imports kept their rows raises
+    ``RollbackRefused`` (409 in the API, a message in the dashboard).
     """
     started = time.perf_counter()
     with transaction.atomic():
@@ -568,15 +571,19 @@ def do_rollback_batch(batch: UpdateBatch, *, actor, force: bool = False) -> Resu
         # same transaction.
         if target.status == "rolled_back":
             raise RollbackRefused(f"batch {target.pk} has already been rolled back.")
-        if target.kind == "import":
-            # An import records counts, not the nodes and edges it created, changed or archived: there is
+        rows = target.kind in ("memory", "import") or bool(target.details.get("records"))
+        if target.kind == "import" and not target.details.get("records"):
+            # An import from before imports recorded their rows (RecordChange) has counts only: there is
             # nothing a rollback could restore, and marking it rolled back would claim an undo that never ran.
             raise RollbackRefused(
                 f"batch {target.pk} is an import, which cannot be rolled back: it records no per-note changes "
                 "to undo. Re-import the vault as it was to restore its notes and links."
             )
         links = target.kind == "link" or target.details.get("rolled_back_kind") in ("link", "link_rollback")
-        if links:
+        if rows:
+            kind, links = target.kind, False
+            details = {"rollback_of": target.pk, "rolled_back_kind": kind, "force": force, "records": True}
+        elif links:
             # Undo the links (archive) for a link batch or the rollback of a restore; else restore them.
             undo = target.kind == "link" or target.details.get("rolled_back_kind") == "link_rollback"
             kind, force = ("link" if undo else "link_rollback"), False
@@ -592,7 +599,11 @@ def do_rollback_batch(batch: UpdateBatch, *, actor, force: bool = False) -> Resu
                         f"batch {target.pk}'s weight history has expired (retention); it cannot be rolled back."
                     )
         new = ledger.start_batch(target.graph, "rollback", actor, rollback_of=target, details=details)
-        if links:
+        if rows:
+            counts, conflicts, sample = records.rollback(target, new, actor=actor, force=force)
+            new.details["conflict_ids"] = sample
+            audit_extra = {"conflict_ids": sample}
+        elif links:
             changed = _restore_links(target.graph, edges, archive=undo)
             counts, conflicts = {"node": 0, "edge": len(changed)}, len(edges) - len(changed)
             new.details.update({"archived" if undo else "restored": changed, "conflict_ids": {}})
@@ -612,7 +623,7 @@ def do_rollback_batch(batch: UpdateBatch, *, actor, force: bool = False) -> Resu
             conflicts=conflicts,
             audit_extra={"rollback_of": target.pk, "rolled_back_kind": kind, "forced": force, **audit_extra},
         )
-        if conflicts and not force and not links:
+        if conflicts and not force and not links:  # rows: conflicts too
             log.warning(
                 "rollback left conflicts alone", extra={"batch": target.pk, "rollback": new.pk, "conflicts": conflicts}
             )

@@ -40,14 +40,18 @@ from graphadmin.params import optional, parse_id
 from graphadmin.tenancy import NEEDS, graph_access
 from graphadmin.vault.parse import MAX_ARCHIVE_BYTES, parse_vault
 
-from . import actions, metrics, reports, tasks
+from . import actions, memory, metrics, reports, tasks
 from .imports import do_import_vault, do_queue_import, runs_in_background
 from .models import DailyMetric, UpdateBatch, VaultImport, WeightHistory
 from .serializers import (
     AcceptedSerializer,
     DailyMetricSerializer,
+    ForgetSerializer,
+    LinkSerializer,
     ManualSetSerializer,
+    MemoryAnswerSerializer,
     OutcomeSerializer,
+    RememberSerializer,
     ResponseTextSerializer,
     ResultSerializer,
     RollbackSerializer,
@@ -299,6 +303,73 @@ class BatchRollbackView(BatchScopedMixin, APIView):
         serializer.is_valid(raise_exception=True)
         result = actions.do_rollback_batch(self.batch(), actor=request.user, force=serializer.validated_data["force"])
         return Response(result.as_dict())
+
+
+# ---------------------------------------------------------------------------------------------
+# Agent-written memory (feedback.memory)
+
+
+class MemoryView(GraphScopedMixin, APIView):
+    """Base of remember, link and forget: the ``remember`` act (an agent in its organization, operators
+    and up), the per-user rate limit, one ``memory`` batch per call that wrote anything."""
+
+    write_act = "remember"
+    serializer_class = None
+    action = None
+
+    def post(self, request, graph_pk: int):
+        memory.check_rate(request.user)
+        serializer = self.serializer_class(data=request.data)
+        serializer.is_valid(raise_exception=True)
+        data = dict(serializer.validated_data)
+        if "links" in data:
+            data["links"] = [dict(link) for link in data["links"]]
+        session = data.pop("session", None)
+        graph = self.graph()
+        body = type(self).action(graph, data, actor=request.user, role=self._access.role, session_id=session)
+        created = body["status"] == "created"
+        return Response(body, status=status.HTTP_201_CREATED if created else status.HTTP_200_OK)
+
+
+class RememberView(MemoryView):
+    """Remember a note (create, update by key, or find its near-duplicate); wikilinks and links become edges."""
+
+    serializer_class = RememberSerializer
+    action = staticmethod(memory.do_remember)
+
+    @extend_schema(
+        parameters=[GRAPH_ID],
+        request=RememberSerializer,
+        responses={201: MemoryAnswerSerializer, 200: MemoryAnswerSerializer},
+    )
+    def post(self, request, graph_pk: int):
+        return super().post(request, graph_pk)
+
+
+class LinkView(MemoryView):
+    """Link two existing notes with an existing edge type (an agent: from a note it wrote)."""
+
+    serializer_class = LinkSerializer
+    action = staticmethod(memory.do_link)
+
+    @extend_schema(
+        parameters=[GRAPH_ID],
+        request=LinkSerializer,
+        responses={201: MemoryAnswerSerializer, 200: MemoryAnswerSerializer},
+    )
+    def post(self, request, graph_pk: int):
+        return super().post(request, graph_pk)
+
+
+class ForgetView(MemoryView):
+    """Archive notes and edges (an agent: those it wrote); nothing is deleted, a rollback restores them."""
+
+    serializer_class = ForgetSerializer
+    action = staticmethod(memory.do_forget)
+
+    @extend_schema(parameters=[GRAPH_ID], request=ForgetSerializer, responses={200: MemoryAnswerSerializer})
+    def post(self, request, graph_pk: int):
+        return super().post(request, graph_pk)
 
 
 # ---------------------------------------------------------------------------------------------

@@ -24,7 +24,7 @@ from graphadmin.vault import apply
 from graphadmin.vault.parse import ParsedVault, ProgressFn, VaultError, group_unresolved, parse_vault
 from graphadmin.vault.plan import ImportResult, plan_import
 
-from . import ledger
+from . import ledger, records
 from .models import VaultImport
 
 
@@ -62,7 +62,15 @@ def do_import_vault(
                 duration_ms=(time.perf_counter() - clock) * 1000,
             )
         mode = apply.embedding_mode(plan, embed)
-        apply.apply_plan(graph, plan, mode=mode, progress=progress)
+        # The rows the import changes, as they were (its rollback restores them: feedback.records).
+        touched = {
+            "node": [plan.existing[k]["id"] for k in plan.changed]
+            + [row["id"] for row in plan.renames.values()]
+            + [row["id"] for row in plan.gone],
+            "edge": [*plan.restore_edges, *plan.archive_edges],
+        }
+        before = {kind: records.snapshot(kind, graph.pk, ids) for kind, ids in touched.items()}
+        made = apply.apply_plan(graph, plan, mode=mode, progress=progress)
 
         details = {
             "counts": plan.counts,
@@ -71,9 +79,15 @@ def do_import_vault(
             "warnings": list(parsed.warnings),
             "embedding": mode,
             "renamed": {new_key: row["key"] for new_key, row in sorted(plan.renames.items())},
+            "records": True,
         }
         # The batch through feedback.ledger, like every other batch: its row, then its counts and one AuditEvent.
         batch = ledger.start_batch(graph, "import", actor, details=details)
+        for kind, ids in (("node", made["nodes"]), ("edge", made["edges"])):
+            after = records.snapshot(kind, graph.pk, touched[kind] + ids)
+            records.record(batch, kind, "update", before[kind], {pk: after[pk] for pk in before[kind]})
+            created = {pk: after[pk] for pk in ids}
+            records.record(batch, kind, "create", records.created(created), created)
         ledger.finish(
             batch,
             actor,

@@ -37,6 +37,7 @@ AUDIT_ACTIONS = {
     "link": "graph.links.learn",
     "rollback": "batch.rollback",
     "import": "graph.import",
+    "memory": "graph.memory",
 }
 
 

@@ -1,4 +1,5 @@
-"""feedback's MCP tool bodies: graph_record_use and graph_improve (registered by graphadmin.mcp_server).
+"""feedback's MCP tool bodies: graph_record_use, graph_improve, and agent-written memory (graph_remember,
+graph_link, graph_forget: feedback.memory); registered by graphadmin.mcp_server.
 
 Report intake, as through the REST API: the API's serializers validate, feedback.reports
 queues the work for the Celery worker (act ``report``: an agent on its own sessions, operators and
@@ -10,9 +11,17 @@ from __future__ import annotations
 from typing import Any
 
 from graphadmin.mcp_tools import graph_for, invalid, validated
+from graphadmin.tenancy import graph_access
 
-from . import reports
-from .serializers import OutcomeSerializer, ResponseTextSerializer, UsesSerializer
+from . import memory, reports
+from .serializers import (
+    ForgetSerializer,
+    LinkSerializer,
+    OutcomeSerializer,
+    RememberSerializer,
+    ResponseTextSerializer,
+    UsesSerializer,
+)
 
 
 def record_use(user, graph_id: int, session: str, items, response, learning_rate, idempotency_key: str) -> dict:
@@ -37,3 +46,29 @@ def improve(user, graph_id: int, session: str, outcome: str, alpha, idempotency_
     data = validated(OutcomeSerializer, {"outcome": outcome, "alpha": alpha})
     body = reports.report_outcome(user, graph, session, data, idempotency_key)
     return {"session": session, **body}
+
+
+def _memory(user, graph_id: int, serializer_class, action, data: dict) -> dict:
+    """One memory call as through the REST API: the ``remember`` act, the rate limit, the API's serializer."""
+    access = graph_access(user, graph_id, "remember")
+    memory.check_rate(user)
+    values = validated(serializer_class, data)
+    if "links" in values:
+        values["links"] = [dict(link) for link in values["links"]]
+    session = values.pop("session", None)
+    return action(access.graph, values, actor=user, role=access.role, session_id=session)
+
+
+def remember(user, graph_id: int, data: dict) -> dict:
+    """graph_remember: POST /api/graphs/{id}/memory/remember/."""
+    return _memory(user, graph_id, RememberSerializer, memory.do_remember, data)
+
+
+def link(user, graph_id: int, data: dict) -> dict:
+    """graph_link: POST /api/graphs/{id}/memory/link/."""
+    return _memory(user, graph_id, LinkSerializer, memory.do_link, data)
+
+
+def forget(user, graph_id: int, data: dict) -> dict:
+    """graph_forget: POST /api/graphs/{id}/memory/forget/."""
+    return _memory(user, graph_id, ForgetSerializer, memory.do_forget, data)

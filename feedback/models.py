@@ -23,7 +23,7 @@ from graphadmin.models.tenancy import TenantQuerySet
 
 OUTCOMES = ("accepted", "rework", "rejected")
 SIGNALS = ("explicit", "implicit", "negative")
-BATCH_KINDS = ("reinforce", "outcome", "decay", "normalize", "manual", "import", "link", "rollback")
+BATCH_KINDS = ("reinforce", "outcome", "decay", "normalize", "manual", "import", "link", "memory", "rollback")
 BATCH_STATUSES = ("applied", "rolled_back")
 
 
@@ -484,3 +484,37 @@ class VaultImport(models.Model):
 
     def __str__(self):
         return f"import {self.pk} ({self.state})"
+
+
+RECORD_OPS = ("create", "update", "archive", "restore")
+
+
+class RecordChange(models.Model):
+    """One node or edge a batch created, changed, archived or restored: its tracked fields before and after.
+
+    Written by the batches that change rows rather than weights (``memory``, ``import`` and their
+    rollbacks; ``feedback.records``). A rollback restores ``before`` where the row still holds
+    ``after`` and reports the others as conflicts. A node's ``update`` rows are its versions: the
+    text it had before each change. Append-only by convention: nothing updates or deletes a row.
+    """
+
+    graph = models.ForeignKey(Graph, on_delete=models.CASCADE, related_name="+", db_index=False)
+    batch = models.ForeignKey(UpdateBatch, on_delete=models.CASCADE, related_name="record_changes")
+    target = models.CharField(max_length=4, choices=[("node", "node"), ("edge", "edge")])
+    record_id = models.BigIntegerField()
+    op = models.CharField(max_length=10, choices=[(o, o) for o in RECORD_OPS])
+    before = models.JSONField(help_text="The tracked fields before the batch (for a created row: archived).")
+    after = models.JSONField(help_text="The tracked fields as the batch left them.")
+    created_at = models.DateTimeField(default=clock.now, editable=False)
+
+    objects = TenantQuerySet.as_manager()
+
+    class Meta:
+        constraints = [
+            models.CheckConstraint(condition=Q(op__in=RECORD_OPS), name="record_change_op_valid"),
+            models.CheckConstraint(condition=Q(target__in=("node", "edge")), name="record_change_target_valid"),
+        ]
+        indexes = [models.Index(fields=["graph", "target", "record_id"], name="record_change_target")]
+
+    def __str__(self):
+        return f"{self.op} {self.target} {self.record_id} (batch {self.batch_id})"

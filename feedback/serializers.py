@@ -3,12 +3,15 @@
 from __future__ import annotations
 
 from django.conf import settings
+from drf_spectacular.utils import extend_schema_field
 from rest_framework import serializers
 
 from graphadmin.api.fields import BoundedListSerializer, FiniteFloatField, IdField
 from graphadmin.models.policy import POLICY_NUMBERS
 from graphadmin.params import BIGINT_MAX
+from graphadmin.vault.parse import key_problem
 
+from . import memory
 from .models import OUTCOMES, SIGNALS, DailyMetric, UpdateBatch, WeightHistory
 
 
@@ -194,3 +197,112 @@ class DailyMetricSerializer(serializers.ModelSerializer):
     class Meta:
         model = DailyMetric
         fields = ["day", "data", "computed_at"]
+
+
+# ---------------------------------------------------------------------------------------------
+# Agent-written memory (feedback.memory): the documented bounds are its constants.
+
+
+def _key_rule(value: str) -> str:
+    problem = key_problem(value)
+    if problem:
+        raise serializers.ValidationError(problem)
+    return value
+
+
+def _kind_rule(value: str) -> str:
+    if not memory.KIND.match(value):
+        raise serializers.ValidationError(memory.KIND_RULE)
+    return value
+
+
+@extend_schema_field(
+    {
+        "oneOf": [
+            {"type": "integer", "minimum": 1, "maximum": BIGINT_MAX},
+            {"type": "string", "minLength": 1, "maxLength": 500},
+        ]
+    }
+)
+class NodeRefField(serializers.Field):
+    """A node of the graph by id (an integer) or by key (a string)."""
+
+    default_error_messages = {"invalid": "Expected a node id (integer) or a node key (string)."}
+
+    def to_internal_value(self, data):
+        if isinstance(data, bool) or not isinstance(data, int | str):
+            self.fail("invalid")
+        if isinstance(data, int):
+            if not 1 <= data <= BIGINT_MAX:
+                raise serializers.ValidationError(f"Expected a node id from 1 to {BIGINT_MAX}.")
+            return data
+        if not data or len(data) > 500 or "\x00" in data:
+            raise serializers.ValidationError("A node key has 1 to 500 characters (no NUL).")
+        return data
+
+    def to_representation(self, value):
+        return value
+
+
+def _session_field():
+    return serializers.CharField(
+        max_length=200, required=False, help_text="Your agent session's id: the batch is listed on its page."
+    )
+
+
+class MemoryLinkSerializer(serializers.Serializer):
+    node = NodeRefField(help_text="The note linked to: its id or its key.")
+    type = serializers.CharField(
+        max_length=100, default="related", help_text="An existing edge type (a new one needs an operator)."
+    )
+
+    class Meta:
+        list_serializer_class = BoundedListSerializer
+
+
+class RememberSerializer(serializers.Serializer):
+    text = serializers.CharField(
+        max_length=memory.MAX_TEXT_CHARS,
+        trim_whitespace=False,
+        help_text=f"The note's text (markdown; [[wikilinks]] become links), at most {memory.MAX_TEXT_CHARS} chars.",
+    )
+    kind = serializers.CharField(
+        max_length=50, required=False, validators=[_kind_rule], help_text="observation (default), decision, note..."
+    )
+    key = serializers.CharField(
+        max_length=500,
+        required=False,
+        validators=[_key_rule],
+        help_text="A stable key (a vault path without .md): the same key updates the note (a new version).",
+    )
+    title = serializers.CharField(max_length=memory.MAX_TITLE_CHARS, required=False)
+    tags = serializers.ListField(
+        child=serializers.CharField(max_length=memory.MAX_TAG_CHARS), max_length=memory.MAX_TAGS, required=False
+    )
+    links = MemoryLinkSerializer(
+        many=True, required=False, max_length=memory.MAX_LINKS, help_text=f"At most {memory.MAX_LINKS} links."
+    )
+    session = _session_field()
+
+
+class LinkSerializer(serializers.Serializer):
+    source = NodeRefField(help_text="The note the edge leaves: its id or key (an agent: one it wrote).")
+    target = NodeRefField(help_text="The note the edge reaches: its id or key.")
+    type = serializers.CharField(max_length=100, default="related", help_text="An existing edge type.")
+    session = _session_field()
+
+
+class ForgetSerializer(serializers.Serializer):
+    nodes = serializers.ListField(child=IdField(), max_length=memory.MAX_FORGET, required=False)
+    edges = serializers.ListField(child=IdField(), max_length=memory.MAX_FORGET, required=False)
+    session = _session_field()
+
+
+class MemoryAnswerSerializer(serializers.Serializer):
+    status = serializers.CharField()
+    batch = serializers.IntegerField(allow_null=True)
+    node = serializers.IntegerField(required=False)
+    edges = serializers.ListField(child=serializers.IntegerField())
+    unresolved = serializers.ListField(child=serializers.DictField())
+    duplicate_of = serializers.IntegerField(required=False)
+    similarity = serializers.FloatField(required=False)

@@ -15,6 +15,9 @@ api_urlpatterns = [
     path("graphs/<int:graph_pk>/normalize/", api.NormalizeView.as_view(), name="graph-normalize"),
     path("graphs/<int:graph_pk>/weights/", api.ManualWeightsView.as_view(), name="graph-weights"),
     path("graphs/<int:graph_pk>/metrics/", api.MetricsView.as_view(), name="graph-metrics"),
+    path("graphs/<int:graph_pk>/memory/remember/", api.RememberView.as_view(), name="memory-remember"),
+    path("graphs/<int:graph_pk>/memory/link/", api.LinkView.as_view(), name="memory-link"),
+    path("graphs/<int:graph_pk>/memory/forget/", api.ForgetView.as_view(), name="memory-forget"),
     path("graphs/<int:graph_pk>/import/", api.VaultImportView.as_view(), name="graph-import"),
     path(
         "graphs/<int:graph_pk>/imports/",

@@ -14,7 +14,7 @@ from django.http import HttpResponse
 from django.shortcuts import get_object_or_404, redirect, render
 from django.views.decorators.http import require_POST
 
-from feedback import actions, charts, learning, metrics, queries, revisions
+from feedback import actions, charts, learning, memory, metrics, queries, revisions
 from feedback.models import (
     BATCH_KINDS,
     BATCH_STATUSES,
@@ -22,6 +22,7 @@ from feedback.models import (
     AgentSession,
     ContextInjection,
     InjectionCandidate,
+    RecordChange,
     UpdateBatch,
     UseEvent,
     VaultImport,
@@ -132,7 +133,14 @@ def batch_detail(request, graph_id, batch_id):
         if sample
         else None
     )
-    return render(request, "feedback/batch.html", {"access": access, "batch": batch, "page": page, "figure": figure})
+    # What a memory or import batch (or their rollback) wrote: its row changes, the fields each changed.
+    row_changes = RecordChange.objects.filter(graph_id=access.graph.pk, batch=batch).order_by("pk")
+    records = list(row_changes[:200])
+    for r in records:
+        r.fields = sorted(k for k in r.after if r.before.get(k) != r.after[k])
+    context = {"access": access, "batch": batch, "page": page, "figure": figure, "records": records}
+    context["records_total"] = row_changes.count() if len(records) == 200 else len(records)
+    return render(request, "feedback/batch.html", context)
 
 
 @login_required
@@ -238,7 +246,7 @@ def _record_page(request, access, kind: str, record, title: str, **context):
 @login_required
 def node_detail(request, graph_id, node_id):
     access = graph_access(request.user, graph_id)
-    node = get_object_or_404(Node.objects.filter(graph=access.graph), pk=node_id)
+    node = get_object_or_404(Node.objects.filter(graph=access.graph).select_related("created_by"), pk=node_id)
     outgoing = (
         Edge.objects.filter(graph=access.graph, source=node)
         .select_related("target", "edge_type")
@@ -258,6 +266,8 @@ def node_detail(request, graph_id, node_id):
         outgoing=outgoing,
         incoming=incoming,
         note_html=render_node_text(node),
+        written_by=node.created_by.get_username() if node.created_by_id else None,
+        versions=memory.node_versions(node),
     )
 
 
@@ -401,6 +411,13 @@ def session_detail(request, graph_id, external_id):
             "access": access,
             "session": session,
             "events": events,
+            # What the session wrote (agent memory): the notes its memory batches created or changed.
+            "written": Node.objects.filter(
+                graph=graph,
+                pk__in=RecordChange.objects.filter(
+                    graph_id=graph.pk, target="node", batch__trigger_session=session, batch__kind="memory"
+                ).values("record_id"),
+            ).order_by("pk"),
             "counts": {
                 "injections": len(injections),
                 "uses": sum(len(u) for u in reports.values()),

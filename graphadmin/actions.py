@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from django.db import transaction
 
-from graphadmin import audit
+from graphadmin import audit, clock
 from graphadmin.errors import Conflict, InputError
 from graphadmin.models import Edge, EdgeType, Graph, Membership, Node, PolicyRevision
 from graphadmin.models.policy import POLICY_NUMBERS
@@ -225,6 +225,26 @@ def do_archive(record: Node | Edge, *, actor) -> Node | Edge:
     graph = Graph.objects.only("pk", "slug", "organization_id").get(pk=record.graph_id)
     audit.append(graph.organization_id, actor, f"{kind}.archive", {kind: record.pk}, scope=_scope(graph))
     return record
+
+
+@transaction.atomic
+def do_restore_records(graph: Graph, model: type[Node] | type[Edge], rows: dict[int, dict], *, actor) -> int:
+    """Set the given fields of many nodes or edges of ``graph`` at once (what a rollback of a memory or
+    import batch restores: texts, keys, tags, archived); audited once (``node.restore``/``edge.restore``)
+    with the ids. Rows with the same set of fields are written in one statement each (bulk)."""
+    if not rows:
+        return 0
+    now = clock.now()
+    groups: dict[tuple, list] = {}
+    for pk, fields in sorted(rows.items()):
+        groups.setdefault(tuple(sorted(fields)), []).append(model(id=pk, graph_id=graph.pk, updated_at=now, **fields))
+    for names, objs in groups.items():
+        model.objects.bulk_update(objs, [*names, "updated_at"], batch_size=500)
+    kind = _kind(model)
+    ids = sorted(rows)
+    payload = {f"{kind}s": ids[:100], "count": len(ids), "fields": sorted({n for names in groups for n in names})}
+    audit.append(graph.organization_id, actor, f"{kind}.restore", payload, scope=_scope(graph))
+    return len(ids)
 
 
 @transaction.atomic

@@ -52,6 +52,17 @@ class Conflict(DomainError):
         self.body = body if body is not None else {"detail": message}
 
 
+class TooManyRequests(DomainError):
+    """A caller over a documented rate limit: the REST API's 429 (with Retry-After), an MCP tool error.
+
+    ``wait``: seconds until the limit lets the caller through again.
+    """
+
+    def __init__(self, message: str, wait: float):
+        super().__init__(message)
+        self.wait = wait
+
+
 def _text(messages) -> str:
     if isinstance(messages, dict):
         return "; ".join(f"{key}: {_text(value)}" for key, value in messages.items())

@@ -1,12 +1,15 @@
 """The MCP server: the agents' tools over the knowledge graph (``manage.py mcp_server``).
 
-Five tools, each a thin adapter over the same code paths as the REST API:
+Eight tools, each a thin adapter over the same code paths as the REST API:
 
 - ``graph_search``     -> ranking.mcp.search      (POST /api/graphs/{id}/search/)
 - ``graph_context``    -> ranking.mcp.context     (POST /api/graphs/{id}/context/)
 - ``graph_record_use`` -> feedback.mcp.record_use (POST .../sessions/{sid}/uses/, /response/)
 - ``graph_improve``    -> feedback.mcp.improve    (POST .../sessions/{sid}/outcome/)
 - ``graph_explain``    -> ranking.mcp.explain     (GET /api/injections/{id}/explain/)
+- ``graph_remember``   -> feedback.mcp.remember   (POST /api/graphs/{id}/memory/remember/)
+- ``graph_link``       -> feedback.mcp.link       (POST /api/graphs/{id}/memory/link/)
+- ``graph_forget``     -> feedback.mcp.forget     (POST /api/graphs/{id}/memory/forget/)
 
 This module is a composition module (it may import every app): it keeps the authentication, the one
 transaction per call and the registration of the tools (names, descriptions, JSON schemas); the
@@ -68,8 +71,9 @@ from rest_framework.utils.encoders import JSONEncoder
 from starlette.responses import JSONResponse
 
 from feedback import mcp as feedback_tools
+from feedback import memory
 from graphadmin.api.auth import FailedTokenThrottle, user_for_key
-from graphadmin.errors import Conflict, Forbidden, InputError, NotFound
+from graphadmin.errors import Conflict, Forbidden, InputError, NotFound, TooManyRequests
 from graphadmin.mcp_tools import invalid
 from graphadmin.models.policy import POLICY_NUMBERS
 from graphadmin.timeouts import set_statement_timeout
@@ -85,7 +89,9 @@ injection id; 2) after answering, graph_record_use with the items you actually u
 ones that were wrong (negative), and/or your response text (implicit use is detected from it);
 3) graph_improve with how the session ended (accepted, rework, rejected). graph_explain shows why
 items ranked where they did and the weight updates your feedback caused. graph_search is a plain
-ranked lookup that logs nothing. Ids are the integers these tools return."""
+ranked lookup that logs nothing. graph_remember writes down what you learned (an observation, a
+decision) for later agents; graph_link links notes; graph_forget archives what you wrote.
+Ids are the integers these tools return."""
 
 # ---------------------------------------------------------------------------------------------
 # Authentication
@@ -255,6 +261,13 @@ class UseItemInput(BaseModel):
     )
 
 
+class MemoryLinkInput(BaseModel):
+    """A link from the remembered note to an existing one."""
+
+    node: int | str = Field(description="The note linked to: its id, or its key.")
+    type: str = Field(default="related", description="An existing edge type: related, derived_from, depends_on...")
+
+
 def _bounds(lo=None, hi=None, **extra):
     """Bounds for the JSON schema only: the API's serializer enforces them with the API's messages."""
     schema = dict(extra)
@@ -346,7 +359,7 @@ def build_server(
                 raise invalid(exc.errors) from exc
             except Forbidden as exc:
                 raise ToolError(f"Permission denied: {exc}") from exc
-            except (NotFound, Conflict) as exc:
+            except (NotFound, Conflict, TooManyRequests) as exc:
                 raise ToolError(str(exc)) from exc
             finally:
                 close_old_connections()
@@ -575,5 +588,98 @@ def build_server(
         session's feedback produced so far (`feedback_batches`: kind reinforce or outcome, status,
         counts)."""
         return await run(ranking_tools.explain, injection_id, i, j, node)
+
+    # Memory writes: remember adds (or versions, by key) a note, so it is not idempotent (with a key a
+    # repeat is `unchanged`, which the annotation cannot say per call); link again answers `exists`;
+    # forget archives what it names (reversible by a rollback, but gone from retrieval: destructive).
+    remembers = ToolAnnotations(
+        read_only_hint=False, destructive_hint=False, idempotent_hint=False, open_world_hint=False
+    )
+    links = ToolAnnotations(read_only_hint=False, destructive_hint=False, idempotent_hint=True, open_world_hint=False)
+    forgets = ToolAnnotations(read_only_hint=False, destructive_hint=True, idempotent_hint=True, open_world_hint=False)
+
+    @server.tool(name="graph_remember", title="Remember a note", annotations=remembers)
+    async def graph_remember(
+        graph_id: GraphId,
+        text: Annotated[
+            str,
+            Field(
+                description=f"What you learned, in markdown (at most {memory.MAX_TEXT_CHARS} characters); "
+                "[[Note name]] links to an existing note.",
+                json_schema_extra={"maxLength": memory.MAX_TEXT_CHARS},
+            ),
+        ],
+        kind: Annotated[
+            str, Field(description="observation (default), decision, or another kind the graph uses.")
+        ] = "observation",
+        key: Annotated[
+            str | None,
+            Field(
+                description="Optional stable key (a vault path without .md, e.g. decisions/cache-ttl): the same "
+                "key updates that note (a new version; repeating the same text changes nothing).",
+                json_schema_extra={"maxLength": 500},
+            ),
+        ] = None,
+        title: Annotated[str | None, Field(description="Optional title (default: the first line).")] = None,
+        tags: Annotated[list[str], Field(description="Tags.", json_schema_extra={"maxItems": memory.MAX_TAGS})] = [],
+        links: Annotated[
+            list[MemoryLinkInput],
+            Field(
+                description=f"Links to existing notes, at most {memory.MAX_LINKS}.",
+                json_schema_extra={"maxItems": memory.MAX_LINKS},
+            ),
+        ] = [],
+        session: Annotated[
+            str | None,
+            Field(description="Your session id (the one of graph_context).", json_schema_extra={"maxLength": 200}),
+        ] = None,
+    ) -> dict:
+        """Use it to write down what you learned for later agents: an observation, a decision, a fact
+        about the code or the user. Embedded at once and found by graph_context like any note. With
+        `key`, the note with that key gets the new text (its old text is kept as a version). A text of
+        the same kind almost identical to an existing note is not copied: the answer's status is
+        `duplicate` with `duplicate_of` (your links go on that note). Returns status (created, updated,
+        unchanged, duplicate), the node id and key, the edges made, unresolved [[links]], and the
+        `batch`: an operator can undo the call by rolling it back."""
+        data = {"text": text, "kind": kind, "key": key, "title": title, "tags": tags or None, "session": session}
+        data["links"] = [link.model_dump(mode="json") for link in links] if links else None
+        return await run(feedback_tools.remember, graph_id, data)
+
+    @server.tool(name="graph_link", title="Link two notes", annotations=links)
+    async def graph_link(
+        graph_id: GraphId,
+        source: Annotated[int | str, Field(description="The note the link leaves: id or key (one you wrote).")],
+        target: Annotated[int | str, Field(description="The note it reaches: id or key.")],
+        type: Annotated[
+            str, Field(description="An existing edge type: related, derived_from, depends_on...")
+        ] = "related",
+        session: Annotated[
+            str | None, Field(description="Your session id.", json_schema_extra={"maxLength": 200})
+        ] = None,
+    ) -> dict:
+        """Use it to record that one note relates to another (source -> type -> target). Both notes must
+        exist in the graph; a new edge type needs an operator. Returns status (created, restored,
+        exists) and the batch."""
+        data = {"source": source, "target": target, "type": type, "session": session}
+        return await run(feedback_tools.link, graph_id, data)
+
+    @server.tool(name="graph_forget", title="Forget notes or links", annotations=forgets)
+    async def graph_forget(
+        graph_id: GraphId,
+        nodes: Annotated[
+            list[int], Field(description="Ids of notes you wrote to archive.", json_schema_extra={"maxItems": 50})
+        ] = [],
+        edges: Annotated[
+            list[int], Field(description="Ids of links you made to archive.", json_schema_extra={"maxItems": 50})
+        ] = [],
+        session: Annotated[
+            str | None, Field(description="Your session id.", json_schema_extra={"maxLength": 200})
+        ] = None,
+    ) -> dict:
+        """Use it when something you wrote is wrong or obsolete: the notes and links are archived (never
+        deleted; retrieval no longer returns them; an operator can restore them by rolling the batch
+        back). Returns the archived ids and the batch."""
+        data = {"nodes": nodes or None, "edges": edges or None, "session": session}
+        return await run(feedback_tools.forget, graph_id, data)
 
     return server

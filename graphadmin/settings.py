@@ -225,6 +225,8 @@ SENTENCE_TRANSFORMERS_MODEL = env.str("SENTENCE_TRANSFORMERS_MODEL", default="")
 # Celery task (queue 'embeddings') after it commits.
 EMBED_BATCH_SIZE = env.int("EMBED_BATCH_SIZE", default=256)
 VAULT_IMPORT_SYNC_EMBED_LIMIT = env.int("VAULT_IMPORT_SYNC_EMBED_LIMIT", default=2000)
+# Agent-written memory (feedback.memory): remember/link/forget calls per user per minute, then 429.
+MEMORY_CALLS_PER_MINUTE = env.int("MEMORY_CALLS_PER_MINUTE", default=60)
 
 # Celery: a broker that needs no server (kombu's filesystem transport) unless one is named.
 CELERY_BROKER_URL = env.str("CELERY_BROKER_URL", default="filesystem://")

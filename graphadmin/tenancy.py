@@ -28,6 +28,8 @@ NEEDS = {
     "report": "operator",  # session feedback: uses, response text, outcome (see may_act_on_session)
     "analyze": "analyst",  # feedback impact: trend charts and CSV export
     "tune": "operator",  # edge types and their priorities, the policy (and its what-if preview)
+    # agent-written memory (remember, link, forget): an agent on what it wrote (feedback.memory), people from here up
+    "remember": "operator",
     "operate": "operator",  # nodes, edges, decay, normalize, manual weights, rollback, vault import
     "administer": "admin",  # create, edit, archive and delete graphs; memberships
 }
@@ -37,7 +39,7 @@ NEEDS = {
 # It also lists its organization's graphs (to address them) and reads what its own sessions caused
 # (their injections' explanations, their batches), nothing else.
 AGENT = "agent"
-AGENT_ACTS = frozenset({"retrieve", "context", "report"})
+AGENT_ACTS = frozenset({"retrieve", "context", "report", "remember"})
 
 # Acts on one session (context into an existing session, its reports): its owner, or from this role up.
 SESSION_ANY = "operator"

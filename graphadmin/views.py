@@ -11,6 +11,7 @@ from django.contrib import messages
 from django.contrib.auth.decorators import login_required
 from django.core.paginator import Paginator
 from django.db import transaction
+from django.http import HttpResponse
 from django.shortcuts import get_object_or_404, redirect, render
 from django.views.decorators.http import require_POST
 
@@ -18,6 +19,7 @@ from graphadmin import actions, audit
 from graphadmin.forms import TuneForm
 from graphadmin.models import AuditEvent, EdgeType, Graph, PolicyRevision
 from graphadmin.tenancy import NEEDS, graph_access
+from graphadmin.vault.export import export_zip
 
 
 @login_required
@@ -129,3 +131,22 @@ def tune_restore(request, graph_id, revision):
         request, f"Restored r{target.revision} as r{new.revision}: {len(changes)} value(s) changed ({note})."
     )
     return redirect("tune", graph_id=graph.pk)
+
+
+@login_required
+def export_vault(request, graph_id):
+    """The graph as an Obsidian vault in a zip (operators; graphadmin.vault.export), audited as graph.export."""
+    access = graph_access(request.user, graph_id, "operate")
+    graph = access.graph
+    data, result = export_zip(graph)
+    with transaction.atomic():
+        audit.append(
+            graph.organization_id,
+            request.user,
+            "graph.export",
+            {"notes": result.notes, "edges": result.edges, "to": "download"},
+            scope={"graph": graph.pk, "graph_slug": graph.slug},
+        )
+    response = HttpResponse(data, content_type="application/zip")
+    response["Content-Disposition"] = f'attachment; filename="{graph.slug}-vault.zip"'
+    return response

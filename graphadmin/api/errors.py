@@ -13,7 +13,7 @@ from rest_framework.response import Response
 from rest_framework.views import exception_handler as drf_exception_handler
 from rest_framework.views import set_rollback
 
-from graphadmin.errors import Conflict, Forbidden, InputError, NotFound
+from graphadmin.errors import Conflict, Forbidden, InputError, NotFound, TooManyRequests
 
 
 def exception_handler(exc, context):
@@ -23,6 +23,8 @@ def exception_handler(exc, context):
         exc = exceptions.NotFound(str(exc))
     elif isinstance(exc, Forbidden):
         exc = exceptions.PermissionDenied(str(exc))
+    elif isinstance(exc, TooManyRequests):
+        exc = exceptions.Throttled(wait=exc.wait, detail=str(exc))
     elif isinstance(exc, Conflict):
         set_rollback()
         return Response(exc.body, status=status.HTTP_409_CONFLICT)

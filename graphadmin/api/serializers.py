@@ -89,6 +89,12 @@ class NodeSerializer(serializers.ModelSerializer):
     )
     aliases = StringListField(required=False)
     tags = StringListField(required=False)
+    written_by = serializers.SlugRelatedField(
+        source="created_by",
+        slug_field="username",
+        read_only=True,
+        help_text="The agent (or person) that wrote the note through the memory API; null for imported notes.",
+    )
 
     class Meta:
         model = Node
@@ -106,6 +112,7 @@ class NodeSerializer(serializers.ModelSerializer):
             "embedding_model",
             "feedback_weight",
             "archived",
+            "written_by",
             "created_at",
             "updated_at",
         ]

@@ -141,11 +141,16 @@ class ArchiveOnDeleteMixin:
         actions.do_archive(instance, actor=self.request.user)
 
 
+WRITTEN_BY = OpenApiParameter(
+    "written_by",
+    str,
+    description="Only notes written through the memory API: 'agents' (by anyone), or by this username.",
+)
+
+
 @extend_schema_view(
-    **{
-        a: extend_schema(parameters=[GRAPH_ID])
-        for a in ("list", "retrieve", "create", "update", "partial_update", "destroy")
-    }
+    list=extend_schema(parameters=[GRAPH_ID, WRITTEN_BY]),
+    **{a: extend_schema(parameters=[GRAPH_ID]) for a in ("retrieve", "create", "update", "partial_update", "destroy")},
 )
 class NodeViewSet(GraphScopedMixin, ArchiveOnDeleteMixin, viewsets.ModelViewSet):
     """Nodes of a graph. Operators create and edit them; DELETE archives."""
@@ -153,7 +158,13 @@ class NodeViewSet(GraphScopedMixin, ArchiveOnDeleteMixin, viewsets.ModelViewSet)
     serializer_class = NodeSerializer
 
     def get_queryset(self):
-        return Node.objects.filter(graph=self.graph()).order_by("id")
+        qs = Node.objects.filter(graph=self.graph()).select_related("created_by").order_by("id")
+        written_by = self.request.query_params.get("written_by", "")
+        if written_by == "agents":
+            qs = qs.filter(created_by__isnull=False)
+        elif written_by:
+            qs = qs.filter(created_by__username=written_by)
+        return qs
 
     def perform_create(self, serializer):
         serializer.instance = actions.do_create_record(

@@ -122,6 +122,14 @@ class Node(models.Model):
     )
     feedback_weight = models.FloatField(default=WEIGHT_DEFAULT)
     archived = models.BooleanField(default=False)
+    created_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL,
+        on_delete=models.SET_NULL,
+        null=True,
+        blank=True,
+        related_name="+",
+        help_text="The agent (or person) that wrote it through the memory API; null for imported notes.",
+    )
     created_at = models.DateTimeField(default=clock.now, editable=False)
     updated_at = models.DateTimeField(auto_now=True)
 
@@ -190,6 +198,14 @@ class Edge(models.Model):
         help_text="The model that made the triplet embedding ('' when there is none, or a caller sent it unnamed).",
     )
     archived = models.BooleanField(default=False)
+    created_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL,
+        on_delete=models.SET_NULL,
+        null=True,
+        blank=True,
+        related_name="+",
+        help_text="The agent (or person) that linked it through the memory API; null otherwise.",
+    )
     created_at = models.DateTimeField(default=clock.now, editable=False)
     updated_at = models.DateTimeField(auto_now=True)
 

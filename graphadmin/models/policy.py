@@ -76,6 +76,15 @@ POLICY_NUMBERS: dict[str, tuple[float, float, float, bool, str]] = {
         False,
         "Share of an item's distinctive n-grams found in a response to count as implicit use.",
     ),
+    # Agent-written memory.
+    "memory_duplicate_threshold": (
+        0.95,
+        0.5,
+        1.0,
+        False,
+        "Cosine similarity at or above which a remembered text is taken as a near-duplicate of a live note "
+        "of the same kind (linked to it instead of copied).",
+    ),
     # Decay and ceiling.
     "decay_rate": (0.95, 0.5, 1.0, False, "Multiplier applied once per period to edges not traversed."),
     "decay_period_days": (7, 1, 365, True, "Length of a decay period in days."),

@@ -46,8 +46,10 @@ def embedding_mode(plan: ImportPlan, embed: str) -> str:
     return embed
 
 
-def apply_plan(graph: Graph, plan: ImportPlan, *, mode: str, progress: ProgressFn | None = None) -> None:
-    """Write ``plan`` into ``graph`` in the caller's transaction; ``mode`` 'sync' embeds here, 'task' leaves NULLs."""
+def apply_plan(graph: Graph, plan: ImportPlan, *, mode: str, progress: ProgressFn | None = None) -> dict:
+    """Write ``plan`` into ``graph`` in the caller's transaction; ``mode`` 'sync' embeds here, 'task' leaves NULLs.
+
+    Returns the ids of the nodes and edges it created (``{"nodes": [...], "edges": [...]}``)."""
     desired, existing, renames, changed, meta_only = (
         plan.desired,
         plan.existing,
@@ -201,6 +203,7 @@ def apply_plan(graph: Graph, plan: ImportPlan, *, mode: str, progress: ProgressF
             ["triplet_embedding", "embedding_model", "updated_at"],
             batch_size=BULK,
         )
+    return {"nodes": [o.pk for o in new_objs], "edges": [o.pk for o in edge_objs]}
 
 
 def embed_pending(graph_id: int, progress: ProgressFn | None = None) -> dict:

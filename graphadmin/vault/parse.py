@@ -59,6 +59,25 @@ ATTACHMENT_SUFFIXES = frozenset(
 EDGE_TYPE_NAME = re.compile(r"^[a-z][a-z0-9_]{0,99}$")
 EDGE_TYPE_NAME_RULE = "A lower-case letter, then up to 99 lower-case letters, digits or underscores (derived_from)."
 
+# A node key is a vault path without ".md" (what the importer makes of a note's path, and where the
+# exporter writes it): checked for keys given through the API (agent-written memory).
+KEY_MAX_CHARS = 500
+_KEY_FORBIDDEN = re.compile(r'[\\:*?"<>|#^\[\]\x00-\x1f\x7f]')
+KEY_RULE = (
+    "A vault path without .md: names separated by '/', none empty, none starting with '.', without "
+    'the characters \\ : * ? " < > | # ^ [ ] or control characters; at most 500 characters.'
+)
+
+
+def key_problem(key: str) -> str | None:
+    """Why ``key`` cannot be a node key (KEY_RULE), or None when it can."""
+    if not key or len(key) > KEY_MAX_CHARS or _KEY_FORBIDDEN.search(key) or key.lower().endswith(NOTE_SUFFIX):
+        return KEY_RULE
+    if any(not part.strip() or part.startswith(".") or part != part.strip() for part in key.split("/")):
+        return KEY_RULE
+    return None
+
+
 _FENCE = re.compile(r"^ {0,3}(`{3,}|~{3,})")
 _CODE_SPAN = re.compile(r"(`+)(?:(?!\1).)+?\1", re.DOTALL)
 _COMMENT = re.compile(r"%%.*?%%", re.DOTALL)

@@ -225,7 +225,16 @@ def test_every_tool_declares_its_hints_and_when_to_use_it():
         return await mcp_server.build_server(http=True).list_tools()
 
     by_name = {tool.name: tool for tool in anyio.run(tools)}
-    assert set(by_name) == {"graph_search", "graph_context", "graph_record_use", "graph_improve", "graph_explain"}
+    assert set(by_name) == {
+        "graph_search",
+        "graph_context",
+        "graph_record_use",
+        "graph_improve",
+        "graph_explain",
+        "graph_remember",
+        "graph_link",
+        "graph_forget",
+    }
     hints = {
         name: (a.read_only_hint, a.destructive_hint, a.idempotent_hint, a.open_world_hint)
         for name, a in ((name, tool.annotations) for name, tool in by_name.items())
@@ -236,6 +245,9 @@ def test_every_tool_declares_its_hints_and_when_to_use_it():
         "graph_context": (False, False, False, False),  # logs a new injection on every call
         "graph_record_use": (False, False, True, False),  # a repeat moves nothing more
         "graph_improve": (False, False, True, False),  # the same outcome again is `duplicate`
+        "graph_remember": (False, False, False, False),  # adds a note (with a key: a repeat is `unchanged`)
+        "graph_link": (False, False, True, False),  # the same link again `exists`
+        "graph_forget": (False, True, True, False),  # archives (gone from retrieval; a rollback restores)
     }
     for tool in by_name.values():
         assert tool.title and tool.description.startswith("Use it "), tool.name

@@ -26,7 +26,16 @@ from graphadmin.accounts import create_token
 from graphadmin.models import Edge, Node
 from tests.conftest import ROOT, stop
 
-TOOLS = {"graph_search", "graph_context", "graph_record_use", "graph_improve", "graph_explain"}
+TOOLS = {
+    "graph_search",
+    "graph_context",
+    "graph_record_use",
+    "graph_improve",
+    "graph_explain",
+    "graph_remember",
+    "graph_link",
+    "graph_forget",
+}
 
 
 def _env(token: str | None) -> dict:

@@ -1,0 +1,108 @@
+"""Rolling back a memory batch: created notes and links archived, changed texts and forgotten notes
+restored, rows changed since reported as conflicts (or overwritten with force); the rollback of the
+rollback re-applies the call."""
+
+from __future__ import annotations
+
+import pytest
+
+from feedback import actions, memory
+from feedback.models import UpdateBatch
+from graphadmin.models import AuditEvent, Edge, Node
+
+pytestmark = pytest.mark.django_db
+
+
+def batch(pk) -> UpdateBatch:
+    return UpdateBatch.objects.get(pk=pk)
+
+
+def test_rolling_back_a_remember_archives_what_it_created(acme_graph, small_graph, ada, oscar, api):
+    body = memory.do_remember(
+        acme_graph,
+        {"text": "See [[a]] for the layout.", "links": [{"node": "b", "type": "related"}]},
+        actor=ada,
+        role="agent",
+    )
+    node = Node.objects.get(pk=body["node"])
+    edges = list(Edge.objects.filter(source=node))
+    assert len(edges) == 2 and not node.archived
+    response = api(oscar).post(f"/api/batches/{body['batch']}/rollback/", {}, format="json")
+    assert response.status_code == 200, response.json()
+    result = response.json()
+    assert result["node_updates"] == 1 and result["edge_updates"] == 2 and result["conflicts"] == 0
+    node.refresh_from_db()
+    assert node.archived and all(e.archived for e in Edge.objects.filter(source=node))
+    assert batch(body["batch"]).status == "rolled_back"
+    assert AuditEvent.objects.filter(action="batch.rollback").count() == 1
+    # Twice: refused, as every batch.
+    assert api(oscar).post(f"/api/batches/{body['batch']}/rollback/", {}, format="json").status_code == 409
+    # The rollback of the rollback brings the note back.
+    actions.do_rollback_batch(batch(result["batch_id"]), actor=oscar)
+    node.refresh_from_db()
+    assert not node.archived and not any(e.archived for e in Edge.objects.filter(source=node))
+
+
+def test_rolling_back_an_update_restores_the_text_and_its_vector(acme_graph, ada, oscar):
+    first = memory.do_remember(
+        acme_graph, {"text": "Builds take four minutes.", "key": "ci/build"}, actor=ada, role="agent"
+    )
+    vector = list(Node.objects.get(pk=first["node"]).embedding)
+    second = memory.do_remember(
+        acme_graph,
+        {"text": "Builds take eleven minutes since the new linter.", "key": "ci/build"},
+        actor=ada,
+        role="agent",
+    )
+    assert second["status"] == "updated"
+    actions.do_rollback_batch(batch(second["batch"]), actor=oscar)
+    node = Node.objects.get(pk=first["node"])
+    assert node.text == "Builds take four minutes." and not node.archived
+    assert node.embedding is not None and list(node.embedding) == pytest.approx(vector, abs=1e-5)
+
+
+def test_rolling_back_a_forget_restores_the_notes(acme_graph, ada, oscar):
+    note = memory.do_remember(acme_graph, {"text": "Temporary finding.", "key": "tmp"}, actor=ada, role="agent")
+    gone = memory.do_forget(acme_graph, {"nodes": [note["node"]]}, actor=ada, role="agent")
+    assert Node.objects.get(pk=note["node"]).archived
+    actions.do_rollback_batch(batch(gone["batch"]), actor=oscar)
+    assert not Node.objects.get(pk=note["node"]).archived
+
+
+def test_a_row_changed_since_is_a_conflict_unless_forced(acme_graph, ada, oscar):
+    first = memory.do_remember(acme_graph, {"text": "Version one.", "key": "k"}, actor=ada, role="agent")
+    second = memory.do_remember(acme_graph, {"text": "Version two.", "key": "k"}, actor=ada, role="agent")
+    memory.do_remember(acme_graph, {"text": "Version three.", "key": "k"}, actor=ada, role="agent")
+    result = actions.do_rollback_batch(batch(second["batch"]), actor=oscar)
+    assert result.conflicts == 1 and result.node_updates == 0
+    assert result.details["conflict_ids"] == {"node": [first["node"]]}
+    assert Node.objects.get(pk=first["node"]).text == "Version three."
+    assert batch(second["batch"]).status == "rolled_back"
+    # force on another batch: the first (creation) is undone even though the text moved on
+    forced = actions.do_rollback_batch(batch(first["batch"]), actor=oscar, force=True)
+    assert forced.conflicts == 0 and forced.node_updates == 1
+    node = Node.objects.get(pk=first["node"])
+    assert node.archived and node.text == "Version one."
+
+
+def test_a_restored_key_taken_since_is_a_conflict_even_with_force(acme_graph, oscar):
+    created = memory.do_remember(acme_graph, {"text": "Old place.", "key": "place/old"}, actor=oscar, role="operator")
+    node = Node.objects.get(pk=created["node"])
+    from graphadmin import actions as core
+
+    core.do_update_record(node, {"key": "place/new"}, actor=oscar)
+    memory.do_remember(
+        acme_graph, {"text": "Someone else took the old key.", "key": "place/old"}, actor=oscar, role="operator"
+    )
+    gone = memory.do_forget(acme_graph, {"nodes": [node.pk]}, actor=oscar, role="operator")
+    result = actions.do_rollback_batch(batch(gone["batch"]), actor=oscar, force=True)
+    assert result.conflicts == 0 and not Node.objects.get(pk=node.pk).archived  # the key was not in play
+    # the creation batch would give the node its old key back: taken now
+    result = actions.do_rollback_batch(batch(created["batch"]), actor=oscar, force=True)
+    assert result.conflicts == 1 and Node.objects.get(pk=node.pk).key == "place/new"
+
+
+def test_memory_batches_are_listed_by_session_and_kind(acme_graph, ada, api):
+    memory.do_remember(acme_graph, {"text": "Listed."}, actor=ada, role="agent", session_id="s-9")
+    rows = api(ada).get("/api/batches/", {"kind": "memory", "session": "s-9"}).json()["results"]
+    assert [r["kind"] for r in rows] == ["memory"]
