@@ -19,7 +19,7 @@ from feedback.imports import do_import_vault
 from graphadmin import actions
 from graphadmin.models import AuditEvent, Edge, Node
 from graphadmin.vault.export import export_to_dir
-from graphadmin.vault.parse import parse_vault
+from graphadmin.vault.parse import ATTACHMENT_MISSING, parse_vault
 
 ROOT = Path(__file__).resolve().parents[2]
 VAULTS = {"demo": ROOT / "demo" / "vault", "samename": ROOT / "tests" / "fixtures" / "samename_vault"}
@@ -37,13 +37,17 @@ def _edges(graph) -> set:
     )
 
 
+def _note_links(result) -> set:
+    return {(u["source"], u["target"]) for u in result.unresolved if u["reason"] != ATTACHMENT_MISSING}
+
+
 def _import(graph, folder):
     return do_import_vault(graph, parse_vault(folder), actor="command:test", embed="task")
 
 
 @pytest.mark.parametrize("vault", sorted(VAULTS))
 def test_an_exported_vault_imports_to_the_same_nodes_and_edges(vault, acme, alice, acme_graph, tmp_path):
-    _import(acme_graph, VAULTS[vault])
+    first = _import(acme_graph, VAULTS[vault])
     assert _edges(acme_graph)
     out = tmp_path / "export"
     result = export_to_dir(acme_graph, out)
@@ -51,7 +55,9 @@ def test_an_exported_vault_imports_to_the_same_nodes_and_edges(vault, acme, alic
     assert result.warnings == []
     empty = actions.do_create_graph(acme, "copy", "Copy", actor=alice)
     second = _import(empty, out)
-    assert second.unresolved == []
+    # the links the vault's texts could not resolve stay unresolved (ambiguous names, missing notes), no
+    # others; attachments (images...) are not nodes and are not exported: their links read as missing files
+    assert _note_links(second) == _note_links(first)
     assert _nodes(empty) == _nodes(acme_graph)
     assert _edges(empty) == _edges(acme_graph)
 
