@@ -48,7 +48,7 @@ from graphadmin.vault.parse import (
 from graphadmin.vault.plan import node_embedding_text, triplet_text
 
 from . import ledger, records
-from .models import AgentSession, UpdateBatch
+from .models import AgentSession, RecordChange, UpdateBatch
 
 # The documented bounds (docs/memory.md); the calls per minute are a setting (MEMORY_CALLS_PER_MINUTE).
 MAX_TEXT_CHARS = 20_000
@@ -437,8 +437,6 @@ def do_forget(graph: Graph, data: dict, *, actor, role: str, session_id: str | N
 
 def node_versions(node: Node) -> list[dict]:
     """A node's versions, newest first: the current one, then each text a memory or import batch replaced."""
-    from .models import RecordChange
-
     changes = RecordChange.objects.filter(graph_id=node.graph_id, target="node", record_id=node.pk).select_related(
         "batch", "batch__trigger_user", "batch__trigger_session"
     )
