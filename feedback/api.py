@@ -315,7 +315,7 @@ class MemoryView(GraphScopedMixin, APIView):
 
     write_act = "remember"
     serializer_class = None
-    action = None
+    do = None  # the feedback.memory action (not ``action``: DRF's name for a viewset's action)
 
     def post(self, request, graph_pk: int):
         memory.check_rate(request.user)
@@ -326,7 +326,7 @@ class MemoryView(GraphScopedMixin, APIView):
             data["links"] = [dict(link) for link in data["links"]]
         session = data.pop("session", None)
         graph = self.graph()
-        body = type(self).action(graph, data, actor=request.user, role=self._access.role, session_id=session)
+        body = type(self).do(graph, data, actor=request.user, role=self._access.role, session_id=session)
         created = body["status"] == "created"
         return Response(body, status=status.HTTP_201_CREATED if created else status.HTTP_200_OK)
 
@@ -335,7 +335,7 @@ class RememberView(MemoryView):
     """Remember a note (create, update by key, or find its near-duplicate); wikilinks and links become edges."""
 
     serializer_class = RememberSerializer
-    action = staticmethod(memory.do_remember)
+    do = staticmethod(memory.do_remember)
 
     @extend_schema(
         parameters=[GRAPH_ID],
@@ -350,7 +350,7 @@ class LinkView(MemoryView):
     """Link two existing notes with an existing edge type (an agent: from a note it wrote)."""
 
     serializer_class = LinkSerializer
-    action = staticmethod(memory.do_link)
+    do = staticmethod(memory.do_link)
 
     @extend_schema(
         parameters=[GRAPH_ID],
@@ -365,7 +365,7 @@ class ForgetView(MemoryView):
     """Archive notes and edges (an agent: those it wrote); nothing is deleted, a rollback restores them."""
 
     serializer_class = ForgetSerializer
-    action = staticmethod(memory.do_forget)
+    do = staticmethod(memory.do_forget)
 
     @extend_schema(parameters=[GRAPH_ID], request=ForgetSerializer, responses={200: MemoryAnswerSerializer})
     def post(self, request, graph_pk: int):
