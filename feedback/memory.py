@@ -24,7 +24,7 @@ import uuid
 
 from django.conf import settings
 from django.core.cache import cache
-from django.db import transaction
+from django.db import connection, transaction
 from django.utils.text import slugify
 from pgvector.django import CosineDistance
 
@@ -85,6 +85,17 @@ def check_rate(user) -> None:
     cache.add(key, 0, timeout=120)
     if cache.incr(key) > limit:
         raise RateLimited(limit, 60 - now % 60)
+
+
+# pg_advisory_xact_lock(class, graph id): memory calls on one graph queue behind each other, so two
+# remembers of the same key (or of the same text) cannot both create a note. Not the graph row's lock:
+# FOR UPDATE on it would block every insert referencing the graph (context calls) meanwhile.
+_LOCK_CLASS = 0x6D656D  # "mem"
+
+
+def _lock(graph: Graph) -> None:
+    with connection.cursor() as cur:
+        cur.execute("SELECT pg_advisory_xact_lock(%s, %s)", [_LOCK_CLASS, graph.pk])
 
 
 def _is_agent(role: str) -> bool:
@@ -314,6 +325,7 @@ def do_remember(graph: Graph, data: dict, *, actor, role: str, session_id: str |
     """
     started = time.perf_counter()
     _check_note(data)
+    _lock(graph)
     user = actor
     session = _session(graph, user, role, session_id)
     kind = data.get("kind") or DEFAULT_KIND
@@ -386,6 +398,7 @@ def do_link(graph: Graph, data: dict, *, actor, role: str, session_id: str | Non
     """Link two existing live notes (by id or key) with an existing edge type (a new type: operators).
     An agent links from the notes it wrote. Answers ``created``, ``restored`` or ``exists``."""
     started = time.perf_counter()
+    _lock(graph)
     user = actor
     session = _session(graph, user, role, session_id)
     source = _node(graph, data.get("source"), "source")
@@ -408,6 +421,7 @@ def do_forget(graph: Graph, data: dict, *, actor, role: str, session_id: str | N
     """Archive notes and/or edges (ids); an agent only those it wrote. Nothing is deleted; the batch's
     rollback restores them. Archived ones already are left alone."""
     started = time.perf_counter()
+    _lock(graph)
     user = actor
     session = _session(graph, user, role, session_id)
     asked = {"node": list(data.get("nodes") or []), "edge": list(data.get("edges") or [])}

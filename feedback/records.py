@@ -41,12 +41,14 @@ def snapshot(target: str, graph_id: int, ids, *, lock: bool = False) -> dict[int
 
 
 def created(after: dict[int, dict]) -> dict[int, dict]:
-    """The ``before`` of rows a batch created: the same row, archived (what undoing the creation leaves)."""
-    return {pk: {**fields, "archived": True} for pk, fields in after.items()}
+    """The ``before`` of rows a batch created: archived (what undoing the creation leaves). Only that
+    field: a large import's texts are stored once (in ``after``), not twice."""
+    return {pk: {"archived": True} for pk in after}
 
 
 def record(batch: UpdateBatch, target: str, op: str, before: dict[int, dict], after: dict[int, dict]) -> int:
-    """Append a RecordChange for each row of ``after`` whose fields differ from ``before``; returns how many."""
+    """Append a RecordChange for each row of ``after`` whose fields differ from ``before`` (which may name
+    only some fields: those differ); returns how many."""
     rows = [
         RecordChange(
             graph_id=batch.graph_id,
@@ -59,7 +61,7 @@ def record(batch: UpdateBatch, target: str, op: str, before: dict[int, dict], af
             created_at=batch.started_at,
         )
         for pk, fields in sorted(after.items())
-        if pk in before and before[pk] != fields
+        if pk in before and any(fields.get(name) != value for name, value in before[pk].items())
     ]
     RecordChange.objects.bulk_create(rows, batch_size=500)
     return len(rows)
@@ -93,12 +95,12 @@ def rollback(target: UpdateBatch, new: UpdateBatch, *, actor, force: bool) -> tu
         wanted, clashing = {}, []
         for pk, before in first.items():
             now = current.get(pk)
-            if now is None or now == before:
+            if now is None or all(now.get(name) == value for name, value in before.items()):
                 continue  # gone (graph rows are never deleted, but be safe) or already as it was
             if now != last[pk] and not force:
                 clashing.append(pk)
                 continue
-            wanted[pk] = before
+            wanted[pk] = {**now, **before}  # a created row's before names only the fields to set back
         if kind == "node":
             clashing += _key_clashes(graph, wanted, current)
             for pk in clashing:

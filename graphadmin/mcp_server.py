@@ -610,8 +610,12 @@ def build_server(
             ),
         ],
         kind: Annotated[
-            str, Field(description="observation (default), decision, or another kind the graph uses.")
-        ] = "observation",
+            str | None,
+            Field(
+                description="observation (the default for a new note), decision, or another kind the graph uses; "
+                "omitted on an update by key: the note keeps its kind."
+            ),
+        ] = None,
         key: Annotated[
             str | None,
             Field(

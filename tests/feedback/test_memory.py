@@ -56,13 +56,16 @@ def test_an_agent_remembers_a_note_with_its_provenance(api, ada, acme_graph, sma
 
 
 def test_the_same_key_makes_a_new_version_and_keeps_the_old_text(api, ada, acme_graph):
-    first = remember(api, ada, acme_graph, text="Deploys run on Tuesdays.", key="ops/deploy-day").json()
+    first = remember(
+        api, ada, acme_graph, text="Deploys run on Tuesdays.", key="ops/deploy-day", kind="decision"
+    ).json()
     again = remember(api, ada, acme_graph, text="Deploys run on Tuesdays.", key="ops/deploy-day")
     assert again.status_code == 200 and again.json()["status"] == "unchanged" and again.json()["batch"] is None
     second = remember(api, ada, acme_graph, text="Deploys run on Thursdays since March.", key="ops/deploy-day").json()
     assert second["status"] == "updated" and second["node"] == first["node"]
     node = Node.objects.get(pk=first["node"])
     assert node.text == "Deploys run on Thursdays since March."
+    assert node.kind == "decision"  # not given on the update: kept
     versions = memory.node_versions(node)
     assert [v["text"] for v in versions] == ["Deploys run on Thursdays since March.", "Deploys run on Tuesdays."]
     assert versions[0]["previous_text"] == "Deploys run on Tuesdays." and versions[0]["by"] == "ada"
