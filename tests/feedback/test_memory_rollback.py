@@ -7,8 +7,10 @@ from __future__ import annotations
 import pytest
 
 from feedback import actions, memory
+from feedback.imports import do_import_vault
 from feedback.models import UpdateBatch
 from graphadmin.models import AuditEvent, Edge, Node
+from graphadmin.vault.parse import parse_vault
 
 pytestmark = pytest.mark.django_db
 
@@ -82,24 +84,26 @@ def test_a_row_changed_since_is_a_conflict_unless_forced(acme_graph, ada, oscar)
     forced = actions.do_rollback_batch(batch(first["batch"]), actor=oscar, force=True)
     assert forced.conflicts == 0 and forced.node_updates == 1
     node = Node.objects.get(pk=first["node"])
-    assert node.archived and node.text == "Version one."
+    assert node.archived and node.text == "Version three."  # undoing a creation archives, it keeps the text
 
 
-def test_a_restored_key_taken_since_is_a_conflict_even_with_force(acme_graph, oscar):
-    created = memory.do_remember(acme_graph, {"text": "Old place.", "key": "place/old"}, actor=oscar, role="operator")
-    node = Node.objects.get(pk=created["node"])
-    from graphadmin import actions as core
-
-    core.do_update_record(node, {"key": "place/new"}, actor=oscar)
-    memory.do_remember(
-        acme_graph, {"text": "Someone else took the old key.", "key": "place/old"}, actor=oscar, role="operator"
-    )
-    gone = memory.do_forget(acme_graph, {"nodes": [node.pk]}, actor=oscar, role="operator")
-    result = actions.do_rollback_batch(batch(gone["batch"]), actor=oscar, force=True)
-    assert result.conflicts == 0 and not Node.objects.get(pk=node.pk).archived  # the key was not in play
-    # the creation batch would give the node its old key back: taken now
-    result = actions.do_rollback_batch(batch(created["batch"]), actor=oscar, force=True)
-    assert result.conflicts == 1 and Node.objects.get(pk=node.pk).key == "place/new"
+def test_a_restored_key_taken_since_is_a_conflict_even_with_force(acme_graph, oscar, tmp_path):
+    vault = tmp_path / "vault"
+    vault.mkdir()
+    (vault / "Old.md").write_text("A note that moves.\n")
+    (vault / "Other.md").write_text("Links to [[Old]].\n")
+    do_import_vault(acme_graph, parse_vault(vault), actor="command:test", embed="sync")
+    node = Node.objects.get(graph=acme_graph, key="Old")
+    (vault / "Old.md").rename(vault / "New.md")  # same content: the importer renames the node
+    moved = do_import_vault(acme_graph, parse_vault(vault), actor="command:test", embed="sync")
+    node.refresh_from_db()
+    assert node.key == "New"
+    # an operator's note takes the old key meanwhile
+    memory.do_remember(acme_graph, {"text": "Someone else took the key.", "key": "Old"}, actor=oscar, role="operator")
+    result = actions.do_rollback_batch(batch(moved.batch_id), actor=oscar, force=True)
+    assert result.conflicts == 1 and result.details["conflict_ids"]["node"] == [node.pk]
+    node.refresh_from_db()
+    assert node.key == "New" and not node.archived
 
 
 def test_memory_batches_are_listed_by_session_and_kind(acme_graph, ada, api):
