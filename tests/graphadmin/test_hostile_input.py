@@ -26,6 +26,7 @@ DEEP = ("[" * 10_000 + "]" * 10_000).encode()
 
 
 def _nested(depth: int) -> dict:
+    """A context request whose JSON nests ``depth`` objects deep (the request's own object included)."""
     value = 1
     for _ in range(depth - 1):
         value = {"a": value}
@@ -34,18 +35,19 @@ def _nested(depth: int) -> dict:
 
 @pytest.mark.django_db
 @pytest.mark.parametrize(
-    "path",
+    ("method", "path"),
     [
-        "/api/graphs/",
-        "/api/graphs/{graph}/context/",
-        "/api/graphs/{graph}/sessions/s1/uses/",
-        "/api/graphs/{graph}/policy/",
-        "/api/graphs/{graph}/weights/",
+        ("post", "/api/graphs/"),
+        ("post", "/api/graphs/{graph}/context/"),
+        ("post", "/api/graphs/{graph}/sessions/s1/uses/"),
+        ("patch", "/api/graphs/{graph}/policy/"),
+        ("post", "/api/graphs/{graph}/weights/"),
     ],
 )
-def test_a_body_nested_ten_thousand_deep_is_a_400(api, alice, acme_graph, path):
+def test_a_body_nested_ten_thousand_deep_is_a_400(api, alice, acme_graph, method, path):
     events = AuditEvent.objects.count()
-    response = api(alice).post(path.format(graph=acme_graph.pk), data=DEEP, content_type="application/json")
+    send = getattr(api(alice), method)
+    response = send(path.format(graph=acme_graph.pk), data=DEEP, content_type="application/json")
     assert response.status_code == 400, response.content
     assert "nested deeper than" in response.json()["detail"]
     assert AuditEvent.objects.count() == events
@@ -54,11 +56,11 @@ def test_a_body_nested_ten_thousand_deep_is_a_400(api, alice, acme_graph, path):
 @pytest.mark.django_db
 def test_a_body_one_level_past_the_limit_is_a_400_and_one_within_is_parsed(api, alice, acme_graph):
     url = f"/api/graphs/{acme_graph.pk}/context/"
-    deep = json.dumps(_nested(settings.MAX_JSON_DEPTH)).encode()  # the outer object makes it one deeper
+    deep = json.dumps(_nested(settings.MAX_JSON_DEPTH + 1)).encode()
     response = api(alice).post(url, data=deep, content_type="application/json")
     assert response.status_code == 400
     assert response.json()["detail"] == f"JSON parse error - nested deeper than {settings.MAX_JSON_DEPTH} levels."
-    within = json.dumps(_nested(settings.MAX_JSON_DEPTH - 1)).encode()
+    within = json.dumps(_nested(settings.MAX_JSON_DEPTH)).encode()
     response = api(alice).post(url, data=within, content_type="application/json")
     assert "nested deeper" not in response.content.decode()
 
