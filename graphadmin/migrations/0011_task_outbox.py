@@ -5,30 +5,36 @@ from django.db import migrations, models
 
 
 class Migration(migrations.Migration):
-
     dependencies = [
-        ('graphadmin', '0010_agent_role'),
+        ("graphadmin", "0010_agent_role"),
     ]
 
     operations = [
         migrations.CreateModel(
-            name='OutboxTask',
+            name="OutboxTask",
             fields=[
-                ('id', models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name='ID')),
-                ('task_id', models.CharField(max_length=64, unique=True)),
-                ('name', models.CharField(max_length=200)),
-                ('args', models.JSONField(default=list)),
-                ('kwargs', models.JSONField(default=dict)),
-                ('queue', models.CharField(blank=True, max_length=100)),
-                ('lease_seconds', models.PositiveIntegerField(default=900)),
-                ('state', models.CharField(choices=[('pending', 'pending'), ('failed', 'failed')], default='pending', max_length=10)),
-                ('attempts', models.PositiveIntegerField(default=0)),
-                ('last_error', models.TextField(blank=True)),
-                ('created_at', models.DateTimeField(default=django.utils.timezone.now, editable=False)),
-                ('not_before', models.DateTimeField(default=django.utils.timezone.now)),
+                ("id", models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name="ID")),
+                ("task_id", models.CharField(max_length=64, unique=True)),
+                ("name", models.CharField(max_length=200)),
+                ("args", models.JSONField(default=list)),
+                ("kwargs", models.JSONField(default=dict)),
+                ("queue", models.CharField(blank=True, max_length=100)),
+                ("lease_seconds", models.PositiveIntegerField(default=900)),
+                (
+                    "state",
+                    models.CharField(
+                        choices=[("pending", "pending"), ("failed", "failed")], default="pending", max_length=10
+                    ),
+                ),
+                ("attempts", models.PositiveIntegerField(default=0)),
+                ("last_error", models.TextField(blank=True)),
+                ("created_at", models.DateTimeField(default=django.utils.timezone.now, editable=False)),
+                ("not_before", models.DateTimeField(default=django.utils.timezone.now)),
             ],
             options={
-                'indexes': [models.Index(condition=models.Q(('state', 'pending')), fields=['not_before'], name='outboxtask_due')],
+                "indexes": [
+                    models.Index(condition=models.Q(("state", "pending")), fields=["not_before"], name="outboxtask_due")
+                ],
             },
         ),
     ]
