@@ -189,7 +189,7 @@ def decay_all_task() -> list[int]:
     ids = list(Graph.objects.order_by("id").values_list("id", flat=True))
     for graph_id in ids:
         # Through the task outbox: a decay lost with a worker, or not sent, is sent again by the sweeper.
-        task_outbox.send_on_commit("feedback.decay_graph", args=[graph_id])
+        task_outbox.send_now("feedback.decay_graph", args=[graph_id])
     return ids
 
 
@@ -216,9 +216,7 @@ def normalize_all_task() -> list[int]:
     today = datetime.now(UTC).date().isoformat()
     for graph_id in ids:
         # One run per graph and day: a duplicate beat tick skips the chunks already applied.
-        task_outbox.send_on_commit(
-            "feedback.normalize_graph", args=[graph_id], kwargs={"idempotency_key": f"beat-{today}"}
-        )
+        task_outbox.send_now("feedback.normalize_graph", args=[graph_id], kwargs={"idempotency_key": f"beat-{today}"})
     return ids
 
 

@@ -101,6 +101,26 @@ def send_on_commit(
     return task_id
 
 
+def send_now(name: str, *, args=(), kwargs=None, queue: str = "", lease_seconds: int = DEFAULT_LEASE_SECONDS) -> str:
+    """Store the task and send it at once, whatever transaction is open: for a beat task fanning out
+    (decay_all, normalize_all), which runs outside any transaction, so the row is committed before
+    the send. A failed send leaves the row due for the sweeper, as ``send_on_commit`` does."""
+    assert name in DURABLE_TASKS, f"{name} is not a durable task (graphadmin.outbox.DURABLE_TASKS)"
+    task_id = str(uuid.uuid4())
+    row = OutboxTask.objects.create(
+        task_id=task_id,
+        name=name,
+        args=list(args),
+        kwargs=kwargs or {},
+        queue=queue,
+        lease_seconds=lease_seconds,
+        not_before=timezone.now() + timedelta(seconds=lease_seconds),
+    )
+    if not publish(name, args=args, kwargs=kwargs, task_id=task_id, queue=queue):
+        OutboxTask.objects.filter(pk=row.pk).update(not_before=timezone.now(), last_error="not sent: broker refused")
+    return task_id
+
+
 def task_finished(task_id: str, name: str, state: str) -> None:
     """A worker ran the task to its end (Celery's ``task_postrun``): its row is done, or due again if it raised."""
     if name not in DURABLE_TASKS or not task_id:
