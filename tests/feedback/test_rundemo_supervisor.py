@@ -45,7 +45,9 @@ def test_each_child_killed_in_turn_is_restarted_and_the_others_keep_running(tmp_
             others = {n: p.pid for n, p in supervisor.procs.items() if n != name}
             assert others == {n: pid for n, pid in pids.items() if n != name}  # nobody else was touched
             assert all(p.poll() is None for p in supervisor.procs.values())
-            if name != "web":
+            if name == "web":  # the new web server answers once it has started
+                wait_for(lambda: port_open(WEB_PORT) and get(web + "/healthz")[0] == 200, "the new web", timeout=60)
+            else:
                 assert get(web + "/healthz")[0] == 200  # web kept serving while another child died
             time.sleep(0.5)
         wait_for(lambda: port_open(WEB_PORT) and get(web + "/healthz")[0] == 200, "the restarted web", timeout=60)

@@ -77,7 +77,7 @@ class Supervisor:
             delay = min(RESTART_BACKOFF_MAX_S, RESTART_BACKOFF_S * 2 ** (self.failures[name] - 1))
             self.restart_at[name] = now + delay
             self._say(
-                f"{name} (pid {proc.pid}) exited with code {code} after {lived:.1f} s; restarting in {delay:.0f} s."
+                f"{name} (pid {proc.pid}) exited with code {code} after {lived:.1f} s; restarting in {delay:.1f} s."
             )
         for name, when in list(self.restart_at.items()):
             if now >= when:
