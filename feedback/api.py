@@ -466,8 +466,9 @@ class VaultImportView(GraphScopedMixin, generics.GenericAPIView):
 
     Thin: it checks the role, hands the upload to the parser and the import action, and answers with
     the counts: one batch, one audit event. A refused archive (zip-slip, symlink, oversize, no notes)
-    is a 400 and writes nothing. An upload above VAULT_IMPORT_ASYNC_BYTES is imported by a Celery
-    task instead: a 202 with its progress record (``.../imports/{id}/``).
+    is a 400 and writes nothing. An upload that is large (VAULT_IMPORT_ASYNC_BYTES), unpacks large
+    (VAULT_IMPORT_ASYNC_UNPACKED_BYTES) or holds many notes (VAULT_IMPORT_ASYNC_NOTES) is imported by a
+    Celery task instead: a 202 with its progress record (``.../imports/{id}/``).
     """
 
     serializer_class = VaultUploadSerializer
@@ -482,7 +483,7 @@ class VaultImportView(GraphScopedMixin, generics.GenericAPIView):
         upload = self.get_serializer(data=request.data)
         upload.is_valid(raise_exception=True)
         data = upload.validated_data
-        if runs_in_background(data["file"].size):
+        if runs_in_background(data["file"]):
             record = do_queue_import(
                 self.graph(),
                 data["file"],

@@ -12,16 +12,16 @@ import io
 import time
 import uuid
 
-from celery import current_app
 from celery.exceptions import SoftTimeLimitExceeded
 from django.conf import settings
 from django.db import transaction
 
 from graphadmin import clock
+from graphadmin import outbox as task_outbox
 from graphadmin.models import Graph
 from graphadmin.tasks import embed_graph
 from graphadmin.vault import apply
-from graphadmin.vault.parse import ParsedVault, ProgressFn, VaultError, group_unresolved, parse_vault
+from graphadmin.vault.parse import ParsedVault, ProgressFn, VaultError, group_unresolved, parse_vault, zip_extent
 from graphadmin.vault.plan import ImportResult, plan_import
 
 from . import ledger, records
@@ -97,7 +97,8 @@ def do_import_vault(
         event, duration_ms = batch.audit_event, batch.duration_ms
         if mode == "task":
             graph_id = graph.pk
-            transaction.on_commit(lambda: embed_graph.apply_async(args=[graph_id], queue="embeddings"))
+            # Through the task outbox: the vectors are filled even if the broker is down now.
+            task_outbox.send_on_commit(embed_graph.name, args=[graph_id], queue="embeddings")
     return ImportResult(
         plan.counts,
         plan.unresolved,
@@ -113,9 +114,21 @@ def do_import_vault(
 # Large imports in the background (VAULT_IMPORT_ASYNC_BYTES): a VaultImport row records the progress.
 
 
-def runs_in_background(size: int) -> bool:
-    """Whether an upload of ``size`` bytes is imported by the Celery task rather than in the request."""
-    return size > settings.VAULT_IMPORT_ASYNC_BYTES
+def runs_in_background(upload) -> bool:
+    """Whether an uploaded zip is imported by the Celery task rather than in the request.
+
+    Decided by what the archive unpacks to and its number of notes (its central directory: nothing
+    is unpacked), never by its compressed size alone: a small zip of large, repetitive notes is a
+    large import. Above any of VAULT_IMPORT_ASYNC_BYTES (the upload), VAULT_IMPORT_ASYNC_UNPACKED_BYTES
+    or VAULT_IMPORT_ASYNC_NOTES it runs in the background. Not a zip: in the request, which refuses it.
+    """
+    if upload.size > settings.VAULT_IMPORT_ASYNC_BYTES:
+        return True
+    extent = zip_extent(upload)
+    if extent is None:
+        return False
+    unpacked, notes = extent
+    return unpacked > settings.VAULT_IMPORT_ASYNC_UNPACKED_BYTES or notes > settings.VAULT_IMPORT_ASYNC_NOTES
 
 
 def do_queue_import(graph: Graph, upload, *, actor, dry_run: bool = False, create_missing: bool = False) -> VaultImport:
@@ -126,6 +139,7 @@ def do_queue_import(graph: Graph, upload, *, actor, dry_run: bool = False, creat
     """
     upload.seek(0)
     data = upload.read()
+    task_id = str(uuid.uuid4())
     record = VaultImport.objects.create(
         graph=graph,
         requested_by=actor if getattr(actor, "pk", None) else None,
@@ -134,11 +148,13 @@ def do_queue_import(graph: Graph, upload, *, actor, dry_run: bool = False, creat
         filename=(getattr(upload, "name", "") or "")[:255],
         size=len(data),
         archive=data,
-        task_id=str(uuid.uuid4()),
+        task_id=task_id,
     )
-    task_id, pk = record.task_id, record.pk
-    # The task by its registered name (feedback.tasks imports this module); CELERY_TASK_ROUTES picks its queue.
-    transaction.on_commit(lambda: current_app.tasks["feedback.import_vault"].apply_async(args=[pk], task_id=task_id))
+    # Through the task outbox (by name: feedback.tasks imports this module; CELERY_TASK_ROUTES picks the queue):
+    # a broker outage or a dead worker leaves the row, and the sweeper sends it again.
+    task_outbox.send_on_commit(
+        "feedback.import_vault", args=[record.pk], task_id=task_id, lease_seconds=settings.VAULT_IMPORT_TIME_LIMIT + 120
+    )
     return record
 
 

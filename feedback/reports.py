@@ -24,6 +24,7 @@ import uuid
 from django.db import transaction
 from django.db.models import Q
 
+from graphadmin import outbox as task_outbox
 from graphadmin.errors import Conflict, InputError
 from graphadmin.models import Edge, Node
 from graphadmin.tenancy import organization_role, require_session
@@ -34,9 +35,18 @@ from .models import AgentSession, InjectionCandidate, PendingReport, UpdateBatch
 
 def enqueue(task, **kwargs) -> str:
     """Send ``task`` once the caller's transaction commits; return the task id chosen now (the reports
-    below and the operation endpoints: decay, normalize)."""
+    below and the operation endpoints: decay, normalize).
+
+    A durable task (decay, normalize: ``graphadmin.outbox.DURABLE_TASKS``) is stored in the task
+    outbox with the caller's transaction, so a broker outage or a dead worker loses nothing. Any
+    other task is a wake-up call whose work is already stored (a drain of the report outbox): a
+    failed send is logged, never raised (the request has committed and its 202 stands), and the
+    beat sweeper delivers the work.
+    """
+    if task.name in task_outbox.DURABLE_TASKS:
+        return task_outbox.send_on_commit(task.name, kwargs=kwargs)
     task_id = str(uuid.uuid4())
-    transaction.on_commit(lambda: task.apply_async(kwargs=kwargs, task_id=task_id))
+    transaction.on_commit(lambda: task_outbox.publish(task.name, kwargs=kwargs, task_id=task_id))
     return task_id
 
 

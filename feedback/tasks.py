@@ -25,6 +25,7 @@ from celery import shared_task
 from django.conf import settings
 from django.contrib.auth import get_user_model
 
+from graphadmin import outbox as task_outbox
 from graphadmin.models import Graph, PolicyRevision
 
 from . import actions, imports, metrics, outbox, retention
@@ -187,7 +188,8 @@ def decay_all_task() -> list[int]:
     """Beat entry: one decay task per graph, each on the decay queue."""
     ids = list(Graph.objects.order_by("id").values_list("id", flat=True))
     for graph_id in ids:
-        decay_graph_task.delay(graph_id)
+        # Through the task outbox: a decay lost with a worker, or not sent, is sent again by the sweeper.
+        task_outbox.send_now("feedback.decay_graph", args=[graph_id])
     return ids
 
 
@@ -214,7 +216,7 @@ def normalize_all_task() -> list[int]:
     today = datetime.now(UTC).date().isoformat()
     for graph_id in ids:
         # One run per graph and day: a duplicate beat tick skips the chunks already applied.
-        normalize_graph_task.delay(graph_id, idempotency_key=f"beat-{today}")
+        task_outbox.send_now("feedback.normalize_graph", args=[graph_id], kwargs={"idempotency_key": f"beat-{today}"})
     return ids
 
 

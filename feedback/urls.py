@@ -6,7 +6,9 @@ from django.urls import path
 
 from . import api, views
 
-session = "graphs/<int:graph_pk>/sessions/<str:external_id>/"
+# A session id is the agent's own string (any character the context call accepted, "/" included: sent as is or
+# as %2F), so the route takes a path, as the session page does.
+session = "graphs/<int:graph_pk>/sessions/<path:external_id>/"
 api_urlpatterns = [
     path(session + "uses/", api.UsesView.as_view(), name="session-uses"),
     path(session + "response/", api.ResponseView.as_view(), name="session-response"),

@@ -17,5 +17,7 @@ class GraphadminConfig(AppConfig):
         # The filesystem broker in production (DEBUG off): a warning on every command that runs checks.
         register(checks.check_broker)
         register(checks.check_security, Tags.security, deploy=True)
-        # Signal receivers (logins audited, tokens revoked on a password change) need the models loaded.
+        # Signal receivers (logins audited, tokens revoked on a password change; a durable task's run ending its
+        # task-outbox row, on Celery's task_postrun) need the models loaded.
         import graphadmin.accounts  # noqa: F401
+        import graphadmin.outbox  # noqa: F401

@@ -2,10 +2,18 @@
 
 - ``GET /healthz``: the process answers (no database, no broker): 200 ``{"status": "ok"}``. A
   supervisor restarts a web process that stops answering it.
-- ``GET /readyz``: the service can do its work: the database answers, every migration is applied,
-  the broker accepts a connection, and a Celery worker answers a ping (its heartbeat, within
-  ``HEALTH_WORKER_TIMEOUT`` seconds). 200 when all pass, else 503; a load balancer sends traffic
+- ``GET /readyz``: the service can do its work: the database answers a read of the hot tables
+  within a ``lock_timeout`` (a table locked by a migration or a stuck transaction fails the check,
+  as it fails agents' context calls), every migration is applied, the broker accepts a connection,
+  and a Celery worker answers a ping. 200 when all pass, else 503; a load balancer sends traffic
   only to a ready process, and the load test waits for it before it starts.
+
+Readiness must not hurt the service it reports on. Each check is bounded (``HEALTH_CHECK_TIMEOUT``
+seconds, well under a second: the database by PostgreSQL's own timeouts, the broker and the worker
+run in a small thread pool and count as failed when they do not answer in time); one probe runs at
+a time per process and its answer, pass or fail, is reused for ``HEALTH_CACHE_SECONDS``, so however
+many callers ask (unauthenticated, as load balancers are) a process runs at most one probe per
+interval and every other caller gets the cached answer at once.
 
 Both are unauthenticated and say nothing but ok or fail per check name: no versions, hosts, counts
 or error texts (the reason of a failure is logged, not answered).
@@ -16,6 +24,8 @@ from __future__ import annotations
 import logging
 import threading
 import time
+from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import TimeoutError as FutureTimeout
 
 from django.conf import settings
 from django.db import DEFAULT_DB_ALIAS, connections, transaction
@@ -29,15 +39,30 @@ from graphadmin.celery import app
 log = logging.getLogger(__name__)
 
 # A passing migrations check stays passed in this process (a deployment migrates before it starts
-# serving), and a worker that answered is not pinged again for a few seconds, so frequent probes
-# from several load balancers cost neither a migration-graph load nor a broadcast each time.
+# serving), and a worker that answered is not pinged again for a few seconds.
 _migrations_ok = False
 _worker_ok_until = 0.0
 _lock = threading.Lock()
+# The last probe's answer (monotonic time, body, status) and the lock one probe at a time holds.
+_cached: tuple[float, dict, int] | None = None
+_probe_lock = threading.Lock()
+# Broker and worker checks run here so a hung connection cannot hold the request (two: one of each).
+_pool = ThreadPoolExecutor(max_workers=2, thread_name_prefix="readyz")
+# A table on every agent's path: a probe that cannot read it within the lock timeout fails.
+HOT_TABLES = ("graphadmin_node", "graphadmin_edge")
 
 
 def check_database() -> bool:
-    with connections[DEFAULT_DB_ALIAS].cursor() as cursor:
+    """Read one row of each hot table under a short ``lock_timeout`` and ``statement_timeout``."""
+    milliseconds = max(1, int(settings.HEALTH_CHECK_TIMEOUT * 1000))
+    with transaction.atomic(using=DEFAULT_DB_ALIAS), connections[DEFAULT_DB_ALIAS].cursor() as cursor:
+        cursor.execute(
+            "SELECT set_config('lock_timeout', %s, true), set_config('statement_timeout', %s, true)",
+            [f"{milliseconds // 2}ms", f"{milliseconds}ms"],
+        )
+        for table in HOT_TABLES:
+            cursor.execute(f"SELECT 1 FROM {connections[DEFAULT_DB_ALIAS].ops.quote_name(table)} LIMIT 1")
+            cursor.fetchall()
         cursor.execute("SELECT 1")
         return cursor.fetchone() == (1,)
 
@@ -55,7 +80,7 @@ def check_migrations() -> bool:
 
 def check_broker() -> bool:
     with app.connection_for_write() as conn:
-        conn.ensure_connection(max_retries=1, timeout=settings.HEALTH_WORKER_TIMEOUT)
+        conn.ensure_connection(max_retries=0, timeout=settings.HEALTH_CHECK_TIMEOUT)
         return conn.connected
 
 
@@ -87,6 +112,46 @@ def _run(name, check) -> bool:
         return False
 
 
+# Checks that talk to the broker run in the pool, bounded by a wait; the database bounds itself.
+THREADED = {"broker", "worker"}
+
+
+def probe() -> tuple[dict, int]:
+    """Run every check once (the broker and worker concurrently, each bounded) -> (body, status)."""
+    started = {name: _pool.submit(_run, name, READY_CHECKS[name]) for name in READY_CHECKS if name in THREADED}
+    checks = {}
+    for name, check in READY_CHECKS.items():
+        if name in THREADED:
+            continue
+        # Without a database the migrations cannot be checked either.
+        checks[name] = False if name == "migrations" and not checks.get("database") else _run(name, check)
+    deadline = time.monotonic() + max(settings.HEALTH_CHECK_TIMEOUT, settings.HEALTH_WORKER_TIMEOUT)
+    for name, future in started.items():
+        try:
+            checks[name] = future.result(timeout=max(0.0, deadline - time.monotonic()))
+        except FutureTimeout:
+            log.warning("readiness check %s did not answer in time", name)
+            checks[name] = False
+    checks = {name: checks[name] for name in READY_CHECKS}
+    ready = all(checks.values())
+    body = {"status": "ok" if ready else "fail", "checks": {k: "ok" if v else "fail" for k, v in checks.items()}}
+    return body, 200 if ready else 503
+
+
+def cached_probe() -> tuple[dict, int]:
+    """The last probe's answer while it is fresh (pass or fail); else one caller probes, the others wait
+    for it (at most one probe per process at a time, whatever the number of callers)."""
+    global _cached
+    if _cached and time.monotonic() - _cached[0] < settings.HEALTH_CACHE_SECONDS:
+        return _cached[1], _cached[2]
+    with _probe_lock:
+        if _cached and time.monotonic() - _cached[0] < settings.HEALTH_CACHE_SECONDS:
+            return _cached[1], _cached[2]
+        body, status = probe()
+        _cached = (time.monotonic(), body, status)
+        return body, status
+
+
 @never_cache
 @require_GET
 @transaction.non_atomic_requests
@@ -98,13 +163,5 @@ def healthz(request):
 @require_GET
 @transaction.non_atomic_requests
 def readyz(request):
-    checks = {}
-    for name, check in READY_CHECKS.items():
-        # Without a database the migrations cannot be checked either.
-        if name == "migrations" and not checks.get("database"):
-            checks[name] = False
-            continue
-        checks[name] = _run(name, check)
-    ready = all(checks.values())
-    body = {"status": "ok" if ready else "fail", "checks": {k: "ok" if v else "fail" for k, v in checks.items()}}
-    return JsonResponse(body, status=200 if ready else 503)
+    body, status = cached_probe()
+    return JsonResponse(body, status=status)

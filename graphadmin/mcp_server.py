@@ -72,7 +72,7 @@ from starlette.responses import JSONResponse
 
 from feedback import mcp as feedback_tools
 from feedback import memory
-from graphadmin.api.auth import FailedTokenThrottle, user_for_key
+from graphadmin.api.auth import FailedTokenThrottle, header_token, user_for_key
 from graphadmin.errors import Conflict, Forbidden, InputError, NotFound, TooManyRequests
 from graphadmin.mcp_tools import invalid
 from graphadmin.models.policy import POLICY_NUMBERS
@@ -125,7 +125,7 @@ class DRFTokenVerifier:
                 user = user_for_token(token)
             except NotAuthenticated:
                 if client:
-                    FailedTokenThrottle().record_failure(client)
+                    FailedTokenThrottle().record_failure(client, token)
                 return None
             finally:
                 close_old_connections()
@@ -147,10 +147,12 @@ class BadTokenGate:
         if scope["type"] != "http":
             return await self.app(scope, receive, send)
         client = (scope.get("client") or ("",))[0]
+        authorization = dict(scope.get("headers") or ()).get(b"authorization", b"").decode("latin-1")
 
         def refused() -> float | None:
             try:
-                FailedTokenThrottle().refuse(client)
+                close_old_connections()
+                FailedTokenThrottle().refuse(client, header_token(authorization))
             except Throttled as exc:
                 return exc.wait or 1.0
             return None

@@ -47,7 +47,8 @@ def _back(request) -> str:
 
 
 class StatementTimeoutMiddleware:
-    """Every web request's statements run under PostgreSQL's ``statement_timeout`` (settings.STATEMENT_TIMEOUT_MS).
+    """Every web request's statements run under PostgreSQL's ``statement_timeout`` (settings.STATEMENT_TIMEOUT_MS),
+    ``lock_timeout`` (LOCK_TIMEOUT_MS) and ``idle_in_transaction_session_timeout`` (IDLE_IN_TRANSACTION_TIMEOUT_MS).
 
     Set as a session setting just before the request's first statement (an execute wrapper), so a
     request that never queries (``/healthz``, static files) never touches the database, and the
@@ -65,7 +66,12 @@ class StatementTimeoutMiddleware:
 
         def first_statement_sets_timeout(execute, sql, params, many, context):
             if pending:
-                set_statement_timeout(pending.pop(), context["connection"])
+                set_statement_timeout(
+                    pending.pop(),
+                    context["connection"],
+                    lock_ms=settings.LOCK_TIMEOUT_MS,
+                    idle_ms=settings.IDLE_IN_TRANSACTION_TIMEOUT_MS,
+                )
             return execute(sql, params, many, context)
 
         with connection.execute_wrapper(first_statement_sets_timeout):

@@ -263,7 +263,11 @@ CELERY_WORKER_PREFETCH_MULTIPLIER = env.int("CELERY_WORKER_PREFETCH_MULTIPLIER",
 CELERY_TASK_ALWAYS_EAGER = env.bool("CELERY_TASK_ALWAYS_EAGER", default=False)
 # /readyz (graphadmin/health.py): seconds to wait for a worker's answer to a ping (and for the broker),
 # and how long an answer counts for in a web process.
-HEALTH_WORKER_TIMEOUT = env.float("HEALTH_WORKER_TIMEOUT", default=2.0)
+HEALTH_WORKER_TIMEOUT = env.float("HEALTH_WORKER_TIMEOUT", default=0.8)
+# /readyz: the bound of each other check (database lock and statement timeouts, broker connect), and how long
+# one probe's answer (pass or fail) is reused by every caller of this process.
+HEALTH_CHECK_TIMEOUT = env.float("HEALTH_CHECK_TIMEOUT", default=0.5)
+HEALTH_CACHE_SECONDS = env.float("HEALTH_CACHE_SECONDS", default=3.0)
 HEALTH_WORKER_CACHE_SECONDS = env.float("HEALTH_WORKER_CACHE_SECONDS", default=5.0)
 CELERY_BEAT_SCHEDULE_FILENAME = str(LOCAL_DIR / "celerybeat-schedule")
 # The report outbox (feedback/outbox.py): how often beat looks for reports left pending, how old a
@@ -424,6 +428,8 @@ CELERY_BEAT_SCHEDULE = {
     "metrics-rollup-hourly": {"task": "feedback.rollup_metrics_all", "schedule": crontab(minute=5)},
     # Reports left pending in the outbox (a worker died, a transient error's backoff): drain them again.
     "sweep-pending-reports": {"task": "feedback.sweep_reports", "schedule": OUTBOX_SWEEP_SECONDS},
+    # Durable tasks (decay, normalize, imports, embedding) not sent or lost with a worker: send them again.
+    "sweep-task-outbox": {"task": "graphadmin.sweep_outbox", "schedule": OUTBOX_SWEEP_SECONDS},
     "purge-applied-reports-daily": {"task": "feedback.purge_reports", "schedule": crontab(hour=2, minute=45)},
     # Keeps weight-history partitions three months ahead and drops whole months past retention.
     "weight-history-maintenance-daily": {"task": "feedback.maintain_history", "schedule": crontab(hour=2, minute=30)},
@@ -443,6 +449,9 @@ CELERY_TASK_ROUTES = {
     "feedback.rollup_metrics": {"queue": "metrics"},
     "feedback.rollup_metrics_all": {"queue": "metrics"},
     "feedback.maintain_history": {"queue": "metrics"},
+    "graphadmin.sweep_outbox": {"queue": "feedback"},
+    "graphadmin.embed_graph": {"queue": "embeddings"},
+    "graphadmin.reembed_graph": {"queue": "embeddings"},
 }
 
 # ---------------------------------------------------------------------------------------------
@@ -463,11 +472,27 @@ CANDIDATE_LOG_RETENTION_DAYS = env.int("CANDIDATE_LOG_RETENTION_DAYS", default=0
 # runaway statement is cancelled and answered 503 before its worker is killed), and a longer one in Celery
 # workers (decay, normalize and imports walk whole graphs).
 STATEMENT_TIMEOUT_MS = env.int("STATEMENT_TIMEOUT_MS", default=30_000)
+# A web request waits at most this long for a row or table lock (lock_timeout, 0: forever), and a web
+# connection's transaction may sit idle at most this long (idle_in_transaction_session_timeout): a locked
+# hot table answers 503 instead of holding every worker; an abandoned transaction releases its locks.
+LOCK_TIMEOUT_MS = env.int("LOCK_TIMEOUT_MS", default=10_000)
+IDLE_IN_TRANSACTION_TIMEOUT_MS = env.int("IDLE_IN_TRANSACTION_TIMEOUT_MS", default=60_000)
+# Retry-After (seconds) of the 503 a request gets when the database is unreachable or a lock wait ran out.
+DATABASE_RETRY_AFTER_SECONDS = env.int("DATABASE_RETRY_AFTER_SECONDS", default=5)
 WORKER_STATEMENT_TIMEOUT_MS = env.int("WORKER_STATEMENT_TIMEOUT_MS", default=600_000)
 # Vault uploads larger than this (bytes of the zip) import in a Celery task (queue 'embeddings') with a time
 # limit and a progress record (VaultImport) the API and the dashboard show; smaller ones stay in the request.
 VAULT_IMPORT_ASYNC_BYTES = env.int("VAULT_IMPORT_ASYNC_BYTES", default=1024 * 1024)
+# ... and so is an upload whose notes unpack to more than this many bytes, or that holds more than this many notes
+# (read from the zip's central directory: a small zip of large repetitive notes is a large import).
+VAULT_IMPORT_ASYNC_UNPACKED_BYTES = env.int("VAULT_IMPORT_ASYNC_UNPACKED_BYTES", default=16 * 1024 * 1024)
+VAULT_IMPORT_ASYNC_NOTES = env.int("VAULT_IMPORT_ASYNC_NOTES", default=2000)
 VAULT_IMPORT_TIME_LIMIT = env.int("VAULT_IMPORT_TIME_LIMIT", default=1800)
+
+# How long a context call's answer is kept for a retry with the same Idempotency-Key (ranking.api).
+CONTEXT_IDEMPOTENCY_SECONDS = env.int("CONTEXT_IDEMPOTENCY_SECONDS", default=24 * 3600)
+# Levels of nesting a JSON request body may have (REST and MCP); deeper is a 400 (the API's schemas nest < 10).
+MAX_JSON_DEPTH = env.int("MAX_JSON_DEPTH", default=64)
 
 REST_FRAMEWORK["DEFAULT_PAGINATION_CLASS"] = "graphadmin.api.pagination.BoundedLimitOffsetPagination"
 REST_FRAMEWORK["PAGE_SIZE"] = API_PAGE_SIZE

@@ -4,7 +4,7 @@ import logging
 
 from celery import shared_task
 
-from graphadmin import audit
+from graphadmin import audit, outbox
 from graphadmin.models import Graph
 from graphadmin.vault.apply import do_reembed, embed_pending
 
@@ -40,3 +40,9 @@ def verify_audit_chains() -> dict:
         if not result.ok:
             log.error("audit chain broken", extra={"organization": slug, **result.as_dict()})
     return results
+
+
+@shared_task(name="graphadmin.sweep_outbox", ignore_result=True)
+def sweep_outbox() -> dict:
+    """Beat entry: send again the durable tasks not sent (broker down) or lost with their worker (``outbox.sweep``)."""
+    return outbox.sweep()

@@ -42,3 +42,6 @@ urlpatterns = [
     path("api/", include(ranking_urls.api_urlpatterns)),
     path("api/", include(feedback_urls.api_urlpatterns)),
 ]
+
+# The product's own 500, and a 503 with Retry-After when the database is unreachable (graphadmin.errorpages).
+handler500 = "graphadmin.errorpages.server_error"

@@ -10,6 +10,12 @@ request's transaction (ATOMIC_REQUESTS) rolls back, so nothing is written on err
 
 from __future__ import annotations
 
+import hashlib
+import json
+
+from django.conf import settings
+from django.core.cache import cache
+from django.db import transaction
 from django.shortcuts import get_object_or_404
 from drf_spectacular.utils import OpenApiParameter, extend_schema
 from rest_framework import generics, status
@@ -17,6 +23,7 @@ from rest_framework.response import Response
 
 from feedback.models import ContextInjection
 from graphadmin.api.views import GRAPH_ID, GraphScopedMixin
+from graphadmin.errors import Conflict
 from graphadmin.tenancy import NEEDS
 
 from . import serializers as s
@@ -144,6 +151,51 @@ class SearchView(_RankingView):
         return Response(search_payload(result))
 
 
+CONTEXT_IDEMPOTENCY = OpenApiParameter(
+    "Idempotency-Key",
+    str,
+    OpenApiParameter.HEADER,
+    required=False,
+    description="Retrying a context call with the same key and body returns the first call's answer (the same "
+    "injection) instead of logging a second one; the same key with another body is a 409.",
+)
+
+
+class _Replay:
+    """A context call's ``Idempotency-Key``: the first answer, kept in the cache for CONTEXT_IDEMPOTENCY_SECONDS
+    per (graph, caller, key) with a digest of the body, is the answer to a retry.
+
+    Kept once the request commits (an answer whose injection rolled back is never replayed). Two
+    retries racing each other may both run (the cache has no lock); each logs its own injection.
+    """
+
+    def __init__(self, request, graph_id: int, data: dict):
+        self.answer = None
+        client_key = request.headers.get("Idempotency-Key", "").strip()[:200]
+        if not client_key:
+            self.cache_key = None
+            return
+        digest = hashlib.sha256(client_key.encode()).hexdigest()
+        self.cache_key = f"context-idempotency:{graph_id}:{request.user.pk}:{digest}"
+        self.body = hashlib.sha256(json.dumps(data, sort_keys=True, default=str).encode()).hexdigest()
+        stored = cache.get(self.cache_key)
+        if stored is None:
+            return
+        if stored["body"] != self.body:
+            raise Conflict(
+                "This Idempotency-Key was used for a context call with another body.",
+                {"detail": "This Idempotency-Key was used for a context call with another body; use a new key."},
+            )
+        self.answer = stored["answer"]
+
+    def remember(self, payload: dict) -> None:
+        if self.cache_key is None:
+            return
+        stored = {"body": self.body, "answer": payload}
+        key, seconds = self.cache_key, settings.CONTEXT_IDEMPOTENCY_SECONDS
+        transaction.on_commit(lambda: cache.set(key, stored, seconds))
+
+
 class ContextView(_RankingView):
     """The retrieval pipeline's candidates within a budget.
 
@@ -154,10 +206,15 @@ class ContextView(_RankingView):
     write_act = "context"
 
     @extend_schema(
-        parameters=[GRAPH_ID], request=s.ContextRequestSerializer, responses={201: s.ContextResponseSerializer}
+        parameters=[GRAPH_ID, CONTEXT_IDEMPOTENCY],
+        request=s.ContextRequestSerializer,
+        responses={201: s.ContextResponseSerializer},
     )
     def post(self, request, graph_pk=None):
         data = self.parse()
+        replay = _Replay(request, self.graph().pk, data)
+        if replay.answer is not None:
+            return Response(replay.answer, status=status.HTTP_201_CREATED, headers={"Idempotent-Replayed": "true"})
         result = service.assemble_context(
             self.graph(),
             session_id=data["session"],
@@ -174,7 +231,9 @@ class ContextView(_RankingView):
             owner=request.user,
             role=self._access.role,
         )
-        return Response(context_payload(result, data["session"]), status=status.HTTP_201_CREATED)
+        payload = context_payload(result, data["session"])
+        replay.remember(payload)
+        return Response(payload, status=status.HTTP_201_CREATED)
 
 
 class WhatIfView(_RankingView):

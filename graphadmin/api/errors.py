@@ -7,12 +7,13 @@ Whatever the error, the request's transaction is rolled back (ATOMIC_REQUESTS), 
 from django.conf import settings
 from django.db import DataError, IntegrityError, OperationalError
 from django.db.models import ProtectedError
-from psycopg.errors import QueryCanceled
+from psycopg.errors import LockNotAvailable, QueryCanceled
 from rest_framework import exceptions, status
 from rest_framework.response import Response
 from rest_framework.views import exception_handler as drf_exception_handler
 from rest_framework.views import set_rollback
 
+from graphadmin.errorpages import UNAVAILABLE_DETAIL, database_unavailable
 from graphadmin.errors import Conflict, Forbidden, InputError, NotFound, TooManyRequests
 
 
@@ -46,6 +47,15 @@ def exception_handler(exc, context):
         # A NUL character in text a field passed on without checking it (a lookup by name, a JSON key).
         set_rollback()
         return Response({"detail": "Text may not contain NUL (0x00) characters."}, status=status.HTTP_400_BAD_REQUEST)
+    if isinstance(exc, OperationalError) and isinstance(exc.__cause__, LockNotAvailable):
+        # lock_timeout (LOCK_TIMEOUT_MS): a row or table this request needs is held by another transaction.
+        set_rollback()
+        response = Response(
+            {"detail": f"A lock this request needs was held for more than {settings.LOCK_TIMEOUT_MS} ms; retry."},
+            status=status.HTTP_503_SERVICE_UNAVAILABLE,
+        )
+        response["Retry-After"] = str(settings.DATABASE_RETRY_AFTER_SECONDS)
+        return response
     if isinstance(exc, OperationalError) and isinstance(exc.__cause__, QueryCanceled):
         # statement_timeout (graphadmin.middleware.StatementTimeoutMiddleware): the request asked for more
         # work than one request may do; nothing was written.
@@ -54,4 +64,10 @@ def exception_handler(exc, context):
             {"detail": f"The request took longer than the {settings.STATEMENT_TIMEOUT_MS} ms a statement may run."},
             status=status.HTTP_503_SERVICE_UNAVAILABLE,
         )
+    if database_unavailable(exc):
+        # The connection was refused or lost (graphadmin.errorpages): a 503 the client retries, never a 500.
+        set_rollback()
+        response = Response({"detail": UNAVAILABLE_DETAIL}, status=status.HTTP_503_SERVICE_UNAVAILABLE)
+        response["Retry-After"] = str(settings.DATABASE_RETRY_AFTER_SECONDS)
+        return response
     return None

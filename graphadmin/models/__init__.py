@@ -2,6 +2,7 @@
 
 from .audit import AuditCheckpoint, AuditEvent
 from .graph import Edge, EdgeStats, EdgeType, Graph, Node, NodeStats
+from .outbox import OutboxTask
 from .policy import PolicyRevision
 from .tenancy import ROLES, Membership, Organization
 
@@ -16,6 +17,7 @@ __all__ = [
     "Node",
     "NodeStats",
     "Organization",
+    "OutboxTask",
     "PolicyRevision",
     "ROLES",
 ]

@@ -26,6 +26,7 @@ import posixpath
 import re
 import stat
 import zipfile
+import zlib
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from datetime import date
@@ -340,10 +341,46 @@ def read_zip(fileobj: BinaryIO) -> list[SourceFile]:
             if info.file_size > MAX_NOTE_BYTES:
                 files.append(SourceFile(rel, None, _TOO_BIG))
                 continue
-            with archive.open(info) as member:
-                data = member.read(MAX_NOTE_BYTES + 1)  # never trust the header's size
+            data = _read_member(archive, info)
             files.append(SourceFile(rel, data) if len(data) <= MAX_NOTE_BYTES else SourceFile(rel, None, _TOO_BIG))
         return files
+
+
+def zip_extent(fileobj: BinaryIO) -> tuple[int, int] | None:
+    """(bytes its notes unpack to, number of notes) of a zipped vault, from its central directory alone
+    (nothing is unpacked); None when it is not a zip (the parser refuses it).
+
+    The header sizes are what reading can yield: ``zipfile`` stops an entry at its header's size
+    and refuses one whose data does not match it (``_read_member``). A note counts at most
+    MAX_NOTE_BYTES + 1, as ``read_zip`` reads it; other files are not read.
+    """
+    fileobj.seek(0)
+    try:
+        with zipfile.ZipFile(fileobj) as archive:
+            infos = archive.infolist()
+    except (zipfile.BadZipFile, OSError, ValueError):
+        return None
+    finally:
+        fileobj.seek(0)
+    notes = [
+        i
+        for i in infos
+        if not i.is_dir() and i.filename.lower().endswith(NOTE_SUFFIX) and not _hidden(i.filename.split("/"))
+    ]
+    return sum(min(i.file_size, MAX_NOTE_BYTES + 1) for i in notes), len(notes)
+
+
+def _read_member(archive: zipfile.ZipFile, info: zipfile.ZipInfo) -> bytes:
+    """An entry's bytes, at most MAX_NOTE_BYTES + 1 of them (never trust the header's size).
+
+    An entry whose data does not match its header (a size or CRC that lies, a truncated or corrupt
+    stream, an unsupported compression) refuses the archive, naming the entry, instead of a 500.
+    """
+    try:
+        with archive.open(info) as member:
+            return member.read(MAX_NOTE_BYTES + 1)
+    except (zipfile.BadZipFile, zlib.error, EOFError, NotImplementedError, RuntimeError) as exc:
+        raise VaultError(f"Archive entry '{info.filename}' is damaged or does not match its header: {exc}") from exc
 
 
 def _common_root(names: list[str]) -> str:

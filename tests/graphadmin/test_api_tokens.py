@@ -16,6 +16,7 @@ from django.core.management import call_command
 from django.db import connection
 from django.utils import timezone
 from knox.models import AuthToken
+from knox.settings import CONSTANTS
 from rest_framework.test import APIClient
 
 from graphadmin.accounts import create_token
@@ -85,19 +86,38 @@ def test_create_token_command_prints_a_key_once(ana):
 
 
 @pytest.mark.django_db
-def test_bad_tokens_from_one_address_are_answered_429_then_even_a_good_one(acme_graph, ana, monkeypatch):
+def test_bad_tokens_from_one_address_are_answered_429_but_live_tokens_behind_it_still_work(
+    acme_graph, ana, monkeypatch
+):
     monkeypatch.setattr(FailedTokenThrottle, "THROTTLE_RATES", {"token_failure": "3/minute"})
     good = create_token(ana)
     path = f"/api/graphs/{acme_graph.pk}/"
     assert [get(path, "0" * 64).status_code for _ in range(3)] == [401, 401, 401]
     throttled = get(path, "0" * 64)
     assert throttled.status_code == 429 and int(throttled.headers["Retry-After"]) > 0
-    assert get(path, good).status_code == 429  # guessing is refused, not only slowed
+    assert get(path, "1" * 64).status_code == 429  # guessing is refused, not only slowed
+    # Issue 26: the other clients behind the same address (a NAT, a proxy) keep working: a live token's prefix passes.
+    assert get(path, good).status_code == 200
     # Another address is not affected, nor are requests without a token (sessions).
     assert get(path, good, REMOTE_ADDR="10.0.0.7").status_code == 200
     session = APIClient()
     session.force_login(ana)
     assert session.get(path).status_code == 200
+
+
+def test_bad_tokens_on_a_live_prefix_lock_out_that_prefix_from_that_address_only(acme_graph, ana, monkeypatch):
+    """Someone who learnt a token's prefix and guesses the rest is stopped too, without locking the token's owner
+    out elsewhere."""
+    monkeypatch.setattr(FailedTokenThrottle, "THROTTLE_RATES", {"token_failure": "3/minute"})
+    good = create_token(ana)
+    other = create_token(ana)
+    path = f"/api/graphs/{acme_graph.pk}/"
+    forged = good[: CONSTANTS.TOKEN_KEY_LENGTH] + "0" * (len(good) - CONSTANTS.TOKEN_KEY_LENGTH)
+    assert [get(path, forged).status_code for _ in range(3)] == [401, 401, 401]
+    assert get(path, forged).status_code == 429
+    assert get(path, good).status_code == 429  # this prefix, from this address, waits out the window
+    assert get(path, other).status_code == 200  # another live token from the same address does not
+    assert get(path, good, REMOTE_ADDR="10.0.0.8").status_code == 200  # nor does this one from elsewhere
 
 
 def _free_port() -> int:
@@ -145,7 +165,8 @@ def test_mcp_http_answers_429_after_bad_tokens(rita, tmp_path):
         assert [post("nope").status_code for _ in range(3)] == [401, 401, 401]
         refused = post("nope")
         assert refused.status_code == 429 and int(refused.headers["Retry-After"]) > 0
-        assert post(good).status_code == 429
+        assert post("n" * 64).status_code == 429  # any token no live token's prefix starts
+        assert post(good).status_code == 200  # issue 26: a live token behind the same address keeps working
     finally:
         stop(proc)
         log.close()

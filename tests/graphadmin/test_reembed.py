@@ -9,7 +9,7 @@ from django.core.management import call_command
 from feedback.imports import do_import_vault
 from graphadmin.accounts import create_token
 from graphadmin.embeddings import get_embedder, stored_models
-from graphadmin.models import AuditEvent, Edge, Node
+from graphadmin.models import AuditEvent, Edge, Node, OutboxTask
 from graphadmin.vault.parse import parse_vault
 
 FIXTURE = Path(__file__).resolve().parent.parent / "fixtures" / "vault"
@@ -80,7 +80,9 @@ def test_reembed_moves_a_graph_to_the_configured_model_and_retrieval_refuses_mix
     assert "Nothing to re-embed." in again.getvalue()
 
 
-def test_large_graphs_are_reembedded_by_the_celery_task(hashed_graph, settings, monkeypatch):
+def test_large_graphs_are_reembedded_by_the_celery_task(
+    hashed_graph, settings, monkeypatch, django_capture_on_commit_callbacks
+):
     settings.VAULT_IMPORT_SYNC_EMBED_LIMIT = 5
     from graphadmin import tasks
 
@@ -89,10 +91,20 @@ def test_large_graphs_are_reembedded_by_the_celery_task(hashed_graph, settings, 
         tasks.reembed_graph, "apply_async", lambda **kw: sent.append(kw) or type("R", (), {"id": "t-1"})()
     )
     out = StringIO()
-    call_command("reembed", "--graph", "memory", "--no-progress", stdout=out)
-    assert (
-        sent == [{"args": [hashed_graph.pk, "command:reembed"], "queue": "embeddings"}] and "task t-1" in out.getvalue()
-    )
+    # Issue 26: through the task outbox, sent once the command's transaction commits (here: the test's own).
+    with django_capture_on_commit_callbacks(execute=True):
+        call_command("reembed", "--graph", "memory", "--no-progress", stdout=out)
+    row = OutboxTask.objects.get()
+    assert sent == [
+        {
+            "args": [hashed_graph.pk, "command:reembed"],
+            "kwargs": {},
+            "retry": False,
+            "task_id": row.task_id,
+            "queue": "embeddings",
+        }
+    ]
+    assert f"task {row.task_id}" in out.getvalue()
     # What the worker runs:
     assert tasks.reembed_graph(hashed_graph.pk)["nodes"] == 9
     assert stored_models(hashed_graph.pk) == ["all-MiniLM-L6-v2/onnx-int8"]

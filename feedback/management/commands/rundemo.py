@@ -5,7 +5,9 @@ database role (``child_env``), which may read and write rows but not change the 
 
 This is what ``make run`` calls: gunicorn (``graphadmin/gunicorn_conf.py``), a Celery worker on every
 named queue, Celery beat, and the MCP server's streamable HTTP endpoint (on uvicorn). Ctrl-C or
-SIGTERM stops them all gracefully; when one of them dies, the others are stopped too.
+SIGTERM stops them all gracefully. When one of them dies (a crash, an OOM kill, a ``kill -9``) the
+others keep serving and the ``Supervisor`` starts it again, logged, after a backoff that doubles
+with each quick death (1 s up to 60 s) and starts over once the child has lived a minute.
 """
 
 from __future__ import annotations
@@ -28,6 +30,79 @@ from graphadmin.embeddings import configured_model
 
 # gunicorn's graceful_timeout (30 s by default) plus a margin: then whatever still runs is killed.
 STOP_TIMEOUT = 35.0
+RESTART_BACKOFF_S = 1.0  # the first restart's delay; doubled for each death within STABLE_AFTER_S
+RESTART_BACKOFF_MAX_S = 60.0
+STABLE_AFTER_S = 60.0  # a child that lived this long restarts after RESTART_BACKOFF_S again
+
+log = logging.getLogger("graphadmin.rundemo")
+
+
+class Supervisor:
+    """Start named child processes and keep them running: a child that exits is started again after a
+    backoff (logged with its exit code), while the others keep running; ``stop`` ends them all gracefully."""
+
+    def __init__(self, commands: dict[str, list[str]], *, cwd, env, out=None):
+        self.commands, self.cwd, self.env, self.out = commands, cwd, env, out
+        self.procs: dict[str, subprocess.Popen] = {}
+        self.started_at: dict[str, float] = {}
+        self.failures: dict[str, int] = dict.fromkeys(commands, 0)
+        self.restart_at: dict[str, float] = {}
+        self.restarts: dict[str, int] = dict.fromkeys(commands, 0)
+
+    def start(self, name: str) -> None:
+        # Each child in its own session: a Ctrl-C in the terminal reaches the supervisor alone, which then
+        # stops every child with SIGTERM, the graceful stop of each (gunicorn finishes the requests it has,
+        # the worker its tasks) instead of their faster SIGINT stop.
+        self.procs[name] = subprocess.Popen(self.commands[name], cwd=self.cwd, env=self.env, start_new_session=True)
+        self.started_at[name] = time.monotonic()
+
+    def start_all(self) -> None:
+        for name in self.commands:
+            self.start(name)
+
+    def _say(self, message: str) -> None:
+        log.warning(message)
+        if self.out is not None:
+            self.out.write(message)
+
+    def tick(self) -> None:
+        """Notice children that exited and schedule their restart; restart those whose backoff is over."""
+        now = time.monotonic()
+        for name, proc in self.procs.items():
+            code = proc.poll()
+            if code is None or name in self.restart_at:
+                continue
+            lived = now - self.started_at[name]
+            self.failures[name] = 1 if lived >= STABLE_AFTER_S else self.failures[name] + 1
+            delay = min(RESTART_BACKOFF_MAX_S, RESTART_BACKOFF_S * 2 ** (self.failures[name] - 1))
+            self.restart_at[name] = now + delay
+            self._say(
+                f"{name} (pid {proc.pid}) exited with code {code} after {lived:.1f} s; restarting in {delay:.1f} s."
+            )
+        for name, when in list(self.restart_at.items()):
+            if now >= when:
+                del self.restart_at[name]
+                self.restarts[name] += 1
+                self.start(name)
+                self._say(f"{name} restarted (pid {self.procs[name].pid}, restart {self.restarts[name]}).")
+
+    def run(self, interval: float = 0.5) -> None:
+        """Supervise until interrupted (KeyboardInterrupt: Ctrl-C or SIGTERM through ``_interrupt``)."""
+        while True:
+            self.tick()
+            time.sleep(interval)
+
+    def stop(self, timeout: float = STOP_TIMEOUT) -> None:
+        """SIGTERM to every child still running, then SIGKILL to those still running after ``timeout``."""
+        for p in self.procs.values():
+            if p.poll() is None:
+                p.send_signal(signal.SIGTERM)
+        deadline = time.monotonic() + timeout
+        for p in self.procs.values():
+            try:
+                p.wait(timeout=max(0.1, deadline - time.monotonic()))
+            except subprocess.TimeoutExpired:
+                p.kill()
 
 
 def _interrupt(signum, frame):
@@ -118,16 +193,11 @@ class Command(BaseCommand):
         # Ctrl-C (SIGINT) and SIGTERM both stop everything, even when started from a script that ignores SIGINT.
         signal.signal(signal.SIGINT, _interrupt)
         signal.signal(signal.SIGTERM, _interrupt)
-        # Each child in its own session: a Ctrl-C in the terminal reaches this process alone, which then
-        # stops every child with SIGTERM, the graceful stop of each (gunicorn finishes the requests it has,
-        # the worker its tasks) instead of their faster SIGINT stop.
         env = child_env()
         # This process keeps supervising only: its owner connection (migrate, the demo) is not kept open.
         connections.close_all()
-        procs = {
-            name: subprocess.Popen(cmd, cwd=settings.BASE_DIR, env=env, start_new_session=True)
-            for name, cmd in children(addr, mcp_addr).items()
-        }
+        supervisor = Supervisor(children(addr, mcp_addr), cwd=settings.BASE_DIR, env=env, out=self.stderr)
+        supervisor.start_all()
         mcp_line = f"MCP (streamable HTTP): http://{mcp_addr}/mcp\n" if mcp_addr else ""
         self.stdout.write(
             self.style.SUCCESS(
@@ -141,19 +211,8 @@ class Command(BaseCommand):
         if checks.filesystem_broker_in_production(settings.DEBUG, settings.CELERY_BROKER_URL):
             self.stderr.write(self.style.WARNING(f"{checks.FILESYSTEM_BROKER_MESSAGE} {checks.FILESYSTEM_BROKER_HINT}"))
         try:
-            while all(p.poll() is None for p in procs.values()):
-                time.sleep(0.5)
-            dead = [n for n, p in procs.items() if p.poll() is not None]
-            self.stderr.write(f"{', '.join(dead)} stopped; stopping the rest.")
+            supervisor.run()
         except KeyboardInterrupt:
             self.stdout.write("Stopping...")
         finally:
-            for p in procs.values():
-                if p.poll() is None:
-                    p.send_signal(signal.SIGTERM)
-            deadline = time.monotonic() + STOP_TIMEOUT
-            for p in procs.values():
-                try:
-                    p.wait(timeout=max(0.1, deadline - time.monotonic()))
-                except subprocess.TimeoutExpired:
-                    p.kill()
+            supervisor.stop()

@@ -13,6 +13,7 @@ import argparse
 from django.conf import settings
 from django.core.management.base import BaseCommand, CommandError
 
+from graphadmin import outbox
 from graphadmin.embeddings import configured_model, stored_models
 from graphadmin.management.progress import Progress
 from graphadmin.models import Graph
@@ -52,9 +53,10 @@ class Command(BaseCommand):
             self.stdout.write(self.style.SUCCESS("Nothing to re-embed."))
             return
         if task or (not sync and total > settings.VAULT_IMPORT_SYNC_EMBED_LIMIT):
-            result = reembed_graph.apply_async(args=[target.pk, ACTOR], queue="embeddings")
+            # Through the task outbox: sent again by the sweeper if the broker is down or the worker dies.
+            task_id = outbox.send_on_commit(reembed_graph.name, args=[target.pk, ACTOR], queue="embeddings")
             self.stdout.write(
-                self.style.SUCCESS(f"Enqueued graphadmin.reembed_graph on queue 'embeddings': task {result.id}.")
+                self.style.SUCCESS(f"Enqueued graphadmin.reembed_graph on queue 'embeddings': task {task_id}.")
             )
             return
         bars = Progress(progress)
