@@ -1,4 +1,4 @@
-"""Pages of the graph core: the graphs list, the audit trail, edge types and policy (tune).
+"""Pages of the graph core: the graphs list, the audit trail, edge types and policy (tune), members.
 
 Saving the tune form writes a new policy revision and audit events through ``graphadmin.actions``;
 its what-if preview is ranking's page (``ranking.views.tune_preview``). Restoring a revision writes a new
@@ -15,8 +15,11 @@ from django.shortcuts import get_object_or_404, redirect, render
 from django.views.decorators.http import require_POST
 
 from graphadmin import actions, audit
+from graphadmin.admin import administered_users
+from graphadmin.errors import InputError
 from graphadmin.forms import TuneForm
-from graphadmin.models import AuditEvent, EdgeType, Graph, PolicyRevision
+from graphadmin.models import AuditEvent, EdgeType, Graph, Membership, PolicyRevision
+from graphadmin.models.tenancy import ROLES
 from graphadmin.tenancy import NEEDS, graph_access
 
 
@@ -129,3 +132,48 @@ def tune_restore(request, graph_id, revision):
         request, f"Restored r{target.revision} as r{new.revision}: {len(changes)} value(s) changed ({note})."
     )
     return redirect("tune", graph_id=graph.pk)
+
+
+def _member_target(request, access, username: str):
+    """The user an admin names on the members page: one of ``administered_users`` (so a name of
+    another organization's member is answered as unknown, never revealed), else an InputError."""
+    user = administered_users(request.user).filter(username=username.strip()).first() if username.strip() else None
+    if user is None:
+        raise InputError.field(
+            "username", f"No user {username.strip()!r} you can add: an account is created in the admin."
+        )
+    return user
+
+
+@login_required
+def members(request, graph_id):
+    """The organization's members and their roles, and its graphs (admins): grant, change and revoke a
+    role through the audited actions (``do_grant_role``, ``do_revoke_role``); one's own role is left to
+    another admin, so an organization never loses its last admin by a slip."""
+    access = graph_access(request.user, graph_id, "administer")
+    org = access.graph.organization
+    if request.method == "POST":
+        op, username, role = request.POST.get("op", ""), request.POST.get("username", ""), request.POST.get("role", "")
+        target = _member_target(request, access, username)
+        if target.pk == request.user.pk:
+            raise InputError.field("username", "Your own role is changed by another admin of the organization.")
+        if op == "revoke":
+            membership = Membership.objects.filter(organization=org, user=target).first()
+            if membership is None:
+                raise InputError.field("username", f"{target.username} is not a member.")
+            actions.do_revoke_role(membership, actor=request.user)
+            messages.success(request, f"{target.username} is no longer a member of {org.slug}.")
+        else:
+            if role not in ROLES:
+                raise InputError.field("role", f"Expected one of {', '.join(ROLES)}.")
+            _membership, before = actions.do_grant_role(org, target, role, actor=request.user)
+            change = f"{before} → {role}" if before else f"new member, {role}"
+            messages.success(request, f"{target.username}: {change}.")
+        return redirect("members", graph_id=graph_id)
+    rows = Membership.objects.filter(organization=org).select_related("user").order_by("user__username")
+    graphs = Graph.objects.filter(organization=org).order_by("slug")
+    return render(
+        request,
+        "graphadmin/members.html",
+        {"access": access, "members": rows, "graphs": graphs, "roles": ROLES, "org": org},
+    )
