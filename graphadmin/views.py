@@ -7,11 +7,15 @@ one with its numbers (``tune_restore``), after ranking's preview of it (``rankin
 
 from __future__ import annotations
 
+import json
+from datetime import date
+
 from django.contrib import messages
 from django.contrib.auth.decorators import login_required
 from django.core.paginator import Paginator
 from django.db import transaction
 from django.shortcuts import get_object_or_404, redirect, render
+from django.urls import reverse
 from django.views.decorators.http import require_POST
 
 from graphadmin import actions, audit
@@ -34,9 +38,47 @@ def home(request):
     return render(request, "graphadmin/home.html", {"graphs": graphs})
 
 
+def _value(v) -> str:
+    if isinstance(v, float):
+        return f"{v:.4g}"
+    if isinstance(v, dict | list):
+        return f"{len(v)} item(s)"
+    return "—" if v is None else str(v)
+
+
+def audit_summary(payload) -> str:
+    """An audit event's payload in one line a person reads: ``a → b`` for what changed (a ``changes`` map of
+    before/after, or a ``before`` beside the new value), then the other plain values by name. Any action's
+    payload reads this way, so a new action needs nothing here."""
+    if not isinstance(payload, dict):
+        return _value(payload)
+    parts = []
+    changes = payload.get("changes")
+    if isinstance(changes, dict):
+        for key, change in changes.items():
+            if isinstance(change, dict) and {"before", "after"} <= set(change):
+                parts.append(f"{key} {_value(change['before'])} → {_value(change['after'])}")
+            elif isinstance(change, list | tuple) and len(change) == 2:
+                parts.append(f"{key} {_value(change[0])} → {_value(change[1])}")
+            else:
+                parts.append(f"{key} {_value(change)}")
+    rest = {k: v for k, v in payload.items() if k not in ("changes", "before", "after")}
+    if "before" in payload:
+        new_key = "after" if "after" in payload else next((k for k in ("role", "priority") if k in payload), None)
+        new = payload.get(new_key) if new_key else None
+        rest.pop(new_key, None)
+        subject_key = next((k for k in ("user", "edge_type") if k in payload), None)
+        subject = rest.pop(subject_key) if subject_key else ""
+        change = f"{_value(payload['before'])} → {_value(new)}"
+        parts.insert(0, f"{subject}: {change}" if subject else change)
+    parts += [f"{k} {_value(v)}" for k, v in rest.items() if v not in ("", None, [], {})]
+    return "; ".join(parts)
+
+
 @login_required
 def audit_trail(request, graph_id):
-    """The organization's audit chain, filterable by action and actor, with its verification status."""
+    """The organization's audit chain, filterable by action, actor and day, each event summarised in words
+    (with a link to its batch when it has one) and its payload as JSON, with the chain's verification status."""
     access = graph_access(request.user, graph_id)
     org_id = access.graph.organization_id
     events = AuditEvent.objects.filter(organization_id=org_id).order_by("-seq")
@@ -45,10 +87,26 @@ def audit_trail(request, graph_id):
         events = events.filter(action=action)
     if actor:
         events = events.filter(actor__icontains=actor)
+    days = {}
+    for name, lookup in (("from", "created_at__date__gte"), ("to", "created_at__date__lte")):
+        raw = request.GET.get(name, "")
+        try:
+            days[name] = date.fromisoformat(raw) if raw else None
+        except ValueError:
+            messages.error(request, f"{name}: expected a date, YYYY-MM-DD; not applied.")
+            days[name] = None
+        if days[name]:
+            events = events.filter(**{lookup: days[name]})
     actions = (
         AuditEvent.objects.filter(organization_id=org_id).order_by("action").values_list("action", flat=True).distinct()
     )
     page = Paginator(events, 50).get_page(request.GET.get("page"))
+    for event in page.object_list:
+        event.summary = audit_summary(event.payload)
+        event.payload_json = json.dumps(event.payload, indent=2, sort_keys=True, default=str)
+        batch = event.payload.get("batch") if isinstance(event.payload, dict) else None
+        graph = (event.scope or {}).get("graph")
+        event.batch_url = reverse("batch", args=[graph, batch]) if isinstance(batch, int) and graph else ""
     return render(
         request,
         "graphadmin/audit.html",
@@ -58,6 +116,8 @@ def audit_trail(request, graph_id):
             "actions": list(actions),
             "action": action,
             "actor": actor,
+            "since": days["from"],
+            "until": days["to"],
             "chain": audit.verify(org_id, full=False),
         },
     )
