@@ -18,6 +18,7 @@ _LAYOUT = {
     "height": 340,
     "legend": {"orientation": "h", "y": -0.3},
     "font": {"family": "system-ui, sans-serif", "size": 12},
+    "showlegend": True,  # a figure with one series still names it
 }
 # Colour-blind-safe palette (Okabe-Ito); series are also told apart by name, marker and dash.
 PALETTE = ["#0072B2", "#E69F00", "#009E73", "#CC79A7", "#56B4E9", "#D55E00", "#F0E442", "#000000"]
@@ -31,7 +32,8 @@ def figure(title: str, data: list[dict], **layout) -> dict:
 
 
 # Daily rollups are categories (one per day with data), so a single day is not drawn as a time span.
-DAY_AXIS = {"type": "category", "title": {"text": "day"}}
+# Ticks slanted, with the margin they need, so a month of dates is never cut off.
+DAY_AXIS = {"type": "category", "title": {"text": "day"}, "tickangle": -45, "automargin": True}
 
 
 def line_series(name: str, x: Sequence, y: Sequence, index: int = 0, **extra) -> dict:
@@ -56,7 +58,11 @@ def bar_series(name: str, x: Sequence, y: Sequence, index: int = 0, **extra) -> 
         "name": name,
         "x": list(x),
         "y": list(y),
-        "marker": {"color": PALETTE[index % len(PALETTE)], "pattern": {"shape": patterns[index % len(patterns)]}},
+        # Past the palette's eight colours the pattern shifts, so the ninth series is not the first's twin.
+        "marker": {
+            "color": PALETTE[index % len(PALETTE)],
+            "pattern": {"shape": patterns[(index + index // len(PALETTE)) % len(patterns)]},
+        },
         **extra,
     }
 
@@ -129,7 +135,7 @@ def top_used_fraction(rows) -> dict:
         "Sessions whose top-ranked candidates were used",
         series,
         xaxis=DAY_AXIS,
-        yaxis={"range": [0, 1], "tickformat": ".0%"},
+        yaxis={"range": [0, 1], "tickformat": ".0%", "title": {"text": "share of sessions"}},
     )
 
 
@@ -176,7 +182,12 @@ def mean_weights_by_type(rows) -> dict:
                 line={"color": PALETTE[i % 8], "dash": "dash"},
             )
         )
-    return figure("Mean weight and feedback_weight by edge type", series, xaxis=DAY_AXIS, yaxis={"range": [0, 1]})
+    return figure(
+        "Mean weight and feedback_weight by edge type",
+        series,
+        xaxis=DAY_AXIS,
+        yaxis={"range": [0, 1], "title": {"text": "mean weight"}},
+    )
 
 
 def outcomes_per_day(rows) -> dict:
@@ -185,7 +196,9 @@ def outcomes_per_day(rows) -> dict:
         bar_series(outcome, days, [r.data.get("outcomes", {}).get(outcome, 0) for r in rows], i)
         for i, outcome in enumerate(("accepted", "rework", "rejected"))
     ]
-    return figure("Session outcomes per day", series, barmode="stack", xaxis=DAY_AXIS)
+    return figure(
+        "Session outcomes per day", series, barmode="stack", xaxis=DAY_AXIS, yaxis={"title": {"text": "sessions"}}
+    )
 
 
 # OWASP's CSV-injection rule: a cell a spreadsheet would read as a formula starts with one of these.

@@ -109,3 +109,18 @@ def test_404_page_says_why_and_leads_back(client, acme_graph, mallory):
     assert response.status_code == 404
     page = response.content.decode()
     assert "Not found" in page and "organization you are not a member of" in page and 'href="/"' in page
+
+
+def test_a_refused_tune_form_starts_with_a_summary_that_links_the_field(client, acme_graph, oscar):
+    from graphadmin.models import PolicyRevision
+
+    client.force_login(oscar)
+    current = acme_graph.current_policy()
+    types = list(EdgeType.objects.filter(graph=acme_graph))
+    data = {**current.numbers(), "note": "", **{f"priority_{t.pk}": t.priority for t in types}, "learning_rate": 0.9}
+    page = client.post(f"/g/{acme_graph.pk}/tune/", data).content.decode()
+    summary = page.split('id="error-summary"', 1)[1].split("</div>", 1)[0]
+    assert "data-focus-on-load" in page and "Nothing was saved: fix 1 value" in summary
+    assert 'href="#id_learning_rate"' in summary and "less than or equal to 0.5" in summary
+    assert page.index('id="error-summary"') < page.index('id="tune-form"')
+    assert PolicyRevision.objects.filter(graph=acme_graph).count() == 1

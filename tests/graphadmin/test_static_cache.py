@@ -11,6 +11,11 @@ SOURCE = Path(__file__).resolve().parents[2] / PLOTLY.removeprefix("/")
 
 @pytest.mark.django_db
 def test_chart_pages_load_the_smaller_bundle(client, acme_graph, ana):
+    from datetime import UTC, datetime
+
+    from feedback import metrics
+
+    metrics.rollup(acme_graph, datetime.now(UTC).date())  # a day of rollups: the page draws its charts
     client.force_login(ana)
     page = client.get(f"/g/{acme_graph.pk}/impact/").content.decode()
     assert PLOTLY in page and "plotly/plotly.min.js" not in page
