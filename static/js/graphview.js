@@ -104,25 +104,27 @@
     { selector: ".hidden-cut", style: { display: "none" } },
   ];
 
-  // Left to right for an injection: an entry point in the first column, each node of a candidate's path one
-  // column further (a node on several paths takes its leftmost place); within a column, best rank first.
+  // Left to right for an injection: entry points in the first column, each edge's target at least one column
+  // right of its source (longest path from an entry point, over the edges drawn); within a column, best rank first.
   var COLUMN = 260, ROW = 44, READABLE = 0.9;  // READABLE: the least zoom a fit goes to (11 px labels at ~10 px)
-  function columns(data) {
-    var col = {}, edges = {};
-    data.edges.forEach(function (e) { edges[e.id] = e; });
-    function place(id, c) { if (col[id] === undefined || c < col[id]) col[id] = c; }
-    (data.paths || []).forEach(function (p) {
-      var known = p.edges.filter(function (id) { return edges[id]; });
-      if (!known.length) { place(p.node, 0); return; }
-      place(edges[known[0]].source, 0);
-      known.forEach(function (id, i) { place(edges[id].target, i + 1); });
-    });
-    data.nodes.forEach(function (n) { if (col[n.id] === undefined) place(n.id, 0); });
+  var MAX_COLUMNS = 12;
+  function columns(data, drawnEdge) {
+    var col = {};
+    data.nodes.forEach(function (n) { col[n.id] = 0; });
+    var edges = data.edges.filter(drawnEdge);
+    for (var pass = 0; pass < MAX_COLUMNS; pass++) {
+      var moved = false;
+      edges.forEach(function (e) {
+        var want = Math.min(col[e.source] + 1, MAX_COLUMNS);
+        if (col[e.target] < want) { col[e.target] = want; moved = true; }
+      });
+      if (!moved) break;
+    }
     return col;
   }
 
-  function ltrPositions(data, visible) {
-    var col = columns(data), rows = {}, pos = {};
+  function ltrPositions(data, visible, drawnEdge) {
+    var col = columns(data, drawnEdge), rows = {}, pos = {};
     data.nodes.filter(function (n) { return visible(n); }).sort(function (a, b) {
       return (a.rank || 1e9) - (b.rank || 1e9) || a.id - b.id;
     }).forEach(function (n) {
@@ -133,9 +135,9 @@
     return pos;
   }
 
-  function layoutFor(data, cy, visible) {
+  function layoutFor(data, cy, visible, drawnEdge) {
     if (data.kind === "injection") {
-      var pos = ltrPositions(data, visible || function () { return true; });
+      var pos = ltrPositions(data, visible || function () { return true; }, drawnEdge || function () { return true; });
       return { name: "preset", positions: function (node) { return pos[node.id()] || { x: 0, y: 0 }; },
         fit: true, padding: 24, animate: false };
     }
@@ -204,7 +206,12 @@
     var showCut = false;
     var injection = data.kind === "injection";
     var anySelected = data.nodes.some(function (n) { return n.status === "selected"; });
-    function visible(n) { return showCut || !anySelected || n.status !== "cut"; }
+    // A cut candidate that lies on a selected candidate's path (its entry point, a step) stays drawn: the path
+    // of every selected candidate is whole without the toggle.
+    var onSelectedPath = {};
+    data.edges.forEach(function (e) { if (e.selected) { onSelectedPath[e.source] = true; onSelectedPath[e.target] = true; } });
+    function visible(n) { return showCut || !anySelected || n.status !== "cut" || onSelectedPath[n.id]; }
+    function drawnEdge(e) { return showCut || !anySelected || e.selected; }
     function relayout() {
       if (injection) {
         // Cut candidates (and edges on no selected path) stay behind the toggle: the selected paths first.
@@ -218,7 +225,7 @@
             (!showCut && anySelected && edge.hasClass("off-path")));
         });
       }
-      cy.layout(layoutFor(data, cy, visible)).run();
+      cy.layout(layoutFor(data, cy, visible, drawnEdge)).run();
       fitTo(cy.elements().not(".hidden-cut"));
     }
     function fitTo(eles) {
