@@ -362,7 +362,7 @@
       }, false));
     }
     if (act.pair) {
-      items.push(button("Show the compared pair", "graph-show-pair", function () {
+      items.push(button("Show #i and #j", "graph-show-pair", function () {
         var i = document.getElementById("cmp-i"), j = document.getElementById("cmp-j");
         act.pair(parseInt(i ? i.value : "1", 10), parseInt(j ? j.value : "2", 10));
       }));

@@ -133,7 +133,7 @@ def test_the_path_of_rank_1_is_on_screen_left_to_right_with_readable_labels(site
     assert shown["nodes"][-1]["label"].startswith("#1 ")
     # The controls: fit, zoom, the cut candidates behind a toggle, the compared pair.
     controls = page.locator("#injection-graph .graph-controls")
-    for name in ("Zoom in", "Zoom out", "Fit", "Show the compared pair"):
+    for name in ("Zoom in", "Zoom out", "Fit", "Show #i and #j"):
         assert controls.get_by_role("button", name=name).count() == 1
     toggle = controls.locator(".graph-toggle-cut")
     if toggle.count():
@@ -142,7 +142,7 @@ def test_the_path_of_rank_1_is_on_screen_left_to_right_with_readable_labels(site
         toggle.click()
         assert toggle.get_attribute("aria-pressed") == "true"
         assert page.evaluate("() => document.getElementById('injection-graph').graph.nodes('.hidden-cut').length") == 0
-    controls.get_by_role("button", name="Show the compared pair").click()
+    controls.get_by_role("button", name="Show #i and #j").click()
     assert "Showing #1 and #2" in page.locator("#injection-graph .graph-status").inner_text()
 
 
