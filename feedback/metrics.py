@@ -143,11 +143,17 @@ def _updates(p: dict) -> list[dict]:
     return [{"kind": k, "edge_type": t, "field": f, "count": n} for k, t, f, n in rows]
 
 
-# The edges' weights as they stood at the end of the day (``end``): an edge's value is the ``before`` of its
+# ``_weights``: the edges' weights as they stood at the end of the day (``end``), the CTE ``asof`` of both
+# its statements (written whole in each, as every statement here): an edge's value is the ``before`` of its
 # first change at or after ``end`` (the value that change replaced), else its stored value. So a day rolled
 # up later (a backfill, a recomputation) shows that day's weights, not today's. Edges created after the day
 # are left out; the archived flag is today's (archiving is not in the weight history).
-_WEIGHTS_AS_OF = """
+
+
+def _weights(p: dict) -> list[dict]:
+    """Weight and feedback_weight by edge type as of the end of the day (the comment above)."""
+    rows = _all(
+        """
     WITH later AS (
         SELECT DISTINCT ON (h.edge_id, h.field) h.edge_id, h.field, h.before
         FROM feedback_weighthistory h
@@ -162,14 +168,6 @@ _WEIGHTS_AS_OF = """
         LEFT JOIN later lf ON lf.edge_id = e.id AND lf.field = 'feedback_weight'
         WHERE e.graph_id = %(graph)s AND NOT e.archived AND e.created_at < %(end)s
     )
-"""
-
-
-def _weights(p: dict) -> list[dict]:
-    """Weight and feedback_weight by edge type as of the end of the day (``_WEIGHTS_AS_OF``)."""
-    rows = _all(
-        _WEIGHTS_AS_OF
-        + """
         SELECT t.name, count(*),
                avg(e.weight), min(e.weight), max(e.weight), percentile_cont(0.5) WITHIN GROUP (ORDER BY e.weight),
                avg(e.feedback_weight), min(e.feedback_weight), max(e.feedback_weight),
@@ -181,8 +179,21 @@ def _weights(p: dict) -> list[dict]:
     )
     hist = {}
     for name, fld, bucket, n in _all(
-        _WEIGHTS_AS_OF
-        + """
+        """
+    WITH later AS (
+        SELECT DISTINCT ON (h.edge_id, h.field) h.edge_id, h.field, h.before
+        FROM feedback_weighthistory h
+        WHERE h.graph_id = %(graph)s AND h.edge_id IS NOT NULL AND h.created_at >= %(end)s
+        ORDER BY h.edge_id, h.field, h.created_at, h.batch_id, h.change_id NULLS LAST, h.block_id, h.seq
+    ),
+    asof AS (
+        SELECT e.id, e.edge_type_id,
+               coalesce(lw.before, e.weight) AS weight, coalesce(lf.before, e.feedback_weight) AS feedback_weight
+        FROM graphadmin_edge e
+        LEFT JOIN later lw ON lw.edge_id = e.id AND lw.field = 'weight'
+        LEFT JOIN later lf ON lf.edge_id = e.id AND lf.field = 'feedback_weight'
+        WHERE e.graph_id = %(graph)s AND NOT e.archived AND e.created_at < %(end)s
+    )
         SELECT t.name, f.field, least(width_bucket(f.value, 0.0, 1.0, %(bins)s), %(bins)s), count(*)
         FROM asof e JOIN graphadmin_edgetype t ON t.id = e.edge_type_id
         CROSS JOIN LATERAL (VALUES ('weight', e.weight), ('feedback_weight', e.feedback_weight)) AS f(field, value)
