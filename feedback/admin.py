@@ -15,7 +15,7 @@ from feedback.models import (
     WeightChange,
     WeightChangeBlock,
 )
-from graphadmin.admin_tenancy import ReadOnlyAdmin, attempt, check_graph
+from graphadmin.admin_tenancy import ReadOnlyAdmin, attempt, check_graph, may
 
 
 @admin.register(AgentSession)
@@ -46,6 +46,10 @@ class UpdateBatchAdmin(ReadOnlyAdmin):
     list_display = ["id", "graph", "kind", "status", "node_updates", "edge_updates", "conflicts", "started_at"]
     list_filter = ["kind", "status"]
 
+    def has_rollback_permission(self, request):
+        """The rollback action is offered to operators and admins (each batch is checked again when it runs)."""
+        return may(request.user, "operate")
+
 
 @admin.register(WeightChange)
 class WeightChangeAdmin(ReadOnlyAdmin):
@@ -69,7 +73,9 @@ class DailyMetricAdmin(ReadOnlyAdmin):
     date_hierarchy = "day"
 
 
-@admin.action(description="Roll back the selected batches (same action as the dashboard button)")
+@admin.action(
+    description="Roll back the selected batches (same action as the dashboard button)", permissions=["rollback"]
+)
 def rollback_batches(modeladmin, request, queryset):
     """Roll back each selected batch; needs the operator role in the batch's organization."""
     for batch in queryset.select_related("graph"):

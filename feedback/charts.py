@@ -18,6 +18,7 @@ _LAYOUT = {
     "height": 340,
     "legend": {"orientation": "h", "y": -0.3},
     "font": {"family": "system-ui, sans-serif", "size": 12},
+    "showlegend": True,  # a figure with one series still names it
 }
 # Colour-blind-safe palette (Okabe-Ito); series are also told apart by name, marker and dash.
 PALETTE = ["#0072B2", "#E69F00", "#009E73", "#CC79A7", "#56B4E9", "#D55E00", "#F0E442", "#000000"]
@@ -31,7 +32,8 @@ def figure(title: str, data: list[dict], **layout) -> dict:
 
 
 # Daily rollups are categories (one per day with data), so a single day is not drawn as a time span.
-DAY_AXIS = {"type": "category", "title": {"text": "day"}}
+# Ticks slanted, with the margin they need, so a month of dates is never cut off.
+DAY_AXIS = {"type": "category", "title": {"text": "day"}, "tickangle": -45, "automargin": True}
 
 
 def line_series(name: str, x: Sequence, y: Sequence, index: int = 0, **extra) -> dict:
@@ -56,7 +58,11 @@ def bar_series(name: str, x: Sequence, y: Sequence, index: int = 0, **extra) -> 
         "name": name,
         "x": list(x),
         "y": list(y),
-        "marker": {"color": PALETTE[index % len(PALETTE)], "pattern": {"shape": patterns[index % len(patterns)]}},
+        # Past the palette's eight colours the pattern shifts, so the ninth series is not the first's twin.
+        "marker": {
+            "color": PALETTE[index % len(PALETTE)],
+            "pattern": {"shape": patterns[(index + index // len(PALETTE)) % len(patterns)]},
+        },
         **extra,
     }
 
@@ -84,11 +90,14 @@ def score_distribution(rows) -> dict:
     """Traversal-score percentiles and spread per day: a widening band is spreading, a narrowing one clustering."""
     days = [r.day.isoformat() for r in rows if r.data.get("scores", {}).get("count")]
     scores = [r.data["scores"] for r in rows if r.data.get("scores", {}).get("count")]
+    measures = (("p90", "p90"), ("median", "p50"), ("p10", "p10"), ("mean", "mean"), ("spread (std dev)", "stddev"))
+    # Percentiles of several agents together cannot be read back from each agent's (metrics.for_agents):
+    # the mean is drawn instead. Otherwise the percentiles and the spread, as before.
+    percentiles = any(s.get("p50") is not None for s in scores) or not scores
+    wanted = ("p90", "p50", "p10", "stddev") if percentiles else ("mean", "stddev")
     series = [
-        line_series(label, days, [s[key] for s in scores], i)
-        for i, (label, key) in enumerate(
-            (("p90", "p90"), ("median", "p50"), ("p10", "p10"), ("spread (std dev)", "stddev"))
-        )
+        line_series(label, days, [s.get(key) for s in scores], i)
+        for i, (label, key) in enumerate(m for m in measures if m[1] in wanted)
     ]
     return figure("Traversal-score distribution per day", series, xaxis=DAY_AXIS, yaxis={"title": {"text": "score"}})
 
@@ -126,7 +135,7 @@ def top_used_fraction(rows) -> dict:
         "Sessions whose top-ranked candidates were used",
         series,
         xaxis=DAY_AXIS,
-        yaxis={"range": [0, 1], "tickformat": ".0%"},
+        yaxis={"range": [0, 1], "tickformat": ".0%", "title": {"text": "share of sessions"}},
     )
 
 
@@ -173,7 +182,12 @@ def mean_weights_by_type(rows) -> dict:
                 line={"color": PALETTE[i % 8], "dash": "dash"},
             )
         )
-    return figure("Mean weight and feedback_weight by edge type", series, xaxis=DAY_AXIS, yaxis={"range": [0, 1]})
+    return figure(
+        "Mean weight and feedback_weight by edge type",
+        series,
+        xaxis=DAY_AXIS,
+        yaxis={"range": [0, 1], "title": {"text": "mean weight"}},
+    )
 
 
 def outcomes_per_day(rows) -> dict:
@@ -182,7 +196,9 @@ def outcomes_per_day(rows) -> dict:
         bar_series(outcome, days, [r.data.get("outcomes", {}).get(outcome, 0) for r in rows], i)
         for i, outcome in enumerate(("accepted", "rework", "rejected"))
     ]
-    return figure("Session outcomes per day", series, barmode="stack", xaxis=DAY_AXIS)
+    return figure(
+        "Session outcomes per day", series, barmode="stack", xaxis=DAY_AXIS, yaxis={"title": {"text": "sessions"}}
+    )
 
 
 # OWASP's CSV-injection rule: a cell a spreadsheet would read as a formula starts with one of these.
@@ -197,15 +213,28 @@ def csv_cell(value):
     return value
 
 
-def csv_export(rows):
+def csv_export(rows, learning=None, effects=None, agents=None):
     """The CSV export's rows (``csv_rows``), every text cell escaped against formula injection."""
-    for row in csv_rows(rows):
+    for row in csv_rows(rows, learning, effects, agents):
         yield [csv_cell(v) for v in row]
 
 
-def csv_rows(rows):
-    """Flat rows for the CSV export: one line per day, edge type and measure."""
+# The two "top-ranked used" figures count different sessions; the export says which is which.
+TOP_USED_DAILY = "daily: sessions with an injection that day, using one of their top-{k} selected items"
+TOP_USED_WEEKLY = "weekly: sessions whose first injection fell in the week, using one of their top-{k} selected items"
+
+
+def csv_rows(rows, learning=None, effects=None, agents=None):
+    """Flat rows for the CSV export: one line per day, edge type and measure; then, when given, the
+    weekly learning figures (``feedback.learning``) and each policy revision's effect with its 95%
+    interval (``feedback.revisions``); first, what the export covers (the agent filter) and how the
+    two top-used shares differ."""
     yield ["day", "section", "key", "measure", "value"]
+    k = rows[-1].data.get("top_used", {}).get("top_k", 3) if rows else 3
+    yield ["", "about", "agents", "filter", ", ".join(agents.names) if agents and agents.active else "all sessions"]
+    yield ["", "about", "top_used", "definition", TOP_USED_DAILY.format(k=k)]
+    yield ["", "about", "weekly_learning", "definition", TOP_USED_WEEKLY.format(k=k)]
+    yield ["", "about", "weights,updates", "scope", "graph-wide: every agent reads and moves the same weights"]
     for r in rows:
         d = r.day.isoformat()
         s = r.data.get("scores", {})
@@ -218,8 +247,34 @@ def csv_rows(rows):
                 yield [d, "weights", w["edge_type"], f"{fld}_mean", w[fld]["mean"]]
         t = r.data.get("top_used", {})
         yield [d, "top_used", "", "fraction", t.get("fraction")]
+        yield [d, "top_used", "", "sessions", t.get("sessions")]
         for outcome, n in r.data.get("outcomes", {}).items():
             yield [d, "outcomes", outcome, "sessions", n]
+    for w in learning.weeks if learning is not None else ():
+        d = w.start.isoformat()
+        for measure, value in (
+            ("sessions", w.sessions),
+            ("used", w.used),
+            ("share", w.share),
+            ("outcomes", w.outcomes),
+            ("mean_score", w.mean_score),
+        ):
+            yield [d, "weekly_learning", "", measure, value]
+    for e in effects or ():
+        key = f"r{e['revision'].revision}"
+        d = e["after"]["first"].isoformat() if e["after"]["days"] else ""
+        before = e["before"] or {}
+        low, high = e["interval"] or (None, None)
+        for measure, value in (
+            ("sessions_before", before.get("sessions")),
+            ("share_before", before.get("fraction")),
+            ("sessions_after", e["after"]["sessions"]),
+            ("share_after", e["after"]["fraction"]),
+            ("change", e["change"]),
+            ("change_95_low", low),
+            ("change_95_high", high),
+        ):
+            yield [d, "revision_effect", key, measure, value]
 
 
 # ---------------------------------------------------------------------------------------------

@@ -59,15 +59,20 @@ def week_start(day: date) -> date:
     return day - timedelta(days=day.weekday())
 
 
-def weekly(graph: Graph, *, now: datetime | None = None, weeks: int = WEEKS) -> Learning:
+def weekly(graph: Graph, *, now: datetime | None = None, weeks: int = WEEKS, agents=None) -> Learning:
     """The last ``weeks`` weeks up to ``now`` (default: the real time), each with its figures and marks,
-    from the first with a session or a mark on."""
+    from the first with a session or a mark on; with ``agents`` (a ``metrics.AgentFilter``), over the
+    sessions of those agents only."""
     now = now or datetime.now(UTC)
     first = week_start(now.date()) - timedelta(weeks=weeks - 1)
     since = datetime.combine(first, time.min, tzinfo=UTC)
     until = datetime.combine(week_start(now.date()) + timedelta(weeks=1), time.min, tzinfo=UTC)
     by_start = {first + timedelta(weeks=n): Week(first + timedelta(weeks=n)) for n in range(weeks)}
-    for start, sessions, used, outcomes, mean_score in queries.weekly_learning(graph, since, until, TOP_K):
+    owners = agents.owner_ids if agents is not None else None
+    unowned = agents is not None and agents.keys is not None and "" in agents.keys
+    for start, sessions, used, outcomes, mean_score in queries.weekly_learning(
+        graph, since, until, TOP_K, owners, unowned
+    ):
         week = by_start[start]
         week.sessions, week.used, week.outcomes, week.mean_score = sessions, used, outcomes, mean_score
     marks = []

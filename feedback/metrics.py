@@ -7,20 +7,25 @@ query filters by ``graph_id`` and by the day, so the rollup touches one day of t
   (the spread), p10/p50/p90 and a 10-bin histogram between min and max (all candidates, and
   the selected ones' count).
 - ``updates``: weight changes of that day by batch kind and edge type (node changes under "(node)").
-- ``weights``: weight and feedback_weight distribution of live edges by edge type at rollup time
-  (count, mean, min, max, p50 and a 10-bin histogram over [0, 1]); for a past day recomputed later
-  this is the distribution *as of the rollup*, which the row's ``computed_at`` states.
+- ``weights``: weight and feedback_weight distribution of live edges by edge type at the end of the
+  day (count, mean, min, max, p50 and a 10-bin histogram over [0, 1]), read back from the weight
+  history: a past day rolled up later shows that day's weights, not the rollup's.
 - ``top_used``: of the sessions with an injection that day, how many used (explicit or implicit use
   event) at least one of their top ``TOP_K`` ranked selected candidates, and the fraction.
 - ``outcomes``: sessions whose outcome was reported that day, by outcome.
-- ``totals``: live nodes and edges of the graph at rollup time (the overview shows these instead of
+- ``agents``: the session measures (scores, top_used, outcomes) again, split by the session's owner
+  (the agent's user id), so the pages' agent filter reads rollups too (``agent_filter``, ``for_agents``).
+- ``totals``: live nodes at rollup time and edges at the day's end (the overview shows these instead of
   counting a million rows on every request).
 """
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from datetime import UTC, date, datetime, time, timedelta
+from urllib.parse import urlencode
 
+from django.contrib.auth import get_user_model
 from django.db import connection
 
 from graphadmin.errors import InputError
@@ -138,15 +143,36 @@ def _updates(p: dict) -> list[dict]:
     return [{"kind": k, "edge_type": t, "field": f, "count": n} for k, t, f, n in rows]
 
 
+# ``_weights``: the edges' weights as they stood at the end of the day (``end``), the CTE ``asof`` of both
+# its statements (written whole in each, as every statement here): an edge's value is the ``before`` of its
+# first change at or after ``end`` (the value that change replaced), else its stored value. So a day rolled
+# up later (a backfill, a recomputation) shows that day's weights, not today's. Edges created after the day
+# are left out; the archived flag is today's (archiving is not in the weight history).
+
+
 def _weights(p: dict) -> list[dict]:
+    """Weight and feedback_weight by edge type as of the end of the day (the comment above)."""
     rows = _all(
         """
+    WITH later AS (
+        SELECT DISTINCT ON (h.edge_id, h.field) h.edge_id, h.field, h.before
+        FROM feedback_weighthistory h
+        WHERE h.graph_id = %(graph)s AND h.edge_id IS NOT NULL AND h.created_at >= %(end)s
+        ORDER BY h.edge_id, h.field, h.created_at, h.batch_id, h.change_id NULLS LAST, h.block_id, h.seq
+    ),
+    asof AS (
+        SELECT e.id, e.edge_type_id,
+               coalesce(lw.before, e.weight) AS weight, coalesce(lf.before, e.feedback_weight) AS feedback_weight
+        FROM graphadmin_edge e
+        LEFT JOIN later lw ON lw.edge_id = e.id AND lw.field = 'weight'
+        LEFT JOIN later lf ON lf.edge_id = e.id AND lf.field = 'feedback_weight'
+        WHERE e.graph_id = %(graph)s AND NOT e.archived AND e.created_at < %(end)s
+    )
         SELECT t.name, count(*),
                avg(e.weight), min(e.weight), max(e.weight), percentile_cont(0.5) WITHIN GROUP (ORDER BY e.weight),
                avg(e.feedback_weight), min(e.feedback_weight), max(e.feedback_weight),
                percentile_cont(0.5) WITHIN GROUP (ORDER BY e.feedback_weight)
-        FROM graphadmin_edge e JOIN graphadmin_edgetype t ON t.id = e.edge_type_id
-        WHERE e.graph_id = %(graph)s AND NOT e.archived
+        FROM asof e JOIN graphadmin_edgetype t ON t.id = e.edge_type_id
         GROUP BY t.name ORDER BY t.name
         """,
         p,
@@ -154,10 +180,23 @@ def _weights(p: dict) -> list[dict]:
     hist = {}
     for name, fld, bucket, n in _all(
         """
+    WITH later AS (
+        SELECT DISTINCT ON (h.edge_id, h.field) h.edge_id, h.field, h.before
+        FROM feedback_weighthistory h
+        WHERE h.graph_id = %(graph)s AND h.edge_id IS NOT NULL AND h.created_at >= %(end)s
+        ORDER BY h.edge_id, h.field, h.created_at, h.batch_id, h.change_id NULLS LAST, h.block_id, h.seq
+    ),
+    asof AS (
+        SELECT e.id, e.edge_type_id,
+               coalesce(lw.before, e.weight) AS weight, coalesce(lf.before, e.feedback_weight) AS feedback_weight
+        FROM graphadmin_edge e
+        LEFT JOIN later lw ON lw.edge_id = e.id AND lw.field = 'weight'
+        LEFT JOIN later lf ON lf.edge_id = e.id AND lf.field = 'feedback_weight'
+        WHERE e.graph_id = %(graph)s AND NOT e.archived AND e.created_at < %(end)s
+    )
         SELECT t.name, f.field, least(width_bucket(f.value, 0.0, 1.0, %(bins)s), %(bins)s), count(*)
-        FROM graphadmin_edge e JOIN graphadmin_edgetype t ON t.id = e.edge_type_id
+        FROM asof e JOIN graphadmin_edgetype t ON t.id = e.edge_type_id
         CROSS JOIN LATERAL (VALUES ('weight', e.weight), ('feedback_weight', e.feedback_weight)) AS f(field, value)
-        WHERE e.graph_id = %(graph)s AND NOT e.archived
         GROUP BY 1, 2, 3
         """,
         {**p, "bins": BINS},
@@ -224,6 +263,67 @@ def _outcomes(p: dict) -> dict:
     return dict(rows)
 
 
+def _by_agent(p: dict) -> dict:
+    """The session measures of the day split by agent (the session's owner id as text; "" for sessions with
+    no owner): scores of their candidates, top-used and outcomes, so a page can leave out load tests and
+    probes (``agent_filter``) without reading raw history."""
+    out: dict[str, dict] = {}
+
+    def agent(key) -> dict:
+        return out.setdefault(
+            "" if key is None else str(key),
+            {"scores": {"count": 0}, "top_used": {"sessions": 0, "used": 0}, "outcomes": {}},
+        )
+
+    for owner, count, mean, spread, p10, p50, p90 in _all(
+        """
+        SELECT s.owner_id, count(*), avg(c.total), stddev_pop(c.total),
+               percentile_cont(0.1) WITHIN GROUP (ORDER BY c.total),
+               percentile_cont(0.5) WITHIN GROUP (ORDER BY c.total),
+               percentile_cont(0.9) WITHIN GROUP (ORDER BY c.total)
+        FROM feedback_injectioncandidate c
+        JOIN feedback_contextinjection j ON j.id = c.injection_id
+        JOIN feedback_agentsession s ON s.id = j.session_id
+        WHERE c.graph_id = %(graph)s AND j.graph_id = %(graph)s AND s.graph_id = %(graph)s
+              AND j.created_at >= %(start)s AND j.created_at < %(end)s
+        GROUP BY s.owner_id
+        """,
+        p,
+    ):
+        agent(owner)["scores"] = {"count": count, "mean": mean, "stddev": spread, "p10": p10, "p50": p50, "p90": p90}
+    for owner, sessions, used in _all(
+        """
+        WITH s AS (
+            SELECT DISTINCT j.session_id FROM feedback_contextinjection j
+            WHERE j.graph_id = %(graph)s AND j.created_at >= %(start)s AND j.created_at < %(end)s
+        )
+        SELECT a.owner_id, count(*),
+               count(*) FILTER (WHERE EXISTS (
+                   SELECT 1 FROM feedback_injectioncandidate c
+                   JOIN feedback_contextinjection j ON j.id = c.injection_id
+                   JOIN feedback_useevent u ON u.session_id = j.session_id AND u.graph_id = %(graph)s
+                        AND u.signal IN ('explicit', 'implicit') AND u.source <> 'path'
+                        AND (u.node_id = c.node_id OR u.edge_id = c.edge_id)
+                   WHERE j.session_id = s.session_id AND j.graph_id = %(graph)s AND c.graph_id = %(graph)s
+                         AND c.selected AND c.rank <= %(k)s))
+        FROM s JOIN feedback_agentsession a ON a.id = s.session_id AND a.graph_id = %(graph)s
+        GROUP BY a.owner_id
+        """,
+        {**p, "k": TOP_K},
+    ):
+        agent(owner)["top_used"] = {"sessions": sessions, "used": used}
+    for owner, outcome, count in _all(
+        """
+        SELECT owner_id, outcome, count(*) FROM feedback_agentsession
+        WHERE graph_id = %(graph)s AND outcome_at >= %(start)s AND outcome_at < %(end)s
+        GROUP BY owner_id, outcome
+        """,
+        p,
+    ):
+        agent(owner)["outcomes"][outcome] = count
+    return out
+
+
 def _node_total(p: dict) -> int:
     return _one("SELECT count(*) FROM graphadmin_node WHERE graph_id = %(graph)s AND NOT archived", p)[0]
 
@@ -239,6 +339,7 @@ def compute(graph, day: date) -> dict:
         "weights": weights,
         "top_used": _top_used(p),
         "outcomes": _outcomes(p),
+        "agents": _by_agent(p),
         # Live edges are the per-type counts above, summed; only nodes need their own count.
         "totals": {"nodes": _node_total(p), "edges": sum(w["count"] for w in weights)},
     }
@@ -250,3 +351,122 @@ def rollup(graph, day: date) -> DailyMetric:
         graph=graph, day=day, defaults={"data": compute(graph, day), "computed_at": datetime.now(UTC)}
     )
     return row
+
+
+# --------------------------------------------------------------------------------------------------
+# The agent filter of the analytics pages (overview, feedback impact, revision effects, CSV)
+
+
+@dataclass(frozen=True)
+class AgentFilter:
+    """Which agents' sessions the analytics pages count: ``keys`` the owner ids (as the rollup's
+    ``agents`` keys; "" for sessions without an owner), None for every session. ``choices`` lists
+    (key, name, checked) for the form."""
+
+    keys: frozenset[str] | None
+    choices: tuple[tuple[str, str, bool], ...]
+
+    @property
+    def active(self) -> bool:
+        return self.keys is not None
+
+    @property
+    def owner_ids(self) -> list[int] | None:
+        """The selected owners' ids (None: every session; sessions without an owner are then left out)."""
+        return None if self.keys is None else sorted(int(k) for k in self.keys if k)
+
+    @property
+    def names(self) -> list[str]:
+        return [name for _key, name, checked in self.choices if checked]
+
+    def query(self) -> str:
+        """The filter as a query string (``agent=...&agent=...``), empty for every session."""
+        if self.keys is None:
+            return ""
+        names = self.names or [NO_AGENT_SELECTED]
+        return urlencode([("agent", n) for n in names])
+
+
+NO_OWNER = "(no owner)"  # sessions written without a caller (tests, the bench's direct writes)
+NO_AGENT_SELECTED = "-"  # the form sent with every box unchecked: no session at all
+
+
+def agent_filter(names: list[str], rows) -> AgentFilter:
+    """The agents of ``?agent=`` (user names, repeated; none given: every session) among the agents with
+    sessions in the rollup ``rows`` the page shows (their ``agents`` keys: no scan of the sessions, one
+    query for the names); a name that is not among them is an InputError naming ``agent``."""
+    keys = {key for r in rows for key in (r.data.get("agents") or {})}
+    ids = [int(k) for k in keys if k.isdigit()]
+    users = get_user_model().objects.filter(pk__in=ids).values_list("pk", "username") if ids else []
+    known = {name: str(pk) for pk, name in users}
+    if "" in keys:
+        known[NO_OWNER] = ""
+    wanted = [n for n in names if n != NO_AGENT_SELECTED]
+    unknown = [n for n in wanted if n not in known]
+    if unknown:
+        raise InputError.field("agent", f"No session in these days belongs to {', '.join(map(repr, unknown))}.")
+    keys = frozenset(known[n] for n in wanted) if names else None
+    if keys is not None and keys == frozenset(known.values()):
+        keys = None  # every box checked: every session (a new agent's too)
+    choices = tuple((known[n], n, keys is None or known[n] in keys) for n in sorted(known))
+    return AgentFilter(keys=keys, choices=choices)
+
+
+@dataclass
+class AgentRow:
+    """A DailyMetric's day and data with the session measures summed over the filter's agents."""
+
+    day: date
+    data: dict
+    computed_at: datetime | None = None
+
+
+def _combine_scores(parts: list[dict]) -> dict:
+    parts = [s for s in parts if s.get("count")]
+    count = sum(s["count"] for s in parts)
+    if not count:
+        return {"count": 0}
+    mean = sum(s["mean"] * s["count"] for s in parts) / count
+    # The pooled population deviation; percentiles are exact for one agent only.
+    square = sum(s["count"] * ((s.get("stddev") or 0.0) ** 2 + s["mean"] ** 2) for s in parts) / count
+    one = parts[0] if len(parts) == 1 else {}
+    return {
+        "count": count,
+        "mean": mean,
+        "stddev": max(square - mean * mean, 0.0) ** 0.5,
+        "p10": one.get("p10"),
+        "p50": one.get("p50"),
+        "p90": one.get("p90"),
+    }
+
+
+def for_agents(rows, agents: AgentFilter) -> list:
+    """The rollup rows as the pages read them: unchanged for every session; with a filter, the scores,
+    top-used and outcomes of the selected agents only (a day rolled up before the split has none).
+    Weights and weight updates stay graph-wide: every agent reads and moves the same weights."""
+    if not agents.active:
+        return list(rows)
+    out = []
+    for r in rows:
+        split = r.data.get("agents")
+        parts = [v for k, v in (split or {}).items() if k in agents.keys]
+        sessions = sum(p["top_used"]["sessions"] for p in parts)
+        used = sum(p["top_used"]["used"] for p in parts)
+        outcomes: dict[str, int] = {}
+        for part in parts:
+            for outcome, n in part["outcomes"].items():
+                outcomes[outcome] = outcomes.get(outcome, 0) + n
+        data = {
+            **r.data,
+            "scores": _combine_scores([p["scores"] for p in parts]),
+            "top_used": {
+                "top_k": r.data.get("top_used", {}).get("top_k", TOP_K),
+                "sessions": sessions,
+                "used": used,
+                "fraction": used / sessions if sessions else None,
+            },
+            "outcomes": outcomes,
+            "split": split is not None,
+        }
+        out.append(AgentRow(day=r.day, data=data, computed_at=getattr(r, "computed_at", None)))
+    return out

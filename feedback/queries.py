@@ -843,6 +843,8 @@ WEEKLY_LEARNING = _statement("""
                      )
                ) AS used
         FROM first_seen f JOIN {session} s ON s.id = f.session_id AND s.graph_id = %(graph)s
+        WHERE %(owners)s::bigint[] IS NULL OR s.owner_id = ANY(%(owners)s::bigint[])
+              OR (%(unowned)s AND s.owner_id IS NULL)
     )
     SELECT c.week, count(*) AS sessions, count(*) FILTER (WHERE c.used) AS used,
            count(c.outcome) AS outcomes, avg(score.value) AS mean_score
@@ -884,9 +886,14 @@ GRAPH_COUNTS = _statement("""
 """)
 
 
-def weekly_learning(graph, since: datetime, until: datetime, k: int) -> list[tuple]:
-    """Rows of WEEKLY_LEARNING: (week start, sessions, used, outcomes, mean outcome score or None)."""
-    return fetch_all(WEEKLY_LEARNING, {"graph": getattr(graph, "pk", graph), "since": since, "until": until, "k": k})
+def weekly_learning(
+    graph, since: datetime, until: datetime, k: int, owners: list[int] | None = None, unowned: bool = False
+) -> list[tuple]:
+    """Rows of WEEKLY_LEARNING: (week start, sessions, used, outcomes, mean outcome score or None), over the
+    sessions of ``owners`` (user ids; None: every session) and, with ``unowned``, those without an owner."""
+    params = {"graph": getattr(graph, "pk", graph), "since": since, "until": until, "k": k}
+    params.update(owners=owners, unowned=unowned)
+    return fetch_all(WEEKLY_LEARNING, params)
 
 
 def learning_marks(graph, since: datetime, until: datetime) -> list[tuple]:

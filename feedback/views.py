@@ -21,6 +21,7 @@ from feedback.models import (
     OUTCOMES,
     AgentSession,
     ContextInjection,
+    DailyMetric,
     InjectionCandidate,
     RecordChange,
     UpdateBatch,
@@ -29,6 +30,7 @@ from feedback.models import (
     WeightHistory,
 )
 from graphadmin import audit
+from graphadmin.errors import InputError
 from graphadmin.models import Edge, Node
 from graphadmin.note_links import render_node_text
 from graphadmin.params import date_filters
@@ -37,14 +39,26 @@ from graphadmin.tenancy import graph_access
 HISTORY_LIMIT = 500
 
 
+def _agents(request, rows) -> tuple[metrics.AgentFilter, str]:
+    """The page's agent filter (``?agent=``, repeated; none: every session) among the agents of the rollup
+    ``rows``; a bad name shows every session and says why."""
+    try:
+        return metrics.agent_filter(request.GET.getlist("agent"), rows), ""
+    except InputError as exc:
+        return metrics.agent_filter([], rows), f"{exc} Showing every agent's sessions."
+
+
 @login_required
 def overview(request, graph_id):
     """Overview of one graph: counts, learning at a glance (weekly, from the ledgers), latest batches,
-    metric charts (daily, from the rollup), the audit-chain badge."""
+    metric charts (daily, from the rollup), the audit-chain badge; the session figures for the agents
+    of the filter (load tests and probes can be left out)."""
     access = graph_access(request.user, graph_id)
     graph = access.graph
-    rows = charts.rollup_rows(graph, *metrics.day_range())
-    totals = next((r for r in reversed(rows) if "totals" in r.data), None)
+    all_rows = charts.rollup_rows(graph, *metrics.day_range())
+    agents, agent_error = _agents(request, all_rows)
+    rows = metrics.for_agents(all_rows, agents)
+    totals = next((r for r in reversed(all_rows) if "totals" in r.data), None)
     counts = {
         # Nodes and edges can number millions: the hourly rollup counts them, the page reads that.
         "nodes": totals.data["totals"]["nodes"] if totals else Node.objects.filter(graph=graph, archived=False).count(),
@@ -52,7 +66,7 @@ def overview(request, graph_id):
         **queries.graph_counts(graph),
     }
     batches = UpdateBatch.objects.filter(graph=graph).order_by("-started_at")[:10]
-    glance = learning.weekly(graph)
+    glance = learning.weekly(graph, agents=agents)
     figures = (
         [
             ("fig-scores", charts.score_distribution(rows), "Traversal-score percentiles and spread per day"),
@@ -73,6 +87,8 @@ def overview(request, graph_id):
             "batches": batches,
             "glance": glance,
             "glance_figure": charts.learning_at_a_glance(glance) if glance.has_sessions else None,
+            "agents": agents,
+            "agent_error": agent_error,
             "figures": figures,
             "chain": audit.verify(graph.organization_id, full=False),
             # Background imports (uploads above VAULT_IMPORT_ASYNC_BYTES) and their progress.
@@ -110,6 +126,50 @@ def batch_list(request, graph_id):
     )
 
 
+CONFLICTS_SHOWN = 25
+
+
+def _conflict_rows(graph, rollback) -> list[dict]:
+    """The conflicts of a rollback batch as rows a person reads: the node or edge by name, the field, the
+    value the rollback would have restored, the value now, and the batch that changed it since (the newest
+    change of that field not made by the rollback). At most CONFLICTS_SHOWN rows, two queries each."""
+    rows = []
+    for key, ids in (rollback.details or {}).get("conflict_ids", {}).items():
+        kind, _, field = key.partition(".")
+        model = Node if kind == "node" else Edge
+        if kind not in ("node", "edge") or not ids:
+            continue
+        targets = model.objects.filter(graph=graph, pk__in=ids[:CONFLICTS_SHOWN])
+        if kind == "edge":
+            targets = targets.select_related("source", "target", "edge_type")
+        by_id = {t.pk: t for t in targets}
+        for target_id in ids:
+            if len(rows) >= CONFLICTS_SHOWN or target_id not in by_id:
+                continue
+            target = by_id[target_id]
+            history = list(queries.history_of(graph, kind, target_id, field=field, latest=50))
+            wanted = next((h.before for h in history if h.batch_id == rollback.rollback_of_id), None)
+            since = next((h for h in history if h.batch_id not in (rollback.pk, rollback.rollback_of_id)), None)
+            name = (
+                target.title
+                if kind == "node"
+                else f"{target.source.title} -{target.edge_type.name}-> {target.target.title}"
+            )
+            rows.append(
+                {
+                    "kind": kind,
+                    "id": target_id,
+                    "name": name,
+                    "field": field,
+                    "wanted": wanted,
+                    "now": getattr(target, field),
+                    "since": since.batch if since else None,
+                    "since_at": since.created_at if since else None,
+                }
+            )
+    return rows
+
+
 @login_required
 def batch_detail(request, graph_id, batch_id):
     access = graph_access(request.user, graph_id)
@@ -138,8 +198,13 @@ def batch_detail(request, graph_id, batch_id):
     records = list(row_changes[:200])
     for r in records:
         r.fields = sorted(k for k in r.after if r.before.get(k) != r.after[k])
+    # A rollback that left conflicts alone undid only part of the batch: said so, on both batches' pages.
+    rollback = batch if batch.rollback_of_id else getattr(batch, "rolled_back_by", None)
+    partial = bool(rollback and rollback.conflicts and not (rollback.details or {}).get("force"))
+    conflicts = _conflict_rows(access.graph, rollback) if partial else []
     context = {"access": access, "batch": batch, "page": page, "figure": figure, "records": records}
     context["records_total"] = row_changes.count() if len(records) == 200 else len(records)
+    context.update(rollback=rollback, partial=partial, conflict_rows=conflicts)
     return render(request, "feedback/batch.html", context)
 
 
@@ -154,8 +219,8 @@ def batch_rollback(request, graph_id, batch_id):
     if result.conflicts and not force:
         messages.warning(
             request,
-            f"Rolled back batch #{batch.pk} with {result.conflicts} conflict(s): "
-            "those rows changed since and were left alone (listed in this batch's details).",
+            f"Partially rolled back batch #{batch.pk}: {result.edge_updates} edge and {result.node_updates} node "
+            f"value(s) restored; {result.conflicts} conflict(s) left as they were (changed since: listed below).",
         )
     else:
         messages.success(
@@ -179,21 +244,36 @@ def impact(request, graph_id):
     """Feedback impact (analysts): trend charts from the daily rollups, a date range, and CSV export."""
     access = graph_access(request.user, graph_id, "analyze")
     since, until, error = _range(request)
-    rows = charts.rollup_rows(access.graph, since, until)
+    all_rows = charts.rollup_rows(access.graph, since, until)
+    agents, agent_error = _agents(request, all_rows)
+    rows = metrics.for_agents(all_rows, agents)
     if request.GET.get("format") == "csv":
         response = HttpResponse(content_type="text/csv")
         response["Content-Disposition"] = f'attachment; filename="{access.graph.slug}-impact-{since}-{until}.csv"'
-        csv.writer(response).writerows(charts.csv_export(rows))
+        glance = learning.weekly(access.graph, agents=agents)
+        effects = revisions.revision_effects(access.graph, agents)
+        csv.writer(response).writerows(charts.csv_export(rows, glance, effects, agents))
         return response
     figures = [
         ("impact-weights", charts.mean_weights_by_type(rows), "Mean weight and feedback weight by edge type over time"),
+        ("impact-top-used", charts.top_used_fraction(rows), "Share of sessions whose top-ranked candidates were used"),
         ("impact-outcomes", charts.outcomes_per_day(rows), "Session outcomes per day"),
         ("impact-updates", charts.updates_by_kind(rows), "Weight changes per day by batch kind"),
     ]
     return render(
         request,
         "feedback/impact.html",
-        {"access": access, "since": since, "until": until, "error": error, "rows": rows, "figures": figures},
+        {
+            "access": access,
+            "since": since,
+            "until": until,
+            "error": error,
+            "rows": rows,
+            "figures": figures,
+            "agents": agents,
+            "agent_error": agent_error,
+            "keep": [("from", since.isoformat()), ("to", until.isoformat())],
+        },
     )
 
 
@@ -433,6 +513,12 @@ def policy_effects(request, graph_id):
     """Per policy revision, the share of sessions whose top-ranked items were used before and after it took
     effect (analysts; from the daily rollups). The tune page loads it as a partial."""
     access = graph_access(request.user, graph_id, "analyze")
-    context = {"access": access, "effects": revisions.revision_effects(access.graph)}
+    agents, agent_error = _agents(request, DailyMetric.objects.filter(graph=access.graph).only("data"))
+    context = {
+        "access": access,
+        "effects": revisions.revision_effects(access.graph, agents),
+        "agents": agents,
+        "agent_error": agent_error,
+    }
     template = "feedback/_policy_effects.html" if request.headers.get("HX-Request") else "feedback/policy_effects.html"
     return render(request, template, context)

@@ -15,7 +15,7 @@ from django.contrib.auth.admin import UserAdmin
 from django.db.models import Q
 
 from graphadmin import actions
-from graphadmin.admin_tenancy import ReadOnlyAdmin, TenantAdmin, check_graph
+from graphadmin.admin_tenancy import ReadOnlyAdmin, TenantAdmin, check_graph, may
 from graphadmin.models import (
     AuditEvent,
     Edge,
@@ -215,6 +215,15 @@ class ScopedUserAdmin(UserAdmin):
     def get_queryset(self, request):
         qs = super().get_queryset(request)
         return qs if request.user.is_superuser else qs.filter(pk__in=administered_users(request.user).values("pk"))
+
+    # Looking at users is an organization admin's (the role, not Django's model permissions).
+    def has_module_permission(self, request):
+        return request.user.is_superuser or may(request.user, "administer")
+
+    def has_view_permission(self, request, obj=None):
+        if request.user.is_superuser:
+            return super().has_view_permission(request, obj)
+        return may(request.user, "administer")
 
     def has_add_permission(self, request):
         return request.user.is_superuser and super().has_add_permission(request)

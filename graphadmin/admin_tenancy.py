@@ -2,9 +2,11 @@
 what their role there allows; the admin's one mapping of the domain errors (``graphadmin.errors``)
 to a message.
 
-Django's model permissions say which tables a staff user may open; the organization roles
-(``graphadmin.tenancy``) say which rows, and whether they may be changed. A ModelAdmin names the act
-an add, change or delete needs (``edit_act``); without one it is read-only. Rows are those of the
+For a staff user who is not a superuser, the organization roles (``graphadmin.tenancy``) alone decide:
+which tables show (any table to a member who reads: reviewer and up), which rows, and whether they may
+be changed. Django's model permissions are not asked (the demo's ``admin`` is staff with none of them,
+and a reviewer given all of them still may not write). A ModelAdmin names the act an add, change or
+delete needs (``edit_act``); without one it is read-only. Rows are those of the
 organizations where the user reads (reviewer and up: an agent's service account sees nothing); the
 choices of a foreign key, the options of a list filter and the label a raw-id widget prints come
 from the same scoped querysets, so no name of another organization's graph or node ever shows.
@@ -78,14 +80,31 @@ class TenantAdmin(admin.ModelAdmin):
     def get_queryset(self, request):
         return _scoped(super().get_queryset(request), request.user)
 
+    # Permissions derive from the organization role for everyone but a superuser, who keeps Django's.
+    def has_module_permission(self, request):
+        return super().has_module_permission(request) if request.user.is_superuser else may(request.user, "read")
+
+    def has_view_permission(self, request, obj=None):
+        if request.user.is_superuser:
+            return super().has_view_permission(request, obj)
+        return may(request.user, "read")  # rows: get_queryset keeps those of the organizations where the user reads
+
     def has_add_permission(self, request):
-        return super().has_add_permission(request) and may(request.user, self.edit_act)
+        if request.user.is_superuser:
+            return super().has_add_permission(request)
+        return may(request.user, self.edit_act)
 
     def has_change_permission(self, request, obj=None):
-        return super().has_change_permission(request, obj) and may(request.user, self.edit_act, obj)
+        if request.user.is_superuser:
+            return super().has_change_permission(request, obj)
+        return may(request.user, self.edit_act, obj)
 
     def has_delete_permission(self, request, obj=None):
-        return self.deletable and super().has_delete_permission(request, obj) and may(request.user, self.edit_act, obj)
+        if not self.deletable:
+            return False
+        if request.user.is_superuser:
+            return super().has_delete_permission(request, obj)
+        return may(request.user, self.edit_act, obj)
 
     def formfield_for_foreignkey(self, db_field, request, **kwargs):
         related = db_field.remote_field.model

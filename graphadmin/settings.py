@@ -177,13 +177,17 @@ USE_I18N = True
 USE_TZ = True
 
 STATIC_URL = "static/"
-# plotly.min.js is served from the installed plotly package (same version as the Python side), no CDN.
+# The pages load plotly.js's smaller cartesian bundle from static/vendor/plotly/; the installed plotly package's
+# full plotly.min.js (same version as the Python side) is served too, for the simulation reports. No CDN.
 STATICFILES_DIRS = [BASE_DIR / "static", ("plotly", Path(__import__("plotly").__file__).parent / "package_data")]
 STATIC_ROOT = env.path("STATIC_ROOT", default=str(LOCAL_DIR / "staticfiles"))
 Path(STATIC_ROOT).mkdir(parents=True, exist_ok=True)
 # WhiteNoise serves static/ directly (no collectstatic step needed for one machine); a deployment
 # behind a CDN or with many web processes may run collectstatic and set WHITENOISE_USE_FINDERS=false.
 WHITENOISE_USE_FINDERS = env.bool("WHITENOISE_USE_FINDERS", default=True)
+# A vendored file with its version in its name (static/vendor/plotly/plotly-cartesian-4.1.1.min.js) never
+# changes under that name: cached for a year, immutable, even with DEBUG on (where WhiteNoise's max-age is 0).
+WHITENOISE_IMMUTABLE_FILE_TEST = r"/vendor/.+-\d+\.\d+\.\d+(\.min)?\.js$"
 LOGIN_URL = "/accounts/login/"
 LOGIN_REDIRECT_URL = "/"
 

@@ -104,12 +104,17 @@ class Access:
     def can_operate(self) -> bool:
         return self.allows("operate")
 
+    @property
+    def can_administer(self) -> bool:
+        return self.allows("administer")
+
 
 def require(role: str | None, act: str) -> None:
     """Raise Forbidden unless ``role`` may do ``act``."""
     if not allows(role, act):
         needed = NEEDS[act] + (f" or {AGENT}" if act in AGENT_ACTS else "")
-        raise Forbidden(f"Your role in this organization may not do this (needs {needed}).")
+        yours = f"Your role in this organization, {role}," if role else "You"
+        raise Forbidden(f"{yours} may not do this (needs {needed}).")
 
 
 def graph_access(user, graph_id, act: str = "read") -> Access:

@@ -19,6 +19,7 @@ page_urlpatterns = [
     path("g/<int:graph_id>/audit/", views.audit_trail, name="audit"),
     path("g/<int:graph_id>/tune/", views.tune, name="tune"),
     path("g/<int:graph_id>/export.zip", views.export_vault, name="export-vault"),
+    path("g/<int:graph_id>/members/", views.members, name="members"),
     path("g/<int:graph_id>/tune/revisions/<int:revision>/restore/", views.tune_restore, name="tune-restore"),
     path(
         "g/<int:graph_id>/nodes/<int:node_id>/graph.json", neighbourhood.neighbourhood_json, name="graph-neighbourhood"

@@ -1,4 +1,4 @@
-"""Pages of the graph core: the graphs list, the audit trail, edge types and policy (tune).
+"""Pages of the graph core: the graphs list, the audit trail, edge types and policy (tune), members.
 
 Saving the tune form writes a new policy revision and audit events through ``graphadmin.actions``;
 its what-if preview is ranking's page (``ranking.views.tune_preview``). Restoring a revision writes a new
@@ -7,17 +7,24 @@ one with its numbers (``tune_restore``), after ranking's preview of it (``rankin
 
 from __future__ import annotations
 
+import json
+from datetime import date
+
 from django.contrib import messages
 from django.contrib.auth.decorators import login_required
 from django.core.paginator import Paginator
 from django.db import transaction
 from django.http import HttpResponse
 from django.shortcuts import get_object_or_404, redirect, render
+from django.urls import reverse
 from django.views.decorators.http import require_POST
 
 from graphadmin import actions, audit
+from graphadmin.admin import administered_users
+from graphadmin.errors import InputError
 from graphadmin.forms import TuneForm
-from graphadmin.models import AuditEvent, EdgeType, Graph, PolicyRevision
+from graphadmin.models import AuditEvent, EdgeType, Graph, Membership, PolicyRevision
+from graphadmin.models.tenancy import ROLES
 from graphadmin.tenancy import NEEDS, graph_access
 from graphadmin.vault.export import export_zip
 
@@ -33,9 +40,47 @@ def home(request):
     return render(request, "graphadmin/home.html", {"graphs": graphs})
 
 
+def _value(v) -> str:
+    if isinstance(v, float):
+        return f"{v:.4g}"
+    if isinstance(v, dict | list):
+        return f"{len(v)} item(s)"
+    return "—" if v is None else str(v)
+
+
+def audit_summary(payload) -> str:
+    """An audit event's payload in one line a person reads: ``a → b`` for what changed (a ``changes`` map of
+    before/after, or a ``before`` beside the new value), then the other plain values by name. Any action's
+    payload reads this way, so a new action needs nothing here."""
+    if not isinstance(payload, dict):
+        return _value(payload)
+    parts = []
+    changes = payload.get("changes")
+    if isinstance(changes, dict):
+        for key, change in changes.items():
+            if isinstance(change, dict) and {"before", "after"} <= set(change):
+                parts.append(f"{key} {_value(change['before'])} → {_value(change['after'])}")
+            elif isinstance(change, list | tuple) and len(change) == 2:
+                parts.append(f"{key} {_value(change[0])} → {_value(change[1])}")
+            else:
+                parts.append(f"{key} {_value(change)}")
+    rest = {k: v for k, v in payload.items() if k not in ("changes", "before", "after")}
+    if "before" in payload:
+        new_key = "after" if "after" in payload else next((k for k in ("role", "priority") if k in payload), None)
+        new = payload.get(new_key) if new_key else None
+        rest.pop(new_key, None)
+        subject_key = next((k for k in ("user", "edge_type") if k in payload), None)
+        subject = rest.pop(subject_key) if subject_key else ""
+        change = f"{_value(payload['before'])} → {_value(new)}"
+        parts.insert(0, f"{subject}: {change}" if subject else change)
+    parts += [f"{k} {_value(v)}" for k, v in rest.items() if v not in ("", None, [], {})]
+    return "; ".join(parts)
+
+
 @login_required
 def audit_trail(request, graph_id):
-    """The organization's audit chain, filterable by action and actor, with its verification status."""
+    """The organization's audit chain, filterable by action, actor and day, each event summarised in words
+    (with a link to its batch when it has one) and its payload as JSON, with the chain's verification status."""
     access = graph_access(request.user, graph_id)
     org_id = access.graph.organization_id
     events = AuditEvent.objects.filter(organization_id=org_id).order_by("-seq")
@@ -44,10 +89,26 @@ def audit_trail(request, graph_id):
         events = events.filter(action=action)
     if actor:
         events = events.filter(actor__icontains=actor)
+    days = {}
+    for name, lookup in (("from", "created_at__date__gte"), ("to", "created_at__date__lte")):
+        raw = request.GET.get(name, "")
+        try:
+            days[name] = date.fromisoformat(raw) if raw else None
+        except ValueError:
+            messages.error(request, f"{name}: expected a date, YYYY-MM-DD; not applied.")
+            days[name] = None
+        if days[name]:
+            events = events.filter(**{lookup: days[name]})
     actions = (
         AuditEvent.objects.filter(organization_id=org_id).order_by("action").values_list("action", flat=True).distinct()
     )
     page = Paginator(events, 50).get_page(request.GET.get("page"))
+    for event in page.object_list:
+        event.summary = audit_summary(event.payload)
+        event.payload_json = json.dumps(event.payload, indent=2, sort_keys=True, default=str)
+        batch = event.payload.get("batch") if isinstance(event.payload, dict) else None
+        graph = (event.scope or {}).get("graph")
+        event.batch_url = reverse("batch", args=[graph, batch]) if isinstance(batch, int) and graph else ""
     return render(
         request,
         "graphadmin/audit.html",
@@ -57,6 +118,8 @@ def audit_trail(request, graph_id):
             "actions": list(actions),
             "action": action,
             "actor": actor,
+            "since": days["from"],
+            "until": days["to"],
             "chain": audit.verify(org_id, full=False),
         },
     )
@@ -150,3 +213,48 @@ def export_vault(request, graph_id):
     response = HttpResponse(data, content_type="application/zip")
     response["Content-Disposition"] = f'attachment; filename="{graph.slug}-vault.zip"'
     return response
+
+
+def _member_target(request, access, username: str):
+    """The user an admin names on the members page: one of ``administered_users`` (so a name of
+    another organization's member is answered as unknown, never revealed), else an InputError."""
+    user = administered_users(request.user).filter(username=username.strip()).first() if username.strip() else None
+    if user is None:
+        raise InputError.field(
+            "username", f"No user {username.strip()!r} you can add: an account is created in the admin."
+        )
+    return user
+
+
+@login_required
+def members(request, graph_id):
+    """The organization's members and their roles, and its graphs (admins): grant, change and revoke a
+    role through the audited actions (``do_grant_role``, ``do_revoke_role``); one's own role is left to
+    another admin, so an organization never loses its last admin by a slip."""
+    access = graph_access(request.user, graph_id, "administer")
+    org = access.graph.organization
+    if request.method == "POST":
+        op, username, role = request.POST.get("op", ""), request.POST.get("username", ""), request.POST.get("role", "")
+        target = _member_target(request, access, username)
+        if target.pk == request.user.pk:
+            raise InputError.field("username", "Your own role is changed by another admin of the organization.")
+        if op == "revoke":
+            membership = Membership.objects.filter(organization=org, user=target).first()
+            if membership is None:
+                raise InputError.field("username", f"{target.username} is not a member.")
+            actions.do_revoke_role(membership, actor=request.user)
+            messages.success(request, f"{target.username} is no longer a member of {org.slug}.")
+        else:
+            if role not in ROLES:
+                raise InputError.field("role", f"Expected one of {', '.join(ROLES)}.")
+            _membership, before = actions.do_grant_role(org, target, role, actor=request.user)
+            change = f"{before} → {role}" if before else f"new member, {role}"
+            messages.success(request, f"{target.username}: {change}.")
+        return redirect("members", graph_id=graph_id)
+    rows = Membership.objects.filter(organization=org).select_related("user").order_by("user__username")
+    graphs = Graph.objects.filter(organization=org).order_by("slug")
+    return render(
+        request,
+        "graphadmin/members.html",
+        {"access": access, "members": rows, "graphs": graphs, "roles": ROLES, "org": org},
+    )

@@ -154,29 +154,101 @@ def _signed(value: float) -> str:
     return f"{value:+.3f}".replace("-", "\u2212")
 
 
+# Each score component in words (any other component shows by its name, so a new one appears the same way).
+COMPONENT_WORDS = {
+    "vector": "similarity to the question",
+    "lexical": "words shared with the question (full-text match)",
+    "hop": "closeness to an entry point",
+    "persona": "match with the caller's persona",
+    "recency": "recency",
+    "feedback": "feedback from session outcomes",
+    "path": "weight of the links that led to it",
+    "priority": "priority of its edge type",
+    "memory": "use by agents asking similar questions",
+    "exploration": "exploration bonus (not shown to similar questions before)",
+    "weight": "learned edge weight",
+    "semantic": "similarity of the target to the question",
+}
+# The component each raw factor feeds (a factor that differs while its component does not is explained).
+FACTOR_COMPONENT = {
+    "vector": "vector",
+    "hops": "hop",
+    "path_weight": "path",
+    "feedback_weight": "feedback",
+    "priority": "priority",
+    "novelty": "exploration",
+    "memory": "memory",
+    "age_days": "recency",
+    "persona": "persona",
+}
+EQUAL = 5e-5  # a difference that rounds to 0.0000 on the page
+
+
+def component_words(name: str) -> str:
+    return COMPONENT_WORDS.get(name, name.replace("_", " "))
+
+
+def _named(c: dict) -> str:
+    return f"“{c['title'] or c['node']}” (#{c['rank']})"
+
+
+def _listed(rows) -> str:
+    parts = [f"{component_words(r['component'])} ({_signed(r['difference'])})" for r in rows]
+    return parts[0] if len(parts) == 1 else ", ".join(parts[:-1]) + " and " + parts[-1]
+
+
 def why(ci: dict, cj: dict, comparison: dict, edges: dict[int, dict]) -> dict:
-    """Why candidate ``ci`` ranked above (or below) ``cj``, in words: the components that differ most, the
-    raw factors that differ, and which edges the two paths share and which only one of them took."""
-    ahead = [r for r in comparison["components"] if r["difference"] > 1e-9]
-    behind = sorted((r for r in comparison["components"] if r["difference"] < -1e-9), key=lambda r: r["difference"])
+    """Why candidate ``ci`` ranked above (or below) ``cj``, in plain words first: both notes by name, the
+    components that differ most in words, those that do not differ, raw factors that differ and why one
+    weighs nothing, the exploration slot; then which edges the two paths share and which only one took."""
+    rows = comparison["components"]
+    ahead = [r for r in rows if r["difference"] > EQUAL]
+    behind = sorted((r for r in rows if r["difference"] < -EQUAL), key=lambda r: r["difference"])
+    equal = [r for r in rows if abs(r["difference"]) <= EQUAL]
     diff = comparison["difference"]
-    verb = "beat" if diff >= 0 else "lost to"
-    summary = f"Rank {comparison['i']} {verb} rank {comparison['j']} by {abs(diff):.3f}"
-    if ahead:
-        summary += ", ahead on " + " and ".join(f"{r['component']} ({_signed(r['difference'])})" for r in ahead[:2])
-    if behind:
-        summary += "; behind on " + " and ".join(f"{r['component']} ({_signed(r['difference'])})" for r in behind[:2])
+    if abs(diff) <= EQUAL:
+        summary = f"{_named(ci)} and {_named(cj)} score the same ({ci['total']:.3f}); the rank order breaks the tie"
+    else:
+        first, second = (ci, cj) if diff > 0 else (cj, ci)
+        summary = f"{_named(first)} ranks above {_named(second)}: {first['total']:.3f} against {second['total']:.3f}"
+    plus, minus = (ahead, behind) if diff >= 0 else (behind, ahead)
+
+    # Mirror the signs so the sentence speaks of the winner.
+    def _from_winner(rs):
+        return [{**r, "difference": r["difference"] if diff >= 0 else -r["difference"]} for r in rs]
+
+    if plus:
+        summary += ", mostly on " + _listed(_from_winner(plus[:2]))
+    if minus:
+        summary += "; it is behind on " + _listed(_from_winner(minus[:2]))
     factors = []
+    by_component = {r["component"]: r for r in rows}
     for name, words in FACTORS:
         a, b = ci["features"].get(name), cj["features"].get(name)
         if a is None and b is None:
             continue
         same = a == b if not isinstance(a, float) or not isinstance(b, float) else abs(a - b) < 1e-6
-        if not same:
-            factors.append({"factor": name, "words": words, "i": _shown(a), "j": _shown(b)})
+        if same:
+            continue
+        note = ""
+        component = by_component.get(FACTOR_COMPONENT.get(name, ""))
+        if component is not None and abs(component["difference"]) <= EQUAL:
+            coefficient = ci["components"].get(component["component"], {}).get("coefficient")
+            if coefficient == 0:
+                note = f"weighs nothing: the policy's coefficient of {component_words(component['component'])} is 0"
+            else:
+                note = "weighs the same for both: the score caps or floors this factor"
+        factors.append({"factor": name, "words": words, "i": _shown(a), "j": _shown(b), "note": note})
+    explore = [c for c in (ci, cj) if c["features"].get("cut") == "explore"]
     pi, pj = list(ci["path"]), list(cj["path"])
     return {
         "summary": summary + ".",
+        "equal": [component_words(r["component"]) for r in equal],
+        "explore": [
+            f"{_named(c)} holds the exploration slot: the best candidate no similar past question was shown, "
+            "given to the agent although its score alone ranks it lower"
+            for c in explore
+        ],
         "factors": factors,
         "shared": [edges[e] for e in pi if e in pj and e in edges],
         "only_i": [edges[e] for e in pi if e not in pj and e in edges],
@@ -220,6 +292,10 @@ def injection_detail(request, graph_id, injection_id):
     if comparison:
         by_rank = {c["rank"]: c for c in candidates}
         comparison["why"] = why(by_rank[comparison["i"]], by_rank[comparison["j"]], comparison, edges)
+        comparison["title_i"] = by_rank[comparison["i"]]["title"]
+        comparison["title_j"] = by_rank[comparison["j"]]["title"]
+        for row in comparison["components"]:
+            row["words"] = component_words(row["component"])
     selected = [c for c in candidates if c["selected"]]
     cut = [c for c in candidates if not c["selected"]]
     shown = candidates[:40]
@@ -252,8 +328,34 @@ def tune_preview(request, graph_id):
         changes = form.changes(access.graph.current_policy())
         changes.pop("ceiling_mode", None)  # does not affect ranking
         priorities = {et.name: value for et, value in form.priority_changes().items()}
-        result = service.whatif(access.graph, changes=changes, priorities=priorities, n=PREVIEW_INJECTIONS)
+        result = _titled(
+            access.graph, service.whatif(access.graph, changes=changes, priorities=priorities, n=PREVIEW_INJECTIONS)
+        )
     return render(request, "ranking/_whatif.html", {"access": access, "form": form, "result": result})
+
+
+def _titled(graph, result: dict | None) -> dict | None:
+    """The what-if's top-1 items (stable ids ``node:9``, ``edge:5``) with their titles, for the page (two queries)."""
+    if not result:
+        return result
+    ids = {"node": set(), "edge": set()}
+    for row in result["injections"]:
+        for key in ("top1_current", "top1_draft"):
+            kind, _, pk = str(row.get(key) or "").partition(":")
+            if kind in ids and pk.isdigit():
+                ids[kind].add(int(pk))
+    names = {
+        f"node:{pk}": title
+        for pk, title in Node.objects.filter(graph=graph, pk__in=ids["node"]).values_list("pk", "title")
+    }
+    for e in Edge.objects.filter(graph=graph, pk__in=ids["edge"]).values(
+        "pk", "source__title", "edge_type__name", "target__title"
+    ):
+        names[f"edge:{e['pk']}"] = f"{e['source__title']} -{e['edge_type__name']}-> {e['target__title']}"
+    for row in result["injections"]:
+        row["top1_current_title"] = names.get(row.get("top1_current"), row.get("top1_current"))
+        row["top1_draft_title"] = names.get(row.get("top1_draft"), row.get("top1_draft"))
+    return result
 
 
 def restore_changes(current: PolicyRevision, target: PolicyRevision) -> dict:
@@ -272,6 +374,7 @@ def restore_preview(request, graph_id, revision):
     changes = restore_changes(current, target)
     ranking_changes = {k: after for k, (_before, after) in changes.items() if k != "ceiling_mode"}
     result = service.whatif(access.graph, changes=ranking_changes, n=PREVIEW_INJECTIONS) if ranking_changes else None
+    result = _titled(access.graph, result)
     context = {"access": access, "target": target, "current": current, "changes": changes, "result": result}
     template = "ranking/_restore_preview.html" if request.headers.get("HX-Request") else "ranking/restore_preview.html"
     return render(request, template, context)

@@ -57,7 +57,8 @@
       return {
         group: "nodes",
         data: {
-          id: "n" + n.id, label: short(n.title || String(n.id), 28), title: n.title, url: n.url,
+          id: "n" + n.id, label: (n.rank ? "#" + n.rank + " " : "") + short(n.title || String(n.id), 28),
+          title: n.title, url: n.url, rank: n.rank || 0,
           status: n.status, hops: n.hops || 0, fill: (STATUS[n.status] || STATUS.path).fill,
         },
         classes: [n.entry ? "entry" : "", n.archived ? "archived" : ""].join(" ").trim(),
@@ -97,13 +98,48 @@
       opacity: 1,
     } },
     { selector: ".faded", style: { opacity: 0.15 } },
+    // The candidate paths read left to right: labels beside the node, not under it.
+    { selector: "node.ltr", style: { "text-valign": "center", "text-halign": "right", "text-margin-x": 6,
+      "text-margin-y": 0, "text-max-width": 170 } },
+    { selector: ".hidden-cut", style: { display: "none" } },
   ];
 
-  function layoutFor(data, cy) {
+  // Left to right for an injection: entry points in the first column, each edge's target at least one column
+  // right of its source (longest path from an entry point, over the edges drawn); within a column, best rank first.
+  var COLUMN = 260, ROW = 44, READABLE = 0.9;  // READABLE: the least zoom a fit goes to (11 px labels at ~10 px)
+  var MAX_COLUMNS = 12;
+  function columns(data, drawnEdge) {
+    var col = {};
+    data.nodes.forEach(function (n) { col[n.id] = 0; });
+    var edges = data.edges.filter(drawnEdge);
+    for (var pass = 0; pass < MAX_COLUMNS; pass++) {
+      var moved = false;
+      edges.forEach(function (e) {
+        var want = Math.min(col[e.source] + 1, MAX_COLUMNS);
+        if (col[e.target] < want) { col[e.target] = want; moved = true; }
+      });
+      if (!moved) break;
+    }
+    return col;
+  }
+
+  function ltrPositions(data, visible, drawnEdge) {
+    var col = columns(data, drawnEdge), rows = {}, pos = {};
+    data.nodes.filter(function (n) { return visible(n); }).sort(function (a, b) {
+      return (a.rank || 1e9) - (b.rank || 1e9) || a.id - b.id;
+    }).forEach(function (n) {
+      var c = col[n.id];
+      rows[c] = (rows[c] || 0) + 1;
+      pos["n" + n.id] = { x: c * COLUMN, y: (rows[c] - 1) * ROW };
+    });
+    return pos;
+  }
+
+  function layoutFor(data, cy, visible, drawnEdge) {
     if (data.kind === "injection") {
-      var roots = cy.nodes(".entry");
-      return { name: "breadthfirst", directed: true, roots: roots.length ? roots : undefined, spacingFactor: 1.1,
-        padding: 20, animate: false };
+      var pos = ltrPositions(data, visible || function () { return true; }, drawnEdge || function () { return true; });
+      return { name: "preset", positions: function (node) { return pos[node.id()] || { x: 0, y: 0 }; },
+        fit: true, padding: 24, animate: false };
     }
     return { name: "concentric", concentric: function (n) { return 3 - n.data("hops"); },
       levelWidth: function () { return 1; }, minNodeSpacing: 60, padding: 30, animate: false };
@@ -167,8 +203,72 @@
       container: canvas, elements: elements(data, colour), style: STYLE, minZoom: 0.2, maxZoom: 1.6,
       boxSelectionEnabled: false, autounselectify: true,
     });
-    cy.layout(layoutFor(data, cy)).run();
+    var showCut = false;
+    var injection = data.kind === "injection";
+    var anySelected = data.nodes.some(function (n) { return n.status === "selected"; });
+    // A cut candidate that lies on a selected candidate's path (its entry point, a step) stays drawn: the path
+    // of every selected candidate is whole without the toggle.
+    var onSelectedPath = {};
+    data.edges.forEach(function (e) { if (e.selected) { onSelectedPath[e.source] = true; onSelectedPath[e.target] = true; } });
+    function visible(n) { return showCut || !anySelected || n.status !== "cut" || onSelectedPath[n.id]; }
+    function drawnEdge(e) { return showCut || !anySelected || e.selected; }
+    function relayout() {
+      if (injection) {
+        // Cut candidates (and edges on no selected path) stay behind the toggle: the selected paths first.
+        cy.nodes().forEach(function (node) {
+          var n = data.nodes[order.indexOf(node.id())];
+          node.toggleClass("hidden-cut", !visible(n));
+          node.addClass("ltr");
+        });
+        cy.edges().forEach(function (edge) {
+          edge.toggleClass("hidden-cut", edge.source().hasClass("hidden-cut") || edge.target().hasClass("hidden-cut") ||
+            (!showCut && anySelected && edge.hasClass("off-path")));
+        });
+      }
+      cy.layout(layoutFor(data, cy, visible, drawnEdge)).run();
+      fitTo(cy.elements().not(".hidden-cut"));
+    }
+    function fitTo(eles) {
+      cy.fit(eles, 24);
+      // Labels stay readable: never zoom out below the point where they shrink past ~8 px; scroll instead.
+      if (injection && cy.zoom() < READABLE && eles.length > 1) {
+        var box = eles.boundingBox();
+        cy.zoom(READABLE);
+        cy.pan({ x: 24 - box.x1 * READABLE, y: 24 - box.y1 * READABLE });
+      }
+    }
     var order = data.nodes.map(function (n) { return "n" + n.id; });
+    relayout();
+    controls(root, cy, data, {
+      fit: function () { fitTo(cy.elements().not(".hidden-cut")); },
+      toggleCut: injection && anySelected && data.nodes.some(function (n) { return n.status === "cut"; }) ? function () {
+        showCut = !showCut;
+        relayout();
+        return showCut;
+      } : null,
+      pair: injection ? function (i, j) {
+        var ids = {};
+        (data.paths || []).forEach(function (p) {
+          if (p.rank === i || p.rank === j) {
+            ids["n" + p.node] = true;
+            p.edges.forEach(function (e) { ids["e" + e] = true; });
+          }
+        });
+        var pick = cy.elements().filter(function (x) { return ids[x.id()]; });
+        pick = pick.union(pick.edges().connectedNodes());
+        if (pick.some(function (x) { return x.hasClass("hidden-cut"); }) && !showCut) {
+          showCut = true;
+          relayout();
+          var toggle = root.querySelector(".graph-toggle-cut");
+          if (toggle) toggle.setAttribute("aria-pressed", "true");
+        }
+        cy.elements().removeClass("active faded");
+        cy.elements().not(pick).addClass("faded");
+        pick.addClass("active");
+        fitTo(pick);
+        status.textContent = "Showing #" + i + " and #" + j + " with the paths that reached them.";
+      } : null,
+    });
     var active = -1;
     status.textContent = "";
 
@@ -234,6 +334,40 @@
     }
     root.dataset.state = "ready";
     root.graph = cy;
+  }
+
+  // Zoom, fit, the cut-candidates toggle and "show #i and #j" (the comparison's pair), as buttons.
+  function controls(root, cy, data, act) {
+    var bar = root.querySelector(".graph-controls");
+    if (!bar) return;
+    function button(text, cls, onClick, pressed) {
+      var b = el("button", { type: "button", class: cls, text: text });
+      if (pressed !== undefined) b.setAttribute("aria-pressed", pressed ? "true" : "false");
+      b.addEventListener("click", function () { onClick(b); });
+      return b;
+    }
+    var zoomBy = function (f) {
+      cy.zoom({ level: Math.min(cy.maxZoom(), Math.max(cy.minZoom(), cy.zoom() * f)),
+        renderedPosition: { x: cy.width() / 2, y: cy.height() / 2 } });
+    };
+    var items = [
+      button("Zoom in", "graph-zoom-in", function () { zoomBy(1.25); }),
+      button("Zoom out", "graph-zoom-out", function () { zoomBy(0.8); }),
+      button("Fit", "graph-fit", function () { cy.elements().removeClass("active faded"); act.fit(); }),
+    ];
+    if (act.toggleCut) {
+      var cut = data.nodes.filter(function (n) { return n.status === "cut"; }).length;
+      items.push(button("Show the " + cut + " cut candidates", "graph-toggle-cut", function (b) {
+        b.setAttribute("aria-pressed", act.toggleCut() ? "true" : "false");
+      }, false));
+    }
+    if (act.pair) {
+      items.push(button("Show #i and #j", "graph-show-pair", function () {
+        var i = document.getElementById("cmp-i"), j = document.getElementById("cmp-j");
+        act.pair(parseInt(i ? i.value : "1", 10), parseInt(j ? j.value : "2", 10));
+      }));
+    }
+    bar.replaceChildren.apply(bar, items);
   }
 
   function load(root) {

@@ -48,7 +48,7 @@ def test_reviewer_opens_every_page(client, acme_graph, small_graph, history, rit
         response = client.get(url)
         assert response.status_code == 200, url
     page = client.get(f"/g/{acme_graph.pk}/edges/{history[1].pk}/").content.decode()
-    assert "history-figure" in page and "plotly/plotly.min.js" in page
+    assert "history-figure" in page and "vendor/plotly/plotly-cartesian-4.1.1.min.js" in page
 
 
 def test_outsider_gets_404_everywhere(client, acme_graph, small_graph, history, mallory):

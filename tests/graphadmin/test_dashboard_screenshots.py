@@ -45,6 +45,8 @@ def test_screenshots_of_every_page(live_server, monkeypatch):
         "batch": (f"/g/{g}/batches/{batch.pk}/", "div.chart svg.main-svg"),
         "audit": (f"/g/{g}/audit/", None),
         "impact": (f"/g/{g}/impact/", "div.chart svg.main-svg"),
+        "members": (f"/g/{g}/members/", None),
+        "admin": ("/admin/", None),
     }
     SHOTS.mkdir(parents=True, exist_ok=True)
     with chromium() as browser:
@@ -61,5 +63,12 @@ def test_screenshots_of_every_page(live_server, monkeypatch):
         preview.locator("#restore-whatif-summary").wait_for(timeout=15000)
         preview.scroll_into_view_if_needed()
         preview.screenshot(path=str(SHOTS / "restore.png"))
-    shots = [*pages, "restore"]
+        # A narrow screen (390 px): the navigation wraps, wide tables scroll in their own box.
+        narrow = browser.new_page(viewport={"width": 390, "height": 844})
+        narrow.context.add_cookies(page.context.cookies())
+        narrow.goto(f"{live_server.url}/g/{g}/")
+        narrow.wait_for_selector("#learning-glance div.chart svg.main-svg", timeout=15000)
+        narrow.screenshot(path=str(SHOTS / "mobile-overview.png"))
+        narrow.close()
+    shots = [*pages, "restore", "mobile-overview"]
     assert all((SHOTS / f"{name}.png").stat().st_size > 10_000 for name in shots)
