@@ -172,7 +172,7 @@ MAX_EXCLUDE = 1000
 # Tie-break between two equally good ways in: a start node is the caller's; then a triplet hit, so a
 # node that is also an end of a matching link carries that link as its path (its use credits the
 # link, and a reinforced link lifts the node for questions that match it); then a plain vector hit.
-ENTRY_ORDER = {"start": 0, "triplet": 1, "vector": 2, "expansion": 3}
+ENTRY_ORDER = {"start": 0, "triplet": 1, "vector": 2, "expansion": 3, "memory": 4}
 
 
 @dataclass
@@ -180,8 +180,9 @@ class Candidate:
     """A retrieval candidate: a node, how it entered, the path from its entry point, and its score.
 
     ``entry`` is ``start`` (a start node), ``vector`` (a node embedding hit), ``triplet`` (an end of
-    an edge whose triplet embedding was hit; that edge is its path) or ``expansion`` (reached from
-    an entry point along ``path``). ``edge`` is the last edge of the path (its traversal score), if any.
+    an edge whose triplet embedding was hit; that edge is its path), ``expansion`` (reached from
+    an entry point along ``path``) or ``memory`` (brought in by similar questions' evidence). ``edge``
+    is the last edge of the path (its traversal score), if any.
     """
 
     scored: scoring.Scored
@@ -191,6 +192,7 @@ class Candidate:
     edge: scoring.Scored | None = None
     path_hops: int = 0
     rank: int = 0
+    evidence: list = field(default_factory=list)  # scoring.Evidence rows behind ``memory``
 
     @property
     def node_id(self) -> int:
@@ -229,6 +231,7 @@ class Candidate:
             "edge_source": edge.source_id if edge else None,
             "edge_target": edge.target_id if edge else None,
             "traversal": self.edge.total if self.edge else None,
+            "evidence": [[e.question_id, e.similarity, e.weight, e.edge_id] for e in self.evidence],
         }
 
 
@@ -353,12 +356,20 @@ def retrieve(
             way(node_id, "expansion", reach)
 
     distances = sql.anchor_distances(graph.pk, anchors, list(rows), pol.max_hops) if anchors else None
-    past = (
-        sql.similar_retrievals(graph.pk, qtext, list(rows), query_model(vector))
-        if (pol.exploration or pol.coef_memory)
-        else []
+    # Question-conditional evidence: the answered edges of similar past questions (ledger state).
+    recall = scoring.recall_questions(
+        sql.question_evidence(graph.pk, qtext, query_model(vector)) if (pol.exploration or pol.coef_memory) else ()
     )
-    novelty, memory = scoring.recall_similar(past, rows)
+    # Discovery: a note similar questions' agents used joins the pool even when no entry side found it.
+    brought = sorted(n for n, m in recall.memory.items() if m > 0 and n not in rows and n not in exclude)
+    for r in sql.node_rows(graph.pk, brought, qtext) if brought else ():
+        rows[r.node_id] = r
+        way(r.node_id, "memory", scoring.Reach(r.node_id, 0))
+    if distances is not None and brought:
+        distances.update(sql.anchor_distances(graph.pk, anchors, brought, pol.max_hops))
+    # Exploration only where a near-repeat's context failed: a question with no such history gets the best ranking.
+    novelty = {n: 1.0 for n in rows if recall.failed and recall.novel(n)}
+    memory = recall.memory
     candidates = []
     for node_id, options in ways.items():
         if node_id in exclude or node_id not in rows:
@@ -376,7 +387,11 @@ def retrieve(
             distances is not None,
             anchor_hops,
         )
-        candidates.append(Candidate(scored, rows[node_id], entry, reach.path, reach.via, reach.hops))
+        candidates.append(
+            Candidate(
+                scored, rows[node_id], entry, reach.path, reach.via, reach.hops, evidence=recall.rows.get(node_id, [])
+            )
+        )
     ranked = sorted(
         candidates, key=lambda c: scoring.sort_key(c.scored)
     )  # one candidate per node: the stable id decides ties
@@ -533,7 +548,8 @@ def assemble_context(
     costs = [1 if budget_unit == "items" else item.row.tokens for item in ordered]
     selection = scoring.select_within_budget([item.node_id for item in ordered], costs, budget)
     if policy.exploration:
-        # Discovery: one slot for the best candidate no similar past retrieval showed (scoring.explore_slot).
+        # Exploration: one slot for the best candidate no similar question has evidence about, only
+        # when a near-repeat's context failed (novelty is set only then; scoring.explore_slot).
         selection = scoring.explore_slot(
             selection, [item.scored.candidate.novelty == 1.0 for item in ordered], costs, budget
         )
@@ -640,8 +656,12 @@ def _bump_counters(graph: Graph, chosen: list[Candidate]) -> None:
 # Explain
 
 
-def candidate_dict(c: InjectionCandidate, edges: dict | None = None, titles: dict | None = None) -> dict:
-    """A logged candidate as the explain endpoint shows it: how it entered, its path, every factor.
+def candidate_dict(
+    c: InjectionCandidate, edges: dict | None = None, titles: dict | None = None, taught: dict | None = None
+) -> dict:
+    """A logged candidate as the explain endpoint shows it: how it entered, its path, every factor, and
+    ``learned_from``: the past sessions whose evidence lifted or lowered it (``taught``: answered edge id ->
+    its applied changes, ``queries.evidence_sessions``).
 
     ``edges`` (edge id -> (source id, type, target id)) and ``titles`` (node id -> title) give the path
     in words, ``A -derived_from-> B -depends_on-> C``; without them ``path_text`` is empty.
@@ -663,7 +683,29 @@ def candidate_dict(c: InjectionCandidate, edges: dict | None = None, titles: dic
         "total": c.total,
         "features": f,
         "components": c.components,
+        "learned_from": learned_from(f.get("evidence") or (), taught or {}),
     }
+
+
+def learned_from(evidence, taught: dict) -> list[dict]:
+    """The past sessions behind a candidate's ``memory``: for each similar question's answered edge
+    (``[question, similarity, weight, edge]``), the sessions whose batches (still applied) moved it,
+    with the evidence and whether it lifted (weight up) or lowered the candidate."""
+    rows = []
+    for question, similarity, _weight, edge in evidence:
+        for change in taught.get(edge, ()):
+            rows.append(
+                {
+                    "session": change["session"],
+                    "batch": change["batch"],
+                    "question": question,
+                    "question_text": change["question"],
+                    "similarity": similarity,
+                    "evidence": change["event"],
+                    "effect": "lifted" if change["after"] > change["before"] else "lowered",
+                }
+            )
+    return rows
 
 
 def path_text(path, node_id: int, edges: dict, titles: dict) -> str:
@@ -699,6 +741,7 @@ def explain(injection: ContextInjection, i: int | None = None, j: int | None = N
     why i beat j."""
     cands = list(injection.candidates.order_by("rank"))
     edges, titles = _path_words(injection.graph_id, cands)
+    taught = sql.evidence_sessions(injection.graph_id, {e[3] for c in cands for e in c.features.get("evidence") or ()})
     result = {
         "injection": injection.pk,
         "session": injection.session.external_id,
@@ -709,7 +752,7 @@ def explain(injection: ContextInjection, i: int | None = None, j: int | None = N
         "budget": injection.budget,
         "spent": injection.spent,
         "created_at": injection.created_at,
-        "candidates": [candidate_dict(c, edges, titles) for c in cands],
+        "candidates": [candidate_dict(c, edges, titles, taught) for c in cands],
     }
     result["comparison"] = compare(result["candidates"], i, j)
     return result
