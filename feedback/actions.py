@@ -231,7 +231,8 @@ def do_record_uses(
             params[f"{kind}_signals"] = [i.signal for i, _e in chosen]
             params[f"{kind}_events"] = [e.pk for _i, e in chosen]
         edge_updates, node_updates = queries.fetch(queries.REINFORCE, params)
-        edge_updates += _teach(batch, session, _use_evidence(session, reported))
+        # Counted apart (details.answered): edge_updates keeps counting what the report moved in the graph.
+        batch.details["answered"] = _teach(batch, session, _use_evidence(session, reported))
         return ledger.finish(
             batch,
             actor,
@@ -328,7 +329,7 @@ def _teach(batch: UpdateBatch, session: AgentSession, evidence: dict[tuple[int, 
     (``rules.EVIDENCE``). Each injection with a query vector maps to its question node (merged with
     near-duplicates); the ``answered`` edges question -> note are created neutral where missing, then
     moved (``queries.TEACH``) with their history in the batch, so its rollback takes the evidence back.
-    Returns the edge weights changed."""
+    Returns the edge weights changed (the batch's ``details.answered``)."""
     if not evidence:
         return 0
     graph = session.graph
@@ -453,8 +454,9 @@ def do_apply_outcome(
         session = AgentSession.objects.select_related("graph").get(graph_id=graph.pk, pk=session_id)
         answered = _teach(batch, session, _outcome_evidence(session, outcome))
         if answered:
-            batch.edge_updates += answered
-            UpdateBatch.objects.filter(graph_id=graph.pk, pk=batch.pk).update(edge_updates=batch.edge_updates)
+            # Counted apart, as for a use report: edge_updates keeps counting the outcome EMA's changes.
+            batch.details["answered"] = answered
+            UpdateBatch.objects.filter(graph_id=graph.pk, pk=batch.pk).update(details=batch.details)
         return ledger.audit_batch(
             batch, actor, {"session": external_id, "outcome": outcome, "alpha": alpha, "correction_of": previous_id}
         )
