@@ -39,7 +39,7 @@ from feedback.rules import ANSWERED, QUESTION_KIND
 from graphadmin import clock
 from graphadmin.models import Edge, EdgeStats, EdgeType, Node, NodeStats
 
-from .scoring import POSITIVE_SIMILARITY, Evidence
+from .scoring import POSITIVE_SIMILARITY, EdgeCandidate, Evidence
 
 # A safety valve on top of the per-node fan-out cap: no request considers more edges than this.
 MAX_EDGE_CANDIDATES = 5000
@@ -111,28 +111,6 @@ def _json(value):
 
 
 @dataclass(frozen=True)
-class EdgeRow:
-    """One candidate edge and its target node, as read from the database."""
-
-    edge_id: int
-    source_id: int
-    target_id: int
-    hops: int
-    weight: float
-    feedback_weight: float
-    edge_type: str
-    priority: float
-    similarity: float | None
-    target_key: str
-    target_title: str
-    target_kind: str
-    tokens: int
-    target_feedback_weight: float = 0.5
-    target_tags: tuple = ()
-    target_touched_at: datetime | None = None
-
-
-@dataclass(frozen=True)
 class NodeRow:
     """One vector-search hit, with what the hybrid factors need."""
 
@@ -145,20 +123,6 @@ class NodeRow:
     touched_at: datetime | None
     tokens: int
     feedback_weight: float = 0.5
-
-
-@dataclass(frozen=True)
-class TripletRow:
-    """One triplet hit: an edge whose "source -> type -> target" embedding is near the query."""
-
-    edge_id: int
-    source_id: int
-    target_id: int
-    weight: float
-    feedback_weight: float
-    edge_type: str
-    priority: float
-    similarity: float
 
 
 def _node_row(r) -> NodeRow:
@@ -247,11 +211,14 @@ def vector_candidates(graph_id: int, query_vector, k: int) -> list[NodeRow]:
     return [_node_row(r) for r in rows]
 
 
-def entry_points(graph_id: int, query_vector, k_nodes: int, k_triplets: int) -> tuple[list[NodeRow], list[TripletRow]]:
+def entry_points(
+    graph_id: int, query_vector, k_nodes: int, k_triplets: int
+) -> tuple[list[NodeRow], list[EdgeCandidate]]:
     """The retrieval's vector entry points: the top ``k_nodes`` nodes and top ``k_triplets`` triplets.
 
     Both through their HNSW index (approximate), in one transaction so the search settings are set
-    once (see ``vector_candidates``). Triplets whose ends are archived are left out. No savepoint:
+    once (see ``vector_candidates``). Triplets whose ends are archived are left out; a triplet's
+    ``similarity`` is its own (the triplet embedding's) and its ``target`` is not read (None). No savepoint:
     inside a caller's transaction the settings simply last until it ends (they only widen the search).
     """
     with transaction.atomic(savepoint=False), connection.cursor() as cur:
@@ -263,10 +230,11 @@ def entry_points(graph_id: int, query_vector, k_nodes: int, k_triplets: int) -> 
         if k_triplets:
             cur.execute(TRIPLET_HITS_SQL, {"graph": graph_id, "query": query, "k": k_triplets})
             triplets = [
-                TripletRow(
+                EdgeCandidate(
                     edge_id=r[0],
                     source_id=r[1],
                     target_id=r[2],
+                    hops=1,
                     weight=r[3],
                     feedback_weight=r[4],
                     edge_type=r[5],
@@ -380,8 +348,9 @@ LIMIT %(max_edges)s
 )
 
 
-def edge_candidates(graph_id: int, start_nodes, query_vector, hops: int, fanout_cap: int) -> list[EdgeRow]:
-    """Candidate edges within ``hops`` (1..3) of the start nodes, with cosine similarity to the query."""
+def edge_candidates(graph_id: int, start_nodes, query_vector, hops: int, fanout_cap: int) -> list[EdgeCandidate]:
+    """Candidate edges within ``hops`` (1..3) of the start nodes, with the target's cosine similarity to the
+    query, each with its target node's facts (``target``, a NodeRow)."""
     if not 1 <= hops <= EXPANSION_MAX_HOPS:
         raise ValueError(f"hops must be 1..{EXPANSION_MAX_HOPS}, not {hops}")
     params = {
@@ -396,7 +365,7 @@ def edge_candidates(graph_id: int, start_nodes, query_vector, hops: int, fanout_
         cur.execute(EXPANSION_SQL, params)
         rows = cur.fetchall()
     return [
-        EdgeRow(
+        EdgeCandidate(
             edge_id=r[0],
             source_id=r[1],
             target_id=r[2],
@@ -406,13 +375,17 @@ def edge_candidates(graph_id: int, start_nodes, query_vector, hops: int, fanout_
             edge_type=r[6],
             priority=r[7],
             similarity=_finite(r[8]),
-            target_key=r[9],
-            target_title=r[10],
-            target_kind=r[11],
-            tokens=r[12],
-            target_feedback_weight=r[13],
-            target_tags=tuple(_json(r[14])),
-            target_touched_at=r[15],
+            target=NodeRow(
+                node_id=r[2],
+                key=r[9],
+                title=r[10],
+                kind=r[11],
+                tags=list(_json(r[14])),
+                vector=_finite(r[8]),
+                touched_at=r[15],
+                tokens=r[12],
+                feedback_weight=r[13],
+            ),
         )
         for r in rows
     ]

@@ -125,7 +125,9 @@ def _component(name: str, raw: float, coefficient: float) -> Component:
 
 @dataclass(frozen=True)
 class EdgeCandidate:
-    """An edge reached from the start nodes, with the raw features the traversal score reads.
+    """An edge reached from the start nodes (or a triplet hit), with the raw features the traversal score reads.
+
+    The one edge type of the pipeline: ranking.queries returns it, rank and expansion score it.
 
     ``similarity`` is None when the target has no embedding or the request has no query; it then
     counts as 0 (and is shown as such), so a node without an embedding is never favoured.
@@ -140,6 +142,9 @@ class EdgeCandidate:
     priority: float
     similarity: float | None = None
     edge_type: str = ""
+    # The node at the edge's far end as the database read it (ranking.queries.NodeRow), when read with it
+    # (expansion); not a score input.
+    target: object | None = field(default=None, compare=False, repr=False)
 
     @property
     def stable_id(self) -> str:

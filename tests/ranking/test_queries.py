@@ -58,7 +58,7 @@ def test_similarity_is_pgvector_cosine_and_tokens_match_the_estimate(rg):
     for r in rows:
         node = Node.objects.get(pk=r.target_id)
         assert r.similarity == pytest.approx(_cosine(list(node.embedding), q), abs=1e-6)
-        assert r.tokens == scoring.estimate_tokens(node.title + "\n" + node.text)
+        assert r.target.tokens == scoring.estimate_tokens(node.title + "\n" + node.text)
     # No query: no similarity (scored as 0).
     assert all(r.similarity is None for r in sql.edge_candidates(rg["graph"].pk, [a.pk], None, 1, 50))
 
