@@ -171,3 +171,80 @@ def test_plain_cosine_baseline_equals_pgvector_over_the_node_embeddings(live_ser
             )
             assert keys[: evaluation.K] == expected[: evaluation.K], q
             assert set(keys) == set(expected)  # every embedded node is a candidate on a graph this small
+
+
+TINY = {
+    "Event Log": "Kafka keeps scan events for seven days, partitioned by parcel id, so order is kept per parcel.",
+    "Short Tokens": "Access tokens live fifteen minutes; refresh tokens are rotated on use.",
+    "Notifier": "Push first; when no receipt arrives within two minutes an SMS follows.",
+    "Geofence": "A polygon around a depot; entering it triggers an event.",
+}
+TINY_QUESTIONS = [
+    {"q": "how long are scan events kept and how are they partitioned", "useful": ["Event Log"]},
+    {"q": "how long do access tokens live", "useful": ["Short Tokens"]},
+    {"q": "what happens when a push message gets no receipt", "useful": ["Notifier"]},
+    {"q": "what is the polygon around a depot", "useful": ["Geofence"]},
+]
+
+
+@pytest.mark.worker
+@pytest.mark.django_db(transaction=True)
+def test_response_and_outcome_agents_through_the_command(live_server, acme, alice, celery_worker_process, tmp_path):
+    import io
+    import json
+
+    from django.core.management import call_command
+
+    from feedback.models import AgentSession, UpdateBatch, UseEvent
+    from graphadmin.models import Graph
+
+    vault = tmp_path / "vault"
+    vault.mkdir()
+    for key, text in TINY.items():
+        (vault / f"{key}.md").write_text(f"{text}\n", encoding="utf-8")
+    questions = tmp_path / "questions.json"
+    questions.write_text(json.dumps({"questions": TINY_QUESTIONS}), encoding="utf-8")
+    token = create_token(alice)
+    reports = {}
+    for mode in ("response", "outcome"):
+        out, path = io.StringIO(), tmp_path / f"{mode}.json"
+        call_command(
+            "evaluate_learning",
+            str(vault),
+            str(questions),
+            url=live_server.url,
+            token=token,
+            org="acme",
+            rounds=1,
+            seed=0,
+            feedback=mode,
+            json_out=str(path),
+            stdout=out,
+            stderr=io.StringIO(),
+        )
+        reports[mode] = report = json.loads(path.read_text())
+        printed = out.getvalue()
+        assert f"feedback {mode}" in printed and "plain cosine top 5" in printed and "frozen twin drift" in printed
+        learning = Graph.objects.get(pk=report["graphs"]["learning"]["id"])
+        run = report["config"]["run"]
+        train_sessions = {f"eval-{run}-learning-r0-q{i}" for i in report["train"]}
+        # Every train session of round 0 reported its outcome, and only those.
+        assert (
+            set(
+                AgentSession.objects.filter(graph=learning, outcome__isnull=False).values_list("external_id", flat=True)
+            )
+            == train_sessions
+        )
+        assert UpdateBatch.objects.filter(graph=learning, kind="outcome", status="applied").count() == 2
+        assert not UseEvent.objects.filter(graph=learning, signal__in=["explicit", "negative"]).exists()
+        fb = report["rounds"][0]["feedback"]
+        assert fb["mode"] == mode and fb["uses"] == fb["negatives"] == 0
+        assert 0.0 <= report["questions"][0]["plain_recall5"] <= 1.0 and len(report["questions"][0]["plain_top"]) <= 5
+    # The response agent quoted a sentence of each useful note it was given (all four notes fit the budget, so
+    # every train session answered), and the worker detected each quote as an implicit use.
+    fb = reports["response"]["rounds"][0]["feedback"]
+    assert fb["responses"] == len(reports["response"]["train"]) == fb["responses_applied"]
+    learning = Graph.objects.get(pk=reports["response"]["graphs"]["learning"]["id"])
+    assert UseEvent.objects.filter(graph=learning, signal="implicit", source="response").count() >= fb["responses"]
+    assert reports["outcome"]["rounds"][0]["feedback"]["responses"] == 0
+    assert not UseEvent.objects.filter(graph_id=reports["outcome"]["graphs"]["learning"]["id"]).exists()
