@@ -220,3 +220,28 @@ def test_exploration_only_where_a_near_repeat_failed(graph, oscar):
     shown = [i["key"] for i in after.selected]
     assert "first" not in shown or "second" not in shown  # the failed context gives way to new candidates
     assert set(shown) & {"third", "fourth", "fifth"}
+
+
+def test_evidence_decays_toward_neutral_and_normalize_leaves_it_alone(graph, oscar):
+    from datetime import timedelta
+
+    from graphadmin.models import EdgeType
+
+    _r, session = session_of(graph, "s1", budget=3)
+    actions.do_record_uses(session, [UseItem("node", node(graph, "third").pk, "explicit")], actor=oscar)
+    actions.do_apply_outcome(graph, "s1", "rejected", actor=oscar)  # first, second: 0.25
+    link = Edge.objects.create(
+        graph=graph,
+        source=node(graph, "first"),
+        target=node(graph, "second"),
+        edge_type=EdgeType.objects.get(graph=graph, name="related"),
+        weight=0.4,
+    )
+    later = datetime.now(UTC) + timedelta(days=30)
+    actions.do_decay(graph, actor=oscar, now=later)
+    weights = {k: round(w, 6) for (_q, k), w in answered(graph).items()}
+    assert weights == {"third": 0.975, "first": 0.2625, "second": 0.2625}  # 0.5 + (w - 0.5) * 0.95
+    assert Edge.objects.get(pk=link.pk).weight == pytest.approx(0.38)  # a link decays as before
+    actions.do_normalize(graph, actor=oscar)  # the largest link weight (0.38) becomes 1.0; evidence stays
+    assert Edge.objects.get(pk=link.pk).weight == pytest.approx(1.0)
+    assert {k: round(w, 6) for (_q, k), w in answered(graph).items()} == weights
