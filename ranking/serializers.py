@@ -237,7 +237,7 @@ class SearchHitSerializer(serializers.Serializer):
         help_text="Edges from its entry point, or with anchors its undirected "
         "distance from them (proximity, not causation).",
     )
-    entry = serializers.CharField(help_text="start, vector, triplet or expansion")
+    entry = serializers.CharField(help_text="start, vector, triplet, expansion or memory")
     path = serializers.ListField(child=serializers.IntegerField(), help_text="Edge ids from its entry point to it.")
     total = serializers.FloatField()
     components = ComponentsField()
@@ -279,13 +279,23 @@ class ContextResponseSerializer(serializers.Serializer):
     items = SelectedItemSerializer(many=True)
 
 
+class LearnedFromSerializer(serializers.Serializer):
+    session = serializers.CharField(help_text="The past session whose batch moved this evidence.")
+    batch = serializers.IntegerField(help_text="That batch (still applied; a rolled-back one is not listed).")
+    question = serializers.IntegerField(help_text="The question node (kind question) the evidence is about.")
+    question_text = serializers.CharField()
+    similarity = serializers.FloatField(help_text="That question's cosine similarity to this injection's query.")
+    evidence = serializers.CharField(help_text="used, flagged, not_used or shown_accepted")
+    effect = serializers.CharField(help_text="lifted or lowered")
+
+
 class CandidateSerializer(serializers.Serializer):
     rank = serializers.IntegerField()
     selected = serializers.BooleanField()
     node = serializers.IntegerField()
     edge = serializers.IntegerField(allow_null=True)
     hops = serializers.IntegerField(allow_null=True)
-    entry = serializers.CharField(help_text="start, vector, triplet or expansion")
+    entry = serializers.CharField(help_text="start, vector, triplet, expansion or memory")
     path = serializers.ListField(child=serializers.IntegerField())
     path_text = serializers.CharField(help_text="The path in words: A -type-> B -type-> C")
     cut = serializers.CharField(help_text="Why it was not selected: budget, duplicate; empty when selected.")
@@ -293,6 +303,9 @@ class CandidateSerializer(serializers.Serializer):
     total = serializers.FloatField()
     features = serializers.DictField()
     components = ComponentsField()
+    learned_from = LearnedFromSerializer(
+        many=True, help_text="The past sessions whose evidence lifted or lowered this candidate (its memory)."
+    )
 
 
 class DiffRowSerializer(serializers.Serializer):
