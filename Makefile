@@ -5,7 +5,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: run test lint install backup restore browser conformance-tools bench bench-pages evaluate loadtest static-compressed
+.PHONY: run test lint install backup restore browser conformance-tools bench bench-pages evaluate evaluate-all loadtest static-compressed
 
 install: $(STAMP)
 
@@ -114,6 +114,18 @@ evaluate: $(STAMP)
 	@TOKEN=$$(DEBUG=$${DEBUG:-1} $(BIN)/python manage.py agent_token --org $(EVAL_ORG) --user eval-agent --role admin) && \
 		DEBUG=$${DEBUG:-1} $(BIN)/python manage.py evaluate_learning $(EVAL_VAULT) $(EVAL_QUESTIONS) \
 		--url $(EVAL_URL) --token "$$TOKEN" --org $(EVAL_ORG) $(EVAL_ARGS)
+
+# Every evaluation set x feedback mode x split seed (manage.py evaluate_all, docs/learning.md "Every set"), against
+# the running `make run`; each run's JSON is kept in .local/evaluate-all/ (a finished run is not run again: delete
+# the folder after changing the product) and the table is written into docs/learning.md. About 2 hours on 2 cores
+# for all 24 runs; EVAL_SEEDS=0 for a third of that.
+EVAL_SETS ?= demo,conversation
+EVAL_MODES ?= full,p0.5,response,outcome
+EVAL_SEEDS ?= 0,1,2
+evaluate-all: $(STAMP)
+	@TOKEN=$$(DEBUG=$${DEBUG:-1} $(BIN)/python manage.py agent_token --org $(EVAL_ORG) --user eval-agent --role admin) && \
+		DEBUG=$${DEBUG:-1} $(BIN)/python manage.py evaluate_all --url $(EVAL_URL) --token "$$TOKEN" --org $(EVAL_ORG) \
+		--sets $(EVAL_SETS) --modes $(EVAL_MODES) --seeds $(EVAL_SEEDS) --write docs/learning.md $(EVAL_ARGS)
 
 # The load test (bench/loadtest.py) against the running `make run`, loopback only, each step bounded in time
 # and sessions: N concurrent agents (context -> use report -> outcome) at each N of LOADTEST_AGENTS; writes

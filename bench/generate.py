@@ -320,7 +320,7 @@ def generate_history(graph_id: int, scale: float, progress=print) -> dict:
             """INSERT INTO feedback_contextinjection (graph_id, session_id, policy_revision_id, query, mode,
                 budget_unit, budget,
                                                       spent, params, created_at)
-               SELECT %(g)s, s.id, %(rev)s, 'question ' || s.external_id, 'traversal', 'items', 10, 10, '{}'::jsonb,
+               SELECT %(g)s, s.id, %(rev)s, 'question ' || s.external_id, 'retrieve', 'items', 10, 10, '{}'::jsonb,
                    s.started_at
                FROM feedback_agentsession s WHERE s.graph_id = %(g)s AND s.external_id LIKE 'hist-%%'""",
             {"g": graph_id, "rev": revision_id},
@@ -331,7 +331,9 @@ def generate_history(graph_id: int, scale: float, progress=print) -> dict:
                 hops, tokens, total,
                                                          features, components)
                SELECT j.id, %(g)s, r, r <= 10, e.target_id, e.id, 1, 40 + (random() * 200)::int, tot,
-                      jsonb_build_object('edge_id', e.id, 'source_id', e.source_id, 'target_id', e.target_id,
+                      jsonb_build_object('node_id', e.target_id, 'vector', sim, 'path_weight', w,
+                          'path', jsonb_build_array(e.id), 'entry', 'expansion', 'edge_id', e.id,
+                          'source_id', e.source_id, 'target_id', e.target_id,
                           'hops', 1, 'weight', w, 'feedback_weight', fw,
                                          'similarity', sim, 'priority', 0.0, 'edge_type', 'related', 'tokens', 100,
                                              'cut', NULL),

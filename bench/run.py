@@ -547,8 +547,16 @@ class Bench:
                 )
                 cur.fetchall()
                 cur.execute(
-                    sql.SIMILAR_RETRIEVALS_SQL,
-                    {"graph": self.graph.pk, "query": qv, "n": sql.SIMILAR_INJECTIONS, "ids": hits, "model": ""},
+                    sql.QUESTION_EVIDENCE_SQL,
+                    {
+                        "graph": self.graph.pk,
+                        "query": qv,
+                        "n": sql.SIMILAR_QUESTIONS,
+                        "kind": sql.QUESTION_KIND,
+                        "answered": sql.ANSWERED,
+                        "model": "",
+                        "min_similarity": sql.POSITIVE_SIMILARITY,
+                    },
                 )
                 cur.fetchall()
                 cur.execute(

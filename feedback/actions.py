@@ -40,7 +40,16 @@ from graphadmin.vault.plan import triplet_text
 
 from . import ledger, queries, records, rules
 from .ledger import DECAY_CHUNK, Result, fall_through
-from .models import OUTCOMES, SIGNALS, AgentSession, UpdateBatch, UseEvent, WeightChange, WeightChangeBlock
+from .models import (
+    OUTCOMES,
+    SIGNALS,
+    AgentSession,
+    ContextInjection,
+    UpdateBatch,
+    UseEvent,
+    WeightChange,
+    WeightChangeBlock,
+)
 from .rules import ManualValue, UseItem
 
 __all__ = [
@@ -222,6 +231,8 @@ def do_record_uses(
             params[f"{kind}_signals"] = [i.signal for i, _e in chosen]
             params[f"{kind}_events"] = [e.pk for _i, e in chosen]
         edge_updates, node_updates = queries.fetch(queries.REINFORCE, params)
+        # Counted apart (details.answered): edge_updates keeps counting what the report moved in the graph.
+        batch.details["answered"] = _teach(batch, session, _use_evidence(session, reported))
         return ledger.finish(
             batch,
             actor,
@@ -254,6 +265,100 @@ def do_record_response(session: AgentSession, response: str, *, actor, idempoten
         )
     items = [UseItem("node", c["node_id"], "implicit", c["injection_id"]) for c in used]
     return do_record_uses(session, items, actor=actor, source="response", idempotency_key=idempotency_key)
+
+
+# --------------------------------------------------------------------------------------------------
+# 1b. Question-conditional evidence (rules.answered_after), written inside a reinforce or outcome batch
+
+ANSWERED_DESCRIPTION = (
+    "Learned: a question agents asked -> a note; the weight is the evidence (0.5 none, 1 used, 0 flagged)."
+)
+
+
+def _question_of(graph: Graph, vector, model: str, query: str, session: AgentSession) -> int:
+    """The question node of a query: the graph's nearest question at least MERGE_SIMILARITY alike (a
+    near-duplicate is the same question), else a new one (kind ``question``, the query as title and text)."""
+    row = queries.fetch(
+        queries.NEAREST_QUESTION,
+        {"graph": graph.pk, "query": rules.vector_text(vector), "kind": rules.QUESTION_KIND, "model": model},
+    )
+    if row is not None and row[1] is not None and row[1] >= rules.MERGE_SIMILARITY:
+        return row[0]
+    node = Node.objects.create(
+        graph=graph,
+        key=f"question:{uuid.uuid4().hex}",
+        kind=rules.QUESTION_KIND,
+        title=(query or "(question)")[:500],
+        text=query,
+        source=f"session:{session.external_id}"[:1000],
+        embedding=[float(x) for x in vector],
+        embedding_model=model,
+    )
+    return node.pk
+
+
+def _use_evidence(session: AgentSession, items: list[UseItem]) -> dict[tuple[int, int], str]:
+    """(injection id, node id) -> evidence for reported node uses and flags: the injection the item names,
+    else every injection of the session that selected the node."""
+    nodes = [i for i in items if i.kind == "node"]
+    if not nodes:
+        return {}
+    shown, _used, _flagged = queries.session_shown(session)
+    evidence = {}
+    for item in nodes:
+        what = rules.FLAGGED if item.signal == "negative" else rules.USED
+        injections = [item.injection_id] if item.injection_id else [i for i, ns in shown.items() if item.id in ns]
+        for injection in injections:
+            evidence[(injection, item.id)] = what
+    return evidence
+
+
+def _outcome_evidence(session: AgentSession, outcome: str) -> dict[tuple[int, int], str]:
+    """(injection id, node id) -> evidence the outcome gives the notes shown and not reported
+    (``rules.session_evidence``)."""
+    shown, used, flagged = queries.session_shown(session)
+    evidence = {}
+    for injection, nodes in shown.items():
+        for node, what in rules.session_evidence(outcome, nodes, used, flagged).items():
+            evidence[(injection, node)] = what
+    return evidence
+
+
+def _teach(batch: UpdateBatch, session: AgentSession, evidence: dict[tuple[int, int], str]) -> int:
+    """Write question-conditional evidence in ``batch``: (injection id, node id) -> evidence
+    (``rules.EVIDENCE``). Each injection with a query vector maps to its question node (merged with
+    near-duplicates); the ``answered`` edges question -> note are created neutral where missing, then
+    moved (``queries.TEACH``) with their history in the batch, so its rollback takes the evidence back.
+    Returns the edge weights changed (the batch's ``details.answered``)."""
+    if not evidence:
+        return 0
+    graph = session.graph
+    injections = {i for i, _n in evidence}
+    found = {
+        pk: (vector, model, query)
+        for pk, vector, model, query in ContextInjection.objects.filter(
+            graph_id=graph.pk, session=session, pk__in=injections, query_embedding__isnull=False
+        ).values_list("pk", "query_embedding", "query_model", "query")
+    }
+    if not found:
+        return 0
+    questions = {pk: _question_of(graph, v, m, q, session) for pk, (v, m, q) in sorted(found.items())}
+    merged = rules.merge_evidence((questions[i], n, e) for (i, n), e in evidence.items() if i in questions)
+    if not merged:
+        return 0
+    edge_type, _ = EdgeType.objects.get_or_create(
+        graph=graph, name=rules.ANSWERED, defaults={"priority": 0.0, "description": ANSWERED_DESCRIPTION}
+    )
+    keys = sorted(merged)
+    params = {
+        **ledger.history_params(batch),
+        "type": edge_type.pk,
+        "questions": [q for q, _n in keys],
+        "nodes": [n for _q, n in keys],
+        "evidence": [merged[k] for k in keys],
+    }
+    queries.execute(queries.INSERT_ANSWERED, params)
+    return queries.fetch(queries.TEACH, params)[0]
 
 
 # --------------------------------------------------------------------------------------------------
@@ -346,6 +451,12 @@ def do_apply_outcome(
             duration_ms,
         )
         batch._state.adding = False
+        session = AgentSession.objects.select_related("graph").get(graph_id=graph.pk, pk=session_id)
+        answered = _teach(batch, session, _outcome_evidence(session, outcome))
+        if answered:
+            # Counted apart, as for a use report: edge_updates keeps counting the outcome EMA's changes.
+            batch.details["answered"] = answered
+            UpdateBatch.objects.filter(graph_id=graph.pk, pk=batch.pk).update(details=batch.details)
         return ledger.audit_batch(
             batch, actor, {"session": external_id, "outcome": outcome, "alpha": alpha, "correction_of": previous_id}
         )
@@ -392,7 +503,7 @@ def do_decay(
         started=started,
         key=f"decay:{graph.pk}:{period}",
         statement=queries.DECAY_RANGE,
-        params={"floor": floor, "cutoff": cutoff, "rate": rate},
+        params={"floor": floor, "cutoff": cutoff, "rate": rate, "toward_neutral": queries.evidence_types(graph)},
         details=details,
         audit_extra={"period": period},
         summary=summary,
@@ -425,7 +536,7 @@ def do_normalize(graph: Graph, *, actor, chunk_size: int = DECAY_CHUNK, idempote
         started=started,
         key=f"normalize:{graph.pk}:{run}",
         statement=queries.NORMALIZE_RANGE,
-        params={"factor": factor},
+        params={"factor": factor, "evidence_types": queries.evidence_types(graph)},
         details={"max_weight": top, "factor": factor, "run": run},
         audit_extra={"max_weight": top},
         summary={"max_weight": top, "factor": factor, "run": run, "batches": [], "skipped_chunks": 0},

@@ -33,6 +33,7 @@ import io
 import json
 import os
 import random
+import re
 import time
 import uuid
 import zipfile
@@ -45,6 +46,8 @@ from graphadmin.client import ApiError, GraphClient
 
 K = 5
 GRAPHS = ("learning", "frozen")
+FEEDBACK_MODES = ("explicit", "response", "outcome")
+PLAIN_K = 200  # search hits read for the plain-cosine baseline (the API's MAX_SEARCH_K)
 SPLITS = ("train", "test")
 METRICS = ("hit5", "recall5", "mrr5")
 
@@ -69,6 +72,8 @@ class Config:
     seed: int = 0
     budget: int | None = None  # context budget in items; None: the graph policy's default
     negative_rate: float = 0.3
+    report_p: float = 1.0  # explicit feedback: each used note is reported with this probability
+    feedback: str = "explicit"  # explicit (uses + outcome), response (answer text + outcome), outcome (alone)
     policy: dict = field(default_factory=dict)
     wait_timeout: float = 300.0
     poll_interval: float = 0.5
@@ -180,28 +185,86 @@ def score(keys: list[str], useful: list[str]) -> dict:
     }
 
 
+def sentences(text: str) -> list[str]:
+    """The sentences of a note's text (markdown headings and blank lines dropped), in order."""
+    body = " ".join(line.strip() for line in text.splitlines() if line.strip() and not line.lstrip().startswith("#"))
+    parts = re.split(r"(?<=[.!?])\s+", body)
+    return [p.strip() for p in parts if p.strip()]
+
+
+@dataclass
+class AgentTurn:
+    """What the simulated agent sends for one session: use items, an answer text, the outcome (always)."""
+
+    uses: list[dict]
+    response: str
+    outcome: str
+
+
+def agent_turn(
+    items: list[dict],
+    useful: list[str],
+    rng: random.Random,
+    negative_rate: float,
+    *,
+    report_p: float = 1.0,
+    feedback: str = "explicit",
+) -> AgentTurn:
+    """What the simulated agent sends for one session, by feedback mode.
+
+    ``explicit``: every given note that answers the question as an ``explicit`` use, each with
+    probability ``report_p``; with probability ``negative_rate`` one given note that does not answer
+    it as ``negative``. ``response``: no use items; the answer text, one sentence (a seeded pick among
+    its sentences) of each given note that answers the question, in the order given. ``outcome``:
+    neither. In every mode the outcome comes from what it was given: accepted (every useful note),
+    rework (some), rejected (none). Draws: two per session (the negative flag), then one per useful
+    note given when ``report_p`` < 1 (explicit) or per sentence picked (response), so with the
+    defaults a run draws exactly what it drew before these modes existed.
+    """
+    if feedback not in FEEDBACK_MODES:
+        raise EvaluationError(f"--feedback must be one of {', '.join(FEEDBACK_MODES)}, not {feedback!r}.")
+    wanted = set(useful)
+    given: dict[str, dict] = {}
+    for item in sorted(items, key=lambda i: i["rank"]):
+        given.setdefault(item["key"], item)
+    found = [item for key, item in given.items() if key in wanted]
+    wrong = [item["node"] for key, item in given.items() if key not in wanted]
+    draw, pick = rng.random(), rng.random()
+    outcome = "accepted" if len(found) == len(wanted) else ("rework" if found else "rejected")
+    uses: list[dict] = []
+    response = ""
+    if feedback == "explicit":
+        for item in found:
+            if report_p >= 1.0 or rng.random() < report_p:
+                uses.append({"node": item["node"], "signal": "explicit"})
+        if wrong and draw < negative_rate:
+            uses.append({"node": wrong[int(pick * len(wrong))], "signal": "negative"})
+    elif feedback == "response":
+        picked = []
+        for item in found:
+            options = sentences(item.get("text") or "") or [item.get("title") or item["key"]]
+            picked.append(options[int(rng.random() * len(options))])
+        response = " ".join(picked)
+    return AgentTurn(uses, response, outcome)
+
+
 def agent_reports(
     items: list[dict], useful: list[str], rng: random.Random, negative_rate: float
 ) -> tuple[list[dict], str]:
-    """What the simulated agent reports for one session: (use items, outcome).
+    """The explicit agent with every use reported: (use items, outcome). See ``agent_turn``."""
+    turn = agent_turn(items, useful, rng, negative_rate)
+    return turn.uses, turn.outcome
 
-    Uses: every given note that answers the question, ``explicit``; with probability ``negative_rate``
-    one given note that does not, ``negative``. Outcome: accepted (all useful notes given), rework
-    (some), rejected (none). The random draw is made for every session, so the noise of one session
-    does not depend on what others were given.
-    """
-    wanted = set(useful)
-    given: dict[str, int] = {}
-    for item in sorted(items, key=lambda i: i["rank"]):
-        given.setdefault(item["key"], item["node"])
-    uses = [{"node": node, "signal": "explicit"} for key, node in given.items() if key in wanted]
-    wrong = [node for key, node in given.items() if key not in wanted]
-    draw, pick = rng.random(), rng.random()
-    if wrong and draw < negative_rate:
-        uses.append({"node": wrong[int(pick * len(wrong))], "signal": "negative"})
-    found = sum(1 for key in given if key in wanted)
-    outcome = "accepted" if found == len(wanted) else ("rework" if found else "rejected")
-    return uses, outcome
+
+def plain_cosine_keys(hits: list[dict]) -> list[str]:
+    """Plain cosine top 5: search hits ordered by their raw node-vector cosine alone (no other component).
+
+    The search answer's candidates include the node-vector top ``k`` (its entry points), each with
+    ``vector_score`` = cosine(question, node embedding); a node without an embedding has none and is
+    left out. Ties break by key, so the order is the same on every call."""
+    scored = [h for h in hits if h.get("vector_score") is not None]
+    scored.sort(key=lambda h: (-h["vector_score"], h["key"]))
+    return list(dict.fromkeys(h["key"] for h in scored))
 
 
 # --- the run ----------------------------------------------------------------------------------------------
@@ -217,6 +280,7 @@ class Report:
     test: list[int]
     questions: list[dict]
     rounds: list[dict] = field(default_factory=list)
+    plain: dict = field(default_factory=dict)  # plain cosine top 5 per split (node vectors alone)
     started_at: str = ""
     finished_at: str = ""
 
@@ -226,13 +290,43 @@ class Report:
     def final(self) -> dict:
         return self.rounds[-1]
 
+    def baseline(self) -> dict:
+        """Round 0's frozen recall@5 per split (what a new user meets) and over all questions; plain cosine too."""
+        first = self.rounds[0]["frozen"]
+        n = {side: first[side]["n"] for side in SPLITS}
+        total = sum(n.values()) or 1
+        out = {side: first[side]["recall5"] for side in SPLITS}
+        out["all"] = round(sum(first[side]["recall5"] * n[side] for side in SPLITS) / total, 4)
+        if self.plain:
+            out["plain"] = {side: self.plain[side]["recall5"] for side in SPLITS}
+            out["plain"]["all"] = round(sum(self.plain[side]["recall5"] * n[side] for side in SPLITS) / total, 4)
+        return out
+
     def targets(self) -> dict:
-        """Issue 12's targets on the last round: train gain in recall@5, test loss in recall@5."""
+        """The targets on the last round, recall@5.
+
+        Issue 23's, against round 0's frozen figure (the baseline): train at least halfway from it to
+        1.0; test no more than 2 points below it; the frozen twin no lower than it (no drift); frozen
+        retrieval at or above plain cosine. Issue 12's, against the same round's twin, kept beside them.
+        """
         last = self.final()
         lt, ft = last["learning"]["train"]["recall5"], last["frozen"]["train"]["recall5"]
         ls, fs = last["learning"]["test"]["recall5"], last["frozen"]["test"]["recall5"]
+        base = self.baseline()
+        bt, bs = base["train"], base["test"]
         needed = min(0.10, (1.0 - ft) / 2) if ft > 0.8 else 0.10
-        return {
+        out = {
+            "base_train": bt,
+            "base_test": bs,
+            "train_vs_base": round(lt - bt, 4),
+            "train_vs_base_needed": round((1.0 - bt) / 2, 4),
+            "train_vs_base_met": lt - bt >= (1.0 - bt) / 2 - 1e-9,
+            "test_vs_base": round(ls - bs, 4),
+            "test_vs_base_allowed": -0.02,
+            "test_vs_base_met": ls - bs >= -0.02 - 1e-9,
+            "twin_drift_train": round(ft - bt, 4),
+            "twin_drift_test": round(fs - bs, 4),
+            "twin_met": ft - bt >= -1e-9 and fs - bs >= -1e-9,
             "train_gain": round(lt - ft, 4),
             "train_gain_needed": round(needed, 4),
             "train_met": lt - ft >= needed - 1e-9,
@@ -240,6 +334,10 @@ class Report:
             "test_change_allowed": -0.02,
             "test_met": ls - fs >= -0.02 - 1e-9,
         }
+        if "plain" in base:
+            out["frozen_vs_plain"] = round(base["all"] - base["plain"]["all"], 4)
+            out["frozen_vs_plain_met"] = base["all"] - base["plain"]["all"] >= -1e-9
+        return out
 
     def moved(self) -> dict:
         """Per split, how many questions the learning graph answers better or worse than frozen.
@@ -253,21 +351,59 @@ class Report:
         return out
 
     def table(self) -> str:
-        """The per-round table: hit@5, recall@5, MRR@5 for learning and frozen, train and test."""
+        """The per-round table: hit@5, recall@5, MRR@5 for learning and frozen, train and test; recall@5 of
+        learning against the same round's twin and against round 0's frozen figure, and the twin's drift
+        from it; the plain-cosine baseline below."""
         head = (
-            f"{'round':>5} {'split':<5} | {'learning':^20} | {'frozen':^20} | {'recall@5':>8}\n"
+            f"{'round':>5} {'split':<5} | {'learning':^20} | {'frozen':^20} | {'recall@5':^26}\n"
             f"{'':>5} {'':<5} | {'hit@5':>6} {'rec@5':>6} {'MRR@5':>6} "
-            f"| {'hit@5':>6} {'rec@5':>6} {'MRR@5':>6} | {'l - f':>8}"
+            f"| {'hit@5':>6} {'rec@5':>6} {'MRR@5':>6} | {'l - f':>8} {'l - base':>8} {'drift':>8}"
         )
         lines = [head, "-" * len(head.splitlines()[1])]
+        first = self.rounds[0]["frozen"] if self.rounds else {}
         for r in self.rounds:
             for s in SPLITS:
                 lm, fm = r["learning"][s], r["frozen"][s]
+                b = first[s]["recall5"]
                 lines.append(
                     f"{r['round']:>5} {s:<5} | {lm['hit5']:6.3f} {lm['recall5']:6.3f} {lm['mrr5']:6.3f} | "
-                    f"{fm['hit5']:6.3f} {fm['recall5']:6.3f} {fm['mrr5']:6.3f} | {lm['recall5'] - fm['recall5']:+8.3f}"
+                    f"{fm['hit5']:6.3f} {fm['recall5']:6.3f} {fm['mrr5']:6.3f} | {lm['recall5'] - fm['recall5']:+8.3f} "
+                    f"{lm['recall5'] - b:+8.3f} {fm['recall5'] - b:+8.3f}"
                 )
+        if self.rounds:
+            lines.append(
+                f"base = round 0, frozen: train {first['train']['recall5']:.3f}, test {first['test']['recall5']:.3f}; "
+                "drift = the frozen twin against it"
+            )
+        if self.plain:
+            lines.append(
+                f"plain cosine top 5 (node vectors alone: search hits by vector_score): recall@5 train "
+                f"{self.plain['train']['recall5']:.3f}, test {self.plain['test']['recall5']:.3f}"
+            )
         return "\n".join(lines)
+
+    def markdown_row(self, label: str) -> str:
+        """One markdown table row of the run (see ``MARKDOWN_HEAD``): round 0 against the last round."""
+        base, t, last = self.baseline(), self.targets(), self.final()
+        plain = base.get("plain", {"train": float("nan"), "test": float("nan")})
+        cells = [
+            label,
+            f"{plain['train']:.3f} / {plain['test']:.3f}",
+            f"{base['train']:.3f} / {base['test']:.3f}",
+            f"{last['learning']['train']['recall5']:.3f} / {last['learning']['test']['recall5']:.3f}",
+            f"{last['frozen']['train']['recall5']:.3f} / {last['frozen']['test']['recall5']:.3f}",
+            f"{t['train_vs_base'] * 100:+.1f} / {t['test_vs_base'] * 100:+.1f}",
+            f"{t['twin_drift_train'] * 100:+.1f} / {t['twin_drift_test'] * 100:+.1f}",
+        ]
+        return "| " + " | ".join(cells) + " |"
+
+
+MARKDOWN_HEAD = (
+    "| run | plain cosine: train / test | round 0, frozen (base): train / test "
+    "| last round, learning: train / test | last round, frozen twin: train / test "
+    "| learning - base, points: train / test | twin drift, points: train / test |\n"
+    "|---|---:|---:|---:|---:|---:|---:|"
+)
 
 
 def _mean(rows: list[dict], metric: str) -> float:
@@ -328,8 +464,8 @@ class SentReport:
     """One feedback report of a session, kept until the worker has applied it (its batch carries the key)."""
 
     session: str
-    what: str  # "uses" or "outcome"
-    body: object  # the use items, or the outcome word
+    what: str  # "uses", "response" or "outcome"
+    body: object  # the use items, the answer text, or the outcome word
     client_key: str
     server_key: str = ""
     sent_at: float = 0.0
@@ -340,6 +476,8 @@ def send_report(client: GraphClient, graph_id: int, report: SentReport) -> dict:
     """Send (or resend, with the same idempotency key: it applies once) one report; the API's answer."""
     if report.what == "uses":
         answer = client.record_use(graph_id, report.session, report.body, idempotency_key=report.client_key)
+    elif report.what == "response":
+        answer = client.record_response(graph_id, report.session, report.body, idempotency_key=report.client_key)
     else:
         answer = client.improve(graph_id, report.session, report.body, idempotency_key=report.client_key)
     report.sent_at = time.monotonic()
@@ -361,9 +499,16 @@ def wait_applied(
     sent again with the same idempotency key, so each applies once however many copies run: a task
     can fail on the worker and is not retried (deadlocks between two feedback tasks of one session
     were seen). Past ``wait_timeout`` it is an error that names a session.
+
+    A response report in which the worker detects no use writes no batch (a logged no-op the API
+    does not show): responses are waited for only until every other report is applied and nothing
+    more has been applied for ``resend_after`` seconds; ``responses_applied`` counts those that
+    wrote a batch (implicit uses detected).
     """
     started = last_progress = time.monotonic()
     resent = 0
+    responses = sum(1 for r in pending if r.what == "response")
+    responses_left = 0
     by_session: dict[str, list[SentReport]] = {}
     for report in pending:
         by_session.setdefault(report.session, []).append(report)
@@ -380,6 +525,10 @@ def wait_applied(
         if not by_session:
             break
         now = time.monotonic()
+        left_reports = [r for reports in by_session.values() for r in reports]
+        if all(r.what == "response" for r in left_reports) and now - last_progress > cfg.resend_after:
+            responses_left = len(left_reports)  # taken as "nothing detected"
+            break
         if now - started > cfg.wait_timeout:
             waiting = sum(len(r) for r in by_session.values())
             raise EvaluationError(
@@ -391,7 +540,7 @@ def wait_applied(
             last_progress = now
             for reports in by_session.values():
                 for report in reports:
-                    if report.resent < cfg.max_resends:
+                    if report.what != "response" and report.resent < cfg.max_resends:
                         report.resent += 1
                         resent += 1
                         log(
@@ -400,7 +549,11 @@ def wait_applied(
                         )
                         send_report(client, graph_id, report)
         time.sleep(cfg.poll_interval)
-    return {"wait_s": round(time.monotonic() - started, 2), "resent": resent}
+    return {
+        "wait_s": round(time.monotonic() - started, 2),
+        "resent": resent,
+        "responses_applied": responses - responses_left,
+    }
 
 
 def evaluate(
@@ -417,6 +570,12 @@ def evaluate(
         raise EvaluationError("--train-fraction must be between 0 and 1.")
     if not 0.0 <= cfg.negative_rate <= 1.0:
         raise EvaluationError("--negative-rate must be between 0 and 1.")
+    if cfg.feedback not in FEEDBACK_MODES:
+        raise EvaluationError(f"--feedback must be one of {', '.join(FEEDBACK_MODES)}.")
+    if not 0.0 <= cfg.report_p <= 1.0:
+        raise EvaluationError("--report-p must be between 0 and 1.")
+    if cfg.report_p < 1.0 and cfg.feedback != "explicit":
+        raise EvaluationError("--report-p applies to --feedback explicit (the only mode that reports uses).")
     started = datetime.now(UTC)
     run = f"{started:%Y%m%d%H%M%S}-{uuid.uuid4().hex[:6]}"
     archive = zip_vault(vault)
@@ -456,6 +615,20 @@ def evaluate(
         ],
         started_at=started.isoformat(),
     )
+    # The plain-cosine baseline: node vectors alone, asked once (search logs nothing, so it does not
+    # touch the frozen twin's history; cosine does not change between rounds).
+    plain_scores: dict[str, list[dict]] = {s: [] for s in SPLITS}
+    for i, q in enumerate(questions):
+        try:
+            hits = client.search(graphs["frozen"]["id"], q.q, k=PLAIN_K)["results"]
+        except ApiError as exc:
+            raise EvaluationError(f"search refused on frozen ({exc.status_code}: {exc.errors}).") from exc
+        ranked = plain_cosine_keys(hits)
+        scored = score(ranked, q.useful)
+        plain_scores["train" if i in is_train else "test"].append(scored)
+        report.questions[i]["plain_top"] = ranked[:K]
+        report.questions[i]["plain_recall5"] = scored["recall5"]
+    report.plain = {s: {m: _mean(plain_scores[s], m) for m in METRICS} | {"n": len(plain_scores[s])} for s in SPLITS}
     for r in range(cfg.rounds + 1):
         t0 = time.monotonic()
         scores = {name: {s: [] for s in SPLITS} for name in GRAPHS}
@@ -485,9 +658,12 @@ def evaluate(
             },
         }
         feedback = {
+            "mode": cfg.feedback,
             "sessions": 0,
             "uses": 0,
             "negatives": 0,
+            "responses": 0,
+            "responses_applied": 0,
             "outcomes": {"accepted": 0, "rework": 0, "rejected": 0},
             "not_queued": 0,
             "wait_s": 0.0,
@@ -498,15 +674,25 @@ def evaluate(
             gid = graphs["learning"]["id"]
             for i in train:
                 session, items = given[i]
-                uses, outcome = agent_reports(items, questions[i].useful, agent_rng, cfg.negative_rate)
+                turn = agent_turn(
+                    items,
+                    questions[i].useful,
+                    agent_rng,
+                    cfg.negative_rate,
+                    report_p=cfg.report_p,
+                    feedback=cfg.feedback,
+                )
                 feedback["sessions"] += 1
-                feedback["outcomes"][outcome] += 1
+                feedback["outcomes"][turn.outcome] += 1
                 sends = []
-                if uses:
-                    feedback["uses"] += sum(1 for u in uses if u["signal"] == "explicit")
-                    feedback["negatives"] += sum(1 for u in uses if u["signal"] == "negative")
-                    sends.append(SentReport(session, "uses", uses, uuid.uuid4().hex))
-                sends.append(SentReport(session, "outcome", outcome, uuid.uuid4().hex))
+                if turn.uses:
+                    feedback["uses"] += sum(1 for u in turn.uses if u["signal"] == "explicit")
+                    feedback["negatives"] += sum(1 for u in turn.uses if u["signal"] == "negative")
+                    sends.append(SentReport(session, "uses", turn.uses, uuid.uuid4().hex))
+                if turn.response:
+                    feedback["responses"] += 1
+                    sends.append(SentReport(session, "response", turn.response, uuid.uuid4().hex))
+                sends.append(SentReport(session, "outcome", turn.outcome, uuid.uuid4().hex))
                 for sent in sends:  # as an agent does: uses, then the outcome, without waiting in between
                     answer = send_report(client, gid, sent)
                     if answer.get("status") == "queued":

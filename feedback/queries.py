@@ -331,21 +331,31 @@ CHUNK_RANGES = _statement("""
 
 # Decay one chunk: the edges of the graph with ids in [lo, hi) that are live, above the floor,
 # older than the cutoff and not traversed since it move to ``greatest(floor, w * rate)``
-# (``rules.decayed``), with one block per span of BLOCK_SPAN ids. The rows are visited through the
-# primary key in id order, the order every other writer locks in (SESSION_SETTINGS turned
-# sequential and bitmap scans off), and the graph condition is written so no index can serve it
+# (``rules.decayed``); the ``answered`` edges (types %(toward_neutral)s), whose weight is evidence
+# around neutral, fade toward 0.5 instead (``rules.decayed_evidence``), with one block per span of
+# BLOCK_SPAN ids. The rows are visited through the primary key in id order, the order every other
+# writer locks in (SESSION_SETTINGS turned sequential and bitmap scans off), and the graph condition
+# is written so no index can serve it
 # (``graph_id + 0``; otherwise, on a graph holding most of the table, the planner scans the whole
 # graph_id index and filters the range). Returns the changes written.
 DECAY_RANGE = _statement("""
     WITH updated AS (
-        UPDATE {edge} e SET weight = greatest(%(floor)s::double precision, e.weight * %(rate)s::double precision)
+        UPDATE {edge} e SET weight = CASE
+                WHEN e.edge_type_id = ANY(%(toward_neutral)s::bigint[])
+                THEN 0.5 + (e.weight - 0.5) * %(rate)s::double precision
+                ELSE greatest(%(floor)s::double precision, e.weight * %(rate)s::double precision)
+            END
         WHERE e.id >= %(lo)s AND e.id < %(hi)s AND e.graph_id + 0 = %(graph)s
-          AND NOT e.archived AND e.weight > %(floor)s AND e.created_at < %(cutoff)s
+          AND NOT e.archived AND e.created_at < %(cutoff)s
+          AND (e.weight > %(floor)s OR e.edge_type_id = ANY(%(toward_neutral)s::bigint[]))
           AND NOT EXISTS (
               SELECT 1 FROM {edge_stats} s
               WHERE s.edge_id = e.id AND s.graph_id + 0 = %(graph)s AND s.last_traversed_at >= %(cutoff)s
           )
-          AND greatest(%(floor)s::double precision, e.weight * %(rate)s::double precision) IS DISTINCT FROM e.weight
+          AND CASE WHEN e.edge_type_id = ANY(%(toward_neutral)s::bigint[])
+                   THEN 0.5 + (e.weight - 0.5) * %(rate)s::double precision
+                   ELSE greatest(%(floor)s::double precision, e.weight * %(rate)s::double precision)
+              END IS DISTINCT FROM e.weight
         RETURNING e.id, old.weight AS before, new.weight AS after
     ),
     history AS (
@@ -366,6 +376,7 @@ NORMALIZE_RANGE = _statement("""
     WITH updated AS (
         UPDATE {edge} e SET weight = least(1.0, e.weight * %(factor)s::double precision)
         WHERE e.id >= %(lo)s AND e.id < %(hi)s AND e.graph_id + 0 = %(graph)s AND NOT e.archived
+          AND NOT (e.edge_type_id = ANY(%(evidence_types)s::bigint[]))
           AND least(1.0, e.weight * %(factor)s::double precision) IS DISTINCT FROM e.weight
         RETURNING e.id, old.weight AS before, new.weight AS after
     ),
@@ -384,7 +395,8 @@ NORMALIZE_RANGE = _statement("""
 # first ``limit`` with their weight before and after.
 _DECAY_DUE = """
     FROM {edge} e
-    WHERE e.graph_id = %(graph)s AND NOT e.archived AND e.weight > %(floor)s AND e.created_at < %(cutoff)s
+    WHERE e.graph_id = %(graph)s AND NOT e.archived AND e.created_at < %(cutoff)s
+      AND (e.weight > %(floor)s OR (e.edge_type_id = ANY(%(toward_neutral)s::bigint[]) AND e.weight <> 0.5))
       AND NOT EXISTS (
           SELECT 1 FROM {edge_stats} s
           WHERE s.edge_id = e.id AND s.graph_id = %(graph)s AND s.last_traversed_at >= %(cutoff)s
@@ -392,12 +404,18 @@ _DECAY_DUE = """
 """
 DECAY_PREVIEW_COUNT = _statement("SELECT count(*) {due}", due=_statement(_DECAY_DUE))
 DECAY_PREVIEW_SAMPLE = _statement(
-    "SELECT e.id, e.weight, greatest(%(floor)s, e.weight * %(rate)s) {due} ORDER BY e.id LIMIT %(limit)s",
+    "SELECT e.id, e.weight, CASE WHEN e.edge_type_id = ANY(%(toward_neutral)s::bigint[])"
+    " THEN 0.5 + (e.weight - 0.5) * %(rate)s ELSE greatest(%(floor)s, e.weight * %(rate)s) END"
+    " {due} ORDER BY e.id LIMIT %(limit)s",
     due=_statement(_DECAY_DUE),
 )
 
-# The largest weight among the graph's live edges (the normalize factor is its inverse).
-MAX_EDGE_WEIGHT = _statement("SELECT max(weight) FROM {edge} WHERE graph_id = %(graph)s AND NOT archived")
+# The largest weight among the graph's live edges (the normalize factor is its inverse), evidence
+# edges (types %(evidence_types)s: ``answered``, whose weight is evidence, not reinforcement) apart.
+MAX_EDGE_WEIGHT = _statement(
+    "SELECT max(weight) FROM {edge} WHERE graph_id = %(graph)s AND NOT archived"
+    " AND NOT (edge_type_id = ANY(%(evidence_types)s::bigint[]))"
+)
 
 
 # --------------------------------------------------------------------------------------------------
@@ -589,6 +607,87 @@ INSERT_LINKS = _statement("""
 
 
 # --------------------------------------------------------------------------------------------------
+# Question-conditional evidence: question nodes and their ``answered`` edges (rules.answered_after)
+
+# The graph's nearest question node to a query vector of model %(model)s (through the partial HNSW
+# index over question nodes, ``node_question_hnsw``), with its cosine similarity; no row: none yet.
+NEAREST_QUESTION = _statement("""
+    SELECT n.id, 1 - (n.embedding <=> %(query)s::vector) AS similarity
+    FROM {node} n
+    WHERE n.graph_id = %(graph)s AND n.kind = %(kind)s AND NOT n.archived AND n.embedding IS NOT NULL
+      AND n.embedding_model = %(model)s
+    ORDER BY n.embedding <=> %(query)s::vector
+    LIMIT 1
+""")
+
+# The ``answered`` edges (type %(type)s) from question to note for the aligned arrays, neutral (0.5:
+# no evidence yet, so creating one changes no ranking), with no triplet embedding (they are found
+# from their question, never as entry points). Existing edges are kept as they are.
+INSERT_ANSWERED = _statement("""
+    INSERT INTO {edge} (graph_id, source_id, target_id, edge_type_id, weight, feedback_weight,
+                        triplet_embedding, embedding_model, archived, created_at, updated_at)
+    SELECT %(graph)s, x.q, x.n, %(type)s, 0.5, 0.5, NULL, '', false, %(now)s, %(now)s
+    FROM unnest(%(questions)s::bigint[], %(nodes)s::bigint[]) AS x(q, n)
+    ORDER BY x.q, x.n
+    ON CONFLICT (source_id, target_id, edge_type_id) DO NOTHING
+""")
+
+# Move the ``answered`` edges' weight by the evidence (``rules.answered_after``: used 1, flagged 0,
+# not_used halfway to 0, shown_accepted halfway to 1), one WeightChange each (event: the evidence),
+# in batch %(batch)s. Rows locked in id order, ``before`` read after the lock. Returns the changes.
+TEACH = _statement("""
+    WITH locked AS MATERIALIZED (
+        SELECT t.id, x.evidence, t.weight AS before
+        FROM {edge} t
+        JOIN unnest(%(questions)s::bigint[], %(nodes)s::bigint[], %(evidence)s::text[]) AS x(q, n, evidence)
+          ON t.source_id = x.q AND t.target_id = x.n AND t.edge_type_id = %(type)s
+        WHERE t.graph_id = %(graph)s
+        ORDER BY t.id FOR NO KEY UPDATE OF t
+    ),
+    new AS (
+        SELECT id, evidence, before,
+               CASE evidence WHEN 'used' THEN 1.0::double precision
+                             WHEN 'flagged' THEN 0.0::double precision
+                             WHEN 'not_used' THEN before / 2
+                             WHEN 'shown_accepted' THEN before + (1 - before) / 2 END AS after
+        FROM locked
+    ),
+    updated AS (
+        UPDATE {edge} t SET weight = n.after FROM new n
+        WHERE t.id = n.id AND t.graph_id = %(graph)s AND n.after IS DISTINCT FROM n.before
+        RETURNING t.id, n.before, n.after, n.evidence
+    ),
+    history AS (
+        INSERT INTO {change} (batch_id, graph_id, edge_id, field, before, after, event, use_event_id, created_at)
+        SELECT %(batch)s, %(graph)s, u.id, 'weight', u.before, u.after, u.evidence, NULL, %(now)s FROM updated u
+        RETURNING 1
+    )
+    SELECT count(*) FROM history
+""")
+
+
+def session_shown(session: AgentSession) -> tuple[dict[int, set[int]], set[int], set[int]]:
+    """What a session was shown and reported, for its question evidence.
+
+    Returns (injection id -> selected node ids, node ids reported used (explicit or implicit, not path
+    credit), node ids flagged negative).
+    """
+    shown: dict[int, set[int]] = {}
+    for injection_id, node_id in InjectionCandidate.objects.filter(
+        graph_id=session.graph_id, injection__session=session, injection__graph_id=session.graph_id, selected=True
+    ).values_list("injection_id", "node_id"):
+        shown.setdefault(injection_id, set()).add(node_id)
+    used, flagged = set(), set()
+    for node_id, signal in (
+        UseEvent.objects.filter(graph_id=session.graph_id, session=session, node__isnull=False)
+        .exclude(source="path")
+        .values_list("node_id", "signal")
+    ):
+        (flagged if signal == "negative" else used).add(node_id)
+    return shown, used, flagged
+
+
+# --------------------------------------------------------------------------------------------------
 # One target's history
 
 
@@ -682,6 +781,12 @@ def fetch(statement: sql.Composed, params: dict) -> tuple | None:
         return cur.fetchone()
 
 
+def execute(statement: sql.Composed, params: dict) -> None:
+    """Run one statement that returns no rows."""
+    with connection.cursor() as cur:
+        cur.execute(statement, params)
+
+
 def fetch_all(statement: sql.Composed, params: dict) -> list[tuple]:
     """Run one statement; all its rows."""
     with connection.cursor() as cur:
@@ -694,9 +799,15 @@ def chunk_ranges(graph: Graph, chunk_size: int) -> list[int]:
     return [row[0] for row in fetch_all(CHUNK_RANGES, {"graph": graph.pk, "size": chunk_size})]
 
 
+def evidence_types(graph: Graph) -> list[int]:
+    """The graph's ``answered`` edge type, if any (0 or 1 id): its edges hold evidence around neutral, so
+    decay fades them toward 0.5 and normalize leaves them alone."""
+    return list(EdgeType.objects.filter(graph=graph, name=rules.ANSWERED).values_list("pk", flat=True))
+
+
 def max_edge_weight(graph: Graph) -> float | None:
-    """The largest weight among the graph's live edges (None for no edge)."""
-    return fetch(MAX_EDGE_WEIGHT, {"graph": graph.pk})[0]
+    """The largest weight among the graph's live edges, evidence edges apart (None for no edge)."""
+    return fetch(MAX_EDGE_WEIGHT, {"graph": graph.pk, "evidence_types": evidence_types(graph)})[0]
 
 
 def decay_period(graph: Graph, now: datetime | None = None, *, policy=None) -> tuple[int, datetime, datetime]:
@@ -710,7 +821,14 @@ def decay_preview(graph: Graph, *, now: datetime | None = None, limit: int = 20)
     policy = graph.current_policy()
     period, _start, cutoff = decay_period(graph, now, policy=policy)
     rate, floor = policy.decay_rate, policy.weight_floor
-    params = {"graph": graph.pk, "cutoff": cutoff, "floor": floor, "rate": rate, "limit": limit}
+    params = {
+        "graph": graph.pk,
+        "cutoff": cutoff,
+        "floor": floor,
+        "rate": rate,
+        "limit": limit,
+        "toward_neutral": evidence_types(graph),
+    }
     (total,) = fetch(DECAY_PREVIEW_COUNT, params)
     sample = fetch_all(DECAY_PREVIEW_SAMPLE, params)
     applied = UpdateBatch.objects.filter(idempotency_key__startswith=f"decay:{graph.pk}:{period}:").count()

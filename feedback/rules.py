@@ -70,6 +70,11 @@ def decayed(weight: float, rate: float, floor: float) -> float:
     return max(floor, weight * rate) if weight > floor else weight
 
 
+def decayed_evidence(weight: float, rate: float) -> float:
+    """Decay of an ``answered`` edge (evidence around neutral): it fades toward 0.5, ``0.5 + (w - 0.5) * rate``."""
+    return 0.5 + (weight - 0.5) * rate
+
+
 def normalized(weight: float, factor: float) -> float:
     """The ``normalize`` ceiling: ``w * factor`` (``1 / max``), capped at 1.0."""
     return min(1.0, weight * factor)
@@ -249,3 +254,78 @@ def vector_text(vector) -> str | None:
     if vector is None or not any(vector):
         return None
     return "[" + ",".join(repr(float(x)) for x in vector) + "]"
+
+
+# --------------------------------------------------------------------------------------------------
+# Question-conditional evidence (``answered`` edges from a question node to a note)
+#
+# What a session taught about its question is ledger state: a node of kind ``question`` (its query
+# embedded) with one ``answered`` edge to each note the session's evidence is about, whose weight is
+# the evidence, neutral at 0.5 (no evidence) and moved by the one write path, so a rollback of the
+# batches that moved it gives the neutral weight, hence the untaught ranking, back. The weight reads
+# as evidence ``e = 2 * w - 1`` in [-1, 1].
+
+QUESTION_KIND = "question"
+ANSWERED = "answered"
+# Questions at least this alike are one question (its node is reused): a near-duplicate, tighter than
+# the near-repeat threshold (0.9, ranking.scoring.NEGATIVE_SIMILARITY) so two different questions that
+# negative evidence may pass between keep their own evidence.
+MERGE_SIMILARITY = 0.95
+
+# The evidence a session gives a note, and the weight each moves the ``answered`` edge to:
+USED = "used"  # reported used (explicit or detected in the response): full strength at once, w = 1
+FLAGGED = "flagged"  # reported wrong: w = 0
+NOT_USED = "not_used"  # shown, not used, in a session not accepted: halfway to 0
+SHOWN_ACCEPTED = "shown_accepted"  # shown in an accepted session that reported no use at all: halfway to 1
+EVIDENCE = (USED, FLAGGED, NOT_USED, SHOWN_ACCEPTED)
+
+
+def answered_after(weight: float, evidence: str) -> float:
+    """The ``answered`` edge's weight after one piece of evidence (the SQL of ``queries.TEACH`` computes the same).
+
+    A use counts at full strength on its first report (w = 1), a flag fully against (w = 0): one agent
+    that found the note useful (or wrong) for this question is the strongest evidence there is. A note
+    shown and not used by a session that failed moves halfway to 0; one shown in an accepted session
+    that reported nothing moves halfway to 1 (the context served, which note did is unknown).
+    """
+    if evidence == USED:
+        return 1.0
+    if evidence == FLAGGED:
+        return 0.0
+    if evidence == NOT_USED:
+        return weight / 2.0
+    if evidence == SHOWN_ACCEPTED:
+        return weight + (1.0 - weight) / 2.0
+    raise ValueError(f"unknown evidence {evidence!r}")
+
+
+def session_evidence(outcome: str | None, shown: Iterable[int], used: Iterable[int], flagged: Iterable[int]) -> dict:
+    """What a session's outcome teaches about the notes it was shown and did not report: node id -> evidence.
+
+    Uses and flags are taught when they are reported (``USED``, ``FLAGGED``); this is the rest, at the
+    outcome. A session not accepted counts what it was shown and did not use against its question
+    (``NOT_USED``), so the next similar question gets other candidates; but not a ``rework`` session that
+    reported no use at all (it may simply not report). An accepted session counts nothing against,
+    since unreported is not unused (agents report little); if it reported no use at all, its shown
+    notes served: ``SHOWN_ACCEPTED``. No outcome: nothing.
+    """
+    used, flagged = set(used), set(flagged)
+    rest = sorted(set(shown) - used - flagged)
+    reported = bool(used or flagged)
+    if outcome == "accepted":
+        return {} if reported else dict.fromkeys(rest, SHOWN_ACCEPTED)
+    if outcome == "rejected" or (outcome == "rework" and reported):
+        return dict.fromkeys(rest, NOT_USED)
+    return {}
+
+
+def merge_evidence(pairs: Iterable[tuple[int, int, str]]) -> dict[tuple[int, int], str]:
+    """One piece of evidence per (question, note): what several injections of a session (or merged
+    repeats of one question) said about the same note, the strongest first: used, flagged, not used,
+    shown in an accepted session."""
+    merged: dict[tuple[int, int], str] = {}
+    for question, node, evidence in pairs:
+        key = (question, node)
+        if key not in merged or EVIDENCE.index(evidence) < EVIDENCE.index(merged[key]):
+            merged[key] = evidence
+    return merged

@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import time
 import uuid
+from dataclasses import asdict, dataclass, field
 from typing import Any, Literal, NotRequired, TypedDict
 from urllib.parse import quote
 
@@ -32,6 +33,7 @@ import httpx
 
 __all__ = [
     "GraphClient",
+    "RetrievalRequest",
     "ApiError",
     "ServerError",
     "Component",
@@ -189,6 +191,46 @@ def _drop_none(data: dict) -> dict:
     return {k: v for k, v in data.items() if v is not None}
 
 
+# --- the request ------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class RetrievalRequest:
+    """One retrieval request (search or context), the same object on both sides of the wire.
+
+    The client builds it from its keyword arguments and sends ``body()``; the server's serializers
+    (ranking.serializers) validate the JSON and build it again; REST, MCP and ranking.service read
+    it. ``session``, ``budget_unit`` and ``budget`` are context's (search sends none of them).
+    """
+
+    query: str = ""
+    vector: list[float] | None = None
+    start_nodes: tuple[int, ...] = ()
+    anchors: tuple[int, ...] = ()
+    exclude: tuple[int, ...] = ()
+    persona: dict[str, float] = field(default_factory=dict)
+    k: int = 50
+    hops: int | None = None
+    session: str | None = None
+    budget_unit: Literal["items", "tokens"] = "items"
+    budget: int | None = None
+
+    def __post_init__(self):
+        # Lists and None from callers become tuples and {}: one shape for the rest of the pipeline.
+        for name in ("start_nodes", "anchors", "exclude"):
+            object.__setattr__(self, name, tuple(getattr(self, name) or ()))
+        object.__setattr__(self, "persona", dict(self.persona or {}))
+
+    def body(self, *names: str) -> dict:
+        """The JSON body: the fields ``names`` (all when none), empty and None values left out."""
+        data = asdict(self)
+        picked = {n: data[n] for n in (names or data)}
+        return {k: list(v) if isinstance(v, tuple) else v for k, v in picked.items() if v not in (None, (), {})}
+
+
+SEARCH_FIELDS = ("query", "vector", "start_nodes", "anchors", "exclude", "persona", "k")
+
+
 class GraphClient:
     """The graphadmin REST API for an agent: search, context, record_use / record_response, improve, explain.
 
@@ -275,10 +317,10 @@ class GraphClient:
         """Search (POST /api/graphs/{id}/search/): the retrieval pipeline's ranked hits with every factor.
 
         Logs nothing."""
-        body = _drop_none(
-            {"query": query, "vector": vector, "k": k, "anchors": anchors, "exclude": exclude, "persona": persona}
+        request = RetrievalRequest(
+            query=query, vector=vector, k=k, anchors=anchors or (), exclude=exclude or (), persona=persona
         )
-        return self._request("POST", f"/api/graphs/{graph_id}/search/", json=body)
+        return self._request("POST", f"/api/graphs/{graph_id}/search/", json=request.body(*SEARCH_FIELDS))
 
     def context(
         self,
@@ -299,22 +341,20 @@ class GraphClient:
         """Budgeted context for a session (POST /api/graphs/{id}/context/): the items and the injection id.
 
         Ask with the question only; ``start_nodes``, ``anchors`` and ``exclude`` (ids you already hold) are optional."""
-        body = _drop_none(
-            {
-                "session": session,
-                "query": query,
-                "vector": vector,
-                "start_nodes": start_nodes,
-                "anchors": anchors,
-                "exclude": exclude,
-                "persona": persona,
-                "budget_unit": budget_unit,
-                "budget": budget,
-                "k": k,
-                "hops": hops,
-            }
+        request = RetrievalRequest(
+            session=session,
+            query=query,
+            vector=vector,
+            start_nodes=start_nodes or (),
+            anchors=anchors or (),
+            exclude=exclude or (),
+            persona=persona,
+            budget_unit=budget_unit,
+            budget=budget,
+            k=k,
+            hops=hops,
         )
-        return self._request("POST", f"/api/graphs/{graph_id}/context/", json=body)
+        return self._request("POST", f"/api/graphs/{graph_id}/context/", json=request.body())
 
     def _report(self, graph_id: int, session: str, what: str, body: dict, idempotency_key: str | None) -> Report:
         key = idempotency_key or uuid.uuid4().hex

@@ -26,9 +26,11 @@ def graph_for(user, graph_id: int, act: str) -> Graph:
     return graph_access(user, graph_id, act).graph
 
 
-def validated(serializer_class, data: dict) -> dict:
-    """``data`` (None values dropped) validated by ``serializer_class``; its errors as ``invalid``."""
+def validated(serializer_class, data: dict, *, request: bool = False):
+    """``data`` (None values dropped) validated by ``serializer_class``; its errors as ``invalid``.
+
+    With ``request``, the serializer's request object (``to_request()``) rather than its validated data."""
     serializer = serializer_class(data={k: v for k, v in data.items() if v is not None})
     if not serializer.is_valid():
         raise invalid(serializer.errors)
-    return serializer.validated_data
+    return serializer.to_request() if request else serializer.validated_data

@@ -80,6 +80,7 @@ class _RankingView(GraphScopedMixin, generics.GenericAPIView):
         serializer = self.get_serializer(data=self.request.data)
         serializer.is_valid(raise_exception=True)
         self.graph()  # 404 for another organization's graph before anything else
+        self._serializer = serializer
         return serializer.validated_data
 
 
@@ -106,17 +107,17 @@ class RankView(_RankingView):
                 "results": [
                     {
                         "rank": item.rank,
-                        "edge": item.row.edge_id,
+                        "edge": item.edge.edge_id,
                         "stable_id": item.scored.stable_id,
-                        "source": item.row.source_id,
-                        "edge_type": item.row.edge_type,
-                        "hops": item.row.hops,
+                        "source": item.edge.source_id,
+                        "edge_type": item.edge.edge_type,
+                        "hops": item.edge.hops,
                         "target": {
-                            "id": item.row.target_id,
-                            "key": item.row.target_key,
-                            "title": item.row.target_title,
-                            "kind": item.row.target_kind,
-                            "tokens": item.row.tokens,
+                            "id": item.edge.target_id,
+                            "key": item.edge.target.key,
+                            "title": item.edge.target.title,
+                            "kind": item.edge.target.kind,
+                            "tokens": item.edge.target.tokens,
                         },
                         "total": item.scored.total,
                         "components": item.scored.components_dict(),
@@ -137,17 +138,8 @@ class SearchView(_RankingView):
 
     @extend_schema(parameters=[GRAPH_ID], request=s.SearchRequestSerializer, responses=s.SearchResponseSerializer)
     def post(self, request, graph_pk=None):
-        data = self.parse()
-        result = service.search(
-            self.graph(),
-            query=data["query"],
-            vector=data["vector"],
-            k=data["k"],
-            anchors=data["anchors"],
-            start_nodes=data["start_nodes"],
-            exclude=data["exclude"],
-            persona=data["persona"],
-        )
+        self.parse()
+        result = service.search(self.graph(), self._serializer.to_request())
         return Response(search_payload(result))
 
 
@@ -216,20 +208,7 @@ class ContextView(_RankingView):
         if replay.answer is not None:
             return Response(replay.answer, status=status.HTTP_201_CREATED, headers={"Idempotent-Replayed": "true"})
         result = service.assemble_context(
-            self.graph(),
-            session_id=data["session"],
-            query=data["query"],
-            vector=data["vector"],
-            start_nodes=data["start_nodes"],
-            anchors=data["anchors"],
-            exclude=data["exclude"],
-            persona=data["persona"],
-            budget_unit=data["budget_unit"],
-            budget=data["budget"],
-            k=data["k"],
-            hops=data["hops"],
-            owner=request.user,
-            role=self._access.role,
+            self.graph(), self._serializer.to_request(), owner=request.user, role=self._access.role
         )
         payload = context_payload(result, data["session"])
         replay.remember(payload)

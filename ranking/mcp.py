@@ -18,17 +18,7 @@ from ranking.api import context_payload, search_payload
 def search(user, graph_id: int, args: dict) -> dict:
     """graph_search: POST /api/graphs/{id}/search/ (agents, reviewers and up); logs nothing."""
     graph = graph_for(user, graph_id, "retrieve")
-    data = validated(rs.SearchRequestSerializer, args)
-    result = service.search(
-        graph,
-        query=data["query"],
-        vector=data["vector"],
-        k=data["k"],
-        anchors=data["anchors"],
-        start_nodes=data["start_nodes"],
-        exclude=data["exclude"],
-        persona=data["persona"],
-    )
+    result = service.search(graph, validated(rs.SearchRequestSerializer, args, request=True))
     return search_payload(result)
 
 
@@ -37,24 +27,9 @@ def context(user, graph_id: int, args: dict) -> dict:
     the caller's own session (another user's session is refused unless the caller is an operator)."""
     access = graph_access(user, graph_id, "context")
     graph = access.graph
-    data = validated(rs.ContextRequestSerializer, args)
-    result = service.assemble_context(
-        graph,
-        session_id=data["session"],
-        query=data["query"],
-        vector=data["vector"],
-        start_nodes=data["start_nodes"],
-        anchors=data["anchors"],
-        exclude=data["exclude"],
-        persona=data["persona"],
-        budget_unit=data["budget_unit"],
-        budget=data["budget"],
-        k=data["k"],
-        hops=data["hops"],
-        owner=user,
-        role=access.role,
-    )
-    return context_payload(result, data["session"])
+    req = validated(rs.ContextRequestSerializer, args, request=True)
+    result = service.assemble_context(graph, req, owner=user, role=access.role)
+    return context_payload(result, req.session)
 
 
 def explain(user, injection_id: int, i, j, node) -> dict:

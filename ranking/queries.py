@@ -14,8 +14,8 @@ Every function taking a query vector takes a list of floats or its ``vector_lite
 * ``vector_candidates``: the node hits alone (the bench's vector step).
 * ``node_rows``: the same facts as a vector hit, for nodes given by id (start nodes, triplet ends).
 * ``edge_candidates``: the edges within ``hops`` (1..3) of the start nodes (EXPANSION_SQL).
-* ``similar_retrievals``: what the graph's most similar past retrievals selected and what their
-  agents used or flagged (the input of the exploration bonus and of the memory component).
+* ``question_evidence``: the ``answered`` edges of the question nodes nearest the query (the input
+  of the memory component, of discovery and of exploration; ledger state a rollback restores).
 * ``anchor_distances``: the shortest undirected distance from a set of anchors (ANCHOR_DISTANCES_SQL).
 * ``unknown_nodes``: which ids are not active nodes of the graph.
 * ``copy_candidates`` and ``bump_counters``: the candidate log of a context call and the
@@ -34,16 +34,19 @@ from datetime import datetime
 from django.db import connection, transaction
 from psycopg import sql
 
-from feedback.models import ContextInjection, InjectionCandidate, UseEvent
+from feedback.models import ContextInjection, InjectionCandidate, UseEvent, WeightChange
+from feedback.rules import ANSWERED, QUESTION_KIND
 from graphadmin import clock
 from graphadmin.models import Edge, EdgeStats, EdgeType, Node, NodeStats
+
+from .scoring import POSITIVE_SIMILARITY, EdgeCandidate, Evidence
 
 # A safety valve on top of the per-node fan-out cap: no request considers more edges than this.
 MAX_EDGE_CANDIDATES = 5000
 # The deepest expansion EXPANSION_SQL is written for (ranking.service.MAX_HOPS).
 EXPANSION_MAX_HOPS = 3
-# How many of the graph's past retrievals count as "similar questions" (exploration and memory).
-SIMILAR_INJECTIONS = 20
+# How many of the graph's question nodes nearest a query are read for evidence (memory and exploration).
+SIMILAR_QUESTIONS = 20
 # Lower bound of hnsw.ef_search. The issue asks for at least max(2k, 100); on the clustered 200k-node
 # benchmark graph (docs/performance.md) that gave recall@50 of 0.89 with 13 queries in 200 finding
 # none of their true neighbours; 400 gave 0.96 with the first index, and 800 with the rebuilt one
@@ -108,28 +111,6 @@ def _json(value):
 
 
 @dataclass(frozen=True)
-class EdgeRow:
-    """One candidate edge and its target node, as read from the database."""
-
-    edge_id: int
-    source_id: int
-    target_id: int
-    hops: int
-    weight: float
-    feedback_weight: float
-    edge_type: str
-    priority: float
-    similarity: float | None
-    target_key: str
-    target_title: str
-    target_kind: str
-    tokens: int
-    target_feedback_weight: float = 0.5
-    target_tags: tuple = ()
-    target_touched_at: datetime | None = None
-
-
-@dataclass(frozen=True)
 class NodeRow:
     """One vector-search hit, with what the hybrid factors need."""
 
@@ -142,20 +123,6 @@ class NodeRow:
     touched_at: datetime | None
     tokens: int
     feedback_weight: float = 0.5
-
-
-@dataclass(frozen=True)
-class TripletRow:
-    """One triplet hit: an edge whose "source -> type -> target" embedding is near the query."""
-
-    edge_id: int
-    source_id: int
-    target_id: int
-    weight: float
-    feedback_weight: float
-    edge_type: str
-    priority: float
-    similarity: float
 
 
 def _node_row(r) -> NodeRow:
@@ -201,7 +168,7 @@ SELECT t.id, t.key, t.title, t.kind, t.tags, 1 - top.distance AS vector,
 FROM (
     SELECT n.id, n.embedding <=> %(query)s::vector AS distance
     FROM {node} n
-    WHERE n.graph_id = %(graph)s AND NOT n.archived AND n.embedding IS NOT NULL
+    WHERE n.graph_id = %(graph)s AND NOT n.archived AND n.embedding IS NOT NULL AND n.kind <> %(question)s
     ORDER BY n.embedding <=> %(query)s::vector
     LIMIT %(k)s
 ) top
@@ -237,31 +204,37 @@ def vector_candidates(graph_id: int, query_vector, k: int) -> list[NodeRow]:
     """The k nearest active nodes by cosine distance, through the HNSW index (approximate)."""
     with transaction.atomic(), connection.cursor() as cur:
         _hnsw_settings(cur, k)
-        cur.execute(NODE_HITS_SQL, {"graph": graph_id, "query": vector_literal(query_vector), "k": k})
+        cur.execute(
+            NODE_HITS_SQL, {"graph": graph_id, "query": vector_literal(query_vector), "k": k, "question": QUESTION_KIND}
+        )
         rows = cur.fetchall()
     return [_node_row(r) for r in rows]
 
 
-def entry_points(graph_id: int, query_vector, k_nodes: int, k_triplets: int) -> tuple[list[NodeRow], list[TripletRow]]:
+def entry_points(
+    graph_id: int, query_vector, k_nodes: int, k_triplets: int
+) -> tuple[list[NodeRow], list[EdgeCandidate]]:
     """The retrieval's vector entry points: the top ``k_nodes`` nodes and top ``k_triplets`` triplets.
 
     Both through their HNSW index (approximate), in one transaction so the search settings are set
-    once (see ``vector_candidates``). Triplets whose ends are archived are left out. No savepoint:
+    once (see ``vector_candidates``). Triplets whose ends are archived are left out; a triplet's
+    ``similarity`` is its own (the triplet embedding's) and its ``target`` is not read (None). No savepoint:
     inside a caller's transaction the settings simply last until it ends (they only widen the search).
     """
     with transaction.atomic(savepoint=False), connection.cursor() as cur:
         _hnsw_settings(cur, max(k_nodes, k_triplets))
         query = vector_literal(query_vector)
-        cur.execute(NODE_HITS_SQL, {"graph": graph_id, "query": query, "k": k_nodes})
+        cur.execute(NODE_HITS_SQL, {"graph": graph_id, "query": query, "k": k_nodes, "question": QUESTION_KIND})
         nodes = [_node_row(r) for r in cur.fetchall()]
         triplets = []
         if k_triplets:
             cur.execute(TRIPLET_HITS_SQL, {"graph": graph_id, "query": query, "k": k_triplets})
             triplets = [
-                TripletRow(
+                EdgeCandidate(
                     edge_id=r[0],
                     source_id=r[1],
                     target_id=r[2],
+                    hops=1,
                     weight=r[3],
                     feedback_weight=r[4],
                     edge_type=r[5],
@@ -375,8 +348,9 @@ LIMIT %(max_edges)s
 )
 
 
-def edge_candidates(graph_id: int, start_nodes, query_vector, hops: int, fanout_cap: int) -> list[EdgeRow]:
-    """Candidate edges within ``hops`` (1..3) of the start nodes, with cosine similarity to the query."""
+def edge_candidates(graph_id: int, start_nodes, query_vector, hops: int, fanout_cap: int) -> list[EdgeCandidate]:
+    """Candidate edges within ``hops`` (1..3) of the start nodes, with the target's cosine similarity to the
+    query, each with its target node's facts (``target``, a NodeRow)."""
     if not 1 <= hops <= EXPANSION_MAX_HOPS:
         raise ValueError(f"hops must be 1..{EXPANSION_MAX_HOPS}, not {hops}")
     params = {
@@ -391,7 +365,7 @@ def edge_candidates(graph_id: int, start_nodes, query_vector, hops: int, fanout_
         cur.execute(EXPANSION_SQL, params)
         rows = cur.fetchall()
     return [
-        EdgeRow(
+        EdgeCandidate(
             edge_id=r[0],
             source_id=r[1],
             target_id=r[2],
@@ -401,66 +375,111 @@ def edge_candidates(graph_id: int, start_nodes, query_vector, hops: int, fanout_
             edge_type=r[6],
             priority=r[7],
             similarity=_finite(r[8]),
-            target_key=r[9],
-            target_title=r[10],
-            target_kind=r[11],
-            tokens=r[12],
-            target_feedback_weight=r[13],
-            target_tags=tuple(_json(r[14])),
-            target_touched_at=r[15],
+            target=NodeRow(
+                node_id=r[2],
+                key=r[9],
+                title=r[10],
+                kind=r[11],
+                tags=list(_json(r[14])),
+                vector=_finite(r[8]),
+                touched_at=r[15],
+                tokens=r[12],
+                feedback_weight=r[13],
+            ),
         )
         for r in rows
     ]
 
 
 # ---------------------------------------------------------------------------------------------
-# Similar past retrievals
+# Question-conditional evidence
 
-# The %(n)s past injections of the graph whose query embedding (made by %(model)s) is nearest this
-# query (through their HNSW index), one row per (injection, candidate among %(ids)s it selected):
-# injection id, similarity of its query to this one, node id (NULL when it selected none of them),
-# and the session's signal on the node: 1 used, -1 flagged negative, 0 neither. Path credit is not
-# a use here (the agent's own reports only).
-SIMILAR_RETRIEVALS_SQL = statement(
+# The %(n)s question nodes of the graph (kind %(kind)s, embedded by %(model)s) nearest this query,
+# through their partial HNSW index (node_question_hnsw), at least %(min_similarity)s alike, and the
+# ``answered`` edges (type name %(answered)s) from them to active notes that hold evidence (weight not
+# neutral): question id, similarity, note id, weight, edge id. Ledger state only (no use event or
+# candidate log is read), so what a rollback restores is what retrieval reads.
+QUESTION_EVIDENCE_SQL = statement(
     """
 WITH near AS MATERIALIZED (
-    SELECT i.id, i.session_id, 1 - (i.query_embedding <=> %(query)s::vector) AS similarity
-    FROM {injection} i
-    WHERE i.graph_id = %(graph)s AND i.query_embedding IS NOT NULL AND i.query_model = %(model)s
-    ORDER BY i.query_embedding <=> %(query)s::vector
+    SELECT n.id, 1 - (n.embedding <=> %(query)s::vector) AS similarity
+    FROM {node} n
+    WHERE n.graph_id = %(graph)s AND n.kind = %(kind)s AND NOT n.archived AND n.embedding IS NOT NULL
+      AND n.embedding_model = %(model)s
+    ORDER BY n.embedding <=> %(query)s::vector
     LIMIT %(n)s
 )
-SELECT near.id, near.similarity, c.node_id,
-       (SELECT CASE WHEN count(*) = 0 THEN 0 WHEN bool_or(u.signal = 'negative') THEN -1 ELSE 1 END
-        FROM {useevent} u
-        WHERE u.graph_id = %(graph)s AND u.session_id = near.session_id AND u.node_id = c.node_id
-          AND u.source <> 'path')
+SELECT near.id, near.similarity, e.target_id, e.weight, e.id
 FROM near
-LEFT JOIN {candidate} c
-       ON c.injection_id = near.id AND c.graph_id = %(graph)s AND c.selected AND c.node_id = ANY(%(ids)s::bigint[])
+JOIN {edge} e ON e.graph_id = %(graph)s AND e.source_id = near.id AND NOT e.archived AND e.weight <> 0.5
+JOIN {edgetype} et ON et.id = e.edge_type_id AND et.graph_id = %(graph)s AND et.name = %(answered)s
+JOIN {node} t ON t.id = e.target_id AND t.graph_id = %(graph)s AND NOT t.archived
+WHERE near.similarity >= %(min_similarity)s
+ORDER BY near.similarity DESC, near.id, e.target_id
 """
 )
 
 
-def similar_retrievals(graph_id: int, query_vector, node_ids, model: str, n: int = SIMILAR_INJECTIONS) -> list[tuple]:
-    """What the graph's most similar past retrievals gave and what their agents made of it.
-
-    The ``n`` past injections whose query embedding (made by ``model``; "" for callers' vectors) is
-    nearest this query, one row per (injection, candidate among ``node_ids`` it selected):
-    (injection id, similarity of its query to this one, node id or None when it selected none of
-    them, signal: 1 the session used the node, -1 flagged it negative, 0 neither). Raw SQL: a
-    nearest-neighbour scan joined to the log and its use events in one statement, which the ORM
-    cannot order by vector distance and aggregate at once.
-    """
-    if query_vector is None or not node_ids:
+def question_evidence(graph_id: int, query_vector, model: str, n: int = SIMILAR_QUESTIONS) -> list[Evidence]:
+    """What the graph's most similar past questions (``n`` nearest, at least POSITIVE_SIMILARITY alike) say
+    about notes: one ``scoring.Evidence`` per non-neutral ``answered`` edge. Raw SQL: a nearest-neighbour
+    search over the partial HNSW index joined to the edges in one statement."""
+    if query_vector is None:
         return []
+    params = {
+        "graph": graph_id,
+        "query": vector_literal(query_vector),
+        "n": n,
+        "kind": QUESTION_KIND,
+        "answered": ANSWERED,
+        "model": model,
+        "min_similarity": POSITIVE_SIMILARITY,
+    }
     with transaction.atomic(savepoint=False), connection.cursor() as cur:
         _hnsw_settings(cur, n)
-        cur.execute(
-            SIMILAR_RETRIEVALS_SQL,
-            {"graph": graph_id, "query": vector_literal(query_vector), "n": n, "ids": list(node_ids), "model": model},
+        cur.execute(QUESTION_EVIDENCE_SQL, params)
+        return [
+            Evidence(question_id=r[0], similarity=_finite(r[1]) or 0.0, node_id=r[2], weight=r[3], edge_id=r[4])
+            for r in cur.fetchall()
+        ]
+
+
+def evidence_sessions(graph_id: int, edge_ids) -> dict[int, list[dict]]:
+    """The applied changes of the given ``answered`` edges, oldest first, with the session that caused each
+    and the question text: answered edge id -> [{session, batch, event, before, after, question}]. What
+    explain names as the past sessions that lifted or lowered a candidate."""
+    if not edge_ids:
+        return {}
+
+    found: dict[int, list[dict]] = {}
+    rows = (
+        WeightChange.objects.filter(
+            graph_id=graph_id, edge_id__in=sorted(edge_ids), field="weight", batch__status="applied"
         )
-        return [(r[0], _finite(r[1]) or 0.0, r[2], r[3] or 0) for r in cur.fetchall()]
+        .exclude(batch__trigger_session=None)
+        .order_by("created_at", "id")
+        .values(
+            "edge_id",
+            "batch_id",
+            "event",
+            "before",
+            "after",
+            "batch__trigger_session__external_id",
+            "edge__source__title",
+        )
+    )
+    for r in rows:
+        found.setdefault(r["edge_id"], []).append(
+            {
+                "session": r["batch__trigger_session__external_id"],
+                "batch": r["batch_id"],
+                "event": r["event"],
+                "before": r["before"],
+                "after": r["after"],
+                "question": r["edge__source__title"],
+            }
+        )
+    return found
 
 
 # ---------------------------------------------------------------------------------------------

@@ -18,8 +18,9 @@ Two modes (docs/ranking.md has the full formulas):
       feedback    = min(0, feedback_weight - 0.5)         (the node's learned EMA below neutral; see score_node)
       path        = reinforcement weight of the edge that reached it - 0.5   (no edge: 0, neutral)
       priority    = priority of that edge's type                 (no edge: 0)
-      memory      = what agents asking similar questions made of it, in [-1, 1]   (no history: 0)
-      exploration = 1 - share of similar past retrievals that surfaced it   (no history: 0)
+      memory      = what agents asking similar questions made of it, in [-1, 1]   (no evidence: 0;
+                    recall_questions: the ``answered`` edges of similar question nodes)
+      exploration = 1 for a candidate no similar question has evidence about   (no history: 0)
       total       = coef_vector * vector + coef_hop * hop + coef_persona * persona + coef_recency * recency
                     + feedback_influence * feedback + coef_path * path + coef_priority * priority
                     + coef_memory * memory + exploration_coef * exploration
@@ -124,7 +125,9 @@ def _component(name: str, raw: float, coefficient: float) -> Component:
 
 @dataclass(frozen=True)
 class EdgeCandidate:
-    """An edge reached from the start nodes, with the raw features the traversal score reads.
+    """An edge reached from the start nodes (or a triplet hit), with the raw features the traversal score reads.
+
+    The one edge type of the pipeline: ranking.queries returns it, rank and expansion score it.
 
     ``similarity`` is None when the target has no embedding or the request has no query; it then
     counts as 0 (and is shown as such), so a node without an embedding is never favoured.
@@ -139,6 +142,9 @@ class EdgeCandidate:
     priority: float
     similarity: float | None = None
     edge_type: str = ""
+    # The node at the edge's far end as the database read it (ranking.queries.NodeRow), when read with it
+    # (expansion); not a score input.
+    target: object | None = field(default=None, compare=False, repr=False)
 
     @property
     def stable_id(self) -> str:
@@ -156,8 +162,8 @@ class NodeCandidate:
     this node, already resolved (see ``persona_affinity``). ``feedback_weight``: the node's learned
     EMA. ``path_weight``: the reinforcement weight of the edge that reached it (None: it entered
     without one); ``priority``: that edge's type priority (0 without one). ``memory``: what agents asking
-    similar questions made of it (``recall_similar``; None: no history). ``novelty``: 1 minus the share of
-    similar past retrievals that surfaced it (None: no history to compare with).
+    similar questions made of it (``recall_questions``; None: no evidence). ``novelty``: 1 when no similar
+    question has evidence about it and a near-repeat's context failed (exploration), else None.
     """
 
     node_id: int
@@ -348,38 +354,85 @@ def best_first_order(scored: Sequence[Scored], start_nodes: Iterable[int]) -> li
     return order
 
 
-# Weight of a similar past retrieval in ``recall_similar``: its query similarity to this power, so a
-# repeat of the same question counts fully and the weight halves about every 0.08 of similarity
-# below it (0.9: 0.43, 0.7: 0.06, 0.5: 0.004): what helped for another question does not leak in.
-MEMORY_SHARPNESS = 8
+# The issue's reference similarities for question-conditional evidence: positive evidence counts from
+# similar questions (cosine >= 0.7), negative only from near-repeats (>= 0.9), each ramped from 0 at
+# its threshold to 1 at an identical question. Reference values, not tuned to any evaluation set.
+POSITIVE_SIMILARITY = 0.7
+NEGATIVE_SIMILARITY = 0.9
 
 
-def recall_similar(retrievals: Sequence[tuple], node_ids: Iterable[int]) -> tuple[dict[int, float], dict[int, float]]:
-    """Novelty and memory of each candidate from the similar past retrievals (``similar_retrievals`` rows).
+def evidence_ramp(similarity: float, threshold: float) -> float:
+    """How much a past question's evidence counts for this one: 0 at ``threshold``, 1 at an identical question."""
+    if similarity < threshold:
+        return 0.0
+    return min(1.0, (similarity - threshold) / (1.0 - threshold))
 
-    ``novelty`` = 1 - (similar retrievals that selected it) / (similar retrievals found): the
-    exploration bonus's input. ``memory`` = sum(k * signal) / (1 + sum(k)) over the similar retrievals
-    that selected it, with k = max(0, similarity) ** MEMORY_SHARPNESS and signal +1 used, -1 flagged
-    wrong, 0 neither: the similarity-weighted share of agents that found it useful, shrunk toward 0
-    while the evidence is thin (one identical question used once: 0.5; four times: 0.8). Never
-    selected by a similar retrieval: no memory (None). No retrievals: empty dicts.
+
+@dataclass(frozen=True)
+class Evidence:
+    """What one similar past question says about one note: its ``answered`` edge, read as evidence.
+
+    ``question_id`` is the question node, ``similarity`` its query's cosine to this one, ``weight``
+    the edge's weight (0.5 neutral; ``feedback.rules.answered_after``), ``edge_id`` the edge (its
+    history names the sessions that taught it).
     """
-    found = {r[0] for r in retrievals}
-    if not found:
-        return {}, {}
-    selected: dict[int, set] = {}
-    weight: dict[int, float] = {}
-    evidence: dict[int, float] = {}
-    for injection, similarity, node_id, signal in retrievals:
-        if node_id is None:
+
+    question_id: int
+    similarity: float
+    node_id: int
+    weight: float
+    edge_id: int = 0
+
+    @property
+    def value(self) -> float:
+        """The evidence in [-1, 1]: 2 * weight - 1."""
+        return 2.0 * self.weight - 1.0
+
+    @property
+    def ramp(self) -> float:
+        """Its strength for this question: positive evidence from similar questions (>= POSITIVE_SIMILARITY),
+        negative only from near-repeats (>= NEGATIVE_SIMILARITY), each ramped by similarity."""
+        threshold = POSITIVE_SIMILARITY if self.value >= 0 else NEGATIVE_SIMILARITY
+        return evidence_ramp(self.similarity, threshold)
+
+
+@dataclass
+class Recall:
+    """The question-conditional evidence for one query: ``memory`` per node, the rows behind it, and
+    whether a near-repeat's context failed (``failed``: the only case where exploration applies)."""
+
+    memory: dict[int, float] = field(default_factory=dict)
+    rows: dict[int, list[Evidence]] = field(default_factory=dict)
+    failed: bool = False
+
+    def novel(self, node_id: int) -> bool:
+        """No similar question has evidence about it (never shown to a similar question that reported)."""
+        return node_id not in self.rows
+
+
+def recall_questions(evidence: Iterable[Evidence]) -> Recall:
+    """``memory`` of each note from the ``answered`` edges of the similar past questions.
+
+    memory = sum(ramp * value) / max(1, sum(ramp)) over the questions whose evidence counts (``Evidence.ramp``
+    > 0): an identical question where the note was used once gives 1 (full strength on first report),
+    weaker similarity gives less, several questions average. ``failed`` when a near-repeat question
+    holds negative evidence (its context was shown and not used in a session that failed). Notes
+    without counting evidence have no memory. No evidence: an empty Recall (a frozen graph's answer).
+    """
+    recall = Recall()
+    sums: dict[int, list[float]] = {}
+    for e in evidence:
+        r = e.ramp
+        if r <= 0.0 or e.value == 0.0:
             continue
-        selected.setdefault(node_id, set()).add(injection)
-        k = max(0.0, similarity) ** MEMORY_SHARPNESS
-        weight[node_id] = weight.get(node_id, 0.0) + k
-        evidence[node_id] = evidence.get(node_id, 0.0) + k * signal
-    novelty = {n: 1.0 - len(selected.get(n, ())) / len(found) for n in node_ids}
-    memory = {n: evidence[n] / (1.0 + weight[n]) for n in weight}
-    return novelty, memory
+        recall.rows.setdefault(e.node_id, []).append(e)
+        acc = sums.setdefault(e.node_id, [0.0, 0.0])
+        acc[0] += r * e.value
+        acc[1] += r
+        if e.value < 0:
+            recall.failed = True
+    recall.memory = {n: s / max(1.0, w) for n, (s, w) in sums.items()}
+    return recall
 
 
 @dataclass(frozen=True)

@@ -7,16 +7,18 @@ import math
 from rest_framework import serializers
 
 from graphadmin.api.fields import EmbeddingField, FiniteFloatField, IdField
+from graphadmin.client import RetrievalRequest
 from graphadmin.models.policy import POLICY_NUMBERS
 
-from . import service
+from . import retrieval
 from .scoring import RANKING_POLICY_NUMBERS
+from .whatif import MAX_WHATIF_INJECTIONS, MAX_WHATIF_PRIORITIES
 
 
 class NodeIdListField(serializers.ListField):
     def __init__(self, **kwargs):
         kwargs.setdefault("child", IdField())
-        kwargs.setdefault("max_length", service.MAX_START_NODES)
+        kwargs.setdefault("max_length", retrieval.MAX_START_NODES)
         super().__init__(**kwargs)
 
 
@@ -44,7 +46,7 @@ class QueryVectorField(EmbeddingField):
 
 
 class QueryMixin(serializers.Serializer):
-    query = serializers.CharField(required=False, allow_blank=True, max_length=service.MAX_QUERY_CHARS, default="")
+    query = serializers.CharField(required=False, allow_blank=True, max_length=retrieval.MAX_QUERY_CHARS, default="")
     vector = QueryVectorField(
         required=False, allow_null=True, default=None, help_text="Query embedding; replaces `query` for similarity."
     )
@@ -57,10 +59,10 @@ class QueryMixin(serializers.Serializer):
 
 class RankRequestSerializer(QueryMixin):
     start_nodes = NodeIdListField(min_length=1)
-    k = serializers.IntegerField(min_value=1, max_value=service.MAX_RANK_K, default=50)
+    k = serializers.IntegerField(min_value=1, max_value=retrieval.MAX_RANK_K, default=50)
     hops = serializers.IntegerField(
         min_value=1,
-        max_value=service.MAX_HOPS,
+        max_value=retrieval.MAX_HOPS,
         required=False,
         allow_null=True,
         default=None,
@@ -83,15 +85,23 @@ class ExcludeField(serializers.ListField):
 
     def __init__(self, **kwargs):
         kwargs.setdefault("child", IdField())
-        kwargs.setdefault("max_length", service.MAX_EXCLUDE)
+        kwargs.setdefault("max_length", retrieval.MAX_EXCLUDE)
         kwargs.setdefault("required", False)
         kwargs.setdefault("default", list)
         kwargs.setdefault("help_text", "Node ids you already hold: never returned (they may still lead to others).")
         super().__init__(**kwargs)
 
 
-class SearchRequestSerializer(QueryMixin):
-    k = serializers.IntegerField(min_value=1, max_value=service.MAX_SEARCH_K, default=20)
+class RetrievalRequestMixin(QueryMixin):
+    """A search or context request; ``to_request()`` is the validated data as the one request object."""
+
+    def to_request(self) -> RetrievalRequest:
+        data = self.validated_data
+        return RetrievalRequest(**{f: data[f] for f in RetrievalRequest.__dataclass_fields__ if f in data})
+
+
+class SearchRequestSerializer(RetrievalRequestMixin):
+    k = serializers.IntegerField(min_value=1, max_value=retrieval.MAX_SEARCH_K, default=20)
     start_nodes = NodeIdListField(
         required=False, default=list, help_text="Entry points besides the query's vector hits."
     )
@@ -100,7 +110,7 @@ class SearchRequestSerializer(QueryMixin):
     persona = PersonaField(required=False, default=dict, help_text="Affinity in [-1, 1] by node kind or tag.")
 
 
-class ContextRequestSerializer(QueryMixin):
+class ContextRequestSerializer(RetrievalRequestMixin):
     session = serializers.CharField(max_length=200, help_text="The agent session's external id; created if new.")
     start_nodes = NodeIdListField(
         required=False,
@@ -119,14 +129,14 @@ class ContextRequestSerializer(QueryMixin):
         help_text="Items (max 200) or estimated tokens (max 100000); default from the policy.",
     )
     k = serializers.IntegerField(
-        min_value=1, max_value=service.MAX_SEARCH_K, default=50, help_text="Node vector hits taken as entry points."
+        min_value=1, max_value=retrieval.MAX_SEARCH_K, default=50, help_text="Node vector hits taken as entry points."
     )
     hops = serializers.IntegerField(
-        min_value=1, max_value=service.MAX_HOPS, required=False, allow_null=True, default=None
+        min_value=1, max_value=retrieval.MAX_HOPS, required=False, allow_null=True, default=None
     )
 
     def validate(self, attrs):
-        limit = service.MAX_BUDGET_ITEMS if attrs["budget_unit"] == "items" else service.MAX_BUDGET_TOKENS
+        limit = retrieval.MAX_BUDGET_ITEMS if attrs["budget_unit"] == "items" else retrieval.MAX_BUDGET_TOKENS
         if attrs.get("budget") is not None and attrs["budget"] > limit:
             raise serializers.ValidationError({"budget": [f"At most {limit} {attrs['budget_unit']}."]})
         if not attrs["start_nodes"] and not attrs.get("query", "").strip() and attrs.get("vector") is None:
@@ -142,14 +152,14 @@ def _draft_field(name):
 
 
 class PrioritiesField(serializers.DictField):
-    """Draft edge-type priorities by name: at most service.MAX_WHATIF_PRIORITIES of them."""
+    """Draft edge-type priorities by name: at most MAX_WHATIF_PRIORITIES of them."""
 
     child = FiniteFloatField(min_value=-1.0, max_value=1.0)
 
     def to_internal_value(self, data):
         value = super().to_internal_value(data)
-        if len(value) > service.MAX_WHATIF_PRIORITIES:
-            raise serializers.ValidationError(f"At most {service.MAX_WHATIF_PRIORITIES} edge types.")
+        if len(value) > MAX_WHATIF_PRIORITIES:
+            raise serializers.ValidationError(f"At most {MAX_WHATIF_PRIORITIES} edge types.")
         return value
 
 
@@ -161,7 +171,7 @@ class WhatIfRequestSerializer(serializers.Serializer):
     policy = DraftPolicySerializer(required=False, default=dict)
     edge_type_priorities = PrioritiesField(required=False, default=dict)
     n = serializers.IntegerField(
-        min_value=1, max_value=service.MAX_WHATIF_INJECTIONS, default=20, help_text="Last N injections."
+        min_value=1, max_value=MAX_WHATIF_INJECTIONS, default=20, help_text="Last N injections."
     )
     k = serializers.IntegerField(min_value=1, max_value=100, default=5, help_text="k of hit@k.")
 
@@ -227,7 +237,7 @@ class SearchHitSerializer(serializers.Serializer):
         help_text="Edges from its entry point, or with anchors its undirected "
         "distance from them (proximity, not causation).",
     )
-    entry = serializers.CharField(help_text="start, vector, triplet or expansion")
+    entry = serializers.CharField(help_text="start, vector, triplet, expansion or memory")
     path = serializers.ListField(child=serializers.IntegerField(), help_text="Edge ids from its entry point to it.")
     total = serializers.FloatField()
     components = ComponentsField()
@@ -269,13 +279,23 @@ class ContextResponseSerializer(serializers.Serializer):
     items = SelectedItemSerializer(many=True)
 
 
+class LearnedFromSerializer(serializers.Serializer):
+    session = serializers.CharField(help_text="The past session whose batch moved this evidence.")
+    batch = serializers.IntegerField(help_text="That batch (still applied; a rolled-back one is not listed).")
+    question = serializers.IntegerField(help_text="The question node (kind question) the evidence is about.")
+    question_text = serializers.CharField()
+    similarity = serializers.FloatField(help_text="That question's cosine similarity to this injection's query.")
+    evidence = serializers.CharField(help_text="used, flagged, not_used or shown_accepted")
+    effect = serializers.CharField(help_text="lifted or lowered")
+
+
 class CandidateSerializer(serializers.Serializer):
     rank = serializers.IntegerField()
     selected = serializers.BooleanField()
     node = serializers.IntegerField()
     edge = serializers.IntegerField(allow_null=True)
     hops = serializers.IntegerField(allow_null=True)
-    entry = serializers.CharField(help_text="start, vector, triplet or expansion")
+    entry = serializers.CharField(help_text="start, vector, triplet, expansion or memory")
     path = serializers.ListField(child=serializers.IntegerField())
     path_text = serializers.CharField(help_text="The path in words: A -type-> B -type-> C")
     cut = serializers.CharField(help_text="Why it was not selected: budget, duplicate; empty when selected.")
@@ -283,6 +303,9 @@ class CandidateSerializer(serializers.Serializer):
     total = serializers.FloatField()
     features = serializers.DictField()
     components = ComponentsField()
+    learned_from = LearnedFromSerializer(
+        many=True, help_text="The past sessions whose evidence lifted or lowered this candidate (its memory)."
+    )
 
 
 class DiffRowSerializer(serializers.Serializer):

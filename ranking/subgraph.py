@@ -1,7 +1,7 @@
 """An injection's candidate subgraph for the graph view: entry points, the paths that surfaced each candidate.
 
 ``injection_subgraph(injection)`` reads the frozen candidate log (feedback.models.InjectionCandidate,
-as ``ranking.service.explain`` does) and draws, for each candidate, the path of edges that reached
+as ``ranking.explain.explain`` does) and draws, for each candidate, the path of edges that reached
 it from an entry point (a start node, a vector hit, or a triplet hit's edge). Selected candidates
 come first, then those cut, in rank order, while the drawing stays within its bounds. Edge weights
 and types are read now (the log keeps the path, not every edge's weight at the time); the injection
@@ -19,7 +19,7 @@ from feedback.models import ContextInjection
 from graphadmin.models import Edge, EdgeType, Node
 from graphadmin.tenancy import graph_access
 
-from .service import candidate_dict
+from .explain import candidate_dict
 
 MAX_EDGES = 150
 MAX_CANDIDATES = 150

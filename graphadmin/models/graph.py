@@ -154,6 +154,16 @@ class Node(models.Model):
                 ef_construction=128,
                 opclasses=["vector_cosine_ops"],
             ),
+            # The question nodes alone (feedback.rules.QUESTION_KIND: what agents asked, with the evidence of
+            # their sessions on ``answered`` edges): found by similarity without searching the notes.
+            HnswIndex(
+                name="node_question_hnsw",
+                fields=["embedding"],
+                m=16,
+                ef_construction=64,
+                opclasses=["vector_cosine_ops"],
+                condition=models.Q(kind="question"),
+            ),
         ]
 
     def __str__(self):

@@ -115,3 +115,34 @@ def test_surfaced_is_the_selected_nodes_and_the_edges_on_their_paths():
     assert rules.first_unsurfaced([("node", 1), ("edge", 9)], nodes, edges) is None
     assert rules.first_unsurfaced([("node", 1), ("edge", 12), ("node", 4)], nodes, edges) == (1, "edge", 12)
     assert rules.first_unsurfaced([("node", 9)], nodes, edges) == (0, "node", 9)  # an edge id is not a node
+
+
+# --------------------------------------------------------------------------------------------------
+# Question-conditional evidence
+
+
+def test_answered_after_moves_evidence_by_kind():
+    assert rules.answered_after(0.5, rules.USED) == 1.0  # full strength on first report
+    assert rules.answered_after(0.25, rules.USED) == 1.0
+    assert rules.answered_after(0.5, rules.FLAGGED) == 0.0
+    assert rules.answered_after(0.5, rules.NOT_USED) == 0.25
+    assert rules.answered_after(0.5, rules.SHOWN_ACCEPTED) == 0.75
+    with pytest.raises(ValueError):
+        rules.answered_after(0.5, "maybe")
+
+
+def test_the_not_used_rule_accepted_sessions_add_none_and_rework_without_uses_adds_none():
+    shown = [1, 2, 3]
+    assert rules.session_evidence("accepted", shown, used=[2], flagged=[]) == {}
+    assert rules.session_evidence("accepted", shown, used=[], flagged=[]) == dict.fromkeys(shown, rules.SHOWN_ACCEPTED)
+    assert rules.session_evidence("rework", shown, used=[], flagged=[]) == {}
+    assert rules.session_evidence("rework", shown, used=[2], flagged=[]) == {1: rules.NOT_USED, 3: rules.NOT_USED}
+    assert rules.session_evidence("rejected", shown, used=[], flagged=[3]) == {1: rules.NOT_USED, 2: rules.NOT_USED}
+    assert rules.session_evidence(None, shown, used=[], flagged=[]) == {}
+
+
+def test_merge_evidence_keeps_the_strongest_per_question_and_note():
+    merged = rules.merge_evidence(
+        [(1, 10, rules.NOT_USED), (1, 10, rules.USED), (1, 11, rules.SHOWN_ACCEPTED), (1, 11, rules.FLAGGED)]
+    )
+    assert merged == {(1, 10): rules.USED, (1, 11): rules.FLAGGED}

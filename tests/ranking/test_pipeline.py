@@ -145,10 +145,11 @@ def test_feedback_weight_is_its_own_component_and_a_bias_around_neutral(acme_gra
     assert items[shown.pk].scored.total == pytest.approx(items[plain.pk].scored.total)
 
 
-def test_exploration_at_zero_changes_no_order(pg):
+def test_exploration_at_zero_changes_no_order(pg, oscar):
     graph = pg["graph"]
     for i in range(3):
         ctx(pg, session=f"warm-{i}", budget=2)
+        actions.do_apply_outcome(graph, f"warm-{i}", "rejected", actor=oscar)  # a failure: exploration applies
     # One clock for both searches: recency moves with time, and a slow run must not look like a changed order.
     now = datetime.now(UTC)
     with_bonus = service.search(graph, vector=Q, k=20, now=now).items
@@ -167,14 +168,15 @@ def test_exploration_at_zero_changes_no_order(pg):
         )
 
 
-def test_exploration_bonus_goes_to_what_similar_retrievals_did_not_surface(pg):
+def test_exploration_bonus_goes_to_what_similar_questions_have_no_evidence_about_after_a_failure(pg, oscar):
     warm = [ctx(pg, session=f"warm-{i}", budget=2) for i in range(3)]
     raw = {c.node_id: c.scored.component("exploration").raw for c in service.search(pg["graph"], vector=Q, k=20).items}
+    assert set(raw.values()) == {0.0}  # shown, never reported: no evidence of a failure, no exploration
+    actions.do_apply_outcome(pg["graph"], "warm-2", "rejected", actor=oscar)
+    raw = {c.node_id: c.scored.component("exploration").raw for c in service.search(pg["graph"], vector=Q, k=20).items}
+    shown = {i["node"] for i in warm[2].selected}
     for node_id, novelty in raw.items():
-        shown = sum(1 for r in warm if node_id in {i["node"] for i in r.selected})
-        assert novelty == pytest.approx(1 - shown / 3)
-    a = pg["nodes"]["a"].pk
-    assert raw[a] == 0.0 and max(raw.values()) == 1.0  # the best hit was shown every time; some note never
+        assert novelty == (0.0 if node_id in shown else 1.0)
 
 
 def test_credit_along_a_two_hop_path(pg, oscar):
@@ -252,17 +254,26 @@ def test_memory_lifts_what_agents_used_for_the_same_question_only(twins, oscar):
     third = next(item for item in result.selected if item["key"] == "third")
     actions.do_record_uses(result.injection.session, [UseItem("node", third["node"], "explicit")], actor=oscar)
     same = {c.row.key: c.scored.component("memory") for c in service.search(learning, vector=Q, k=10).items}
-    assert same["third"].raw == pytest.approx(0.5) and same["third"].coefficient == 0.2  # 1 / (1 + 1)
+    assert same["third"].raw == pytest.approx(1.0) and same["third"].coefficient == 0.2  # full strength at once
     assert same["first"].raw == 0.0  # given, not used: no change
     other = unit((0, 0.3), (1, 0.954))  # another question (similarity 0.3 to the first)
     far = {c.row.key: c.scored.component("memory").raw for c in service.search(learning, vector=other, k=10).items}
     assert far["third"] < 0.001
 
 
-def test_context_gives_one_slot_to_a_candidate_similar_questions_never_showed(pg):
+def test_context_gives_one_slot_to_a_candidate_similar_questions_never_showed(pg, oscar):
     n = pg["nodes"]
     first = ctx(pg, session="e1", budget=2)
     assert [i["key"] for i in first.selected] == ["a", "b"]  # no history yet: the two best hits
+    assert [i["key"] for i in ctx(pg, session="e1b", budget=2).selected] == ["a", "b"]  # no failure: the same
+    actions.do_apply_outcome(pg["graph"], "e1", "rework", actor=oscar)  # rework, no use reported: teaches nothing
+    assert [i["key"] for i in ctx(pg, session="e1c", budget=2).selected] == ["a", "b"]
+    actions.do_record_uses(
+        AgentSession.objects.get(graph=pg["graph"], external_id="e1b"),
+        [UseItem("node", n["a"].pk, "explicit")],
+        actor=oscar,
+    )
+    actions.do_apply_outcome(pg["graph"], "e1b", "rejected", actor=oscar)  # a used, b shown and not: a failure
     second = ctx(pg, session="e2", budget=2)
     keys = [i["key"] for i in second.selected]
     assert keys[0] == "a" and keys[1] not in ("a", "b")  # the best hit stays; the last place goes to an unseen note

@@ -58,7 +58,7 @@ def test_similarity_is_pgvector_cosine_and_tokens_match_the_estimate(rg):
     for r in rows:
         node = Node.objects.get(pk=r.target_id)
         assert r.similarity == pytest.approx(_cosine(list(node.embedding), q), abs=1e-6)
-        assert r.tokens == scoring.estimate_tokens(node.title + "\n" + node.text)
+        assert r.target.tokens == scoring.estimate_tokens(node.title + "\n" + node.text)
     # No query: no similarity (scored as 0).
     assert all(r.similarity is None for r in sql.edge_candidates(rg["graph"].pk, [a.pk], None, 1, 50))
 
@@ -92,10 +92,16 @@ def test_hnsw_returns_k_rows_beyond_pgvectors_default_ef_search(acme_graph, djan
         # Force the HNSW index even on this small table, as on a large one.
         cur.execute("SET LOCAL enable_seqscan = off")
         cur.execute("SET LOCAL enable_sort = off")
-        cur.execute("EXPLAIN " + sql.NODE_HITS_SQL, {"graph": acme_graph.pk, "query": sql.vector_literal(q), "k": 60})
+        cur.execute(
+            "EXPLAIN " + sql.NODE_HITS_SQL,
+            {"graph": acme_graph.pk, "query": sql.vector_literal(q), "k": 60, "question": sql.QUESTION_KIND},
+        )
         assert "node_embedding_hnsw" in " ".join(r[0] for r in cur.fetchall())
         # pgvector's default ef_search (40) gives fewer rows than asked for: the reason for the setting.
-        cur.execute(sql.NODE_HITS_SQL, {"graph": acme_graph.pk, "query": sql.vector_literal(q), "k": 60})
+        cur.execute(
+            sql.NODE_HITS_SQL,
+            {"graph": acme_graph.pk, "query": sql.vector_literal(q), "k": 60, "question": sql.QUESTION_KIND},
+        )
         assert len(cur.fetchall()) < 60
     with django_assert_max_num_queries(4):  # savepoint, settings, the search, release
         rows = sql.vector_candidates(acme_graph.pk, q, 60)

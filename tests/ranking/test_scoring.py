@@ -334,21 +334,30 @@ def test_aggregate():
     assert scoring.aggregate([])["mean_kendall_tau"] is None
 
 
-def test_recall_similar_weights_past_retrievals_by_similarity():
+def test_recall_questions_positive_from_similar_negative_only_from_near_repeats():
+    E = scoring.Evidence
     rows = [
-        (1, 1.0, 10, 1),
-        (1, 1.0, 11, 0),  # the same question: 10 used, 11 given but not used
-        (2, 1.0, 10, 1),
-        (2, 1.0, 12, -1),  # again: 10 used, 12 flagged wrong
-        (3, 0.5, 13, 1),  # a dissimilar question used 13: almost no weight here
-        (4, 0.9, None, 0),  # a similar retrieval that selected none of these candidates
+        E(1, 1.0, 10, 1.0),  # the same question used 10: full strength
+        E(1, 1.0, 11, 0.25),  # and was shown 11 in a failed session: -0.5
+        E(2, 0.8, 12, 1.0),  # a similar question used 12: ramp (0.8 - 0.7) / 0.3
+        E(2, 0.8, 13, 0.0),  # and flagged 13: not a near-repeat, does not count
+        E(3, 0.95, 13, 0.25),  # a near-repeat missed 13: ramp (0.95 - 0.9) / 0.1 = 0.5
+        E(4, 0.69, 14, 1.0),  # below 0.7: nothing
+        E(1, 1.0, 15, 0.5),  # neutral: no evidence
     ]
-    novelty, memory = scoring.recall_similar(rows, [10, 11, 12, 13, 14])
-    assert novelty == {10: 0.5, 11: 0.75, 12: 0.75, 13: 0.75, 14: 1.0}
-    assert memory[10] == approx(2 / 3)  # (1 + 1) / (1 + 2)
-    assert memory[11] == 0.0 and memory[12] == approx(-0.5)
-    assert 0 < memory[13] < 0.005 and 14 not in memory
-    assert scoring.recall_similar([], [10]) == ({}, {})
+    recall = scoring.recall_questions(rows)
+    assert recall.memory[10] == approx(1.0) and recall.memory[11] == approx(-0.5)
+    assert recall.memory[12] == approx(1 / 3)
+    assert recall.memory[13] == approx(-0.25)  # -0.5 * 0.5 / max(1, 0.5)
+    assert 14 not in recall.memory and 15 not in recall.memory
+    assert recall.failed and recall.novel(14) and not recall.novel(10)
+    # Several questions average, weighted by their ramp.
+    both = scoring.recall_questions([E(1, 1.0, 10, 1.0), E(2, 1.0, 10, 0.25)])
+    assert both.memory[10] == approx((1.0 - 0.5) / 2)
+    # No evidence (a frozen graph): no memory, no failure, so no exploration.
+    empty = scoring.recall_questions([])
+    assert empty.memory == {} and not empty.failed
+    assert not scoring.recall_questions([E(1, 1.0, 10, 1.0)]).failed
 
 
 def test_explore_slot_gives_the_last_place_to_the_best_unseen_candidate():

@@ -53,6 +53,19 @@ class Command(BaseCommand):
             help="Probability that a session flags one given, non-useful note as wrong (default 0.3).",
         )
         parser.add_argument(
+            "--report-p",
+            type=float,
+            default=1.0,
+            help="Explicit feedback: each used note is reported with this probability (default 1).",
+        )
+        parser.add_argument(
+            "--feedback",
+            choices=evaluation.FEEDBACK_MODES,
+            default="explicit",
+            help="What the agent sends: explicit (uses, flags, outcome), response (an answer built from a sentence "
+            "of each useful note it was given, and the outcome) or outcome (alone). Default explicit.",
+        )
+        parser.add_argument(
             "--set",
             dest="policy_set",
             action="append",
@@ -88,6 +101,8 @@ class Command(BaseCommand):
                     seed=o["seed"],
                     budget=o["budget"],
                     negative_rate=o["negative_rate"],
+                    report_p=o["report_p"],
+                    feedback=o["feedback"],
                     policy=policy,
                     wait_timeout=o["wait_timeout"],
                 )
@@ -105,7 +120,9 @@ class Command(BaseCommand):
         self.stdout.write(
             f"vault {o['vault']}: {len(questions)} questions ({len(report.train)} train, {len(report.test)} test), "
             f"{cfg.rounds} rounds, seed {cfg.seed}, budget {cfg.budget or 'policy default'}, "
-            f"negative rate {cfg.negative_rate}" + (f", policy {json.dumps(policy, sort_keys=True)}" if policy else "")
+            f"negative rate {cfg.negative_rate}, feedback {cfg.feedback}"
+            + (f" (report p {cfg.report_p})" if cfg.report_p < 1 else "")
+            + (f", policy {json.dumps(policy, sort_keys=True)}" if policy else "")
         )
         self.stdout.write(
             f"graphs: learning {graphs['learning']['id']} ({graphs['learning']['slug']}), "
@@ -114,7 +131,20 @@ class Command(BaseCommand):
         self.stdout.write(report.table())
         t = report.targets()
         self.stdout.write(
-            f"\nlast round, recall@5: train {t['train_gain'] * 100:+.1f} points over frozen "
+            f"\nlast round against round 0's frozen figure (base), recall@5: train {t['train_vs_base'] * 100:+.1f} "
+            f"points (needed {t['train_vs_base_needed'] * 100:+.1f}: {'met' if t['train_vs_base_met'] else 'missed'}); "
+            f"test {t['test_vs_base'] * 100:+.1f} points (allowed {t['test_vs_base_allowed'] * 100:+.1f}: "
+            f"{'met' if t['test_vs_base_met'] else 'missed'}); frozen twin drift train "
+            f"{t['twin_drift_train'] * 100:+.1f}, test {t['twin_drift_test'] * 100:+.1f} "
+            f"({'none' if t['twin_met'] else 'it fell'})"
+            + (
+                f"; round 0 frozen against plain cosine, all questions: {t['frozen_vs_plain'] * 100:+.1f} points"
+                if "frozen_vs_plain" in t
+                else ""
+            )
+        )
+        self.stdout.write(
+            f"last round against the same round's twin, recall@5: train {t['train_gain'] * 100:+.1f} points "
             f"(needed {t['train_gain_needed'] * 100:+.1f}: "
             f"{'met' if t['train_met'] else 'missed'}); test {t['test_change'] * 100:+.1f} points "
             f"(allowed {t['test_change_allowed'] * 100:+.1f}: {'met' if t['test_met'] else 'missed'})"
@@ -132,7 +162,9 @@ class Command(BaseCommand):
                 o_ = f["outcomes"]
                 self.stdout.write(
                     f"feedback round {r['round']}: {f['sessions']} sessions, {f['uses']} uses, "
-                    f"{f['negatives']} negatives; {o_['accepted']} accepted, {o_['rework']} rework, "
+                    f"{f['negatives']} negatives, "
+                    f"{f.get('responses', 0)} responses ({f.get('responses_applied', 0)} with uses detected); "
+                    f"{o_['accepted']} accepted, {o_['rework']} rework, "
                     f"{o_['rejected']} rejected; applied in {f['wait_s']:.1f}s"
                     + (f"; {f['resent']} reports resent (lost by the worker)" if f["resent"] else "")
                     + (f"; {f['not_queued']} not queued" if f["not_queued"] else "")

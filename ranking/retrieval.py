@@ -1,0 +1,405 @@
+"""Retrieval, the pipeline's first stages: entry points, best-first expansion and node scores.
+
+``retrieve`` is the one pipeline behind search, context and the MCP tools; ``rank`` scores the edges
+around start nodes (the traversal view). Both read a ``RetrievalRequest`` (graphadmin.client: the
+object the serializers build, the client sends and the MCP tools pass). Bad input raises
+``RankingInputError`` with a dict of field -> messages, which the API turns into a 400; nothing here
+writes.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field, replace
+from datetime import UTC, datetime
+
+from graphadmin.client import RetrievalRequest
+from graphadmin.embeddings import check_comparable, configured_model, embed_query
+from graphadmin.errors import InputError
+from graphadmin.models import Graph, PolicyRevision
+
+from . import queries as sql
+from . import scoring
+
+# Documented maxima (docs/ranking.md): bounded work per request.
+MAX_START_NODES = 50
+MAX_RANK_K = 500
+MAX_SEARCH_K = 200
+MAX_HOPS = 3
+MAX_BUDGET_ITEMS = 200
+MAX_BUDGET_TOKENS = 100_000
+MAX_QUERY_CHARS = 4000
+
+
+class RankingInputError(InputError):
+    """Invalid input found after parsing (unknown nodes, hops above the policy's bound, ...)."""
+
+
+def as_request(request: RetrievalRequest | None, fields: dict) -> RetrievalRequest:
+    """The request: the one given, or one built from keyword fields (internal callers and tests)."""
+    if request is not None:
+        if fields:
+            raise TypeError(f"Give a RetrievalRequest or keyword fields, not both: {sorted(fields)}")
+        return request
+    return RetrievalRequest(**fields)
+
+
+def policy_of(graph: Graph) -> tuple[PolicyRevision, scoring.Policy]:
+    """The graph's current policy revision and its ranking numbers."""
+    revision = graph.current_policy()
+    return revision, scoring.Policy.from_mapping(revision.numbers())
+
+
+def query_vector(query: str = "", vector=None, graph: Graph | None = None):
+    """The vector to compare with: the caller's vector, else the embedded query text, else None.
+
+    A query text that gives the embedder nothing to embed (blank, or no token the model knows) has
+    no vector, so it counts as no query. Query vectors come from a bounded per-process cache.
+    With ``graph``, refuses (EmbeddingModelMismatch, a 409) to return a vector that would be compared
+    with vectors of another model: the graph's stored vectors must all be the query's model (for a
+    vector the caller sent, whose model is the caller's to vouch for: all of one model).
+    """
+    if vector is not None:
+        if graph is not None:
+            check_comparable(graph, query_model=None)
+        return list(vector)
+    if query and query.strip():
+        v = embed_query(query)
+        if v is not None:
+            if graph is not None:
+                check_comparable(graph, query_model=configured_model())
+            return v
+    return None
+
+
+def query_model(vector=None) -> str:
+    """What a query vector is recorded as: the configured model for embedded text, "" for a caller's vector."""
+    return "" if vector is not None else configured_model()
+
+
+def check_nodes(graph: Graph, ids, field_name: str) -> None:
+    """Raise RankingInputError naming ``field_name`` and listing the ids that are not active nodes of the graph."""
+    missing = sql.unknown_nodes(graph.pk, ids)
+    if missing:
+        raise RankingInputError({field_name: [f"Unknown or archived node(s) in this graph: {missing}"]})
+
+
+def _check_hops(hops: int | None, policy: scoring.Policy) -> int:
+    if hops is None:
+        return policy.max_hops
+    if hops > policy.max_hops:
+        raise RankingInputError({"hops": [f"At most {policy.max_hops} (the policy's max_hops)."]})
+    return hops
+
+
+# ---------------------------------------------------------------------------------------------
+# Rank (traversal)
+
+
+@dataclass
+class RankedEdge:
+    """A scored edge with its target node, as returned by rank."""
+
+    scored: scoring.Scored
+    rank: int = 0
+
+    @property
+    def edge(self) -> scoring.EdgeCandidate:
+        return self.scored.candidate
+
+    @property
+    def node_id(self) -> int:
+        return self.edge.target_id
+
+
+@dataclass
+class RankResult:
+    """The ranked edges (top k), the policy revision used and how many candidates were considered."""
+
+    policy_revision: PolicyRevision
+    items: list[RankedEdge]
+    considered: int
+
+
+def rank(
+    graph: Graph, start_nodes, *, query: str = "", vector=None, k: int = 50, hops: int | None = None
+) -> RankResult:
+    """Every candidate edge within ``hops`` of the start nodes, scored and ranked; the top k returned."""
+    qvec = query_vector(query, vector, graph)
+    revision, policy = policy_of(graph)
+    hops = _check_hops(hops, policy)
+    check_nodes(graph, start_nodes, "start_nodes")
+    edges = sql.edge_candidates(graph.pk, start_nodes, qvec, hops, revision.fanout_cap)
+    ranked = scoring.rank_edges(edges, policy)
+    items = [RankedEdge(s, rank=p) for p, s in enumerate(ranked[:k], start=1)]
+    return RankResult(revision, items, considered=len(edges))
+
+
+# ---------------------------------------------------------------------------------------------
+# The retrieval pipeline (behind search, context and the MCP tools)
+
+# Bounded work per request (docs/ranking.md "The retrieval pipeline").
+TRIPLET_K = 20  # triplet entry points (edges by their "source -> type -> target" embedding)
+EXPANSION_SEEDS = 10  # the best entry points expansion grows from (start nodes always)
+MAX_EXPANDED = 50  # new nodes best-first expansion may add
+EXPANSION_FANOUT = (
+    10  # out-edges per reached node expansion considers (its top by weight; the policy's fanout_cap bounds it too)
+)
+MAX_EXCLUDE = 1000
+# Tie-break between two equally good ways in: a start node is the caller's; then a triplet hit, so a
+# node that is also an end of a matching link carries that link as its path (its use credits the
+# link, and a reinforced link lifts the node for questions that match it); then a plain vector hit.
+ENTRY_ORDER = {"start": 0, "triplet": 1, "vector": 2, "expansion": 3, "memory": 4}
+
+
+@dataclass
+class Candidate:
+    """A retrieval candidate: a node, how it entered, the path from its entry point, and its score.
+
+    ``entry`` is ``start`` (a start node), ``vector`` (a node embedding hit), ``triplet`` (an end of
+    an edge whose triplet embedding was hit; that edge is its path), ``expansion`` (reached from
+    an entry point along ``path``) or ``memory`` (brought in by similar questions' evidence). ``edge``
+    is the last edge of the path (its traversal score), if any.
+    """
+
+    scored: scoring.Scored
+    row: sql.NodeRow
+    entry: str
+    path: tuple[int, ...] = ()
+    edge: scoring.Scored | None = None
+    path_hops: int = 0
+    rank: int = 0
+    evidence: list = field(default_factory=list)  # scoring.Evidence rows behind ``memory``
+
+    @property
+    def node_id(self) -> int:
+        return self.row.node_id
+
+    @property
+    def edge_id(self) -> int | None:
+        return self.path[-1] if self.path else None
+
+    @property
+    def edge_type(self) -> str | None:
+        return self.edge.candidate.edge_type if self.edge else None
+
+    def features(self) -> dict:
+        """The raw inputs of the score and how the candidate was reached, frozen in the injection log
+        (explain shows them, what-if rescores them)."""
+        c = self.scored.candidate
+        edge = self.edge.candidate if self.edge else None
+        return {
+            "node_id": c.node_id,
+            "vector": c.vector,
+            "hops": c.hops,
+            "age_days": c.age_days,
+            "persona": c.persona,
+            "feedback_weight": c.feedback_weight,
+            "path_weight": c.path_weight,
+            "priority": c.priority,
+            "novelty": c.novelty,
+            "memory": c.memory,
+            "tokens": self.row.tokens,
+            "entry": self.entry,
+            "path": list(self.path),
+            "path_hops": self.path_hops,
+            "edge_id": edge.edge_id if edge else None,
+            "edge_type": edge.edge_type if edge else None,
+            "edge_source": edge.source_id if edge else None,
+            "edge_target": edge.target_id if edge else None,
+            "traversal": self.edge.total if self.edge else None,
+            "evidence": [[e.question_id, e.similarity, e.weight, e.edge_id] for e in self.evidence],
+        }
+
+
+@dataclass
+class SearchResult:
+    """Ranked candidates (best first) and the policy revision used; ``considered`` counts them all."""
+
+    policy_revision: PolicyRevision
+    items: list[Candidate]
+    considered: int = 0
+
+
+def retrieve(
+    graph: Graph,
+    request: RetrievalRequest | None = None,
+    *,
+    now: datetime | None = None,
+    policy: tuple[PolicyRevision, scoring.Policy] | None = None,
+    qvec=None,
+    **fields,
+) -> SearchResult:
+    """The one retrieval pipeline: entry points, best-first expansion, node scores, in rank order.
+
+    ``request`` (or its fields as keywords) says what is asked.
+    1. Entry points: the top ``k`` nodes by embedding and the top TRIPLET_K triplets (a triplet hit
+       brings both ends, with that edge as their path), plus the start nodes.
+    2. Expansion: best-first by traversal score from the start nodes and the best EXPANSION_SEEDS
+       entry points, up to ``hops`` (the policy's max_hops) and MAX_EXPANDED new nodes, over each
+       node's top EXPANSION_FANOUT out-edges by weight (and at most the policy's ``fanout_cap``).
+    3. Every node reached is scored (``scoring.score_node``); a node reached several ways keeps its
+       best. Its hops are the edges from its entry point or, with anchors, its distance from them.
+    4. ``exclude`` (ids the caller already holds) are dropped from the result (they still expand).
+    Writes nothing. Bad input raises RankingInputError naming the field.
+    """
+    req = as_request(request, fields)
+    start_nodes, anchors, exclude = list(dict.fromkeys(req.start_nodes)), list(req.anchors), set(req.exclude)
+    persona = req.persona
+    if qvec is None:
+        qvec = query_vector(req.query, req.vector, graph)
+    if qvec is None and not start_nodes:
+        raise RankingInputError({"query": ["Give a query with searchable words, a vector, or start nodes."]})
+    revision, pol = policy or policy_of(graph)
+    now = now or datetime.now(UTC)
+    hops = _check_hops(req.hops, pol)
+    if start_nodes:
+        check_nodes(graph, start_nodes, "start_nodes")
+    if anchors:
+        check_nodes(graph, anchors, "anchors")
+
+    rows: dict[int, sql.NodeRow] = {}
+    ways: dict[int, list[tuple]] = {}  # node id -> [(entry, Reach)]
+
+    def way(node_id: int, entry: str, reach: scoring.Reach) -> None:
+        ways.setdefault(node_id, []).append((entry, reach))
+
+    qtext = sql.vector_literal(qvec)  # rendered once for every statement below
+    node_hits, triplets = sql.entry_points(graph.pk, qtext, req.k, TRIPLET_K) if qvec is not None else ([], [])
+    for r in node_hits:
+        rows[r.node_id] = r
+        way(r.node_id, "vector", scoring.Reach(r.node_id, 0))
+    for node_id in start_nodes:
+        way(node_id, "start", scoring.Reach(node_id, 0))
+    missing = {n for n in start_nodes if n not in rows} | {
+        end for t in triplets for end in (t.source_id, t.target_id) if end not in rows
+    }
+    for r in sql.node_rows(graph.pk, missing, qtext):
+        rows[r.node_id] = r
+    for t in triplets:
+        # A triplet hit is scored as the link it is, its semantic part the target's own similarity.
+        edge = scoring.score_edge(replace(t, similarity=rows[t.target_id].vector if t.target_id in rows else None), pol)
+        for end in (t.source_id, t.target_id):
+            if end in rows:
+                way(end, "triplet", scoring.Reach(end, 0, (t.edge_id,), edge))
+
+    # Seeds of the expansion: the start nodes and the best entry points by a provisional score.
+    provisional = {n: _best(n, ways[n], rows[n], pol, persona, now, None, None)[0] for n in ways if n in rows}
+    seeds: dict[int, scoring.Reach] = {n: scoring.Reach(n, 0) for n in start_nodes if n in rows}
+    for n in sorted(provisional, key=lambda n: scoring.sort_key(provisional[n])):
+        if len(seeds) >= len(start_nodes) + EXPANSION_SEEDS:
+            break
+        seeds.setdefault(n, min(ways[n], key=lambda w: len(w[1].path))[1])  # expansion grows from the node itself
+    if seeds and hops:
+        # At most 50 new nodes are taken, so each node's top EXPANSION_FANOUT out-edges by weight are
+        # plenty to choose from (the full fan-out of 10 seeds over 2 hops would be up to 25,000 rows).
+        edges = sql.edge_candidates(graph.pk, list(seeds), qtext, hops, min(revision.fanout_cap, EXPANSION_FANOUT))
+        scored_edges = [scoring.score_edge(e, pol) for e in edges]
+        targets = {e.target_id: e.target for e in edges}
+        for node_id, reach in scoring.expand_best_first(seeds, scored_edges, hops, MAX_EXPANDED).items():
+            rows.setdefault(node_id, targets[node_id])
+            way(node_id, "expansion", reach)
+
+    distances = sql.anchor_distances(graph.pk, anchors, list(rows), pol.max_hops) if anchors else None
+    # Question-conditional evidence: the answered edges of similar past questions (ledger state).
+    recall = scoring.recall_questions(
+        sql.question_evidence(graph.pk, qtext, query_model(req.vector)) if (pol.exploration or pol.coef_memory) else ()
+    )
+    # Discovery: a note similar questions' agents used joins the pool even when no entry side found it.
+    brought = sorted(n for n, m in recall.memory.items() if m > 0 and n not in rows and n not in exclude)
+    for r in sql.node_rows(graph.pk, brought, qtext) if brought else ():
+        rows[r.node_id] = r
+        way(r.node_id, "memory", scoring.Reach(r.node_id, 0))
+    if distances is not None and brought:
+        distances.update(sql.anchor_distances(graph.pk, anchors, brought, pol.max_hops))
+    # Exploration only where a near-repeat's context failed: a question with no such history gets the best ranking.
+    novelty = {n: 1.0 for n in rows if recall.failed and recall.novel(n)}
+    memory = recall.memory
+    candidates = []
+    for node_id, options in ways.items():
+        if node_id in exclude or node_id not in rows:
+            continue
+        anchor_hops = distances.get(node_id) if distances is not None else None
+        scored, (entry, reach) = _best(
+            node_id,
+            options,
+            rows[node_id],
+            pol,
+            persona,
+            now,
+            novelty.get(node_id),
+            memory.get(node_id),
+            distances is not None,
+            anchor_hops,
+        )
+        candidates.append(
+            Candidate(
+                scored, rows[node_id], entry, reach.path, reach.via, reach.hops, evidence=recall.rows.get(node_id, [])
+            )
+        )
+    ranked = sorted(
+        candidates, key=lambda c: scoring.sort_key(c.scored)
+    )  # one candidate per node: the stable id decides ties
+    for p, c in enumerate(ranked, start=1):
+        c.rank = p
+    return SearchResult(revision, ranked, considered=len(ranked))
+
+
+def _best(
+    node_id,
+    options,
+    row: sql.NodeRow,
+    policy: scoring.Policy,
+    persona,
+    now,
+    novelty,
+    memory=None,
+    anchored=False,
+    anchor_hops=None,
+):
+    """The best-scoring way a node was reached: (its Scored, (entry, Reach))."""
+    age = (now - row.touched_at).total_seconds() / 86400.0 if row.touched_at else None
+    affinity = scoring.persona_affinity(row.kind, row.tags, persona or {})
+    best = None
+    for entry, reach in options:
+        weight, priority = None, 0.0
+        if reach.via is not None:
+            e = reach.via.candidate
+            # The link's reinforcement weight alone (uses, negatives, decay): its outcome EMA rises with
+            # how often the link is shown, like a node's (scoring.score_node), and lifted every note at its ends.
+            weight, priority = e.weight, e.priority
+        cand = scoring.NodeCandidate(
+            node_id=node_id,
+            vector=row.vector or 0.0,
+            hops=anchor_hops if anchored else reach.hops,
+            age_days=age,
+            persona=affinity,
+            feedback_weight=row.feedback_weight,
+            path_weight=weight,
+            priority=priority,
+            novelty=novelty,
+            memory=memory,
+        )
+        scored = scoring.score_node(cand, policy)
+        if len(options) == 1:  # most nodes are reached one way: nothing to compare
+            return scored, (entry, reach)
+        key = (scoring.sort_key(scored), ENTRY_ORDER[entry])
+        if best is None or key < best[0]:
+            best = (key, scored, (entry, reach))
+    return best[1], best[2]
+
+
+def search(
+    graph: Graph,
+    request: RetrievalRequest | None = None,
+    *,
+    now: datetime | None = None,
+    policy: tuple[PolicyRevision, scoring.Policy] | None = None,
+    **fields,
+) -> SearchResult:
+    """The retrieval pipeline's top ``k`` candidates (``retrieve``; k defaults to 20), without a budget or a log."""
+    if request is None:
+        fields.setdefault("k", 20)
+    req = as_request(request, fields)
+    result = retrieve(graph, replace(req, k=max(req.k, 50)), now=now, policy=policy)
+    result.items = result.items[: req.k]
+    return result
