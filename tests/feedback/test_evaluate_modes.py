@@ -248,3 +248,24 @@ def test_response_and_outcome_agents_through_the_command(live_server, acme, alic
     assert UseEvent.objects.filter(graph=learning, signal="implicit", source="response").count() >= fb["responses"]
     assert reports["outcome"]["rounds"][0]["feedback"]["responses"] == 0
     assert not UseEvent.objects.filter(graph_id=reports["outcome"]["graphs"]["learning"]["id"]).exists()
+
+
+def test_evaluate_all_writes_one_block_and_replaces_it(tmp_path):
+    from feedback.management.commands import evaluate_all
+
+    runs = [
+        ("conversation", "full", seed, _report((0.4, 0.3), [((0.5, 0.5), (0.5, 0.5)), ((0.8, 0.5), (0.5, 0.5))]), 60.0)
+        for seed in (0, 1)
+    ]
+    page = tmp_path / "learning.md"
+    page.write_text("# Learning\n\nText before.\n", encoding="utf-8")
+    evaluate_all.write_block(page, evaluate_all.markdown(runs, "manage.py evaluate_all"))
+    first = page.read_text(encoding="utf-8")
+    assert first.startswith("# Learning\n\nText before.\n") and first.count(evaluate_all.START) == 1
+    assert "| full, seed 0 (1.0 min) | 0.400 / 0.300 | 0.500 / 0.500 |" in first
+    assert "| **full, mean of 2 seeds** | 0.400 / 0.300 | 0.500 / 0.500 | 0.800 / 0.500 | 0.500 / 0.500 |" in first
+    assert "2 runs, 2 minutes of runs" in first
+    evaluate_all.write_block(page, evaluate_all.markdown(runs[:1], "manage.py evaluate_all"))
+    second = page.read_text(encoding="utf-8")
+    assert second.count(evaluate_all.START) == second.count(evaluate_all.END) == 1
+    assert "mean of 2 seeds" not in second and second.startswith("# Learning\n\nText before.\n")
