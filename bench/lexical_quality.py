@@ -11,6 +11,7 @@ averaged; feedback.evaluation's definition) and hit@5 (a useful note in the top 
 * ``bm25``: ranking.queries.lexical_hits (Okapi BM25, per-graph IDF);
 * ``cosine``: the node embeddings' cosine to the embedded question (top 50 by HNSW);
 * ``weighted``: coef_vector * cosine + coef_lexical * bm25 / max bm25 (scoring.fuse_entry, rrf_k 0);
+* ``weighted_ts``: the same with ts_rank in BM25's place;
 * ``rrf``: reciprocal-rank fusion of the same two lists (rrf_k 60), weighted the same.
 
 Writes nothing. Measures in docs/performance.md ("Lexical entry points").
@@ -27,7 +28,9 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 
 TS_RANK_SQL = """
-SELECT n.id FROM graphadmin_node n
+SELECT n.id, ts_rank(to_tsvector(%(cfg)s::regconfig, graphadmin_node_document(n.title, n.aliases, n.text)),
+                     to_tsquery(%(cfg)s::regconfig, %(q)s))
+FROM graphadmin_node n
 WHERE n.graph_id = %(g)s AND NOT n.archived
   AND to_tsvector(%(cfg)s::regconfig, graphadmin_node_document(n.title, n.aliases, n.text))
       @@ to_tsquery(%(cfg)s::regconfig, %(q)s)
@@ -60,7 +63,7 @@ def main(argv=None) -> None:
     policy = scoring.Policy.from_mapping(graph.current_policy().numbers())
     keys = dict(Node.objects.filter(graph=graph).values_list("id", "key"))
     questions = json.loads(Path(args.questions).read_text())["questions"]
-    names = ("ts_rank", "bm25", "cosine", "weighted", "rrf")
+    names = ("ts_rank", "bm25", "cosine", "weighted", "weighted_ts", "rrf")
     hits, recall = dict.fromkeys(names, 0), dict.fromkeys(names, 0.0)
 
     def top5(scores: dict) -> list[int]:
@@ -75,12 +78,16 @@ def main(argv=None) -> None:
             if lexemes:
                 query = " | ".join("'" + lx.replace("'", "''") + "'" for lx in lexemes)
                 cur.execute(TS_RANK_SQL, {"g": graph.pk, "cfg": cfg, "q": query, "k": args.k})
-                ts = [r[0] for r in cur.fetchall()]
+                ts = [(r[0], float(r[1])) for r in cur.fetchall()]
         bm25 = dict(sql.lexical_hits(graph.pk, question["q"], cfg, args.k))
         vector = {r.node_id: r.vector for r in sql.vector_candidates(graph.pk, embed_query(question["q"]), args.k)}
-        rankings = {"ts_rank": ts[:5], "bm25": top5(bm25), "cosine": top5({n: v or 0.0 for n, v in vector.items()})}
-        for name, rrf_k in (("weighted", 0), ("rrf", 60)):
-            fused = scoring.fuse_entry(vector, bm25, rrf_k)
+        rankings = {
+            "ts_rank": [n for n, _ in ts[:5]],
+            "bm25": top5(bm25),
+            "cosine": top5({n: v or 0.0 for n, v in vector.items()}),
+        }
+        for name, lexical, rrf_k in (("weighted", bm25, 0), ("weighted_ts", dict(ts), 0), ("rrf", bm25, 60)):
+            fused = scoring.fuse_entry(vector, lexical, rrf_k)
             rankings[name] = top5(
                 {n: policy.coef_vector * v + policy.coef_lexical * lx for n, (v, lx) in fused.items()}
             )
@@ -90,7 +97,7 @@ def main(argv=None) -> None:
             recall[name] += len(found) / min(5, len(useful))
     print(f"graph {graph.pk} ({len(keys)} nodes, text_search_config {cfg}), {len(questions)} questions, depth {args.k}")
     for name in names:
-        print(f"  {name:9s} recall@5 {recall[name] / len(questions):.3f}   hit@5 {hits[name] / len(questions):.3f}")
+        print(f"  {name:11s} recall@5 {recall[name] / len(questions):.3f}   hit@5 {hits[name] / len(questions):.3f}")
 
 
 if __name__ == "__main__":
