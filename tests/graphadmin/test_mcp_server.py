@@ -256,6 +256,7 @@ def test_full_agent_session_over_stdio_moves_the_weights(rg, ada, globex_graph, 
     assert len(explained["candidates"]) == injection.candidates.count()
     assert set(explained["candidates"][0]["components"]) == {
         "vector",
+        "lexical",
         "hop",
         "persona",
         "recency",
