@@ -124,6 +124,18 @@ WHERE graph_id = %(g)s AND NOT archived AND embedding IS NOT NULL
 ORDER BY embedding <=> %(q)s::vector LIMIT %(k)s
 """
 
+# Floor of the lexical step: the rows BM25 reads, unscored: the graph's node count and mean length, and
+# every posting of the question's lexemes (with the node's length), common words included.
+FLOOR_LEXICAL_STATS = """
+SELECT count(*), avg(length) FROM graphadmin_nodelexicon WHERE graph_id = %(g)s
+"""
+FLOOR_LEXICAL = """
+SELECT l.node_id, l.tf, d.length
+FROM graphadmin_nodelexeme l
+JOIN graphadmin_nodelexicon d ON d.node_id = l.node_id AND d.graph_id = %(g)s
+WHERE l.graph_id = %(g)s AND l.lexeme = ANY(tsvector_to_array(to_tsvector('english', %(text)s)))
+"""
+
 # Floors of use and outcome feedback: the UPDATE of one weight column plus its history INSERT. The
 # table, column and history column are identifiers; the rates and the field name bound values.
 FLOOR_REINFORCE = """
@@ -284,6 +296,32 @@ class Bench:
 
     def query(self):
         return _unit([x + self.rnd.gauss(0, 0.03) for x in self.rnd.choice(self.seeds)])
+
+    def question_text(self) -> str:
+        """A question's words on the bench graph's vocabulary (bench/generate.py: 'Node i of cluster c',
+        lorem ipsum): words in every node (scanned for their df, then left out), a cluster number
+        (in about one node in `clusters`) and a node number (rare)."""
+        i = self.rnd.randrange(len(self.active))
+        return f"what does the lorem note say about node {i} in cluster {self.rnd.randrange(100)}?"
+
+    def lexical(self):
+        """The lexical step alone: BM25 top 50 for a question's words, against FLOOR_LEXICAL."""
+        from django.db import connection
+
+        from ranking import queries as sql
+
+        floor, lex = [], []
+        for it in range(self.n + self.warm):
+            keep = it >= self.warm
+            text = self.question_text()
+            with timed(lex, keep):
+                sql.lexical_hits(self.graph.pk, text, "english", 50)
+            with connection.cursor() as cur, timed(floor, keep):
+                cur.execute(FLOOR_LEXICAL_STATS, {"g": self.graph.pk})
+                cur.fetchall()
+                cur.execute(FLOOR_LEXICAL, {"g": self.graph.pk, "text": text})
+                cur.fetchall()
+        self.add("lexical step: BM25 top 50 of a question's words", lex, floor, ratio_max=2.0)
 
     def add(self, path, samples, floor_samples, target_ms=None, ratio_max=None, target=None):
         s = summarize(samples)
@@ -495,11 +533,12 @@ class Bench:
         self.rows[-1].met = self.rows[-1].p95 <= 100.0
 
     def context_question(self):
-        """context the way agents call it: the question only (its vector given, so the query embedding,
-        timed separately, is not in these figures). Database work: the pipeline's reads and writes,
-        timed per statement (the candidates' COPY is not seen by the timer, so it is left out of both
-        sides). Floor: the same reads as bare SQL: node top 50, triplet top 20, one 2-hop expansion
-        from the 10 best hits and the similar-retrieval count, plus the injection row."""
+        """context the way agents call it: the question only (its words, and its vector given, so the query
+        embedding, timed separately, is not in these figures). Database work: the pipeline's reads and
+        writes, timed per statement (the candidates' COPY is not seen by the timer, so it is left out of
+        both sides). Floor: the same reads as bare SQL: node top 50, triplet top 50, the lexical step's
+        floor, one 2-hop expansion from the 10 best hits and the similar-retrieval count, plus the
+        injection row."""
         from django.db import connection, transaction
 
         from ranking import queries as sql
@@ -509,18 +548,20 @@ class Bench:
         ef = str(sql.ef_search_for(50))
         for it in range(self.n + self.warm):
             keep = it >= self.warm
-            q = self.query()
+            q, text = self.query(), self.question_text()
             qv = sql.vector_literal(q)
             timer = DBTimer()
             with connection.execute_wrapper(timer):
-                done = service.assemble_context(self.graph, session_id=f"bench-q-{it}-{self.rnd.random()}", vector=q)
+                done = service.assemble_context(
+                    self.graph, session_id=f"bench-q-{it}-{self.rnd.random()}", vector=q, query=text
+                )
             body = {"injection": done.injection.pk, "considered": done.considered}
             if keep:
                 dbw.append(timer.seconds * 1000.0)
             with timed(api, keep):
                 r = self.client.post(
                     f"/api/graphs/{self.graph.pk}/context/",
-                    {"session": f"bench-q2-{it}-{self.rnd.random()}", "vector": q},
+                    {"session": f"bench-q2-{it}-{self.rnd.random()}", "vector": q, "query": text},
                     format="json",
                 )
             assert r.status_code == 201, r.content
@@ -531,9 +572,13 @@ class Bench:
                 cur.execute(
                     """SELECT id FROM graphadmin_edge WHERE graph_id = %(g)s AND NOT archived AND triplet_embedding
                         IS NOT NULL
-                               ORDER BY triplet_embedding <=> %(q)s::vector LIMIT 20""",
-                    {"g": self.graph.pk, "q": qv},
+                               ORDER BY triplet_embedding <=> %(q)s::vector LIMIT %(k)s""",
+                    {"g": self.graph.pk, "q": qv, "k": service.TRIPLET_K},
                 )
+                cur.fetchall()
+                cur.execute(FLOOR_LEXICAL_STATS, {"g": self.graph.pk})
+                cur.fetchall()
+                cur.execute(FLOOR_LEXICAL, {"g": self.graph.pk, "text": text})
                 cur.fetchall()
                 cur.execute(
                     FLOOR_2HOP,
@@ -570,7 +615,7 @@ class Bench:
                 )
                 cur.fetchone()
                 transaction.set_rollback(True)
-        self.add("context, question only (query vector given): API", api, floor, target_ms=25.0)
+        self.add("context, question only (words, vector given): API", api, floor, target_ms=25.0)
         self.add("context, question only: database work", dbw, floor, ratio_max=2.0)
 
     # -- feedback --------------------------------------------------------------------------------
@@ -988,6 +1033,7 @@ def main(argv=None):
     bench.rank("rank 2 hops", lambda: [bench.rnd.choice(bench.mids)], 2)
     bench.search()
     bench.context()
+    bench.lexical()
     bench.context_question()
     bench.embeddings()
     bench.uses()

@@ -21,7 +21,7 @@ DEFAULT_EDGE_TYPES = {
     "derived_from": "The source was derived from the target (a decision from its research).",
     "depends_on": "The source depends on the target (a component on another).",
 }
-GRAPH_SETTINGS = ("slug", "name", "description", "feedback_enabled")
+GRAPH_SETTINGS = ("slug", "name", "description", "feedback_enabled", "text_search_config")
 
 
 def _scope(graph: Graph) -> dict:
@@ -42,22 +42,31 @@ def do_create_graph(
     actor,
     feedback_enabled: bool = True,
     edge_types=DEFAULT_EDGE_TYPES,
+    text_search_config: str = "english",
 ) -> Graph:
     """Create a graph with policy revision 1 and its default edge types; audited as graph.create (with
     feedback_enabled when it starts off)."""
     graph = Graph.objects.create(
-        organization=organization, slug=slug, name=name, description=description, feedback_enabled=feedback_enabled
+        organization=organization,
+        slug=slug,
+        name=name,
+        description=description,
+        feedback_enabled=feedback_enabled,
+        text_search_config=text_search_config,
     )
     PolicyRevision.objects.create(graph=graph, revision=1, created_by=_user(actor), note="initial defaults")
     EdgeType.objects.bulk_create([EdgeType(graph=graph, name=n, description=d) for n, d in edge_types.items()])
     payload = {"slug": slug, "name": name, **({} if feedback_enabled else {"feedback_enabled": False})}
+    if text_search_config != "english":
+        payload["text_search_config"] = text_search_config
     audit.append(organization, actor, "graph.create", payload, scope=_scope(graph))
     return graph
 
 
 @transaction.atomic
 def do_update_graph(graph: Graph, changes: dict, *, actor) -> Graph:
-    """Change a graph's settings (slug, name, description, feedback_enabled); audited with before and after."""
+    """Change a graph's settings (slug, name, description, feedback_enabled, text_search_config); audited with
+    before and after. A new text-search configuration re-indexes the graph's nodes (a database trigger)."""
     graph = Graph.objects.select_for_update().get(pk=graph.pk)
     diff = {
         k: {"before": getattr(graph, k), "after": v}

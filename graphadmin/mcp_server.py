@@ -416,7 +416,7 @@ def build_server(
         graph_context: the notes and the links ("source -> type -> target") nearest to your question,
         then the notes they lead to, ranked by similarity, proximity, what earlier sessions found
         useful (learned weights), persona and recency. Returns the hits in rank order, each with its
-        node id, key, title, kind, the raw vector score, how it entered (vector, triplet, start,
+        node id, key, title, kind, the raw vector score, how it entered (vector, lexical, triplet, start,
         expansion) and its path of edge ids, the total score and every component (raw value,
         coefficient, contribution)."""
         return await run(

@@ -12,6 +12,8 @@ Every function taking a query vector takes a list of floats or its ``vector_lite
 * ``entry_points``: the HNSW top-k nodes for a query vector (NODE_HITS_SQL) and the HNSW top-k
   edges by triplet embedding, "source -> type -> target" (TRIPLET_HITS_SQL), in one transaction.
 * ``vector_candidates``: the node hits alone (the bench's vector step).
+* ``lexical_hits``: the top-k nodes by BM25 for a query text (LEXICAL_HITS_SQL), or the BM25 of given
+  nodes; over the lexical index the node table's triggers keep (graphadmin.models.NodeLexeme).
 * ``node_rows``: the same facts as a vector hit, for nodes given by id (start nodes, triplet ends).
 * ``edge_candidates``: the edges within ``hops`` (1..3) of the start nodes (EXPANSION_SQL).
 * ``question_evidence``: the ``answered`` edges of the question nodes nearest the query (the input
@@ -37,7 +39,7 @@ from psycopg import sql
 from feedback.models import ContextInjection, InjectionCandidate, UseEvent, WeightChange
 from feedback.rules import ANSWERED, QUESTION_KIND
 from graphadmin import clock
-from graphadmin.models import Edge, EdgeStats, EdgeType, Node, NodeStats
+from graphadmin.models import Edge, EdgeStats, EdgeType, Node, NodeLexeme, NodeLexicon, NodeStats
 
 from .scoring import POSITIVE_SIMILARITY, EdgeCandidate, Evidence
 
@@ -62,6 +64,8 @@ _TABLES = {
     "injection": sql.Identifier(ContextInjection._meta.db_table),
     "candidate": sql.Identifier(InjectionCandidate._meta.db_table),
     "useevent": sql.Identifier(UseEvent._meta.db_table),
+    "nodelexeme": sql.Identifier(NodeLexeme._meta.db_table),
+    "nodelexicon": sql.Identifier(NodeLexicon._meta.db_table),
 }
 
 
@@ -244,6 +248,68 @@ def entry_points(
                 for r in cur.fetchall()
             ]
     return nodes, triplets
+
+
+# ---------------------------------------------------------------------------------------------
+# Lexical entry points (BM25)
+
+# Okapi BM25's constants (the usual ones: Robertson and Zaragoza; Lucene's and Elasticsearch's defaults).
+BM25_K1 = 1.2
+BM25_B = 0.75
+
+# BM25 of the graph's active nodes for a query text, best first. The query's lexemes come from
+# to_tsvector with the graph's text-search configuration (stop words and punctuation give none);
+# N and the mean document length from NodeLexicon, each lexeme's document frequency from NodeLexeme.
+# idf = ln((N - df + 0.5) / (df + 0.5)), and a lexeme whose idf is not positive (in half the nodes or
+# more) is left out: it scores nothing (a term in every note says nothing about any of them).
+# score = sum over the query's distinct lexemes of idf * tf * (k1 + 1) / (tf + k1 * (1 - b + b * len / avglen)).
+# %(ids)s NULL: the top %(k)s; else the scores of those nodes (the candidates the entry points missed).
+LEXICAL_HITS_SQL = statement(
+    """
+WITH q AS (
+    SELECT DISTINCT u.lexeme FROM unnest(to_tsvector(%(config)s::regconfig, %(text)s)) u
+), stats AS (
+    SELECT count(*)::float8 AS n, coalesce(avg(d.length), 0)::float8 AS avglen
+    FROM {nodelexicon} d WHERE d.graph_id = %(graph)s
+), idf AS (
+    SELECT l.lexeme, ln((stats.n - count(*) + 0.5) / (count(*) + 0.5)) AS idf
+    FROM {nodelexeme} l JOIN q ON q.lexeme = l.lexeme CROSS JOIN stats
+    WHERE l.graph_id = %(graph)s
+    GROUP BY l.lexeme, stats.n
+    HAVING stats.n - count(*) + 0.5 > count(*) + 0.5
+)
+SELECT l.node_id,
+       sum(idf.idf * l.tf * (%(k1)s + 1) / (l.tf + %(k1)s * (1 - %(b)s + %(b)s * d.length / stats.avglen))) AS bm25
+FROM idf
+JOIN {nodelexeme} l ON l.graph_id = %(graph)s AND l.lexeme = idf.lexeme
+JOIN {nodelexicon} d ON d.node_id = l.node_id AND d.graph_id = %(graph)s
+CROSS JOIN stats
+WHERE %(ids)s::bigint[] IS NULL OR l.node_id = ANY(%(ids)s::bigint[])
+GROUP BY l.node_id
+ORDER BY bm25 DESC, l.node_id
+LIMIT %(k)s
+"""
+)
+
+
+def lexical_hits(graph_id: int, text: str, config: str, k: int, node_ids=None) -> list[tuple[int, float]]:
+    """(node id, BM25) of the graph's best ``k`` active nodes for ``text``, best first; with ``node_ids``,
+    of those nodes only (the ones with a positive score). A text of only stop words or punctuation has
+    no lexeme and finds nothing (never an error)."""
+    if not text or not text.strip() or (node_ids is not None and not node_ids):
+        return []
+    params = {
+        "graph": graph_id,
+        "text": text,
+        "config": config,
+        "k": k if node_ids is None else len(node_ids),
+        "ids": None if node_ids is None else sorted(set(node_ids)),
+        "k1": BM25_K1,
+        "b": BM25_B,
+    }
+    with connection.cursor() as cur:
+        cur.execute(LEXICAL_HITS_SQL, params)
+        return [(r[0], float(r[1])) for r in cur.fetchall()]
 
 
 # Active nodes of the graph given by id, with the facts of a vector hit (similarity to the query,

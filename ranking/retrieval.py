@@ -138,7 +138,9 @@ def rank(
 # The retrieval pipeline (behind search, context and the MCP tools)
 
 # Bounded work per request (docs/ranking.md "The retrieval pipeline").
-TRIPLET_K = 20  # triplet entry points (edges by their "source -> type -> target" embedding)
+# The pool (issue 23, item 2): each side gives up to the request's k entry points (50 by default, at
+# most MAX_SEARCH_K), so a demoted note has replacements; triplets as deep as the node side's default.
+TRIPLET_K = 50  # triplet entry points (edges by their "source -> type -> target" embedding)
 EXPANSION_SEEDS = 10  # the best entry points expansion grows from (start nodes always)
 MAX_EXPANDED = 50  # new nodes best-first expansion may add
 EXPANSION_FANOUT = (
@@ -148,17 +150,17 @@ MAX_EXCLUDE = 1000
 # Tie-break between two equally good ways in: a start node is the caller's; then a triplet hit, so a
 # node that is also an end of a matching link carries that link as its path (its use credits the
 # link, and a reinforced link lifts the node for questions that match it); then a plain vector hit.
-ENTRY_ORDER = {"start": 0, "triplet": 1, "vector": 2, "expansion": 3, "memory": 4}
+ENTRY_ORDER = {"start": 0, "triplet": 1, "vector": 2, "lexical": 3, "expansion": 4, "memory": 5}
 
 
 @dataclass
 class Candidate:
     """A retrieval candidate: a node, how it entered, the path from its entry point, and its score.
 
-    ``entry`` is ``start`` (a start node), ``vector`` (a node embedding hit), ``triplet`` (an end of
-    an edge whose triplet embedding was hit; that edge is its path), ``expansion`` (reached from
-    an entry point along ``path``) or ``memory`` (brought in by similar questions' evidence). ``edge``
-    is the last edge of the path (its traversal score), if any.
+    ``entry`` is ``start`` (a start node), ``vector`` (a node embedding hit), ``lexical`` (a BM25 hit on
+    the query's words), ``triplet`` (an end of an edge whose triplet embedding was hit; that edge is its
+    path), ``expansion`` (reached from an entry point along ``path``) or ``memory`` (brought in by similar
+    questions' evidence). ``edge`` is the last edge of the path (its traversal score), if any.
     """
 
     scored: scoring.Scored
@@ -169,6 +171,7 @@ class Candidate:
     path_hops: int = 0
     rank: int = 0
     evidence: list = field(default_factory=list)  # scoring.Evidence rows behind ``memory``
+    bm25: float = 0.0  # the node's BM25 for the query (0: none of its words), before fusion
 
     @property
     def node_id(self) -> int:
@@ -198,6 +201,8 @@ class Candidate:
             "priority": c.priority,
             "novelty": c.novelty,
             "memory": c.memory,
+            "lexical": c.lexical,
+            "bm25": self.bm25,
             "tokens": self.row.tokens,
             "entry": self.entry,
             "path": list(self.path),
@@ -232,8 +237,11 @@ def retrieve(
     """The one retrieval pipeline: entry points, best-first expansion, node scores, in rank order.
 
     ``request`` (or its fields as keywords) says what is asked.
-    1. Entry points: the top ``k`` nodes by embedding and the top TRIPLET_K triplets (a triplet hit
-       brings both ends, with that edge as their path), plus the start nodes.
+    1. Entry points: the top ``k`` nodes by embedding, the top ``k`` nodes by BM25 on the query's words
+       (ranking.queries.lexical_hits; only when the policy's coef_lexical is not 0) and the top TRIPLET_K
+       triplets (a triplet hit brings both ends, with that edge as their path), plus the start nodes.
+       Vector and BM25 are fused into the node score's ``vector`` and ``lexical`` raws
+       (scoring.fuse_entry: a weighted sum of per-query-normalised scores, or reciprocal-rank fusion).
     2. Expansion: best-first by traversal score from the start nodes and the best EXPANSION_SEEDS
        entry points, up to ``hops`` (the policy's max_hops) and MAX_EXPANDED new nodes, over each
        node's top EXPANSION_FANOUT out-edges by weight (and at most the policy's ``fanout_cap``).
@@ -247,9 +255,14 @@ def retrieve(
     persona = req.persona
     if qvec is None:
         qvec = query_vector(req.query, req.vector, graph)
-    if qvec is None and not start_nodes:
-        raise RankingInputError({"query": ["Give a query with searchable words, a vector, or start nodes."]})
     revision, pol = policy or policy_of(graph)
+    lexical = (
+        dict(sql.lexical_hits(graph.pk, req.query, graph.text_search_config, req.k))
+        if pol.coef_lexical and req.query
+        else {}
+    )
+    if qvec is None and not start_nodes and not lexical:
+        raise RankingInputError({"query": ["Give a query with searchable words, a vector, or start nodes."]})
     now = now or datetime.now(UTC)
     hops = _check_hops(req.hops, pol)
     if start_nodes:
@@ -268,9 +281,11 @@ def retrieve(
     for r in node_hits:
         rows[r.node_id] = r
         way(r.node_id, "vector", scoring.Reach(r.node_id, 0))
+    for node_id in lexical:
+        way(node_id, "lexical", scoring.Reach(node_id, 0))
     for node_id in start_nodes:
         way(node_id, "start", scoring.Reach(node_id, 0))
-    missing = {n for n in start_nodes if n not in rows} | {
+    missing = {n for n in [*start_nodes, *lexical] if n not in rows} | {
         end for t in triplets for end in (t.source_id, t.target_id) if end not in rows
     }
     for r in sql.node_rows(graph.pk, missing, qtext):
@@ -283,7 +298,8 @@ def retrieve(
                 way(end, "triplet", scoring.Reach(end, 0, (t.edge_id,), edge))
 
     # Seeds of the expansion: the start nodes and the best entry points by a provisional score.
-    provisional = {n: _best(n, ways[n], rows[n], pol, persona, now, None, None)[0] for n in ways if n in rows}
+    fused = scoring.fuse_entry({n: r.vector for n, r in rows.items()}, lexical, pol.rrf_k)
+    provisional = {n: _best(n, ways[n], rows[n], fused[n], pol, persona, now, None, None)[0] for n in ways if n in rows}
     seeds: dict[int, scoring.Reach] = {n: scoring.Reach(n, 0) for n in start_nodes if n in rows}
     for n in sorted(provisional, key=lambda n: scoring.sort_key(provisional[n])):
         if len(seeds) >= len(start_nodes) + EXPANSION_SEEDS:
@@ -311,6 +327,12 @@ def retrieve(
         way(r.node_id, "memory", scoring.Reach(r.node_id, 0))
     if distances is not None and brought:
         distances.update(sql.anchor_distances(graph.pk, anchors, brought, pol.max_hops))
+    if lexical:
+        # BM25 of the candidates the lexical top k missed (expansion, vector, triplet and memory), so
+        # every candidate's lexical raw is its own score, not 0 for being ranked 51st.
+        others = [n for n in rows if n not in lexical]
+        lexical.update(sql.lexical_hits(graph.pk, req.query, graph.text_search_config, len(others), others))
+    fused = scoring.fuse_entry({n: r.vector for n, r in rows.items()}, lexical, pol.rrf_k)
     # Exploration only where a near-repeat's context failed: a question with no such history gets the best ranking.
     novelty = {n: 1.0 for n in rows if recall.failed and recall.novel(n)}
     memory = recall.memory
@@ -323,6 +345,7 @@ def retrieve(
             node_id,
             options,
             rows[node_id],
+            fused[node_id],
             pol,
             persona,
             now,
@@ -333,7 +356,14 @@ def retrieve(
         )
         candidates.append(
             Candidate(
-                scored, rows[node_id], entry, reach.path, reach.via, reach.hops, evidence=recall.rows.get(node_id, [])
+                scored,
+                rows[node_id],
+                entry,
+                reach.path,
+                reach.via,
+                reach.hops,
+                evidence=recall.rows.get(node_id, []),
+                bm25=lexical.get(node_id, 0.0),
             )
         )
     ranked = sorted(
@@ -348,6 +378,7 @@ def _best(
     node_id,
     options,
     row: sql.NodeRow,
+    entry_raws: tuple[float, float],
     policy: scoring.Policy,
     persona,
     now,
@@ -356,7 +387,8 @@ def _best(
     anchored=False,
     anchor_hops=None,
 ):
-    """The best-scoring way a node was reached: (its Scored, (entry, Reach))."""
+    """The best-scoring way a node was reached: (its Scored, (entry, Reach)). ``entry_raws``: its fused
+    (vector, lexical) raws (scoring.fuse_entry)."""
     age = (now - row.touched_at).total_seconds() / 86400.0 if row.touched_at else None
     affinity = scoring.persona_affinity(row.kind, row.tags, persona or {})
     best = None
@@ -369,7 +401,8 @@ def _best(
             weight, priority = e.weight, e.priority
         cand = scoring.NodeCandidate(
             node_id=node_id,
-            vector=row.vector or 0.0,
+            vector=entry_raws[0],
+            lexical=entry_raws[1],
             hops=anchor_hops if anchored else reach.hops,
             age_days=age,
             persona=affinity,

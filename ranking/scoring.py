@@ -18,10 +18,13 @@ Two modes (docs/ranking.md has the full formulas):
       feedback    = min(0, feedback_weight - 0.5)         (the node's learned EMA below neutral; see score_node)
       path        = reinforcement weight of the edge that reached it - 0.5   (no edge: 0, neutral)
       priority    = priority of that edge's type                 (no edge: 0)
+      lexical     = its BM25 score for the query over the best BM25 score of the query, in [0, 1]
+                    (``fuse_entry``; with reciprocal-rank fusion, rank-based for vector and lexical alike)
       memory      = what agents asking similar questions made of it, in [-1, 1]   (no evidence: 0;
                     recall_questions: the ``answered`` edges of similar question nodes)
       exploration = 1 for a candidate no similar question has evidence about   (no history: 0)
-      total       = coef_vector * vector + coef_hop * hop + coef_persona * persona + coef_recency * recency
+      total       = coef_vector * vector + coef_lexical * lexical + coef_hop * hop + coef_persona * persona
+                    + coef_recency * recency
                     + feedback_influence * feedback + coef_path * path + coef_priority * priority
                     + coef_memory * memory + exploration_coef * exploration
 
@@ -57,6 +60,8 @@ RANKING_POLICY_NUMBERS = (
     "coef_priority",
     "feedback_influence",
     "coef_vector",
+    "coef_lexical",
+    "rrf_k",
     "coef_hop",
     "coef_persona",
     "coef_recency",
@@ -81,6 +86,8 @@ class Policy:
     coef_priority: float = 0.15
     feedback_influence: float = 0.3
     coef_vector: float = 0.6
+    coef_lexical: float = 0.3
+    rrf_k: int = 0
     coef_hop: float = 0.2
     coef_persona: float = 0.1
     coef_recency: float = 0.1
@@ -164,6 +171,7 @@ class NodeCandidate:
     without one); ``priority``: that edge's type priority (0 without one). ``memory``: what agents asking
     similar questions made of it (``recall_questions``; None: no evidence). ``novelty``: 1 when no similar
     question has evidence about it and a near-repeat's context failed (exploration), else None.
+    ``lexical``: its fused BM25 score for the query in [0, 1] (``fuse_entry``; 0: no query term in it).
     """
 
     node_id: int
@@ -176,6 +184,7 @@ class NodeCandidate:
     priority: float = 0.0
     novelty: float | None = None
     memory: float | None = None
+    lexical: float = 0.0
 
     @property
     def stable_id(self) -> str:
@@ -275,6 +284,7 @@ def score_node(c: NodeCandidate, policy: Policy) -> Scored:
     path = 0.0 if c.path_weight is None else c.path_weight - NEUTRAL
     components = (
         _component("vector", c.vector, policy.coef_vector),
+        _component("lexical", c.lexical, policy.coef_lexical),
         _component("hop", hop_factor(c.hops, policy), policy.coef_hop),
         _component("persona", c.persona, policy.coef_persona),
         _component("recency", recency_factor(c.age_days, policy.recency_half_life_days), policy.coef_recency),
@@ -285,6 +295,39 @@ def score_node(c: NodeCandidate, policy: Policy) -> Scored:
         _component("exploration", c.novelty or 0.0, policy.exploration),
     )
     return Scored(c, math.fsum(x.contribution for x in components), components)
+
+
+def fuse_entry(
+    vector: Mapping[int, float | None], bm25: Mapping[int, float], rrf_k: int = 0
+) -> dict[int, tuple[float, float]]:
+    """The two sides of the entry score of every candidate: (vector raw, lexical raw) by node id.
+
+    ``vector``: each candidate's cosine similarity to the query (None: no embedding); ``bm25``: the
+    BM25 scores of the query's lexical side (a node without one scores 0).
+
+    * ``rrf_k == 0``, weighted sum of per-query-normalised scores: vector raw = the cosine (unchanged,
+      None as 0), lexical raw = bm25 / the query's best bm25 (in [0, 1]; 0 when no node scored).
+    * ``rrf_k > 0``, reciprocal-rank fusion: each side's raw = (rrf_k + 1) / (rrf_k + rank) by that side's
+      rank among the candidates (1 at rank 1; ranks by score, then node id; no score on a side: 0).
+      The coefficients (coef_vector, coef_lexical) weigh the two sides, as RRF's weights do.
+    """
+    ids = set(vector) | set(bm25)
+    positive = {n: float(bm25[n]) for n in bm25 if bm25[n] and bm25[n] > 0}
+    if not rrf_k:
+        best = max(positive.values(), default=0.0)
+        return {n: (float(vector.get(n) or 0.0), positive.get(n, 0.0) / best if best > 0 else 0.0) for n in ids}
+
+    def ranks(scores: Mapping[int, float]) -> dict[int, int]:
+        order = sorted(scores, key=lambda n: (-scores[n], n))
+        return {n: r for r, n in enumerate(order, start=1)}
+
+    vranks = ranks({n: float(v) for n, v in vector.items() if v is not None})
+    lranks = ranks(positive)
+
+    def rrf(rank_of: dict[int, int], n: int) -> float:
+        return (rrf_k + 1) / (rrf_k + rank_of[n]) if n in rank_of else 0.0
+
+    return {n: (rrf(vranks, n), rrf(lranks, n)) for n in ids}
 
 
 def sort_key(s: Scored) -> tuple:

@@ -237,7 +237,7 @@ class SearchHitSerializer(serializers.Serializer):
         help_text="Edges from its entry point, or with anchors its undirected "
         "distance from them (proximity, not causation).",
     )
-    entry = serializers.CharField(help_text="start, vector, triplet, expansion or memory")
+    entry = serializers.CharField(help_text="start, vector, lexical, triplet, expansion or memory")
     path = serializers.ListField(child=serializers.IntegerField(), help_text="Edge ids from its entry point to it.")
     total = serializers.FloatField()
     components = ComponentsField()
@@ -259,7 +259,7 @@ class SelectedItemSerializer(serializers.Serializer):
     total = serializers.FloatField()
     hops = serializers.IntegerField(allow_null=True)
     entry = serializers.ChoiceField(
-        choices=["start", "vector", "triplet", "expansion"], help_text="How it entered the candidates."
+        choices=["start", "vector", "lexical", "triplet", "expansion"], help_text="How it entered the candidates."
     )
     path = serializers.ListField(child=serializers.IntegerField(), help_text="Edge ids from its entry point to it.")
     edge = serializers.IntegerField(allow_null=True, help_text="The last edge of its path.")
@@ -295,7 +295,7 @@ class CandidateSerializer(serializers.Serializer):
     node = serializers.IntegerField()
     edge = serializers.IntegerField(allow_null=True)
     hops = serializers.IntegerField(allow_null=True)
-    entry = serializers.CharField(help_text="start, vector, triplet, expansion or memory")
+    entry = serializers.CharField(help_text="start, vector, lexical, triplet, expansion or memory")
     path = serializers.ListField(child=serializers.IntegerField())
     path_text = serializers.CharField(help_text="The path in words: A -type-> B -type-> C")
     cut = serializers.CharField(help_text="Why it was not selected: budget, duplicate; empty when selected.")

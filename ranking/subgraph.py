@@ -23,7 +23,8 @@ from .explain import candidate_dict
 
 MAX_EDGES = 150
 MAX_CANDIDATES = 150
-ENTRY_KINDS = ("start", "vector", "triplet")  # how an entry point entered; 'expansion' is reached along edges
+# How an entry point entered; 'expansion' is reached along edges.
+ENTRY_KINDS = ("start", "vector", "lexical", "triplet")
 
 
 def injection_subgraph(injection: ContextInjection, *, max_edges: int = MAX_EDGES) -> dict:

@@ -83,12 +83,14 @@ def _components_figure(candidates: list[dict], titles: dict) -> dict:
 ENTRY_WORDS = {
     "start": "a start node the agent named",
     "vector": "found by its similarity to the question",
+    "lexical": "found by the question's words (BM25)",
     "triplet": "found by the similarity of an edge (source, type, target) to the question",
     "expansion": "reached by following edges from an entry point",
 }
 # The raw factors a comparison sets side by side (feature name, words); the components are the weighted ones.
 FACTORS = (
     ("vector", "similarity to the question"),
+    ("bm25", "BM25 of the question's words"),
     ("hops", "hops from an entry point"),
     ("path_weight", "weight of the path that reached it"),
     ("feedback_weight", "feedback weight (from outcomes)"),

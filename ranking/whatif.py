@@ -36,6 +36,7 @@ def _replay_order(cands: list[InjectionCandidate], policy: scoring.Policy, prior
                 else 0.0,
                 novelty=c.features.get("novelty"),
                 memory=c.features.get("memory"),
+                lexical=c.features.get("lexical") or 0.0,
             ),
             policy,
         )

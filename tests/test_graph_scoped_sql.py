@@ -38,6 +38,8 @@ DISTRIBUTED = {
     "graphadmin_edge",
     "graphadmin_nodestats",
     "graphadmin_edgestats",
+    "graphadmin_nodelexeme",
+    "graphadmin_nodelexicon",
     "feedback_agentsession",
     "feedback_contextinjection",
     "feedback_injectioncandidate",

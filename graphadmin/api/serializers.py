@@ -20,7 +20,17 @@ class GraphSerializer(serializers.ModelSerializer):
 
     class Meta:
         model = Graph
-        fields = ["id", "organization", "slug", "name", "description", "feedback_enabled", "created_at", "updated_at"]
+        fields = [
+            "id",
+            "organization",
+            "slug",
+            "name",
+            "description",
+            "feedback_enabled",
+            "text_search_config",
+            "created_at",
+            "updated_at",
+        ]
         read_only_fields = ["created_at", "updated_at"]
 
     def __init__(self, *args, **kwargs):

@@ -58,6 +58,7 @@ class GraphViewSet(viewsets.ModelViewSet):
             data.get("description", ""),
             actor=self.request.user,
             feedback_enabled=data.get("feedback_enabled", True),
+            text_search_config=data.get("text_search_config", "english"),
         )
 
     def perform_update(self, serializer):

@@ -1,7 +1,7 @@
 """The graph core: tenancy, graphs, nodes, edges, edge types, policy and the audit chain."""
 
 from .audit import AuditCheckpoint, AuditEvent
-from .graph import Edge, EdgeStats, EdgeType, Graph, Node, NodeStats
+from .graph import Edge, EdgeStats, EdgeType, Graph, Node, NodeLexeme, NodeLexicon, NodeStats
 from .outbox import OutboxTask
 from .policy import PolicyRevision
 from .tenancy import ROLES, Membership, Organization
@@ -15,6 +15,8 @@ __all__ = [
     "Graph",
     "Membership",
     "Node",
+    "NodeLexeme",
+    "NodeLexicon",
     "NodeStats",
     "Organization",
     "OutboxTask",

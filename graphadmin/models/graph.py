@@ -44,6 +44,14 @@ class Graph(models.Model):
     name = models.CharField(max_length=200)
     description = models.TextField(blank=True)
     feedback_enabled = models.BooleanField(default=True, help_text="When off, feedback reports are recorded as no-ops.")
+    text_search_config = models.CharField(
+        max_length=20,
+        choices=[("english", "english"), ("simple", "simple")],
+        default="english",
+        db_default="english",
+        help_text="PostgreSQL text-search configuration of the lexical index and of queries: english (stemmed, "
+        "English stop words) or simple (lower-cased words, for other languages).",
+    )
     created_at = models.DateTimeField(default=clock.now, editable=False)
     updated_at = models.DateTimeField(auto_now=True)
 
@@ -263,3 +271,35 @@ class EdgeStats(models.Model):
 
     class Meta:
         verbose_name_plural = "edge stats"
+
+
+class NodeLexeme(models.Model):
+    """The lexical index (BM25): one row per (active node, lexeme) with the lexeme's count in the node.
+
+    Kept by database triggers on the node table (migration ``lexical_index``): a node's title,
+    aliases and text through ``to_tsvector`` with its graph's ``text_search_config``, on every insert,
+    update of those columns or of ``archived``, and delete; archived nodes have none. Never written
+    by Python. ranking.queries reads it (document frequency per graph and lexeme is counted there).
+    """
+
+    pk = models.CompositePrimaryKey("node", "lexeme")
+    graph = models.ForeignKey(Graph, on_delete=models.DO_NOTHING, db_constraint=False, related_name="+")
+    node = models.ForeignKey(Node, on_delete=models.DO_NOTHING, db_constraint=False, related_name="+")
+    lexeme = models.TextField()
+    tf = models.IntegerField(help_text="Occurrences of the lexeme in the node (to_tsvector positions, at most 256).")
+
+    class Meta:
+        indexes = [models.Index(fields=["graph", "lexeme"], include=["node", "tf"], name="nodelexeme_graph_lexeme")]
+
+
+class NodeLexicon(models.Model):
+    """A node's document length for BM25 (sum of its lexemes' counts), kept with NodeLexeme by the same triggers."""
+
+    node = models.OneToOneField(
+        Node, on_delete=models.DO_NOTHING, db_constraint=False, primary_key=True, related_name="+"
+    )
+    graph = models.ForeignKey(Graph, on_delete=models.DO_NOTHING, db_constraint=False, related_name="+")
+    length = models.IntegerField()
+
+    class Meta:
+        indexes = [models.Index(fields=["graph"], include=["length"], name="nodelexicon_graph")]

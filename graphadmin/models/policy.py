@@ -25,6 +25,21 @@ POLICY_NUMBERS: dict[str, tuple[float, float, float, bool, str]] = {
     # Hybrid retrieval factors.
     # Node score of a retrieval candidate (entry point, start node or expanded node).
     "coef_vector": (0.6, 0.0, 5.0, False, "Coefficient of the node's cosine similarity to the query in its score."),
+    "coef_lexical": (
+        0.3,
+        0.0,
+        5.0,
+        False,
+        "Coefficient of the node's lexical score (BM25 over its title, aliases and text, normalised per query).",
+    ),
+    "rrf_k": (
+        0,
+        0,
+        1000,
+        True,
+        "Entry fusion of the vector and lexical sides: 0, weighted sum of per-query-normalised scores; "
+        "k > 0, reciprocal-rank fusion (k + 1) / (k + rank) per side.",
+    ),
     "coef_hop": (0.2, 0.0, 5.0, False, "Coefficient of the hop (proximity) factor in a node's score."),
     "coef_persona": (0.1, 0.0, 5.0, False, "Coefficient of caller-provided persona affinity in a node's score."),
     "coef_recency": (0.1, 0.0, 5.0, False, "Coefficient of recency in a node's score."),

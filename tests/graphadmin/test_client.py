@@ -12,6 +12,7 @@ import httpx
 import pytest
 
 from feedback.models import AgentSession, UpdateBatch
+from graphadmin import actions
 from graphadmin.accounts import create_token
 from graphadmin.client import ApiError, GraphClient, ServerError
 from graphadmin.models import Edge, Node
@@ -43,6 +44,9 @@ def _wait_for(gc: GraphClient, graph_id: int, session: str, kind: str, timeout: 
 @pytest.mark.django_db(transaction=True)
 def test_agent_session_through_the_client(live_server, rg, ada, celery_worker_process):
     graph = rg["graph"]
+    # The session credits a note reached along an edge (expansion). The lexical side would fill the 3
+    # items with BM25 hits on "ranking weights" (no path): it is tested in tests/ranking/test_lexical.py.
+    actions.do_set_policy(graph, {"coef_lexical": 0.0}, actor=ada)
     policy = graph.current_policy()
     lr, alpha, score = policy.learning_rate, policy.ema_alpha, policy.outcome_score("rework")
     before = {
@@ -56,6 +60,7 @@ def test_agent_session_through_the_client(live_server, rg, ada, celery_worker_pr
         assert [h["rank"] for h in hits["results"]] == [1, 2, 3]
         assert set(hits["results"][0]["components"]) == {
             "vector",
+            "lexical",
             "hop",
             "persona",
             "recency",

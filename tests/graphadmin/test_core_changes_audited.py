@@ -87,7 +87,8 @@ def test_edge_type_delete_through_the_api_is_audited_and_refused_while_used(api,
 def test_admin_graph_create_keeps_feedback_off_and_delete_is_refused(client, acme, alice, staff):
     client.force_login(staff(alice))
     response = client.post(
-        "/admin/graphadmin/graph/add/", {"organization": acme.pk, "slug": "quiet", "name": "Quiet", "description": ""}
+        "/admin/graphadmin/graph/add/",
+        {"organization": acme.pk, "slug": "quiet", "name": "Quiet", "description": "", "text_search_config": "english"},
     )
     assert response.status_code == 302, response.content.decode()[:3000]
     graph = Graph.objects.get(slug="quiet")

@@ -22,6 +22,7 @@ from mcp import ClientSession
 from mcp.client.stdio import StdioServerParameters, stdio_client
 
 from feedback.models import AgentSession, ContextInjection, UpdateBatch
+from graphadmin import actions as graph_actions
 from graphadmin.accounts import create_token
 from graphadmin.models import Edge, Node
 from tests.conftest import ROOT, stop
@@ -96,6 +97,9 @@ async def wait_for_batches(client, injection_id: int, kinds: set[str], timeout: 
 @pytest.mark.django_db(transaction=True)
 def test_full_agent_session_over_stdio_moves_the_weights(rg, ada, globex_graph, celery_worker_process, tmp_path):
     graph = rg["graph"]
+    # The session credits a note reached along an edge (expansion). The lexical side would fill the 3
+    # items with BM25 hits on "ranking weights" (no path): it is tested in tests/ranking/test_lexical.py.
+    graph_actions.do_set_policy(graph, {"coef_lexical": 0.0}, actor=ada)
     policy = graph.current_policy()
     lr, neg, alpha = policy.learning_rate, policy.negative_rate, policy.ema_alpha
     score = policy.outcome_score("accepted")
@@ -261,6 +265,7 @@ def test_full_agent_session_over_stdio_moves_the_weights(rg, ada, globex_graph, 
     assert len(explained["candidates"]) == injection.candidates.count()
     assert set(explained["candidates"][0]["components"]) == {
         "vector",
+        "lexical",
         "hop",
         "persona",
         "recency",

@@ -91,7 +91,13 @@ def test_archive_through_the_api_is_audited(api, acme_graph, small_graph, oscar)
 
 
 def test_admin_graph_edit_is_audited(client, acme_graph, alice, oscar, staff):
-    form = {"slug": "memory", "name": "Renamed", "description": "", "feedback_enabled": "on"}
+    form = {
+        "slug": "memory",
+        "name": "Renamed",
+        "description": "",
+        "feedback_enabled": "on",
+        "text_search_config": "english",
+    }
     client.force_login(staff(oscar))  # an operator may not edit the graph itself
     assert client.post(f"/admin/graphadmin/graph/{acme_graph.pk}/change/", form).status_code == 403
     client.force_login(staff(alice))

@@ -37,6 +37,7 @@ def test_items_budget_selects_best_first_and_logs_every_candidate(rg, api, ada):
     for c in cands:
         assert set(c.components) == {
             "vector",
+            "lexical",
             "hop",
             "persona",
             "recency",
@@ -47,7 +48,10 @@ def test_items_budget_selects_best_first_and_logs_every_candidate(rg, api, ada):
             "exploration",
         }
         assert c.total == pytest.approx(sum(x["contribution"] for x in c.components.values()))
-        assert c.features["entry"] in ("start", "vector", "triplet", "expansion") and c.graph_id == rg["graph"].pk
+        assert (
+            c.features["entry"] in ("start", "vector", "lexical", "triplet", "expansion")
+            and c.graph_id == rg["graph"].pk
+        )
 
 
 def test_tokens_budget_stops_at_the_first_item_that_does_not_fit(rg, api, ada):

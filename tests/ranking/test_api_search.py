@@ -29,6 +29,7 @@ def test_search_returns_every_factor_and_the_raw_vector_score(rg, api, rita):
     for x in results:
         assert set(x["components"]) == {
             "vector",
+            "lexical",
             "hop",
             "persona",
             "recency",

@@ -110,6 +110,7 @@ def test_the_log_is_complete_and_frozen(pg):
     for c in cands:
         assert set(c.components) == {
             "vector",
+            "lexical",
             "hop",
             "persona",
             "recency",

@@ -107,6 +107,7 @@ def test_hybrid_score_by_hand():
     assert s.total == approx(0.76)
     assert [x.name for x in s.components] == [
         "vector",
+        "lexical",
         "hop",
         "persona",
         "recency",
