@@ -3,6 +3,7 @@
 import pytest
 
 from ranking import service
+from ranking.views import component_words
 
 
 @pytest.fixture
@@ -46,9 +47,11 @@ def test_why_1_beat_2_by_default_names_components_factors_and_edges(client, rita
     why = r.context["comparison"]["why"]
     assert (r.context["comparison"]["i"], r.context["comparison"]["j"]) == (1, 2)
     top = r.context["comparison"]["components"][0]
-    assert why["summary"].startswith("Rank 1 beat rank 2 by") and top["component"] in why["summary"]
-    assert {f["factor"] for f in why["factors"]} >= {"vector", "hops"}
+    # In plain words (issue 25): both notes by name and rank, the leading component in words.
     by_rank = _candidates(r)
+    assert why["summary"].startswith(f"“{by_rank[1]['title']}” (#1) ranks above “{by_rank[2]['title']}” (#2)")
+    assert component_words(top["component"]) in why["summary"]
+    assert {f["factor"] for f in why["factors"]} >= {"vector", "hops"}
     # Rank 1 entered by vector (no path); rank 2's path edges are "rank 2 only".
     assert [e["id"] for e in why["only_j"]] == by_rank[2]["path"] and not why["only_i"] and not why["shared"]
     assert why["summary"] in r.content.decode()
