@@ -104,8 +104,9 @@ def build() -> dict:
     with clock.using(clock.SimulatedClock(decay_at)):
         assert actions.do_decay(graph, actor="task:test", now=decay_at).edge_updates > 0
     injection = _session(
-        graph, ana, "s-graph", W0 + timedelta(days=16), start_nodes=[nodes["a"].pk], budget=3, k=1
-    )  # one vector hit: the others are reached along edges, with paths
+        graph, ana, "s-graph", W0 + timedelta(days=16), start_nodes=[nodes["a"].pk], budget=6, k=1
+    )  # one hit per entry side: the others are reached along edges, with paths (the budget leaves room for
+    # the note earlier sessions used for this question, which their evidence now brings in)
     for n in range(17):
         metrics.rollup(graph, (W0 + timedelta(days=n)).date())
     return {"graph": graph, "nodes": nodes, "edges": edges, "injection": injection, "users": users}
@@ -213,9 +214,16 @@ def test_node_page_graph_view_keyboard_and_note(site, as_user, username):
     page = as_user(username)
     assert page.goto(f"{site.url}/g/{g}/nodes/{n['a'].pk}/").status == 200
     view = _ready(page, "neighbourhood-graph")
-    assert page.evaluate("() => document.getElementById('neighbourhood-graph').graph.nodes().length") == 6
+    # The six notes, and the question nodes of the sessions that used one of them (their learned
+    # ``answered`` edges, the question evidence, are drawn like any edge).
+    answered = page.evaluate(
+        "() => document.getElementById('neighbourhood-graph').graph.edges()"
+        ".filter(e => e.data('type') === 'answered').map(e => e.data('source'))"
+    )
+    questions = len(set(answered))
+    assert page.evaluate("() => document.getElementById('neighbourhood-graph').graph.nodes().length") == 6 + questions
     # The text alternative: every drawn node and edge as a link.
-    assert view.locator(".graph-list a").count() == 6 + 6
+    assert view.locator(".graph-list a").count() == (6 + questions) + (6 + len(answered))
     # The note: markdown rendered, the resolved wikilink a link to its node, the unresolved one marked,
     # the code block kept as text.
     note = page.locator(".note-body")
@@ -232,7 +240,7 @@ def test_node_page_graph_view_keyboard_and_note(site, as_user, username):
         pytest.fail("Tab never reached the graph")
     page.keyboard.press("ArrowRight")
     page.keyboard.press("ArrowRight")
-    assert view.locator(".graph-status").inner_text().startswith("Ranking (2 of 6)")
+    assert view.locator(".graph-status").inner_text().startswith(f"Ranking (2 of {6 + questions})")
     page.keyboard.press("Enter")
     page.wait_for_url(f"{site.url}/g/{g}/nodes/{n['b'].pk}/")
     # Back on a, the wikilink leads to the note it names.
