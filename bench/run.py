@@ -64,6 +64,8 @@ PAGES = {
     "tune-restore-preview": ("GET", lambda s: {"revision": 1}, None),
     "graph-neighbourhood": ("GET", lambda s: {"node_id": s["node"]}, None),
     "injection-subgraph": ("GET", lambda s: {"injection_id": s["injection"]}, None),
+    "members": ("GET", lambda s: {}, None),
+    "export-vault": ("GET", lambda s: {}, None),
 }
 # Dashboard routes that are actions, not pages: timed through the action they call (rollback below; a
 # restore is one policy write, graphadmin.actions.do_set_policy).
@@ -842,9 +844,10 @@ class Bench:
         from graphadmin.views import _initial
 
         User = get_user_model()
-        member, _ = User.objects.get_or_create(username="bench-operator")
+        # An admin: every page, the members page and the operators' vault export included.
+        member, _ = User.objects.get_or_create(username="bench-admin")
         Membership.objects.update_or_create(
-            user=member, organization=self.graph.organization, defaults={"role": "operator"}
+            user=member, organization=self.graph.organization, defaults={"role": "admin"}
         )
         client = Client()
         client.force_login(member)
