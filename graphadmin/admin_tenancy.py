@@ -41,7 +41,7 @@ def organization_of(obj) -> int | None:
 
 def may(user, act: str | None, obj=None) -> bool:
     """Whether a staff user's organization role allows ``act`` on ``obj`` (None: in any of its organizations)."""
-    if act is None:
+    if act is None or not user.is_authenticated:  # the admin's login page asks too, for an anonymous user
         return False
     if user.is_superuser:
         return True

@@ -251,7 +251,8 @@ def test_full_agent_session_over_stdio_moves_the_weights(rg, ada, globex_graph, 
     for pk in before:
         expected = alpha * score + (1 - alpha) * before[pk][1] if pk in surfaced_edges else before[pk][1]
         assert after[pk][1] == pytest.approx(expected), pk
-    for pk, fw in Node.objects.filter(graph=graph).values_list("pk", "feedback_weight"):
+    # The notes that were there before (the session's question node is new: the question evidence).
+    for pk, fw in Node.objects.filter(graph=graph, pk__in=node_before).values_list("pk", "feedback_weight"):
         w0 = node_before[pk]
         w0 = w0 + lr * (1 - w0) if pk == used["node"] else (w0 - neg * w0 if pk == wrong["node"] else w0)
         expected = alpha * score + (1 - alpha) * w0 if pk in selected_nodes else w0
