@@ -26,7 +26,7 @@ from graphadmin.embeddings import embed_texts
 from graphadmin.models import Edge, EdgeType, Membership, Node, Organization, PolicyRevision
 from ranking import service
 from ranking.subgraph import injection_subgraph
-from tests.browser import chromium, csp_violations, login, watch_csp
+from tests.browser import chromium
 from tests.conftest import EDGES, HASHING, TEXTS
 from tests.site import live_site
 
@@ -130,33 +130,6 @@ def site(django_db_setup, live_server, django_db_blocker):
 def browser():
     with chromium() as b:
         yield b
-
-
-@pytest.fixture(scope="module")
-def logged_in(site, browser):
-    """One logged-in page per user for the whole module (a login is a second of every test otherwise)."""
-    pages = {}
-    yield pages
-    for page in pages.values():
-        page.close()
-
-
-@pytest.fixture
-def as_user(site, browser, logged_in):
-    """as_user(name) -> that user's page, logged in through the form once per module. After the test, the
-    page it ended on must have had nothing refused by the Content-Security-Policy."""
-    used = []
-
-    def open_as(name):
-        if name not in logged_in:
-            logged_in[name] = login(browser, site.url, name, f"pw-{name}")
-            watch_csp(logged_in[name])
-        used.append(logged_in[name])
-        return logged_in[name]
-
-    yield open_as
-    for page in used:
-        assert csp_violations(page) == [], page.url
 
 
 def _ready(page, view_id):

@@ -24,7 +24,7 @@ from feedback import actions, metrics
 from feedback.models import AgentSession, UpdateBatch
 from graphadmin.models import Membership
 from ranking.subgraph import injection_subgraph
-from tests.browser import chromium, csp_violations, login, watch_csp
+from tests.browser import chromium
 from tests.conftest import HASHING
 from tests.graphadmin.test_dashboard_roles_e2e import USERS, W0, _session, build
 from tests.site import live_site
@@ -74,31 +74,6 @@ def site(django_db_setup, live_server, django_db_blocker):
 def browser():
     with chromium() as b:
         yield b
-
-
-@pytest.fixture(scope="module")
-def logged_in(site, browser):
-    pages = {}
-    yield pages
-    for page in pages.values():
-        page.close()
-
-
-@pytest.fixture
-def as_user(site, browser, logged_in):
-    """as_user(name) -> that user's page (logged in once per module); nothing refused by the CSP after the test."""
-    used = []
-
-    def open_as(name):
-        if name not in logged_in:
-            logged_in[name] = login(browser, site.url, name, f"pw-{name}")
-            watch_csp(logged_in[name])
-        used.append(logged_in[name])
-        return logged_in[name]
-
-    yield open_as
-    for page in used:
-        assert csp_violations(page) == [], page.url
 
 
 # --------------------------------------------------------------------------------------------------
