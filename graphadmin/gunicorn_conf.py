@@ -1,7 +1,7 @@
 """gunicorn's configuration for the web service: ``gunicorn -c python:graphadmin.gunicorn_conf graphadmin.wsgi``.
 
 ``make run`` (``manage.py rundemo``) and a deployment (docs/deploy.md) use the same file; each value
-comes from an environment variable (README, "Configuration"). gthread workers: one process per core
+comes from an environment variable (docs/configuration.md). gthread workers: one process per core
 and a half (the work is Python plus database round trips) with a few threads each, so a request
 waiting on PostgreSQL does not hold its process, and an idle keep-alive connection of an agent holds
 no thread. SIGTERM (and ``make run``'s Ctrl-C) stops gracefully: workers finish the requests they

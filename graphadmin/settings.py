@@ -1,6 +1,6 @@
 """Settings for graphadmin, read from environment variables in this one place.
 
-Every variable is listed in the README's configuration table.
+Every variable is listed in docs/configuration.md (tests/test_docs.py keeps it so).
 """
 
 from __future__ import annotations
@@ -133,7 +133,7 @@ TEMPLATES = [
 ]
 
 # Database: DATABASE_URL, or the embedded PostgreSQL + pgvector server when it is unset.
-# Two roles (README "Database roles"): the tables' owner migrates; the application serves as a role that
+# Two roles (docs/security.md "Database roles"): the tables' owner migrates; the application serves as a role that
 # owns nothing (rows only; the ledgers insert-only; graphadmin/db_roles.py grants it after each migrate).
 # External server: DATABASE_URL is the application's role; DATABASE_MIGRATE_URL, when set, the owner's
 # (alias "owner", which migrate uses; give it to the migrating process only). Embedded server: the owner
@@ -195,7 +195,7 @@ LOGIN_REDIRECT_URL = "/"
 # Expiry drops whole months.
 WEIGHT_HISTORY_RETENTION_DAYS = env.int("WEIGHT_HISTORY_RETENTION_DAYS", default=0)
 
-# Anchors of the audit chains outside the database (graphadmin/anchor.py, README "Audit chain"): the hourly
+# Anchors of the audit chains outside the database (graphadmin/anchor.py, docs/security.md "Audit chain"): the hourly
 # verify task appends each organization's verified head (one JSON line, fsync'd) to this file (''
 # turns the file off) and/or logs it to this logger (a log sink; '' for none).
 AUDIT_ANCHOR_FILE = env.str("AUDIT_ANCHOR_FILE", default=str(LOCAL_DIR / "audit-anchors.jsonl"))
@@ -300,7 +300,7 @@ REST_FRAMEWORK = {
 }
 
 # ---------------------------------------------------------------------------------------------
-# Authentication: API tokens, throttles, login lockout, passwords (README "Security").
+# Authentication: API tokens, throttles, login lockout, passwords (docs/security.md).
 #
 # API tokens are django-rest-knox's: stored as a SHA-512 digest (the key is shown once, when made),
 # expiring after API_TOKEN_TTL_DAYS, all of a user's deleted when the password changes
@@ -459,7 +459,7 @@ CELERY_TASK_ROUTES = {
 }
 
 # ---------------------------------------------------------------------------------------------
-# Bounded work and bad input (issue 15, items 9-11; the README's "Limits" table lists every number).
+# Bounded work and bad input (issue 15, items 9-11; docs/api.md's "Limits" table lists every number).
 # Each is an upper bound a single request or task may ask for; a request above it is a 400 naming the field.
 
 # ?limit= on every list endpoint: default and maximum rows per page (above the maximum: a 400).

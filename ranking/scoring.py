@@ -276,7 +276,7 @@ def score_node(c: NodeCandidate, policy: Policy) -> Scored:
     (the node's own EMA) only lowers: the outcome EMA moves every note a session was *given*, so in
     a graph where most sessions end well it rises with how often a note is shown, not with whether
     it helped; as a raise it lifted popular notes over the right ones for every other question
-    (README "Does it learn?" has the figures). Below neutral it is a reliable global signal (flagged
+    (docs/figures.md has the figures). Below neutral it is a reliable global signal (flagged
     wrong, or given in sessions that found nothing). What helped is credited where it helped:
     ``memory`` (for similar questions) and ``path`` (the links that led to it). ``exploration`` is
     0 whenever the policy's exploration coefficient is 0.

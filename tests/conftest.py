@@ -172,7 +172,7 @@ def celery_worker_process(django_db_setup, django_db_blocker, tmp_path_factory):
     env["DATABASE_NAME"] = connection.settings_dict["NAME"]
     env.setdefault("SECRET_KEY", "test-only-insecure-key")
     # As in `make run`: the worker connects as the application's database role (embedded server), which owns
-    # nothing, so every task the suite runs on it shows it needs no more (README "Database roles").
+    # nothing, so every task the suite runs on it shows it needs no more (docs/security.md "Database roles").
     env["DATABASE_ROLE"] = "app"
     log_path = tmp_path_factory.mktemp("celery-log") / "worker.log"
     log = open(log_path, "w")

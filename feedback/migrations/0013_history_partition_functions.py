@@ -1,6 +1,6 @@
 """The weight history's monthly partitions are made and dropped by two functions of the table owner.
 
-The application runs as a role that is not the owner (README "Database roles") and may run no DDL, yet
+The application runs as a role that is not the owner (docs/security.md "Database roles") and may run no DDL, yet
 its daily task keeps partitions three months ahead and expires whole months past the retention setting
 (``feedback.retention``). Both go through these ``SECURITY DEFINER`` functions, which do only that: on the
 two history tables, for a month given by its first day; the drop refuses a month that is not over yet

@@ -1,4 +1,4 @@
-"""The API's pagination: ``?limit=`` and ``?offset=`` with a documented maximum (README, "Limits").
+"""The API's pagination: ``?limit=`` and ``?offset=`` with a documented maximum (docs/api.md, "Limits").
 
 DRF's LimitOffsetPagination clamps a limit above ``max_limit`` silently and reads a bad number as
 the default; here either is a 400 naming the parameter, so a caller learns the bound instead of

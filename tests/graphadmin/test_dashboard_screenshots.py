@@ -1,7 +1,8 @@
 """Screenshots of every dashboard page on the demo graph with its simulated weeks of history (what `make run`
 opens on), taken in headless Chromium into docs/screenshots/.
 
-They are what the README shows; the test also checks each page answered 200 and drew its charts and graph views.
+They are what the README and docs/dashboard.md show; the test also checks each page answered 200 and drew its
+charts and graph views.
 """
 
 from pathlib import Path

@@ -113,7 +113,7 @@ def child_env(environ=None) -> dict[str, str]:
     """The environment of the processes ``make run`` starts: the application's database role, never the owner's.
 
     Migrations ran in this process as the tables' owner; the web server, worker, beat and MCP server
-    connect as the application role (README "Database roles"): with the embedded server
+    connect as the application role (docs/security.md "Database roles"): with the embedded server
     ``DATABASE_ROLE=app``; with an external one ``DATABASE_URL`` (the owner's ``DATABASE_MIGRATE_URL`` is
     not passed on). Persistent database connections unless set: a new connection per request and per
     task cost the web server and the worker a connection set-up each time.
