@@ -5,7 +5,7 @@
 - Every relative link of the README and of docs/*.md leads to a file that exists and, with an
   ``#anchor``, to a heading of that page.
 - Every environment variable the product reads is in docs/configuration.md.
-- Every management command is in docs/running.md.
+- Every management command and every make target is in docs/running.md.
 
 Read from the files (``ast`` for the code), nothing is imported and no database is used.
 """
@@ -145,6 +145,15 @@ def test_every_command_is_documented():
     )
     assert "rundemo" in commands
     missing = [c for c in commands if not re.search(rf"`manage\.py {c}\b", documented)]
+    assert missing == [], f"not in docs/running.md: {missing}"
+
+
+def test_every_make_target_is_documented():
+    documented = (DOCS / "running.md").read_text()
+    phony = re.search(r"^\.PHONY:(.*)$", (ROOT / "Makefile").read_text(), flags=re.MULTILINE)
+    targets = phony.group(1).split()
+    assert {"run", "test"} <= set(targets)
+    missing = [t for t in targets if not re.search(rf"`make {re.escape(t)}\b", documented)]
     assert missing == [], f"not in docs/running.md: {missing}"
 
 
