@@ -19,9 +19,9 @@ the simulator never hands the service anything from its ground truth):
 3. ``POST .../sessions/{sid}/outcome/``: accepted when it found at least ``need`` useful notes,
    rework when it found some, rejected when none (flipped to a random outcome with ``p_outcome_noise``).
 
-The reports answer 202 and run on Celery. For the simulation, tasks run eagerly (Celery's
-``task_always_eager``, set on this process's app only by :func:`eager_tasks`): the same task
-function and the same ``feedback.actions`` call as on a worker, inline after the request commits.
+The reports answer 202 and run on Celery. For the simulation, tasks run eagerly
+(``inprocess.eager_tasks``): the same task function and the same ``feedback.actions`` call as on a
+worker, inline after the request commits.
 
 A *frozen* twin of the world (same notes, edges, weights and embeddings, built from the same seed)
 receives the same questions through the same context endpoint but no reports: the policy without
@@ -37,29 +37,23 @@ from __future__ import annotations
 
 import math
 import random
-import shutil
 import uuid
-from contextlib import contextmanager
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass
 from datetime import UTC, datetime, timedelta
-from pathlib import Path
 
 from django.conf import settings
 from django.contrib.auth import get_user_model
 from django.db import transaction
-from django.db.models import Count, Q
-from rest_framework.test import APIClient
 
 from graphadmin import actions as core_actions
-from graphadmin import audit, clock
-from graphadmin.celery import app as celery_app
+from graphadmin import audit
 from graphadmin.models import Edge, EdgeType, Graph, Membership, Node, Organization
 
-from . import actions, metrics, queries
-from .evaluation import Question, agent_reports
-from .models import AgentSession
-
-ACTOR = "task:simulation.decay"
+from .. import actions
+from .config import WorldConfig
+from .inprocess import DECAY_ACTOR, api_client, eager_tasks
+from .report import Block, WorldReport
+from .scoring import mean, reciprocal_rank, score
 
 
 @dataclass
@@ -70,108 +64,6 @@ class Topic:
     notes: list[int]
     edges: dict[int, int]  # note id -> id of the anchor's edge to it
     direction: list[float]
-
-
-@dataclass
-class Config:
-    """Knobs of the simulation (the policy's own numbers are the graph's policy)."""
-
-    # The run: how many sessions, when the ground truth shifts (None: never), sessions per reported block.
-    sessions: int = 1000
-    shift_at: int | None = 500
-    block: int = 50
-    # The hidden ground truth: useful notes per topic and phase; a question needs ``need + 1`` of them,
-    # and the agent accepts with ``need`` found.
-    useful_per_topic: int = 4
-    need: int = 2
-    # The agent: its context budget (items) and its noise.
-    budget: int = 6
-    p_ignore: float = 0.15
-    p_negative: float = 0.2
-    p_outcome_noise: float = 0.05
-    question_noise: float = 0.5
-    # The simulated clock: sessions per day; decay runs at every period boundary when ``decay``.
-    sessions_per_day: int = 20
-    decay: bool = True
-    seed: int = 11
-
-
-@dataclass
-class SessionScore:
-    hit5: float
-    rr: float
-
-
-@dataclass
-class Block:
-    """One block of sessions: mean hit@5 and MRR for the learning and the frozen graph."""
-
-    start: int
-    end: int
-    phase: int
-    hit5: float
-    mrr: float
-    frozen_hit5: float | None = None
-    frozen_mrr: float | None = None
-
-
-@dataclass
-class Report:
-    config: dict
-    blocks: list[Block] = field(default_factory=list)
-    decay_runs: int = 0
-    outcomes: dict = field(default_factory=dict)
-
-    def targets(self) -> dict:
-        """The issue's two targets, measured on the blocks (None where the run is too short to say)."""
-        cfg = self.config
-        shift = cfg["shift_at"] or cfg["sessions"]
-        pre = [b for b in self.blocks if b.end <= shift]
-        # "After 500 sessions": the last 100 sessions up to session 500 (or the shift, if earlier); one block
-        # of 50 sessions is too noisy a sample for the frozen policy (about +-7 points).
-        end = min(500, shift)
-        window = [b for b in pre if end - 100 < b.end <= end and b.frozen_hit5 is not None]
-        gain = (_mean(b.hit5 for b in window) - _mean(b.frozen_hit5 for b in window)) if window else None
-        out = {
-            "gain_at_500": gain,
-            "gain_window": [window[0].start, window[-1].end] if window else None,
-            "learning_hit5_at_500": _mean(b.hit5 for b in window) if window else None,
-            "frozen_hit5_at_500": _mean(b.frozen_hit5 for b in window) if window else None,
-        }
-        if cfg["shift_at"] and pre:
-            level = pre[-1].hit5
-            post = [b for b in self.blocks if b.start >= shift]
-            back = next((b for b in post if b.hit5 >= level - 0.05), None)
-            best = max(post, key=lambda b: b.hit5) if post else None
-            out.update(
-                {
-                    "pre_shift_level": level,
-                    "recovered_after": None if back is None else back.end - shift,
-                    "best_post_shift": None if best is None else best.hit5,
-                    "best_post_shift_after": None if best is None else best.end - shift,
-                }
-            )
-        return out
-
-    def as_dict(self) -> dict:
-        return {
-            "config": self.config,
-            "blocks": [asdict(b) for b in self.blocks],
-            "decay_runs": self.decay_runs,
-            "outcomes": self.outcomes,
-            "targets": self.targets(),
-        }
-
-    def table(self) -> str:
-        lines = [
-            "| sessions | phase | hit@5 learning | hit@5 frozen | MRR learning | MRR frozen |",
-            "|---|---:|---:|---:|---:|---:|",
-        ]
-        for b in self.blocks:
-            fh = "" if b.frozen_hit5 is None else f"{b.frozen_hit5:.2f}"
-            fm = "" if b.frozen_mrr is None else f"{b.frozen_mrr:.2f}"
-            lines.append(f"| {b.start + 1}-{b.end} | {b.phase} | {b.hit5:.2f} | {fh} | {b.mrr:.2f} | {fm} |")
-        return "\n".join(lines)
 
 
 # --------------------------------------------------------------------------------------------------
@@ -204,7 +96,7 @@ def build_world(
             organization,
             slug,
             f"Simulation world {slug}",
-            "Simulated agent sessions (feedback.simulation).",
+            "Simulated agent sessions (feedback.harness.world).",
             actor=actor,
         )
         types = {t.name: t for t in EdgeType.objects.filter(graph=graph)}
@@ -307,41 +199,8 @@ def topics_of(graph: Graph, anchor_keys: list[str], *, directions=None, min_note
     return out
 
 
-def hub_anchor_keys(graph: Graph, *, topics: int = 6, min_notes: int = 4) -> list[str]:
-    """Keys of the graph's best-connected nodes (most active out-edges), as topic anchors for an existing graph."""
-    rows = (
-        Node.objects.filter(graph=graph, archived=False, embedding__isnull=False)
-        .annotate(n=Count("out_edges", filter=Q(out_edges__archived=False)))
-        .filter(n__gte=min_notes)
-        .order_by("-n", "key")
-        .values_list("key", flat=True)[:topics]
-    )
-    return list(rows)
-
-
 # --------------------------------------------------------------------------------------------------
 # Sessions
-
-
-@contextmanager
-def eager_tasks():
-    """Run Celery tasks inline in this process (the simulation only): same tasks, same actions, no worker."""
-    conf = celery_app.conf
-    before = conf.task_always_eager, conf.task_eager_propagates
-    conf.task_always_eager, conf.task_eager_propagates = True, True
-    try:
-        yield
-    finally:
-        conf.task_always_eager, conf.task_eager_propagates = before
-
-
-def api_client(user):
-    """An in-process DRF client authenticated as ``user`` (the real views, middleware and database)."""
-    hosts = settings.ALLOWED_HOSTS
-    host = "localhost" if ("localhost" in hosts or "*" in hosts or not hosts) else hosts[0].lstrip(".")
-    client = APIClient(HTTP_HOST=host)
-    client.force_authenticate(user)
-    return client
 
 
 class Ground:
@@ -358,11 +217,10 @@ class Ground:
             self.phases.append(chosen)
 
 
-def _score(items: list[dict], useful: set[int]) -> SessionScore:
+def _score(items: list[dict], useful: set[int]) -> dict:
+    """hit@5 and the reciprocal rank (not cut at 5) of one context answer's items, by node id in rank order."""
     order = [i["node"] for i in sorted(items, key=lambda i: i["rank"])]
-    hit5 = 1.0 if any(n in useful for n in order[:5]) else 0.0
-    rr = next((1.0 / p for p, n in enumerate(order, start=1) if n in useful), 0.0)
-    return SessionScore(hit5, rr)
+    return {"hit5": score(order, useful)["hit5"], "rr": reciprocal_rank(order, useful)}
 
 
 def _context(client, graph_id: int, sid: str, vector, budget: int) -> list[dict]:
@@ -381,24 +239,24 @@ def simulate(
     user,
     world: tuple[Graph, list[Topic]],
     frozen: tuple[Graph, list[Topic]] | None = None,
-    cfg: Config | None = None,
+    cfg: WorldConfig | None = None,
     *,
     progress=None,
     start: datetime | None = None,
-) -> Report:
+) -> WorldReport:
     """Run ``cfg.sessions`` sessions on ``world`` (and the same questions, without reports, on ``frozen``).
 
     ``user`` must be a member of the graphs' organization with a role that logs context and reports
     (``agent``, or operator and up): its sessions are its own. Returns the per-block report.
     """
-    cfg = cfg or Config()
+    cfg = cfg or WorldConfig()
     graph, topics = world
     rng = random.Random(cfg.seed)
     ground = Ground(topics, cfg.useful_per_topic, rng)
     client = api_client(user)
     start = start or datetime.now(UTC)
     period_days = graph.current_policy().decay_period_days
-    report = Report(config=asdict(cfg))
+    report = WorldReport(config=asdict(cfg))
     report.outcomes = {"accepted": 0, "rework": 0, "rejected": 0}
     learn_scores, frozen_scores = [], []
     run = uuid.uuid4().hex[:8]
@@ -413,7 +271,7 @@ def simulate(
                 # The periodic decay task's action, on the simulated clock.
                 actions.do_decay(
                     Graph.objects.select_related("organization").get(pk=graph.pk),
-                    actor=ACTOR,
+                    actor=DECAY_ACTOR,
                     now=start + timedelta(days=period * period_days),
                 )
                 report.decay_runs += 1
@@ -450,11 +308,13 @@ def simulate(
                 raise RuntimeError(f"outcome: {r.status_code} {r.content[:300]!r}")
             if (s + 1) % cfg.block == 0 or s + 1 == cfg.sessions:
                 b0 = s + 1 - len(learn_scores)
-                block = Block(b0, s + 1, phase, _mean(x.hit5 for x in learn_scores), _mean(x.rr for x in learn_scores))
+                block = Block(
+                    b0, s + 1, phase, mean(x["hit5"] for x in learn_scores), mean(x["rr"] for x in learn_scores)
+                )
                 if frozen_scores:
                     block.frozen_hit5, block.frozen_mrr = (
-                        _mean(x.hit5 for x in frozen_scores),
-                        _mean(x.rr for x in frozen_scores),
+                        mean(x["hit5"] for x in frozen_scores),
+                        mean(x["rr"] for x in frozen_scores),
                     )
                 report.blocks.append(block)
                 learn_scores, frozen_scores = [], []
@@ -463,164 +323,19 @@ def simulate(
     return report
 
 
-@dataclass
-class HistoryConfig:
-    """A history of agent sessions asking real questions, spread over simulated weeks (the demo's)."""
-
-    sessions: int = 160
-    weeks: int = 9
-    budget: int = 5
-    negative_rate: float = 0.2
-    p_ignore: float = 0.1
-    decay: bool = True
-    seed: int = 5
-
-
-@dataclass
-class History:
-    """What :func:`simulate_history` did: sessions, outcomes, decay runs, the days rolled up, the span."""
-
-    sessions: int = 0
-    outcomes: dict = field(default_factory=lambda: {"accepted": 0, "rework": 0, "rejected": 0})
-    decay_runs: int = 0
-    days: int = 0
-    start: datetime | None = None
-    end: datetime | None = None
-    hit5_first: float = 0.0
-    hit5_last: float = 0.0
-
-
-def history_end() -> datetime:
-    """Where a simulated history ends by default: the start of today (UTC), so every session is in the past."""
-    return datetime.combine(datetime.now(UTC).date(), datetime.min.time(), UTC)
-
-
-def session_times(cfg: HistoryConfig, start: datetime, end: datetime, rng: random.Random) -> list[datetime]:
-    """``cfg.sessions`` times between ``start`` and ``end``, in order: evenly spread, each moved by up to
-    a third of the gap, on working hours (08:00-18:00 UTC) so the days look like a team's."""
-    gap = (end - start) / cfg.sessions
-    out = []
-    for s in range(cfg.sessions):
-        t = start + gap * s + gap * rng.uniform(0.0, 0.33)
-        hour = 8 + (t.hour * 60 + t.minute) * 10 / (24 * 60)  # squeeze the day into working hours
-        out.append(t.replace(hour=int(hour), minute=int((hour % 1) * 60)))
-    return sorted(out)
-
-
-def simulate_history(
-    user,
-    graph: Graph,
-    questions: list[Question],
-    cfg: HistoryConfig | None = None,
-    *,
-    start: datetime,
-    end: datetime | None = None,
-    policy_change: tuple | None = None,
-    progress=None,
-) -> History:
-    """Sessions asking ``questions`` (their text only) between ``start`` and ``end``, on a simulated clock.
-
-    Each session, the way an agent calls the service (``user`` must be an agent, or an operator or above):
-    ``context`` with the question's text, no start node and no vector; then its use report
-    (``evaluation.agent_reports``: the given notes that answer the question, now and then one flagged
-    ``negative``; each use missed with probability ``p_ignore``) a minute later and its outcome a
-    few minutes after that. Every row those requests write (session, injection, use events, batches,
-    weight history, audit events) carries the simulated time (``graphadmin.clock``). At each decay
-    period boundary on the simulated clock, the decay action runs at that time (only for periods
-    already over on the real clock, so the periodic task keeps the current period's run). Then every
-    simulated day is rolled up (``metrics.rollup``), which is what the trend charts read.
-
-    The retrieval's traversal stamps (``EdgeStats.last_traversed_at``) carry the simulated time too, so
-    a decay run on the simulated clock spares only the edges traversed within its idle window.
-
-    ``policy_change``: ``(actor, changes, note)``, a policy change made halfway (``graphadmin.actions.do_set_policy``,
-    a new revision, audited) on the simulated clock, so the policy history has a before and an after.
-    """
-    cfg = cfg or HistoryConfig()
-    end = end or history_end()
-    rng = random.Random(cfg.seed)
-    client = api_client(user)
-    times = session_times(cfg, start, end, rng)
-    sim = clock.SimulatedClock(times[0] if times else start)
-    now_period = queries.decay_period(graph)[0]
-    last_period = queries.decay_period(graph, times[0])[0] if times else now_period
-    history = History(start=start, end=end)
-    hits: list[float] = []
-    run = uuid.uuid4().hex[:6]
-    with eager_tasks(), clock.using(sim):
-        for s, at in enumerate(times):
-            period = queries.decay_period(graph, at)[0]
-            if cfg.decay and last_period < period < now_period:
-                # The periodic decay task's action, at the start of the new period on the simulated clock.
-                last_period = period
-                sim.set(queries.decay_period(graph, at)[1] + timedelta(minutes=5))
-                actions.do_decay(Graph.objects.select_related("organization").get(pk=graph.pk), actor=ACTOR, now=sim.at)
-                history.decay_runs += 1
-            if policy_change and s == len(times) // 2:
-                actor, changes, note = policy_change
-                sim.set(at - timedelta(minutes=30))
-                core_actions.do_set_policy(graph, changes, actor=actor, note=note)
-            question = questions[rng.randrange(len(questions))]
-            sid = f"agent-{at:%Y%m%d}-{run}-{s:03d}"
-            sim.set(at)
-            r = client.post(
-                f"/api/graphs/{graph.pk}/context/",
-                {"session": sid, "query": question.q, "budget_unit": "items", "budget": cfg.budget},
-                format="json",
-            )
-            if r.status_code != 201:
-                raise RuntimeError(f"context: {r.status_code} {r.content[:300]!r}")
-            items = r.json()["items"]
-            keys = list(dict.fromkeys(i["key"] for i in sorted(items, key=lambda i: i["rank"])))
-            hits.append(1.0 if set(keys[:5]) & set(question.useful) else 0.0)
-            uses, outcome = agent_reports(items, question.useful, rng, cfg.negative_rate)
-            uses = [u for u in uses if u["signal"] == "negative" or rng.random() >= cfg.p_ignore]
-            if uses:
-                sim.set(at + timedelta(minutes=1))
-                r = client.post(f"/api/graphs/{graph.pk}/sessions/{sid}/uses/", {"items": uses}, format="json")
-                if r.status_code != 202:
-                    raise RuntimeError(f"uses: {r.status_code} {r.content[:300]!r}")
-            sim.set(at + timedelta(minutes=4))
-            r = client.post(f"/api/graphs/{graph.pk}/sessions/{sid}/outcome/", {"outcome": outcome}, format="json")
-            if r.status_code not in (200, 202):
-                raise RuntimeError(f"outcome: {r.status_code} {r.content[:300]!r}")
-            history.outcomes[outcome] += 1
-            history.sessions += 1
-            if progress:
-                progress(s + 1, at)
-        day, last_day = start.date(), end.date()
-        while day <= last_day:
-            metrics.rollup(graph, day)
-            history.days += 1
-            day += timedelta(days=1)
-    tenth = max(1, len(hits) // 10)
-    history.hit5_first, history.hit5_last = _mean(hits[:tenth]), _mean(hits[-tenth:])
-    return history
-
-
-def _mean(values) -> float:
-    values = list(values)
-    return sum(values) / len(values) if values else 0.0
-
-
-def simulated_sessions(graph: Graph) -> int:
-    """How many sessions a graph has (the demo fill runs only on a graph without any)."""
-    return AgentSession.objects.filter(graph=graph).count()
-
-
 # --------------------------------------------------------------------------------------------------
-# Running it: a fresh world and its frozen twin, and the plots
+# Running it: a fresh world and its frozen twin
 
 
 def run_experiment(
-    cfg: Config,
+    cfg: WorldConfig,
     *,
     topics: int = 8,
     notes_per_topic: int = 24,
     policy: dict | None = None,
     world_seed: int = 3,
     progress=None,
-) -> Report:
+) -> WorldReport:
     """Build a world and its frozen twin in the ``simulation`` organization, then :func:`simulate` on both.
 
     ``policy``: policy numbers to set on both graphs first (one new revision each, audited).
@@ -652,61 +367,3 @@ def run_experiment(
         }
     )
     return report
-
-
-def write_plots(report: Report, png_path, html_path) -> None:
-    """hit@5 and MRR per block, learning against frozen, as a PNG (matplotlib) and a static HTML (plotly).
-
-    The HTML loads ``plotly.min.js`` from its own folder (copied there from the installed plotly package)."""
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-    import plotly
-    import plotly.graph_objects as go
-    from plotly.subplots import make_subplots
-
-    x = [b.end for b in report.blocks]
-    series = {
-        "hit@5, learning": [b.hit5 for b in report.blocks],
-        "hit@5, frozen": [b.frozen_hit5 for b in report.blocks],
-        "MRR, learning": [b.mrr for b in report.blocks],
-        "MRR, frozen": [b.frozen_mrr for b in report.blocks],
-    }
-    shift = report.config.get("shift_at")
-    fig, axes = plt.subplots(1, 2, figsize=(11, 4), sharex=True)
-    for ax, metric in zip(axes, ("hit@5", "MRR"), strict=True):
-        for who, style in (("learning", "-o"), ("frozen", "--s")):
-            ax.plot(x, series[f"{metric}, {who}"], style, label=who, markersize=3)
-        if shift:
-            ax.axvline(shift, color="grey", linestyle=":", label="ground truth shifts")
-        ax.set_title(f"{metric} of useful notes in the assembled context")
-        ax.set_xlabel("sessions (end of block)")
-        ax.set_ylim(0, 1.02)
-        ax.grid(alpha=0.3)
-        ax.legend(loc="lower right")
-    fig.tight_layout()
-    fig.savefig(png_path, dpi=110)
-    plt.close(fig)
-
-    pfig = make_subplots(rows=1, cols=2, subplot_titles=("hit@5", "MRR"))
-    for col, metric in ((1, "hit@5"), (2, "MRR")):
-        for who, dash in (("learning", "solid"), ("frozen", "dash")):
-            pfig.add_trace(
-                go.Scatter(x=x, y=series[f"{metric}, {who}"], name=f"{metric}, {who}", line={"dash": dash}),
-                row=1,
-                col=col,
-            )
-        if shift:
-            pfig.add_vline(x=shift, line_dash="dot", line_color="grey", row=1, col=col)
-    pfig.update_yaxes(range=[0, 1.02])
-    pfig.update_layout(
-        title=(
-            "Does the graph learn? Learning policy against frozen (no feedback); "
-            "the ground truth shifts at the dotted line"
-        ),
-        height=450,
-    )
-    html_path = Path(html_path)
-    pfig.write_html(html_path, include_plotlyjs="plotly.min.js", full_html=True)
-    shutil.copyfile(Path(plotly.__file__).parent / "package_data" / "plotly.min.js", html_path.parent / "plotly.min.js")
