@@ -444,7 +444,11 @@ def runner(token: str | None, http: bool):
 
 
 def register_retrieval(server: MCPServer, run) -> None:
-    """The retrieval tools: graph_search (reads) and graph_context (logs an injection)."""
+    """The retrieval tools: graph_search (reads) and graph_context (logs an injection).
+
+    Long because each tool's signature and docstring are its published schema and description (a
+    parameter, its description and its serializer's bounds per line): declarations, no logic.
+    """
 
     @server.tool(name="graph_search", title="Search the graph", annotations=READ_ONLY)
     async def graph_search(
@@ -660,7 +664,10 @@ def register_explain(server: MCPServer, run) -> None:
 
 
 def register_memory(server: MCPServer, run) -> None:
-    """The agent's own notes: graph_remember, graph_link and graph_forget."""
+    """The agent's own notes: graph_remember, graph_link and graph_forget.
+
+    Long for the reason register_retrieval gives: each tool's signature is its published schema.
+    """
 
     @server.tool(name="graph_remember", title="Remember a note", annotations=REMEMBERS)
     async def graph_remember(

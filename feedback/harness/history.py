@@ -19,7 +19,7 @@ from .. import actions, metrics, queries
 from ..models import AgentSession
 from .agent import agent_reports
 from .config import HistoryConfig, Question
-from .inprocess import DECAY_ACTOR, api_client, eager_tasks
+from .inprocess import DECAY_ACTOR, api_client, eager_tasks, post
 from .report import HistoryReport
 from .scoring import mean, ranked_keys, score
 
@@ -39,6 +39,22 @@ def session_times(cfg: HistoryConfig, start: datetime, end: datetime, rng: rando
         hour = 8 + (t.hour * 60 + t.minute) * 10 / (24 * 60)  # squeeze the day into working hours
         out.append(t.replace(hour=int(hour), minute=int((hour % 1) * 60)))
     return sorted(out)
+
+
+def _session(client, graph_id: int, sid: str, question: Question, cfg: HistoryConfig, rng, sim, at: datetime):
+    """One session of the history at ``at``: context with the question's text, the agent's use report a
+    minute later and its outcome at four minutes, on the simulated clock ``sim``; (outcome, hit@5)."""
+    body = {"session": sid, "query": question.q, "budget_unit": "items", "budget": cfg.budget}
+    items = post(client, f"/api/graphs/{graph_id}/context/", body, "context", (201,)).json()["items"]
+    hit5 = score(ranked_keys(items), question.useful)["hit5"]
+    uses, outcome = agent_reports(items, question.useful, rng, cfg.negative_rate)
+    uses = [u for u in uses if u["signal"] == "negative" or rng.random() >= cfg.p_ignore]
+    if uses:
+        sim.set(at + timedelta(minutes=1))
+        post(client, f"/api/graphs/{graph_id}/sessions/{sid}/uses/", {"items": uses}, "uses", (202,))
+    sim.set(at + timedelta(minutes=4))
+    post(client, f"/api/graphs/{graph_id}/sessions/{sid}/outcome/", {"outcome": outcome}, "outcome", (200, 202))
+    return outcome, hit5
 
 
 def simulate_history(
@@ -99,26 +115,8 @@ def simulate_history(
             question = questions[rng.randrange(len(questions))]
             sid = f"agent-{at:%Y%m%d}-{run}-{s:03d}"
             sim.set(at)
-            r = client.post(
-                f"/api/graphs/{graph.pk}/context/",
-                {"session": sid, "query": question.q, "budget_unit": "items", "budget": cfg.budget},
-                format="json",
-            )
-            if r.status_code != 201:
-                raise RuntimeError(f"context: {r.status_code} {r.content[:300]!r}")
-            items = r.json()["items"]
-            hits.append(score(ranked_keys(items), question.useful)["hit5"])
-            uses, outcome = agent_reports(items, question.useful, rng, cfg.negative_rate)
-            uses = [u for u in uses if u["signal"] == "negative" or rng.random() >= cfg.p_ignore]
-            if uses:
-                sim.set(at + timedelta(minutes=1))
-                r = client.post(f"/api/graphs/{graph.pk}/sessions/{sid}/uses/", {"items": uses}, format="json")
-                if r.status_code != 202:
-                    raise RuntimeError(f"uses: {r.status_code} {r.content[:300]!r}")
-            sim.set(at + timedelta(minutes=4))
-            r = client.post(f"/api/graphs/{graph.pk}/sessions/{sid}/outcome/", {"outcome": outcome}, format="json")
-            if r.status_code not in (200, 202):
-                raise RuntimeError(f"outcome: {r.status_code} {r.content[:300]!r}")
+            outcome, hit5 = _session(client, graph.pk, sid, question, cfg, rng, sim, at)
+            hits.append(hit5)
             history.outcomes[outcome] += 1
             history.sessions += 1
             if progress:

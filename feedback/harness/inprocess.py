@@ -38,3 +38,11 @@ def api_client(user):
     client = APIClient(HTTP_HOST=host)
     client.force_authenticate(user)
     return client
+
+
+def post(client, path: str, body: dict, what: str, ok: tuple[int, ...]):
+    """POST ``body`` as JSON; the response, or a RuntimeError naming ``what`` when its status is not in ``ok``."""
+    r = client.post(path, body, format="json")
+    if r.status_code not in ok:
+        raise RuntimeError(f"{what}: {r.status_code} {r.content[:300]!r}")
+    return r

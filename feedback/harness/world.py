@@ -51,7 +51,7 @@ from graphadmin.models import Edge, EdgeType, Graph, Membership, Node, Organizat
 
 from .. import actions
 from .config import WorldConfig
-from .inprocess import DECAY_ACTOR, api_client, eager_tasks
+from .inprocess import DECAY_ACTOR, api_client, eager_tasks, post
 from .report import Block, WorldReport
 from .scoring import mean, reciprocal_rank, score
 
@@ -80,6 +80,74 @@ def _noisy(rng: random.Random, base, sigma: float):
     return _unit([b + rng.gauss(0.0, sigma / math.sqrt(d)) for b in base])
 
 
+def _world_nodes(graph: Graph, rng: random.Random, topics: int, notes_per_topic: int):
+    """The world's nodes (each topic's anchor, then its notes) and each topic's direction, drawn from ``rng``."""
+    shared = [rng.gauss(0, 1) for _ in range(settings.EMBEDDING_DIM)]
+    plan = []
+    nodes = []
+    for t in range(topics):
+        direction = _unit([0.5 * s + rng.gauss(0, 1) for s in shared])
+        nodes.append(
+            Node(
+                graph=graph,
+                key=f"topic-{t}/index",
+                kind="note",
+                title=f"Topic {t}: index",
+                text=f"Index of topic {t}.",
+                embedding=direction,
+                source="simulation",
+            )
+        )
+        for j in range(notes_per_topic):
+            kind = rng.choice(["note", "decision", "observation"])
+            nodes.append(
+                Node(
+                    graph=graph,
+                    key=f"topic-{t}/note-{j}",
+                    kind=kind,
+                    title=f"Topic {t}, {kind} {j}",
+                    text=f"{kind} {j} of topic {t}.",
+                    embedding=_noisy(rng, direction, 0.8),
+                    source="simulation",
+                )
+            )
+        plan.append(direction)
+    return nodes, plan
+
+
+def _world_edges(graph: Graph, rng: random.Random, by_key: dict, types: dict, topics: int, notes_per_topic: int):
+    """The world's edges: each anchor to each of its notes (a random type), and one ``related`` edge from
+    each note to another of its topic, with spread weights drawn from ``rng``."""
+    edges = []
+    type_names = ["related", "derived_from", "depends_on"]
+    for t in range(topics):
+        anchor = by_key[f"topic-{t}/index"]
+        for j in range(notes_per_topic):
+            edges.append(
+                Edge(
+                    graph=graph,
+                    source_id=anchor,
+                    target_id=by_key[f"topic-{t}/note-{j}"],
+                    edge_type=types[rng.choice(type_names)],
+                    weight=rng.uniform(0.3, 0.7),
+                    feedback_weight=rng.uniform(0.4, 0.6),
+                )
+            )
+        for j in range(notes_per_topic):
+            k = rng.randrange(notes_per_topic)
+            if k != j:
+                edges.append(
+                    Edge(
+                        graph=graph,
+                        source_id=by_key[f"topic-{t}/note-{j}"],
+                        target_id=by_key[f"topic-{t}/note-{k}"],
+                        edge_type=types["related"],
+                        weight=rng.uniform(0.3, 0.7),
+                    )
+                )
+    return edges
+
+
 def build_world(
     actor, organization, slug: str, *, topics: int = 8, notes_per_topic: int = 24, seed: int = 3
 ) -> tuple[Graph, list[Topic]]:
@@ -90,7 +158,6 @@ def build_world(
     edges also link notes within a topic (``related``) so the shape is not a star only.
     """
     rng = random.Random(seed)
-    dim = settings.EMBEDDING_DIM
     with transaction.atomic():
         graph = core_actions.do_create_graph(
             organization,
@@ -100,65 +167,10 @@ def build_world(
             actor=actor,
         )
         types = {t.name: t for t in EdgeType.objects.filter(graph=graph)}
-        shared = [rng.gauss(0, 1) for _ in range(dim)]
-        plan = []
-        nodes = []
-        for t in range(topics):
-            direction = _unit([0.5 * s + rng.gauss(0, 1) for s in shared])
-            nodes.append(
-                Node(
-                    graph=graph,
-                    key=f"topic-{t}/index",
-                    kind="note",
-                    title=f"Topic {t}: index",
-                    text=f"Index of topic {t}.",
-                    embedding=direction,
-                    source="simulation",
-                )
-            )
-            for j in range(notes_per_topic):
-                kind = rng.choice(["note", "decision", "observation"])
-                nodes.append(
-                    Node(
-                        graph=graph,
-                        key=f"topic-{t}/note-{j}",
-                        kind=kind,
-                        title=f"Topic {t}, {kind} {j}",
-                        text=f"{kind} {j} of topic {t}.",
-                        embedding=_noisy(rng, direction, 0.8),
-                        source="simulation",
-                    )
-                )
-            plan.append(direction)
+        nodes, plan = _world_nodes(graph, rng, topics, notes_per_topic)
         Node.objects.bulk_create(nodes)
         by_key = dict(Node.objects.filter(graph=graph).values_list("key", "id"))
-        edges = []
-        type_names = ["related", "derived_from", "depends_on"]
-        for t in range(topics):
-            anchor = by_key[f"topic-{t}/index"]
-            for j in range(notes_per_topic):
-                edges.append(
-                    Edge(
-                        graph=graph,
-                        source_id=anchor,
-                        target_id=by_key[f"topic-{t}/note-{j}"],
-                        edge_type=types[rng.choice(type_names)],
-                        weight=rng.uniform(0.3, 0.7),
-                        feedback_weight=rng.uniform(0.4, 0.6),
-                    )
-                )
-            for j in range(notes_per_topic):
-                k = rng.randrange(notes_per_topic)
-                if k != j:
-                    edges.append(
-                        Edge(
-                            graph=graph,
-                            source_id=by_key[f"topic-{t}/note-{j}"],
-                            target_id=by_key[f"topic-{t}/note-{k}"],
-                            edge_type=types["related"],
-                            weight=rng.uniform(0.3, 0.7),
-                        )
-                    )
+        edges = _world_edges(graph, rng, by_key, types, topics, notes_per_topic)
         Edge.objects.bulk_create(edges, ignore_conflicts=True)
         # Its records are bulk-created, not one do_create_record each: one event says what was made.
         audit.append(
@@ -225,14 +237,41 @@ def _score(items: list[dict], useful: set[int]) -> dict:
 
 def _context(client, graph_id: int, sid: str, vector, budget: int) -> list[dict]:
     """The agent's call: the question (here its vector) only."""
-    r = client.post(
-        f"/api/graphs/{graph_id}/context/",
-        {"session": sid, "vector": vector, "budget_unit": "items", "budget": budget},
-        format="json",
+    body = {"session": sid, "vector": vector, "budget_unit": "items", "budget": budget}
+    return post(client, f"/api/graphs/{graph_id}/context/", body, "context", (201,)).json()["items"]
+
+
+def _agent_reports(client, graph_id: int, sid: str, items: list[dict], useful: set[int], cfg: WorldConfig, rng) -> str:
+    """The world's agent after one context answer: uses the useful notes it was given (sometimes misses
+    one), sometimes flags a useless one, then reports an outcome (now and then a random one); returns it."""
+    found = [i for i in items if i["node"] in useful]
+    used = [i for i in found if rng.random() >= cfg.p_ignore]
+    reports = [{"node": i["node"], "signal": "explicit"} for i in used]
+    useless = [i for i in items if i["node"] not in useful]
+    if useless and rng.random() < cfg.p_negative:
+        reports.append({"node": rng.choice(useless)["node"], "signal": "negative"})
+    if reports:
+        post(client, f"/api/graphs/{graph_id}/sessions/{sid}/uses/", {"items": reports}, "uses", (202,))
+    outcome = "accepted" if len(found) >= cfg.need else ("rework" if found else "rejected")
+    if rng.random() < cfg.p_outcome_noise:
+        outcome = rng.choice(["accepted", "rework", "rejected"])
+    post(client, f"/api/graphs/{graph_id}/sessions/{sid}/outcome/", {"outcome": outcome}, "outcome", (200, 202))
+    return outcome
+
+
+def _block(end: int, phase: int, learn_scores: list[dict], frozen_scores: list[dict]) -> Block:
+    """The block of sessions ending at ``end``: mean hit@5 and MRR, learning and (when asked) frozen."""
+    block = Block(
+        end - len(learn_scores),
+        end,
+        phase,
+        mean(x["hit5"] for x in learn_scores),
+        mean(x["rr"] for x in learn_scores),
     )
-    if r.status_code != 201:
-        raise RuntimeError(f"context: {r.status_code} {r.content[:300]!r}")
-    return r.json()["items"]
+    if frozen_scores:
+        block.frozen_hit5 = mean(x["hit5"] for x in frozen_scores)
+        block.frozen_mrr = mean(x["rr"] for x in frozen_scores)
+    return block
 
 
 def simulate(
@@ -288,34 +327,9 @@ def simulate(
                 fgraph, ftopics = frozen
                 fitems = _context(client, fgraph.pk, sid, vector, cfg.budget)
                 frozen_scores.append(_score(fitems, {ftopics[ti].notes[j] for j in question}))
-            # The agent: uses the useful notes it was given (sometimes misses one), sometimes flags a useless one.
-            found = [i for i in items if i["node"] in useful]
-            used = [i for i in found if rng.random() >= cfg.p_ignore]
-            reports = [{"node": i["node"], "signal": "explicit"} for i in used]
-            useless = [i for i in items if i["node"] not in useful]
-            if useless and rng.random() < cfg.p_negative:
-                reports.append({"node": rng.choice(useless)["node"], "signal": "negative"})
-            if reports:
-                r = client.post(f"/api/graphs/{graph.pk}/sessions/{sid}/uses/", {"items": reports}, format="json")
-                if r.status_code != 202:
-                    raise RuntimeError(f"uses: {r.status_code} {r.content[:300]!r}")
-            outcome = "accepted" if len(found) >= cfg.need else ("rework" if found else "rejected")
-            if rng.random() < cfg.p_outcome_noise:
-                outcome = rng.choice(["accepted", "rework", "rejected"])
-            report.outcomes[outcome] += 1
-            r = client.post(f"/api/graphs/{graph.pk}/sessions/{sid}/outcome/", {"outcome": outcome}, format="json")
-            if r.status_code not in (200, 202):
-                raise RuntimeError(f"outcome: {r.status_code} {r.content[:300]!r}")
+            report.outcomes[_agent_reports(client, graph.pk, sid, items, useful, cfg, rng)] += 1
             if (s + 1) % cfg.block == 0 or s + 1 == cfg.sessions:
-                b0 = s + 1 - len(learn_scores)
-                block = Block(
-                    b0, s + 1, phase, mean(x["hit5"] for x in learn_scores), mean(x["rr"] for x in learn_scores)
-                )
-                if frozen_scores:
-                    block.frozen_hit5, block.frozen_mrr = (
-                        mean(x["hit5"] for x in frozen_scores),
-                        mean(x["rr"] for x in frozen_scores),
-                    )
+                block = _block(s + 1, phase, learn_scores, frozen_scores)
                 report.blocks.append(block)
                 learn_scores, frozen_scores = [], []
                 if progress:
