@@ -14,14 +14,9 @@ K = 5
 METRICS = ("hit5", "recall5", "mrr5")
 
 
-def ranked(items: list[dict], field: str = "key") -> list:
-    """The distinct ``field`` values (note key, or ``node`` id) of a context answer's items, in rank order."""
-    return list(dict.fromkeys(i[field] for i in sorted(items, key=lambda i: i["rank"])))
-
-
 def ranked_keys(items: list[dict]) -> list[str]:
     """The distinct note keys of a context answer's selected items, in rank order."""
-    return ranked(items, "key")
+    return list(dict.fromkeys(i["key"] for i in sorted(items, key=lambda i: i["rank"])))
 
 
 def score(keys: list[Hashable], useful: Iterable[Hashable]) -> dict:
