@@ -14,8 +14,9 @@ from pathlib import Path
 
 from feedback.harness import config, evaluation
 from graphadmin.vault.parse import parse_vault
+from tests.conftest import ROOT as REPOSITORY
 
-ROOT = Path(__file__).resolve().parents[2] / "demo" / "conversation"
+ROOT = REPOSITORY / "demo" / "conversation"
 MANIFEST = ROOT / "MANIFEST.sha256"
 
 
