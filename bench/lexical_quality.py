@@ -5,7 +5,7 @@
 Reads a graph already imported (e.g. the demo graph of ``make run``) and a questions file
 (``{"questions": [{"q": ..., "useful": [note key, ...]}]}``), and prints, for the entry points
 alone (no expansion, no learned components), recall@5 (useful notes in the top 5 / min(5, useful),
-averaged; feedback.evaluation's definition) and hit@5 (a useful note in the top 5):
+averaged; feedback.harness.scoring's definition) and hit@5 (a useful note in the top 5):
 
 * ``ts_rank``: PostgreSQL's ts_rank over to_tsvector(title, aliases, text), the question's lexemes OR-ed;
 * ``bm25``: ranking.queries.lexical_hits (Okapi BM25, per-graph IDF);

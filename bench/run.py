@@ -353,7 +353,7 @@ class Bench:
         """
         from django.conf import settings
 
-        from feedback.demo import DEMO_VAULT
+        from feedback.harness.demo import DEMO_VAULT
         from graphadmin.embeddings import _queries, embed_query, get_embedder
         from graphadmin.vault.parse import parse_vault
         from graphadmin.vault.plan import node_embedding_text, triplet_text

@@ -3,7 +3,7 @@
 Every row that records *when* something happened (a session's start, an injection, a use event, an
 update batch and its weight history, an audit event) takes its time from :func:`now`. In production
 that is ``datetime.now(UTC)``. A simulation that replays weeks of agent sessions in a minute (the
-demo history, ``feedback.simulation``) passes its own clock for the duration of a block of work
+demo history, ``feedback.harness.history``) passes its own clock for the duration of a block of work
 with :func:`using`; the rows it writes then carry the simulated time. The clock is held in a context
 variable, so it is seen by the code running in this thread (the in-process API client and Celery's
 eager tasks) and by nothing else: no request can set it, and a worker process never sees it.

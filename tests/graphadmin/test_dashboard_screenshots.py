@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from feedback.demo import ensure_demo, fill_demo_history
+from feedback.harness.demo import ensure_demo, fill_demo_history
 from feedback.models import AgentSession, ContextInjection, UpdateBatch, WeightChange
 from graphadmin.models import Edge, Node
 from tests.browser import chromium, login

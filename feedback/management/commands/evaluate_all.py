@@ -1,6 +1,6 @@
 """manage.py evaluate_all --url URL --token TOKEN [...]: every set x feedback mode x seed, one markdown table.
 
-Runs ``feedback.evaluation.evaluate`` (what ``evaluate_learning`` runs) for each combination against a
+Runs ``feedback.harness.evaluation.evaluate`` (what ``evaluate_learning`` runs) for each combination against a
 running server, over HTTP only, keeps each run's JSON report in ``--out-dir`` (a run whose JSON is
 there is not run again: an interrupted sweep resumes), and writes the summary table and every run's
 per-round table into ``--write`` (docs/learning.md) between two markers. ``make evaluate-all``.
@@ -18,7 +18,10 @@ from pathlib import Path
 import httpx
 from django.core.management.base import BaseCommand, CommandError
 
-from feedback import evaluation
+from feedback.harness.config import EvaluationConfig, EvaluationError, load_questions
+from feedback.harness.evaluation import evaluate
+from feedback.harness.report import MARKDOWN_HEAD, EvaluationReport
+from feedback.harness.scoring import mean
 from graphadmin.client import ApiError, GraphClient, ServerError
 
 SETS = {
@@ -44,39 +47,36 @@ def _names(raw: str, known: dict, what: str) -> list[str]:
     return names
 
 
-def load_report(path: Path) -> evaluation.Report:
+def load_report(path: Path) -> EvaluationReport:
     """A run's report again from its JSON (the ``--json`` file of evaluate_learning or this command's)."""
     data = json.loads(path.read_text(encoding="utf-8"))
-    names = {f.name for f in fields(evaluation.Report)}
-    return evaluation.Report(**{k: v for k, v in data.items() if k in names})
+    names = {f.name for f in fields(EvaluationReport)}
+    return EvaluationReport(**{k: v for k, v in data.items() if k in names})
 
 
-def _mean_row(label: str, reports: list[evaluation.Report]) -> str:
+def _mean_row(label: str, reports: list[EvaluationReport]) -> str:
     """The mean over seeds of one set and mode, as a markdown row in MARKDOWN_HEAD's columns."""
-
-    def avg(values):
-        return sum(values) / len(values)
 
     base = [r.baseline() for r in reports]
     targets = [r.targets() for r in reports]
     last = [r.final() for r in reports]
     cells = [
         label,
-        f"{avg([b['plain']['train'] for b in base]):.3f} / {avg([b['plain']['test'] for b in base]):.3f}",
-        f"{avg([b['train'] for b in base]):.3f} / {avg([b['test'] for b in base]):.3f}",
-        f"{avg([x['learning']['train']['recall5'] for x in last]):.3f} / "
-        f"{avg([x['learning']['test']['recall5'] for x in last]):.3f}",
-        f"{avg([x['frozen']['train']['recall5'] for x in last]):.3f} / "
-        f"{avg([x['frozen']['test']['recall5'] for x in last]):.3f}",
-        f"{avg([t['train_vs_base'] for t in targets]) * 100:+.1f} / "
-        f"{avg([t['test_vs_base'] for t in targets]) * 100:+.1f}",
-        f"{avg([t['twin_drift_train'] for t in targets]) * 100:+.1f} / "
-        f"{avg([t['twin_drift_test'] for t in targets]) * 100:+.1f}",
+        f"{mean([b['plain']['train'] for b in base]):.3f} / {mean([b['plain']['test'] for b in base]):.3f}",
+        f"{mean([b['train'] for b in base]):.3f} / {mean([b['test'] for b in base]):.3f}",
+        f"{mean([x['learning']['train']['recall5'] for x in last]):.3f} / "
+        f"{mean([x['learning']['test']['recall5'] for x in last]):.3f}",
+        f"{mean([x['frozen']['train']['recall5'] for x in last]):.3f} / "
+        f"{mean([x['frozen']['test']['recall5'] for x in last]):.3f}",
+        f"{mean([t['train_vs_base'] for t in targets]) * 100:+.1f} / "
+        f"{mean([t['test_vs_base'] for t in targets]) * 100:+.1f}",
+        f"{mean([t['twin_drift_train'] for t in targets]) * 100:+.1f} / "
+        f"{mean([t['twin_drift_test'] for t in targets]) * 100:+.1f}",
     ]
     return "| " + " | ".join(cells) + " |"
 
 
-def markdown(runs: list[tuple[str, str, int, evaluation.Report, float]], command: str) -> str:
+def markdown(runs: list[tuple[str, str, int, EvaluationReport, float]], command: str) -> str:
     """The block written into docs/learning.md: per set, a row per mode and seed, the mean over seeds; then
     every run's per-round table."""
     out = [START, "", f"Written by `{command}` on {time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}.", ""]
@@ -95,7 +95,7 @@ def markdown(runs: list[tuple[str, str, int, evaluation.Report, float]], command
             f"#### {set_name}: {SETS.get(set_name, ('?', '?'))[0]}, {len(first.questions)} questions, "
             f"{first.config.get('rounds')} rounds",
             "",
-            evaluation.MARKDOWN_HEAD,
+            MARKDOWN_HEAD,
         ]
         for mode in dict.fromkeys(r[1] for r in rows):
             of_mode = [r for r in rows if r[1] == mode]
@@ -152,7 +152,7 @@ class Command(BaseCommand):
         runs = []
         for set_name in sets:
             vault, questions_path = SETS[set_name]
-            questions = evaluation.load_questions(questions_path)
+            questions = load_questions(questions_path)
             for mode in modes:
                 feedback, report_p = MODES[mode]
                 for seed in seeds:
@@ -164,17 +164,15 @@ class Command(BaseCommand):
                         continue
                     if o["only_write"]:
                         continue
-                    cfg = evaluation.Config(
+                    cfg = EvaluationConfig(
                         organization=o["org"], rounds=o["rounds"], seed=seed, feedback=feedback, report_p=report_p
                     )
                     self.stderr.write(f"== {set_name}, {mode}, seed {seed}")
                     started = time.monotonic()
                     try:
                         with GraphClient(o["url"], o["token"], timeout=o["timeout"], retries=3) as client:
-                            report = evaluation.evaluate(
-                                client, vault, questions, cfg, log=lambda line: self.stderr.write(line)
-                            )
-                    except evaluation.EvaluationError as exc:
+                            report = evaluate(client, vault, questions, cfg, log=lambda line: self.stderr.write(line))
+                    except EvaluationError as exc:
                         raise CommandError(str(exc)) from exc
                     except (ApiError, ServerError, httpx.HTTPError) as exc:
                         raise CommandError(f"{o['url']}: {exc}") from exc

@@ -1,7 +1,7 @@
 """manage.py evaluate_learning VAULT QUESTIONS --url URL --token TOKEN [...]: learning vs frozen, on the agent's path.
 
 Talks to a running server over HTTP only (``graphadmin.client``); starts nothing and writes nothing
-to the database itself. See ``feedback/evaluation.py`` for what it does and docs/learning.md for how
+to the database itself. See ``feedback/harness/evaluation.py`` for what it does and docs/learning.md for how
 to run it (``make evaluate`` with ``make run`` running).
 """
 
@@ -14,7 +14,9 @@ import os
 import httpx
 from django.core.management.base import BaseCommand, CommandError
 
-from feedback import evaluation
+from feedback.harness.config import FEEDBACK_MODES, EvaluationConfig, EvaluationError, load_questions, parse_settings
+from feedback.harness.evaluation import evaluate
+from feedback.harness.plots import write_evaluation_plot
 from graphadmin.client import ApiError, GraphClient, ServerError
 
 
@@ -60,7 +62,7 @@ class Command(BaseCommand):
         )
         parser.add_argument(
             "--feedback",
-            choices=evaluation.FEEDBACK_MODES,
+            choices=FEEDBACK_MODES,
             default="explicit",
             help="What the agent sends: explicit (uses, flags, outcome), response (an answer built from a sentence "
             "of each useful note it was given, and the outcome) or outcome (alone). Default explicit.",
@@ -90,11 +92,11 @@ class Command(BaseCommand):
                 "--token is required (or GRAPHADMIN_TOKEN); see docs/learning.md: manage.py agent_token."
             )
         try:
-            questions = evaluation.load_questions(o["questions"])
-            policy = evaluation.parse_settings(o["policy_set"])
+            questions = load_questions(o["questions"])
+            policy = parse_settings(o["policy_set"])
             with GraphClient(o["url"], o["token"], timeout=o["timeout"], retries=3) as client:
                 org = o["org"] or self._only_organization(client)
-                cfg = evaluation.Config(
+                cfg = EvaluationConfig(
                     organization=org,
                     rounds=o["rounds"],
                     train_fraction=o["train_fraction"],
@@ -106,10 +108,8 @@ class Command(BaseCommand):
                     policy=policy,
                     wait_timeout=o["wait_timeout"],
                 )
-                report = evaluation.evaluate(
-                    client, o["vault"], questions, cfg, log=lambda line: self.stderr.write(line)
-                )
-        except evaluation.EvaluationError as exc:
+                report = evaluate(client, o["vault"], questions, cfg, log=lambda line: self.stderr.write(line))
+        except EvaluationError as exc:
             raise CommandError(str(exc)) from exc
         except ApiError as exc:
             raise CommandError(f"the server refused a request: {exc}") from exc
@@ -175,7 +175,7 @@ class Command(BaseCommand):
             self.stdout.write(f"wrote {o['json_out']}")
         if o["plot"]:
             try:
-                evaluation.write_plot(report, o["plot"])
+                write_evaluation_plot(report, o["plot"])
             except ImportError as exc:
                 raise CommandError(f"--plot needs matplotlib (pip install -e '.[test]'): {exc}") from exc
             self.stdout.write(f"wrote {o['plot']}")

@@ -24,7 +24,7 @@ from django.core.management import call_command
 from django.core.management.base import BaseCommand, CommandError
 from django.db import connections
 
-from feedback.demo import ensure_demo, fill_demo_history
+from feedback.harness.demo import ensure_demo, fill_demo_history
 from graphadmin import checks
 from graphadmin.embeddings import configured_model
 

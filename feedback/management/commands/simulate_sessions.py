@@ -1,7 +1,7 @@
 """manage.py simulate_sessions: does the graph learn? Simulated agent sessions through the real API.
 
 Builds a world with a hidden ground truth and its frozen twin (organization ``simulation``), runs
-the sessions (see feedback/simulation.py), prints hit@5 and MRR per block for the learning and the
+the sessions (see feedback/harness/world.py), prints hit@5 and MRR per block for the learning and the
 frozen policy, and the two targets. ``--plot`` writes docs/learning.png and docs/learning.html.
 ``--demo`` instead fills the demo graph with history (only when it has no session yet).
 """
@@ -12,15 +12,17 @@ import logging
 from django.conf import settings
 from django.core.management.base import BaseCommand
 
-from feedback import simulation
-from feedback.demo import fill_demo_history
+from feedback.harness import world
+from feedback.harness.config import WorldConfig
+from feedback.harness.demo import fill_demo_history
+from feedback.harness.plots import write_world_plots
 
 
 class Command(BaseCommand):
     help = "Simulate agent sessions against a hidden ground truth; report hit@5 / MRR, learning vs frozen."
 
     def add_arguments(self, parser):
-        d = simulation.Config()
+        d = WorldConfig()
         parser.add_argument("--sessions", type=int, default=d.sessions)
         parser.add_argument(
             "--shift-at", type=int, default=d.shift_at, help="Session at which the ground truth shifts (0: never)."
@@ -45,7 +47,7 @@ class Command(BaseCommand):
             result = fill_demo_history()
             self.stdout.write(f"demo history: {result}")
             return
-        cfg = simulation.Config(
+        cfg = WorldConfig(
             sessions=o["sessions"],
             shift_at=o["shift_at"] or None,
             block=o["block"],
@@ -62,7 +64,7 @@ class Command(BaseCommand):
                 f"MRR {b.mrr:.2f} vs {b.frozen_mrr:.2f}"
             )
 
-        report = simulation.run_experiment(
+        report = world.run_experiment(
             cfg, topics=o["topics"], notes_per_topic=o["notes"], policy=policy, progress=progress
         )
         self.stdout.write("\n" + report.table())
@@ -72,7 +74,7 @@ class Command(BaseCommand):
             with open(o["json"], "w") as fh:
                 json.dump(report.as_dict(), fh, indent=2)
         if o["plot"]:
-            simulation.write_plots(
+            write_world_plots(
                 report, settings.BASE_DIR / "docs" / "learning.png", settings.BASE_DIR / "docs" / "learning.html"
             )
             self.stdout.write("wrote docs/learning.png and docs/learning.html")

@@ -23,9 +23,9 @@ from graphadmin.vault.apply import do_reembed, stale_rows
 from graphadmin.vault.parse import parse_vault
 from graphadmin.vault.plan import ImportResult
 
-from . import simulation
-from .evaluation import load_questions
-from .imports import do_import_vault
+from ..imports import do_import_vault
+from .config import HistoryConfig, load_questions
+from .history import history_end, simulate_history, simulated_sessions
 
 DEMO_ORG = "demo"
 DEMO_GRAPH = "demo"
@@ -117,13 +117,13 @@ DEMO_POLICY_NOTE = "demo: learn faster, lean more on what similar questions used
 
 def history_start(weeks: int = DEMO_HISTORY_WEEKS) -> datetime:
     """Where the demo's simulated history begins: ``weeks`` weeks before the start of today (UTC)."""
-    return simulation.history_end() - timedelta(weeks=weeks)
+    return history_end() - timedelta(weeks=weeks)
 
 
 def fill_demo_history(sessions: int = DEMO_HISTORY_SESSIONS, weeks: int = DEMO_HISTORY_WEEKS) -> dict:
     """Give the demo graph weeks of feedback history (once: only while it has no session).
 
-    The simulator (``feedback.simulation.simulate_history``) drives ``sessions`` agent sessions
+    The simulator (``history.simulate_history``) drives ``sessions`` agent sessions
     through the real API as the demo service account ``agent`` (role agent: it owns the sessions it
     creates and reports on them), spread over the ``weeks`` weeks before today on a
     simulated clock: each asks one question of ``demo/questions.json`` by its text only (the path
@@ -134,12 +134,12 @@ def fill_demo_history(sessions: int = DEMO_HISTORY_SESSIONS, weeks: int = DEMO_H
     before and an after, and the explain list shows the questions.
     """
     graph = Graph.objects.select_related("organization").get(organization__slug=DEMO_ORG, slug=DEMO_GRAPH)
-    if simulation.simulated_sessions(graph):
+    if simulated_sessions(graph):
         return {"status": "skipped", "reason": "the demo graph already has sessions"}
     User = get_user_model()
     agent, operator = User.objects.get(username="agent"), User.objects.get(username="operator")
-    cfg = simulation.HistoryConfig(sessions=sessions, weeks=weeks)
-    history = simulation.simulate_history(
+    cfg = HistoryConfig(sessions=sessions, weeks=weeks)
+    history = simulate_history(
         agent,
         graph,
         load_questions(DEMO_QUESTIONS),

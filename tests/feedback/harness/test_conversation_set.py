@@ -12,10 +12,11 @@ import importlib.util
 import io
 from pathlib import Path
 
-from feedback import evaluation
+from feedback.harness import config, evaluation
 from graphadmin.vault.parse import parse_vault
+from tests.conftest import ROOT as REPOSITORY
 
-ROOT = Path(__file__).resolve().parents[2] / "demo" / "conversation"
+ROOT = REPOSITORY / "demo" / "conversation"
 MANIFEST = ROOT / "MANIFEST.sha256"
 
 
@@ -55,7 +56,7 @@ def test_the_generator_writes_the_same_bytes(tmp_path):
 
 
 def test_the_set_is_what_the_issue_asks():
-    questions = evaluation.load_questions(ROOT / "questions.json")
+    questions = config.load_questions(ROOT / "questions.json")
     assert len(questions) >= 100
     # As the evaluation imports it: zipped in memory, parsed by the product's vault reader.
     parsed = parse_vault(io.BytesIO(evaluation.zip_vault(ROOT / "vault")))

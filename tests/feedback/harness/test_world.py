@@ -1,6 +1,6 @@
 """Does the graph learn? The simulator at a small scale: learning beats the frozen policy on the same questions.
 
-Transactional: the reports are enqueued on commit and run eagerly (feedback.simulation.eager_tasks).
+Transactional: the reports are enqueued on commit and run eagerly (feedback.harness.inprocess.eager_tasks).
 """
 
 from datetime import UTC, date, datetime, timedelta
@@ -8,8 +8,10 @@ from datetime import UTC, date, datetime, timedelta
 import pytest
 from django.contrib.auth import get_user_model
 
-from feedback import charts, learning, simulation
-from feedback.demo import ensure_demo, fill_demo_history
+from feedback import charts, learning
+from feedback.harness.config import WorldConfig
+from feedback.harness.demo import ensure_demo, fill_demo_history
+from feedback.harness.world import build_world, simulate
 from feedback.models import AgentSession, ContextInjection, DailyMetric, UpdateBatch, WeightChange
 from graphadmin import audit
 from graphadmin.models import AuditEvent, Membership, PolicyRevision
@@ -19,13 +21,13 @@ from graphadmin.models import AuditEvent, Membership, PolicyRevision
 def test_learning_beats_the_frozen_policy(acme, alice):
     agent = get_user_model().objects.create_user("sim-ana")
     Membership.objects.create(user=agent, organization=acme, role="agent")
-    world = simulation.build_world(alice, acme, "learning", topics=4, notes_per_topic=20, seed=2)
-    frozen = simulation.build_world(alice, acme, "frozen", topics=4, notes_per_topic=20, seed=2)
+    world = build_world(alice, acme, "learning", topics=4, notes_per_topic=20, seed=2)
+    frozen = build_world(alice, acme, "frozen", topics=4, notes_per_topic=20, seed=2)
     # The bulk-built records are audited, one event per world.
     built = AuditEvent.objects.filter(action="graph.simulation.build").order_by("seq")
     assert [e.payload["nodes"] for e in built] == [84, 84] and built[0].scope["graph"] == world[0].pk
-    cfg = simulation.Config(sessions=120, shift_at=None, block=40, useful_per_topic=4, budget=5, seed=4)
-    report = simulation.simulate(agent, world, frozen, cfg)
+    cfg = WorldConfig(sessions=120, shift_at=None, block=40, useful_per_topic=4, budget=5, seed=4)
+    report = simulate(agent, world, frozen, cfg)
 
     assert [(b.start, b.end) for b in report.blocks] == [(0, 40), (40, 80), (80, 120)]
     last = report.blocks[-1]

@@ -1,6 +1,6 @@
 """`make run` opens on the demo vault, imported once and kept up to date without duplicate batches."""
 
-from feedback.demo import ensure_demo
+from feedback.harness.demo import ensure_demo
 from feedback.models import UpdateBatch
 from graphadmin.models import AuditEvent, Edge, Node
 

@@ -1,6 +1,6 @@
 """The evaluation harness of issue 23: the simulated agent's feedback modes and the plain-cosine baseline.
 
-The agent (``evaluation.agent_turn``) is pure: what it sends per mode is checked on its own. The
+The agent (``agent.agent_turn``) is pure: what it sends per mode is checked on its own. The
 plain-cosine baseline reads the search API of a real server (live_server) and must equal the
 node-vector top 5 computed directly with pgvector over the graph's stored node embeddings.
 """
@@ -12,7 +12,8 @@ import random
 import pytest
 from pgvector.django import CosineDistance
 
-from feedback import evaluation
+from feedback.harness import agent, config, evaluation, scoring
+from feedback.harness.report import EvaluationReport
 from graphadmin.accounts import create_token
 from graphadmin.client import GraphClient
 from graphadmin.embeddings import embed_query
@@ -28,8 +29,8 @@ ITEMS = [
 
 def test_explicit_with_every_use_is_the_agent_of_before():
     for seed in range(20):
-        old = evaluation.agent_reports(ITEMS, ["a", "c"], random.Random(seed), negative_rate=0.3)
-        turn = evaluation.agent_turn(ITEMS, ["a", "c"], random.Random(seed), 0.3, report_p=1.0, feedback="explicit")
+        old = agent.agent_reports(ITEMS, ["a", "c"], random.Random(seed), negative_rate=0.3)
+        turn = agent.agent_turn(ITEMS, ["a", "c"], random.Random(seed), 0.3, report_p=1.0, feedback="explicit")
         assert (turn.uses, turn.outcome, turn.response) == (old[0], old[1], "")
         assert [u["node"] for u in turn.uses if u["signal"] == "explicit"] == [1, 3]
 
@@ -39,7 +40,7 @@ def test_report_p_reports_each_used_note_with_that_probability():
     reported = sessions = 0
     outcomes = set()
     for seed in range(400):
-        turn = evaluation.agent_turn(ITEMS, useful, random.Random(seed), 0.0, report_p=0.5, feedback="explicit")
+        turn = agent.agent_turn(ITEMS, useful, random.Random(seed), 0.0, report_p=0.5, feedback="explicit")
         explicit = [u["node"] for u in turn.uses if u["signal"] == "explicit"]
         assert set(explicit) <= {1, 3} and len(explicit) == len(set(explicit))
         reported += len(explicit)
@@ -47,43 +48,43 @@ def test_report_p_reports_each_used_note_with_that_probability():
         outcomes.add(turn.outcome)
     assert 0.44 < reported / (2 * sessions) < 0.56
     assert outcomes == {"accepted"}  # the outcome is what it was given, reported or not
-    never = evaluation.agent_turn(ITEMS, useful, random.Random(1), 0.0, report_p=0.0, feedback="explicit")
+    never = agent.agent_turn(ITEMS, useful, random.Random(1), 0.0, report_p=0.0, feedback="explicit")
     assert never.uses == [] and never.outcome == "accepted"
 
 
 def test_response_mode_sends_one_sentence_of_each_useful_note_given_and_no_uses():
     for seed in range(30):
-        turn = evaluation.agent_turn(ITEMS, ["a", "c", "z"], random.Random(seed), 1.0, feedback="response")
+        turn = agent.agent_turn(ITEMS, ["a", "c", "z"], random.Random(seed), 1.0, feedback="response")
         assert turn.uses == [] and turn.outcome == "rework"
         first, second = turn.response.split(" Refunds")
         assert first in ("The depot opens at six.", "Vans leave at seven!")
         assert "Refunds" + second == "Refunds take five days."
         assert "useful here" not in turn.response and "#" not in turn.response
-    nothing = evaluation.agent_turn(ITEMS, ["z"], random.Random(0), 1.0, feedback="response")
+    nothing = agent.agent_turn(ITEMS, ["z"], random.Random(0), 1.0, feedback="response")
     assert (nothing.response, nothing.uses, nothing.outcome) == ("", [], "rejected")
-    assert evaluation.sentences("# T\n\nOne. Two?  Three!\nFour") == ["One.", "Two?", "Three!", "Four"]
+    assert agent.sentences("# T\n\nOne. Two?  Three!\nFour") == ["One.", "Two?", "Three!", "Four"]
 
 
 def test_outcome_mode_sends_the_outcome_alone():
-    turn = evaluation.agent_turn(ITEMS, ["a"], random.Random(0), 1.0, feedback="outcome")
+    turn = agent.agent_turn(ITEMS, ["a"], random.Random(0), 1.0, feedback="outcome")
     assert (turn.uses, turn.response, turn.outcome) == ([], "", "accepted")
 
 
 def test_bad_modes_are_refused_before_anything_is_sent():
-    with pytest.raises(evaluation.EvaluationError, match="--feedback"):
-        evaluation.agent_turn(ITEMS, ["a"], random.Random(0), 0.0, feedback="telepathy")
-    questions = [evaluation.Question("q", ["a"])]
+    with pytest.raises(config.EvaluationError, match="--feedback"):
+        agent.agent_turn(ITEMS, ["a"], random.Random(0), 0.0, feedback="telepathy")
+    questions = [config.Question("q", ["a"])]
     for cfg, match in [
-        (evaluation.Config("acme", feedback="telepathy"), "--feedback"),
-        (evaluation.Config("acme", report_p=1.5), "--report-p"),
-        (evaluation.Config("acme", report_p=0.5, feedback="outcome"), "--report-p applies"),
+        (config.EvaluationConfig("acme", feedback="telepathy"), "--feedback"),
+        (config.EvaluationConfig("acme", report_p=1.5), "--report-p"),
+        (config.EvaluationConfig("acme", report_p=0.5, feedback="outcome"), "--report-p applies"),
     ]:
-        with pytest.raises(evaluation.EvaluationError, match=match):
+        with pytest.raises(config.EvaluationError, match=match):
             evaluation.evaluate(None, "no/such/vault", questions, cfg)  # refused before the client is used
 
 
 def _report(plain, rounds):
-    return evaluation.Report(
+    return EvaluationReport(
         config={"rounds": len(rounds) - 1},
         graphs={},
         train=[0],
@@ -152,7 +153,7 @@ def test_plain_cosine_baseline_equals_pgvector_over_the_node_embeddings(live_ser
     with GraphClient(live_server.url, create_token(alice), timeout=60) as client:
         graph = client.create_graph("acme", "plain", "plain")
         client.import_vault(graph["id"], evaluation.zip_vault(vault))
-        cfg = evaluation.Config("acme", wait_timeout=120)
+        cfg = config.EvaluationConfig("acme", wait_timeout=120)
         assert len(evaluation._wait_embedded(client, graph["id"], cfg)) == len(NOTES)
         questions = [
             "when do the vans leave the depot",
@@ -169,7 +170,7 @@ def test_plain_cosine_baseline_equals_pgvector_over_the_node_embeddings(live_ser
                 .order_by("distance", "key")
                 .values_list("key", flat=True)
             )
-            assert keys[: evaluation.K] == expected[: evaluation.K], q
+            assert keys[: scoring.K] == expected[: scoring.K], q
             assert set(keys) == set(expected)  # every embedded node is a candidate on a graph this small
 
 

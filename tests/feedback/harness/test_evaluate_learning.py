@@ -14,7 +14,7 @@ import random
 import pytest
 from django.core.management import CommandError, call_command
 
-from feedback import evaluation
+from feedback.harness import agent, config, evaluation, scoring
 from feedback.models import AgentSession, UpdateBatch, UseEvent
 from graphadmin.accounts import create_token
 from graphadmin.models import Graph
@@ -178,30 +178,30 @@ def test_refusals_are_clear(live_server, acme, alice, oscar, tiny):
 
 
 def test_scores_and_the_simulated_agent():
-    assert evaluation.score(["a", "x", "b", "y", "z", "c"], ["b", "c"]) == {"hit5": 1.0, "recall5": 0.5, "mrr5": 1 / 3}
-    assert evaluation.score(["x"], ["a"]) == {"hit5": 0.0, "recall5": 0.0, "mrr5": 0.0}
+    assert scoring.score(["a", "x", "b", "y", "z", "c"], ["b", "c"]) == {"hit5": 1.0, "recall5": 0.5, "mrr5": 1 / 3}
+    assert scoring.score(["x"], ["a"]) == {"hit5": 0.0, "recall5": 0.0, "mrr5": 0.0}
     many = [f"u{i}" for i in range(7)]
-    assert evaluation.score(many, many)["recall5"] == 1.0  # recall's denominator is capped at 5
+    assert scoring.score(many, many)["recall5"] == 1.0  # recall's denominator is capped at 5
 
     items = [{"rank": 2, "key": "b", "node": 2}, {"rank": 1, "key": "a", "node": 1}, {"rank": 3, "key": "c", "node": 3}]
-    uses, outcome = evaluation.agent_reports(items, ["a", "z"], random.Random(0), negative_rate=0.0)
+    uses, outcome = agent.agent_reports(items, ["a", "z"], random.Random(0), negative_rate=0.0)
     assert uses == [{"node": 1, "signal": "explicit"}] and outcome == "rework"
-    uses, outcome = evaluation.agent_reports(items, ["a", "c"], random.Random(0), negative_rate=1.0)
+    uses, outcome = agent.agent_reports(items, ["a", "c"], random.Random(0), negative_rate=1.0)
     assert uses == [
         {"node": 1, "signal": "explicit"},
         {"node": 3, "signal": "explicit"},
         {"node": 2, "signal": "negative"},
     ]
     assert outcome == "accepted"
-    assert evaluation.agent_reports(items, ["z"], random.Random(0), negative_rate=0.0) == ([], "rejected")
+    assert agent.agent_reports(items, ["z"], random.Random(0), negative_rate=0.0) == ([], "rejected")
 
     assert evaluation.split(4, 0.5, 3) == evaluation.split(4, 0.5, 3)
     train, test = evaluation.split(10, 0.5, 0)
     assert len(train) == 5 and sorted(train + test) == list(range(10))
-    assert evaluation.parse_settings(["learning_rate=0.2", "max_hops=2", "ceiling_mode=soft"]) == {
+    assert config.parse_settings(["learning_rate=0.2", "max_hops=2", "ceiling_mode=soft"]) == {
         "learning_rate": 0.2,
         "max_hops": 2,
         "ceiling_mode": "soft",
     }
-    with pytest.raises(evaluation.EvaluationError):
-        evaluation.parse_settings(["learning_rate"])
+    with pytest.raises(config.EvaluationError):
+        config.parse_settings(["learning_rate"])
