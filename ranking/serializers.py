@@ -6,8 +6,8 @@ import math
 
 from rest_framework import serializers
 
+from graphadmin.agents.client import RetrievalRequest
 from graphadmin.api.fields import EmbeddingField, FiniteFloatField, IdField
-from graphadmin.client import RetrievalRequest
 from graphadmin.models.policy import POLICY_NUMBERS
 
 from . import retrieval

@@ -1,6 +1,6 @@
 """A small Python client of the graphadmin REST API for agents: the same five operations as the MCP tools.
 
-    from graphadmin.client import GraphClient
+    from graphadmin.agents.client import GraphClient
 
     with GraphClient("http://127.0.0.1:8000", token="...") as gc:
         ctx = gc.context(graph_id=1, session="run-42", query="how do we rank edges?", budget=5)

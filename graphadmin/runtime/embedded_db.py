@@ -12,7 +12,7 @@ from pathlib import Path
 from urllib.parse import parse_qs, urlparse
 
 DATABASE_NAME = "graphadmin"
-# The role the application serves as (graphadmin/db_roles.py): migrate creates it and grants it rows only.
+# The role the application serves as (graphadmin/runtime/db_roles.py): migrate creates it and grants it rows only.
 # The server trusts its Unix socket (reachable by this OS user alone), so the role needs no password: it
 # bounds what the application's SQL can do, not who may connect.
 APP_ROLE = "graphadmin_app"

@@ -14,7 +14,7 @@ from pgvector.django import CosineDistance
 
 from feedback import evaluation
 from graphadmin.accounts import create_token
-from graphadmin.client import GraphClient
+from graphadmin.agents.client import GraphClient
 from graphadmin.embeddings import embed_query
 from graphadmin.models import Node
 

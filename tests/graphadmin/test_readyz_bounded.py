@@ -22,7 +22,7 @@ PROBE = """
 import django, json, time, threading
 django.setup()
 from django.test import Client
-from graphadmin import health
+from graphadmin.runtime import health
 Client().get('/healthz')  # the URLconf and middleware loaded
 health.check_migrations()  # once per process (a deployment migrates before it serves): not what is timed
 probes = []

@@ -8,7 +8,7 @@ from django.db import connection
 
 from graphadmin.celery import _worker_statement_timeout
 from graphadmin.models import Node
-from graphadmin.timeouts import _on_worker_connection
+from graphadmin.runtime.timeouts import _on_worker_connection
 
 
 def _show(conn=None) -> str:

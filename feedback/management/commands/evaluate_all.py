@@ -19,7 +19,7 @@ import httpx
 from django.core.management.base import BaseCommand, CommandError
 
 from feedback import evaluation
-from graphadmin.client import ApiError, GraphClient, ServerError
+from graphadmin.agents.client import ApiError, GraphClient, ServerError
 
 SETS = {
     "demo": ("demo/vault", "demo/questions.json"),
