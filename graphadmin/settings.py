@@ -147,11 +147,12 @@ if env.str("DATABASE_URL", default=""):
     DATABASE_APP_ROLE = env.str("DATABASE_APP_ROLE", default=DATABASES["default"].get("USER", "") if _split else "")
     DATABASE_CREATE_APP_ROLE = False
 else:
-    from graphadmin.runtime.embedded_db import APP_ROLE, ensure_server
+    # Started on the first connection, not here (graphadmin/runtime/embedded_db.py: ensure_database).
+    from graphadmin.runtime.embedded_db import APP_ROLE, settings_for
 
     DATABASE_APP_ROLE = env.str("DATABASE_APP_ROLE", default=APP_ROLE)
     DATABASE_CREATE_APP_ROLE = True
-    _owner = ensure_server(LOCAL_DIR / "pgdata")
+    _owner = settings_for(LOCAL_DIR / "pgdata")
     _role = env.str("DATABASE_ROLE", default="owner")
     if _role not in ("owner", "app"):
         raise ImproperlyConfigured(f"DATABASE_ROLE must be 'owner' or 'app', not {_role!r}.")
