@@ -40,7 +40,7 @@ server is bound to: the ``Host`` header must be a loopback name, the bound addre
 the operator's ``allowed_hosts`` (421 otherwise), and a browser's ``Origin``, when there is one, a
 loopback origin or one of ``allowed_origins`` (403 otherwise). The SDK validates the rest of the
 streamable HTTP transport (sessions, ``Mcp-Method``/``Mcp-Name`` headers, protocol versions);
-tests/graphadmin/test_mcp_conformance.py runs the protocol's conformance suite against it.
+tests/graphadmin/agents/test_mcp_conformance.py runs the protocol's conformance suite against it.
 
 Django's ORM is synchronous: the tools are async functions that run their work in Django's one
 thread-sensitive executor (asgiref's ``sync_to_async(thread_sensitive=True)``), closing stale

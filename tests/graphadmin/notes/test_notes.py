@@ -17,7 +17,7 @@ from graphadmin.notes.links import node_resolver, render_node_text
 from graphadmin.notes.text import UNRESOLVED_TITLE, NoteLink, NoteRef, note_refs, render, sanitize
 from graphadmin.vault.parse import parse_vault
 
-SAMENAME = Path(__file__).resolve().parent.parent / "fixtures" / "samename_vault"
+SAMENAME = Path(__file__).resolve().parents[2] / "fixtures" / "samename_vault"
 HASHING = "graphadmin.embeddings.HashingEmbedder"
 
 

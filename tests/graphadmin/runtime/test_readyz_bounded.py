@@ -14,9 +14,8 @@ import pytest
 from django.db import connection
 
 from tests.conftest import ROOT
+from tests.feedback.conftest import raw_connection
 from tests.resilience import DEAD_REDIS_PORT
-
-from ..feedback.conftest import raw_connection
 
 PROBE = """
 import django, json, time, threading
