@@ -463,7 +463,7 @@ CELERY_TASK_ROUTES = {
 }
 
 # ---------------------------------------------------------------------------------------------
-# Bounded work and bad input (issue 15, items 9-11; the README's "Limits" table lists every number).
+# Bounded work and bad input (the README's "Limits" table lists every number).
 # Each is an upper bound a single request or task may ask for; a request above it is a 400 naming the field.
 
 # ?limit= on every list endpoint: default and maximum rows per page (above the maximum: a 400).

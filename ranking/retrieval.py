@@ -138,7 +138,7 @@ def rank(
 # The retrieval pipeline (behind search, context and the MCP tools)
 
 # Bounded work per request (docs/ranking.md "The retrieval pipeline").
-# The pool (issue 23, item 2): each side gives up to the request's k entry points (50 by default, at
+# The pool: each side gives up to the request's k entry points (50 by default, at
 # most MAX_SEARCH_K), so a demoted note has replacements; triplets as deep as the node side's default.
 TRIPLET_K = 50  # triplet entry points (edges by their "source -> type -> target" embedding)
 EXPANSION_SEEDS = 10  # the best entry points expansion grows from (start nodes always)
