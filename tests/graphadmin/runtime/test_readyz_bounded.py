@@ -1,4 +1,4 @@
-"""/readyz is fast and honest (issue 26, item 2): each check bounded well under a second, the answer (a
+"""/readyz is fast and honest: each check bounded well under a second, the answer (a
 failure too) reused by every caller for HEALTH_CACHE_SECONDS, and a hot table locked is a failed database.
 
 The probes run in a process of their own, configured with a broker that is down (nothing listens on
