@@ -58,7 +58,7 @@ browser:
 			exit 1; \
 		fi; }
 
-# The MCP conformance suite (tests/graphadmin/test_mcp_conformance.py) and the Node 22 it needs, both npm
+# The MCP conformance suite (tests/graphadmin/agents/test_mcp_conformance.py) and the Node 22 it needs, both npm
 # packages pinned in tools/mcp-conformance/ (package.json, package-lock.json), installed into .local/node/ by
 # npm ci: the registry's `node` package ships the Node binary, so the machine's own Node only runs npm.
 # npm comes from apt-get when it is missing and can be installed; otherwise the test is skipped outside CI (it

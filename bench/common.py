@@ -31,7 +31,9 @@ def setup_django() -> None:
     import django
     from django.conf import settings
 
-    _create_database(settings.DATABASES["default"])
+    from graphadmin.runtime.embedded_db import ensure_database
+
+    _create_database(ensure_database(settings.DATABASES["default"]))
     django.setup()
     from django.core.management import call_command
 

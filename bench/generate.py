@@ -50,7 +50,9 @@ def _drop_database():
     from django.conf import settings
     from psycopg import sql
 
-    db = settings.DATABASES["default"]
+    from graphadmin.runtime.embedded_db import ensure_database
+
+    db = ensure_database(settings.DATABASES["default"])
     # Never drop anything that is not obviously a bench database (BENCH_DATABASE is configurable).
     if "bench" not in BENCH_DATABASE or db["NAME"] != BENCH_DATABASE:
         raise SystemExit(f"Refusing to drop {db['NAME']!r}: not the bench database.")
@@ -239,9 +241,9 @@ def main(argv=None):
     from bench.common import configure_environment, setup_django
 
     configure_environment()
-    from django.conf import settings
+    from graphadmin.runtime.embedded_db import ensure_database
 
-    settings.DATABASES  # noqa: B018 - starts the embedded server if needed, before the bench database is dropped
+    ensure_database()  # the embedded server, if that is the database, runs before the bench database is dropped
     _drop_database()
     setup_django()
     t = time.perf_counter()

@@ -224,7 +224,9 @@ class LagProbe(threading.Thread):
         import psycopg
         from django.conf import settings
 
-        db = settings.DATABASES["default"]
+        from graphadmin.runtime.embedded_db import ensure_database
+
+        db = ensure_database(settings.DATABASES["default"])
         params = {
             "host": db.get("HOST") or None,
             "port": db.get("PORT") or None,

@@ -996,9 +996,9 @@ def main(argv=None):
     page_iterations = args.page_iterations or 10
 
     configure_environment()
-    from django.conf import settings
+    from graphadmin.runtime.embedded_db import ensure_database
 
-    settings.DATABASES  # noqa: B018 - starts the embedded server if needed, before the bench database is dropped
+    ensure_database()  # the embedded server, if that is the database, runs before the bench database is dropped
     from bench.generate import _drop_database, generate, generate_history
 
     started = time.perf_counter()

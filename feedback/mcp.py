@@ -1,5 +1,5 @@
 """feedback's MCP tool bodies: graph_record_use, graph_improve, and agent-written memory (graph_remember,
-graph_link, graph_forget: feedback.memory); registered by graphadmin.mcp_server.
+graph_link, graph_forget: feedback.memory); registered by graphadmin.agents.mcp_server.
 
 Report intake, as through the REST API: the API's serializers validate, feedback.reports
 queues the work for the Celery worker (act ``report``: an agent on its own sessions, operators and
@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from graphadmin.mcp_tools import graph_for, invalid, validated
+from graphadmin.agents.mcp_tools import graph_for, invalid, validated
 from graphadmin.tenancy import graph_access
 
 from . import memory, reports

@@ -25,7 +25,7 @@ History shapes (``feedback.models``): ``WeightChange`` rows for scattered, small
 ``WeightChangeBlock`` arrays (one per event and span of ``BLOCK_SPAN`` ids) for the bulk writes over
 id ranges. A bulk UPDATE walks the primary key (the caller turns sequential and bitmap scans off for
 its transaction, ``SESSION_SETTINGS``), so its ids come out in order without a sort step, and
-``RETURNING old.*, new.*`` (PostgreSQL 18, the minimum: ``graphadmin.checks``) gives the value it
+``RETURNING old.*, new.*`` (PostgreSQL 18, the minimum: ``graphadmin.runtime.checks``) gives the value it
 replaced with no separate locking pass.
 """
 

@@ -32,7 +32,7 @@ from feedback.models import (
 from graphadmin import audit
 from graphadmin.errors import InputError
 from graphadmin.models import Edge, Node
-from graphadmin.note_links import render_node_text
+from graphadmin.notes.links import render_node_text
 from graphadmin.params import date_filters
 from graphadmin.tenancy import graph_access
 

@@ -49,7 +49,7 @@ def _organizations(user) -> list[int]:
 
 
 def _extra(payload: dict) -> dict:
-    # A log record's ``user`` is the request's user (graphadmin/logs.py); the account acted on is ``username``.
+    # A log record's ``user`` is the request's user (graphadmin/runtime/logs.py); the account acted on is ``username``.
     return {("username" if k == "user" else k): v for k, v in payload.items()}
 
 

@@ -2,7 +2,7 @@ from django.apps import AppConfig
 from django.core.checks import Tags, register
 from django.db.models.signals import post_migrate
 
-from . import checks, db_roles
+from .runtime import checks, db_roles
 
 
 class GraphadminConfig(AppConfig):
@@ -12,7 +12,7 @@ class GraphadminConfig(AppConfig):
     def ready(self):
         # The database the service needs (PostgreSQL 18+, pgvector): run by migrate and check --database.
         register(checks.check_database, Tags.database)
-        # After every migrate, the application's database role gets its privileges afresh (graphadmin.db_roles).
+        # After every migrate, the application's database role gets its privileges afresh (graphadmin.runtime.db_roles).
         post_migrate.connect(db_roles.grant_after_migrate, sender=self, dispatch_uid="graphadmin.grant_app_role")
         # The filesystem broker in production (DEBUG off): a warning on every command that runs checks.
         register(checks.check_broker)

@@ -7,8 +7,8 @@ from celery import Celery
 from celery.signals import worker_init, worker_ready
 from django.conf import settings
 
-from graphadmin import checks
-from graphadmin.timeouts import worker_connections_use_the_worker_timeout
+from graphadmin.runtime import checks
+from graphadmin.runtime.timeouts import worker_connections_use_the_worker_timeout
 
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "graphadmin.settings")
 

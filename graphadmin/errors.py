@@ -1,8 +1,8 @@
 """The errors that actions, services and access checks raise, each mapped once per medium.
 
 - REST: ``graphadmin.api.errors.exception_handler`` (400 ``{field: [messages]}``, 404, 403, 409).
-- Dashboard: ``graphadmin.middleware.DomainErrorMiddleware`` (a message and back to the page, 404, 403).
-- MCP: ``graphadmin.mcp_server`` (a ToolError).
+- Dashboard: ``graphadmin.runtime.middleware.DomainErrorMiddleware`` (a message and back to the page, 404, 403).
+- MCP: ``graphadmin.agents.mcp_server`` (a ToolError).
 - Admin: ``graphadmin.admin_tenancy.attempt`` (a message on the changelist).
 
 Plain Python (no Django), so the pure rules can raise them too.

@@ -105,10 +105,10 @@ MIDDLEWARE = [
     "django.middleware.common.CommonMiddleware",
     "django.middleware.csrf.CsrfViewMiddleware",
     "django.contrib.auth.middleware.AuthenticationMiddleware",
-    # The request, for the user field of log lines (graphadmin/logs.py).
-    "graphadmin.logs.RequestContextMiddleware",
+    # The request, for the user field of log lines (graphadmin/runtime/logs.py).
+    "graphadmin.runtime.logs.RequestContextMiddleware",
     "django.contrib.messages.middleware.MessageMiddleware",
-    "graphadmin.middleware.DomainErrorMiddleware",
+    "graphadmin.runtime.middleware.DomainErrorMiddleware",
     "django.middleware.clickjacking.XFrameOptionsMiddleware",
     # Last, as django-axes requires: answers a locked-out login with 429.
     "axes.middleware.AxesMiddleware",
@@ -134,7 +134,7 @@ TEMPLATES = [
 
 # Database: DATABASE_URL, or the embedded PostgreSQL + pgvector server when it is unset.
 # Two roles (docs/security.md "Database roles"): the tables' owner migrates; the application serves as a role that
-# owns nothing (rows only; the ledgers insert-only; graphadmin/db_roles.py grants it after each migrate).
+# owns nothing (rows only; the ledgers insert-only; graphadmin/runtime/db_roles.py grants it after each migrate).
 # External server: DATABASE_URL is the application's role; DATABASE_MIGRATE_URL, when set, the owner's
 # (alias "owner", which migrate uses; give it to the migrating process only). Embedded server: the owner
 # is its superuser, the application role DATABASE_APP_ROLE is created by migrate, and DATABASE_ROLE=app
@@ -147,11 +147,12 @@ if env.str("DATABASE_URL", default=""):
     DATABASE_APP_ROLE = env.str("DATABASE_APP_ROLE", default=DATABASES["default"].get("USER", "") if _split else "")
     DATABASE_CREATE_APP_ROLE = False
 else:
-    from graphadmin.embedded_db import APP_ROLE, ensure_server
+    # Started on the first connection, not here (graphadmin/runtime/embedded_db.py: ensure_database).
+    from graphadmin.runtime.embedded_db import APP_ROLE, settings_for
 
     DATABASE_APP_ROLE = env.str("DATABASE_APP_ROLE", default=APP_ROLE)
     DATABASE_CREATE_APP_ROLE = True
-    _owner = ensure_server(LOCAL_DIR / "pgdata")
+    _owner = settings_for(LOCAL_DIR / "pgdata")
     _role = env.str("DATABASE_ROLE", default="owner")
     if _role not in ("owner", "app"):
         raise ImproperlyConfigured(f"DATABASE_ROLE must be 'owner' or 'app', not {_role!r}.")
@@ -236,8 +237,8 @@ MEMORY_CALLS_PER_MINUTE = env.int("MEMORY_CALLS_PER_MINUTE", default=60)
 CELERY_BROKER_URL = env.str("CELERY_BROKER_URL", default="filesystem://")
 CELERY_QUEUE_DIR = Path(env.str("CELERY_QUEUE_DIR", default=str(LOCAL_DIR / "celery-queue")))
 if CELERY_BROKER_URL.startswith("filesystem://"):
-    # kombu's transport with messages written atomically (graphadmin/broker.py).
-    CELERY_BROKER_TRANSPORT = "graphadmin.broker:Transport"
+    # kombu's transport with messages written atomically (graphadmin/runtime/broker.py).
+    CELERY_BROKER_TRANSPORT = "graphadmin.runtime.broker:Transport"
     CELERY_QUEUE_DIR.mkdir(parents=True, exist_ok=True)
     (CELERY_QUEUE_DIR / "results").mkdir(exist_ok=True)
     CELERY_BROKER_TRANSPORT_OPTIONS = {
@@ -265,7 +266,7 @@ CELERY_TASK_REJECT_ON_WORKER_LOST = True
 CELERY_WORKER_CONCURRENCY = env.int("WORKER_CONCURRENCY", default=2 * (os.cpu_count() or 1))
 CELERY_WORKER_PREFETCH_MULTIPLIER = env.int("CELERY_WORKER_PREFETCH_MULTIPLIER", default=4)
 CELERY_TASK_ALWAYS_EAGER = env.bool("CELERY_TASK_ALWAYS_EAGER", default=False)
-# /readyz (graphadmin/health.py): seconds to wait for a worker's answer to a ping (and for the broker),
+# /readyz (graphadmin/runtime/health.py): seconds to wait for a worker's answer to a ping (and for the broker),
 # and how long an answer counts for in a web process.
 HEALTH_WORKER_TIMEOUT = env.float("HEALTH_WORKER_TIMEOUT", default=0.8)
 # /readyz: the bound of each other check (database lock and statement timeouts, broker connect), and how long
@@ -376,7 +377,7 @@ SPECTACULAR_SETTINGS = {
 # Logs: one line per record on stderr, JSON (python-json-logger) or text. A JSON line keeps every
 # extra= field, and carries request_id (django-guid: the request's X-Request-ID when it is a UUID,
 # else a new one, echoed in the response; passed on to the Celery tasks the request enqueues), user
-# and, in a Celery task, task_id (graphadmin/logs.py). JSON by default when DEBUG is off.
+# and, in a Celery task, task_id (graphadmin/runtime/logs.py). JSON by default when DEBUG is off.
 LOG_FORMAT = env.str("LOG_FORMAT", default="text" if DEBUG else "json")
 if LOG_FORMAT not in ("json", "text"):
     raise ImproperlyConfigured(f"LOG_FORMAT must be json or text, not {LOG_FORMAT!r}.")
@@ -393,7 +394,7 @@ LOGGING = {
     "disable_existing_loggers": False,
     "filters": {
         "request_id": {"()": "django_guid.log_filters.CorrelationId", "correlation_id_field": "request_id"},
-        "context": {"()": "graphadmin.logs.ContextFilter"},
+        "context": {"()": "graphadmin.runtime.logs.ContextFilter"},
     },
     "formatters": {
         "json": {
@@ -401,7 +402,10 @@ LOGGING = {
             "format": "%(asctime)s %(levelname)s %(name)s %(message)s",
             "rename_fields": {"asctime": "time", "levelname": "level", "name": "logger"},
         },
-        "text": {"()": "graphadmin.logs.TextFormatter", "format": "%(asctime)s %(levelname)s %(name)s %(message)s"},
+        "text": {
+            "()": "graphadmin.runtime.logs.TextFormatter",
+            "format": "%(asctime)s %(levelname)s %(name)s %(message)s",
+        },
     },
     "handlers": {
         "console": {"class": "logging.StreamHandler", "formatter": LOG_FORMAT, "filters": ["request_id", "context"]}
@@ -459,7 +463,7 @@ CELERY_TASK_ROUTES = {
 }
 
 # ---------------------------------------------------------------------------------------------
-# Bounded work and bad input (issue 15, items 9-11; docs/api.md's "Limits" table lists every number).
+# Bounded work and bad input (docs/api.md's "Limits" table lists every number).
 # Each is an upper bound a single request or task may ask for; a request above it is a 400 naming the field.
 
 # ?limit= on every list endpoint: default and maximum rows per page (above the maximum: a 400).
@@ -505,11 +509,11 @@ REST_FRAMEWORK["DEFAULT_PARSER_CLASSES"] = ["graphadmin.api.parsers.FiniteJSONPa
 # The per-request statement timeout, before anything touches the database (sessions, authentication).
 MIDDLEWARE.insert(
     MIDDLEWARE.index("django.contrib.sessions.middleware.SessionMiddleware"),
-    "graphadmin.middleware.StatementTimeoutMiddleware",
+    "graphadmin.runtime.middleware.StatementTimeoutMiddleware",
 )
 MIDDLEWARE.insert(
-    MIDDLEWARE.index("graphadmin.middleware.StatementTimeoutMiddleware"),
-    "graphadmin.middleware.RefuseNulInQueryMiddleware",
+    MIDDLEWARE.index("graphadmin.runtime.middleware.StatementTimeoutMiddleware"),
+    "graphadmin.runtime.middleware.RefuseNulInQueryMiddleware",
 )
 CELERY_BEAT_SCHEDULE["candidate-log-maintenance-daily"] = {
     "task": "feedback.maintain_candidate_log",

@@ -11,7 +11,9 @@ from django.urls import include, path
 from drf_spectacular.views import SpectacularAPIView, SpectacularSwaggerSplitView
 
 from feedback import urls as feedback_urls
-from graphadmin import health, neighbourhood, views
+from graphadmin import views
+from graphadmin.notes import neighbourhood
+from graphadmin.runtime import health
 from ranking import urls as ranking_urls
 
 # The core's pages, all under /g/<graph_id>/ but the graphs list.
@@ -44,5 +46,5 @@ urlpatterns = [
     path("api/", include(feedback_urls.api_urlpatterns)),
 ]
 
-# The product's own 500, and a 503 with Retry-After when the database is unreachable (graphadmin.errorpages).
-handler500 = "graphadmin.errorpages.server_error"
+# The product's own 500, and a 503 with Retry-After when the database is unreachable (graphadmin.runtime.errorpages).
+handler500 = "graphadmin.runtime.errorpages.server_error"

@@ -14,7 +14,7 @@ from django.conf import settings
 from django.db import transaction
 
 from feedback.models import AgentSession, ContextInjection
-from graphadmin.client import RetrievalRequest
+from graphadmin.agents.client import RetrievalRequest
 from graphadmin.models import Graph, Node
 from graphadmin.tenancy import require_session
 

@@ -1,4 +1,4 @@
-"""ranking's MCP tool bodies: graph_search, graph_context and graph_explain (registered by graphadmin.mcp_server).
+"""ranking's MCP tool bodies (registered by graphadmin.agents.mcp_server): graph_search, graph_context, graph_explain.
 
 Each is the REST endpoint's code path with the MCP's errors: the same serializers validate the
 input, the same service functions answer, the same payloads come back.
@@ -7,8 +7,8 @@ input, the same service functions answer, the same payloads come back.
 from __future__ import annotations
 
 from feedback.models import ContextInjection, UpdateBatch
+from graphadmin.agents.mcp_tools import graph_for, invalid, validated
 from graphadmin.errors import NotFound
-from graphadmin.mcp_tools import graph_for, invalid, validated
 from graphadmin.tenancy import NEEDS, graph_access
 from ranking import serializers as rs
 from ranking import service

@@ -1,7 +1,7 @@
 """Retrieval, the pipeline's first stages: entry points, best-first expansion and node scores.
 
 ``retrieve`` is the one pipeline behind search, context and the MCP tools; ``rank`` scores the edges
-around start nodes (the traversal view). Both read a ``RetrievalRequest`` (graphadmin.client: the
+around start nodes (the traversal view). Both read a ``RetrievalRequest`` (graphadmin.agents.client: the
 object the serializers build, the client sends and the MCP tools pass). Bad input raises
 ``RankingInputError`` with a dict of field -> messages, which the API turns into a 400; nothing here
 writes.
@@ -12,7 +12,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
 
-from graphadmin.client import RetrievalRequest
+from graphadmin.agents.client import RetrievalRequest
 from graphadmin.embeddings import check_comparable, configured_model, embed_query
 from graphadmin.errors import InputError
 from graphadmin.models import Graph, PolicyRevision
@@ -138,7 +138,7 @@ def rank(
 # The retrieval pipeline (behind search, context and the MCP tools)
 
 # Bounded work per request (docs/ranking.md "The retrieval pipeline").
-# The pool (issue 23, item 2): each side gives up to the request's k entry points (50 by default, at
+# The pool: each side gives up to the request's k entry points (50 by default, at
 # most MAX_SEARCH_K), so a demoted note has replacements; triplets as deep as the node side's default.
 TRIPLET_K = 50  # triplet entry points (edges by their "source -> type -> target" embedding)
 EXPANSION_SEEDS = 10  # the best entry points expansion grows from (start nodes always)

@@ -397,7 +397,7 @@ def best_first_order(scored: Sequence[Scored], start_nodes: Iterable[int]) -> li
     return order
 
 
-# The reference similarities for question-conditional evidence: positive evidence counts from
+# Reference similarities for question-conditional evidence: positive evidence counts from
 # similar questions (cosine >= 0.7), negative only from near-repeats (>= 0.9), each ramped from 0 at
 # its threshold to 1 at an identical question. Reference values, not tuned to any evaluation set.
 POSITIVE_SIMILARITY = 0.7

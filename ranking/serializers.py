@@ -6,8 +6,8 @@ import math
 
 from rest_framework import serializers
 
+from graphadmin.agents.client import RetrievalRequest
 from graphadmin.api.fields import EmbeddingField, FiniteFloatField, IdField
-from graphadmin.client import RetrievalRequest
 from graphadmin.models.policy import POLICY_NUMBERS
 
 from . import retrieval
@@ -25,8 +25,8 @@ class NodeIdListField(serializers.ListField):
 class QueryVectorField(EmbeddingField):
     """EmbeddingField with a fast path for what agents send: a JSON list of plain numbers.
 
-    DRF validates a list item by item through the child FloatField (about 2 ms for 384 numbers,
-    on a request whose budget is 25 ms). For an int or a float whose ``float()`` is finite that
+    DRF validates a list item by item through the child FloatField, a large share of a retrieval
+    request's budget for 384 numbers (docs/performance.md). For an int or a float whose ``float()`` is finite that
     field returns ``float(item)`` and raises nothing, so a list of only those is converted in one
     pass. Anything else (a string, null, a bool, a nested list, a non-finite or overflowing
     number) takes the child's path, item by item, and gets its error messages. The dimension,

@@ -1,7 +1,7 @@
 """The ranking service: the pipeline's stages behind one import, for the API, the dashboard and the MCP tools.
 
 The stages live in their own modules, each around the one request object
-(``graphadmin.client.RetrievalRequest``, built by ranking.serializers from the JSON):
+(``graphadmin.agents.client.RetrievalRequest``, built by ranking.serializers from the JSON):
 
 * ranking.retrieval: entry points, best-first expansion and node scores (``retrieve``, ``search``),
   and the traversal view (``rank``); reads only.

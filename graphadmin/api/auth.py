@@ -5,7 +5,7 @@ user) within the window gets 429 until the window has passed for every token who
 ``token_key``, the part it looks tokens up by) is no live token's, and for every prefix that itself
 failed that often from the address: guessing is refused, not only slowed, while the other clients
 behind the same address (a NAT, a proxy), whose tokens' prefixes exist, keep working. The REST API
-(``TokenAuthentication``) and the MCP HTTP server (graphadmin.mcp_server) count in the same place,
+(``TokenAuthentication``) and the MCP HTTP server (graphadmin.agents.mcp_server) count in the same place,
 DRF's throttle cache (settings.CACHES).
 """
 

@@ -13,8 +13,8 @@ from rest_framework.response import Response
 from rest_framework.views import exception_handler as drf_exception_handler
 from rest_framework.views import set_rollback
 
-from graphadmin.errorpages import UNAVAILABLE_DETAIL, database_unavailable
 from graphadmin.errors import Conflict, Forbidden, InputError, NotFound, TooManyRequests
+from graphadmin.runtime.errorpages import UNAVAILABLE_DETAIL, database_unavailable
 
 
 def exception_handler(exc, context):
@@ -57,7 +57,7 @@ def exception_handler(exc, context):
         response["Retry-After"] = str(settings.DATABASE_RETRY_AFTER_SECONDS)
         return response
     if isinstance(exc, OperationalError) and isinstance(exc.__cause__, QueryCanceled):
-        # statement_timeout (graphadmin.middleware.StatementTimeoutMiddleware): the request asked for more
+        # statement_timeout (graphadmin.runtime.middleware.StatementTimeoutMiddleware): the request asked for more
         # work than one request may do; nothing was written.
         set_rollback()
         return Response(
@@ -65,7 +65,7 @@ def exception_handler(exc, context):
             status=status.HTTP_503_SERVICE_UNAVAILABLE,
         )
     if database_unavailable(exc):
-        # The connection was refused or lost (graphadmin.errorpages): a 503 the client retries, never a 500.
+        # The connection was refused or lost (graphadmin.runtime.errorpages): a 503 the client retries, never a 500.
         set_rollback()
         response = Response({"detail": UNAVAILABLE_DETAIL}, status=status.HTTP_503_SERVICE_UNAVAILABLE)
         response["Retry-After"] = str(settings.DATABASE_RETRY_AFTER_SECONDS)

@@ -153,8 +153,8 @@ class Node(models.Model):
         indexes = [
             # Retrieval reads the min and max model of a graph from it (graphadmin.embeddings.stored_models).
             models.Index(fields=["graph", "embedding_model"], name="node_graph_embedding_model"),
-            # m=24, ef_construction=128: at 200k clustered nodes, m=16/64 left some queries with recall@50
-            # of 0.5 whatever ef_search; this build gives 0.99 mean (bench, docs/performance.md).
+            # m=24, ef_construction=128: on a large graph of tight clusters, m=16/64 left some queries with a
+            # low recall whatever ef_search; this denser build does not (bench figures: docs/performance.md).
             HnswIndex(
                 name="node_embedding_hnsw",
                 fields=["embedding"],

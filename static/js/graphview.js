@@ -1,6 +1,6 @@
 /*
  * Graph views of the dashboard, drawn by Cytoscape.js (static/vendor/cytoscape): a node's neighbourhood
- * (graphadmin/neighbourhood.py) and an injection's candidate subgraph (ranking/subgraph.py).
+ * (graphadmin/notes/neighbourhood.py) and an injection's candidate subgraph (ranking/subgraph.py).
  *
  * Every element with [data-graph-url] is filled from its JSON endpoint. Edge thickness follows the
  * weight, colour the edge type (with a legend); a click opens the node's or the edge's page. Keyboard:

@@ -12,7 +12,7 @@ from feedback.models import UpdateBatch, VaultImport
 from feedback.tasks import import_vault_task
 from graphadmin import clock
 from graphadmin.models import Node
-from tests.graphadmin.test_import_api import fixture_zip, post
+from tests.feedback.test_import_api import fixture_zip, post
 
 pytestmark = pytest.mark.django_db(transaction=True)
 

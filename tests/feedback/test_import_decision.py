@@ -10,7 +10,7 @@ import pytest
 from feedback.models import VaultImport
 from graphadmin.models import OutboxTask
 from graphadmin.vault.parse import MAX_NOTE_BYTES, zip_extent
-from tests.graphadmin.test_import_api import fixture_zip, post
+from tests.feedback.test_import_api import fixture_zip, post
 
 pytestmark = pytest.mark.django_db
 

@@ -10,7 +10,7 @@ import pytest
 from django.urls import reverse
 
 from graphadmin.models import Edge, EdgeType, Node
-from graphadmin.neighbourhood import MAX_EDGES, neighbourhood
+from graphadmin.notes.neighbourhood import MAX_EDGES, neighbourhood
 from ranking import service
 from ranking.subgraph import injection_subgraph
 from tests.browser import chromium, login

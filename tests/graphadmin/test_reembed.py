@@ -120,7 +120,7 @@ def test_unknown_graph_is_a_command_error(db):
 @pytest.mark.django_db(transaction=True)
 def test_the_mcp_tools_refuse_another_models_vectors_with_the_reason(acme_graph, rita, settings, tmp_path):
 
-    from tests.graphadmin.test_mcp_server import error, with_server
+    from tests.graphadmin.agents.test_mcp_server import error, with_server
 
     settings.EMBEDDER = HASHING
     do_import_vault(acme_graph, parse_vault(FIXTURE), actor="command:test", embed="sync")

@@ -19,7 +19,7 @@ CHECKED = [
     "ranking/service.py",
     "graphadmin/audit.py",
     "graphadmin/embeddings.py",
-    "graphadmin/embedded_db.py",
+    "graphadmin/runtime/embedded_db.py",
     "bench/common.py",
     "bench/generate.py",
     "bench/run.py",

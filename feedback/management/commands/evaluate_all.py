@@ -22,7 +22,7 @@ from feedback.harness.config import EvaluationConfig, EvaluationError, load_ques
 from feedback.harness.evaluation import evaluate
 from feedback.harness.report import MARKDOWN_HEAD, EvaluationReport
 from feedback.harness.scoring import mean
-from graphadmin.client import ApiError, GraphClient, ServerError
+from graphadmin.agents.client import ApiError, GraphClient, ServerError
 
 SETS = {
     "demo": ("demo/vault", "demo/questions.json"),

@@ -25,8 +25,8 @@ from django.core.management.base import BaseCommand, CommandError
 from django.db import connections
 
 from feedback.harness.demo import ensure_demo, fill_demo_history
-from graphadmin import checks
 from graphadmin.embeddings import configured_model
+from graphadmin.runtime import checks
 
 # gunicorn's graceful_timeout (30 s by default) plus a margin: then whatever still runs is killed.
 STOP_TIMEOUT = 35.0

@@ -1,4 +1,5 @@
-"""manage.py backup [--output FOLDER]: the database and the audit anchor file, in one folder (graphadmin.backup)."""
+"""manage.py backup [--output FOLDER]: the database and the audit anchor file, in one folder
+(graphadmin.runtime.backup)."""
 
 from datetime import UTC, datetime
 from pathlib import Path
@@ -6,7 +7,7 @@ from pathlib import Path
 from django.conf import settings
 from django.core.management.base import BaseCommand, CommandError
 
-from graphadmin import backup
+from graphadmin.runtime import backup
 
 
 class Command(BaseCommand):

@@ -1,6 +1,6 @@
-"""``manage.py mcp_server``: the agents' MCP server (graphadmin.mcp_server), on stdio or streamable HTTP.
+"""``manage.py mcp_server``: the agents' MCP server (graphadmin.agents.mcp_server), on stdio or streamable HTTP.
 
-HTTP is served by uvicorn (the MCP SDK's app, behind graphadmin.mcp_server.BadTokenGate), which stops
+HTTP is served by uvicorn (the MCP SDK's app, behind graphadmin.agents.mcp_server.BadTokenGate), which stops
 gracefully on SIGTERM or Ctrl-C. DNS-rebinding protection is on for every bind address:
 ``--allowed-hosts`` / ``MCP_ALLOWED_HOSTS`` name the extra ``Host`` values to accept (a reverse proxy's
 public name), ``--allowed-origins`` / ``MCP_ALLOWED_ORIGINS`` the extra browser origins (docs/agents.md,
@@ -15,7 +15,7 @@ import uvicorn
 from django.core.management.base import BaseCommand, CommandError
 from django.db import close_old_connections
 
-from graphadmin import mcp_server
+from graphadmin.agents import mcp_server
 
 
 class Command(BaseCommand):

@@ -3,7 +3,7 @@
 With ``DATABASE_MIGRATE_URL`` set, the tables' owner has its own alias (``owner``): ``migrate`` then
 uses it unless ``--database`` says otherwise, so the application role (``DATABASE_URL``), which may not
 run DDL, is never the one migrating. After it, the application role gets its privileges
-(``graphadmin.db_roles``).
+(``graphadmin.runtime.db_roles``).
 """
 
 from django.conf import settings

@@ -1,12 +1,13 @@
 """manage.py restore FOLDER: load a backup (manage.py backup) into the empty configured database, put its
-anchor file in place, and verify every audit chain against the anchors (graphadmin.backup)."""
+anchor file in place, and verify every audit chain against the anchors (graphadmin.runtime.backup)."""
 
 from pathlib import Path
 
 from django.core.management.base import BaseCommand, CommandError
 
-from graphadmin import audit, backup
+from graphadmin import audit
 from graphadmin.models import Organization
+from graphadmin.runtime import backup
 
 
 class Command(BaseCommand):

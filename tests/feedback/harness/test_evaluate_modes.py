@@ -15,7 +15,7 @@ from pgvector.django import CosineDistance
 from feedback.harness import agent, config, evaluation, scoring
 from feedback.harness.report import EvaluationReport
 from graphadmin.accounts import create_token
-from graphadmin.client import GraphClient
+from graphadmin.agents.client import GraphClient
 from graphadmin.embeddings import embed_query
 from graphadmin.models import Node
 

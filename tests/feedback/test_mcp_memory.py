@@ -1,5 +1,5 @@
 """graph_remember, graph_link and graph_forget through the official MCP client, against ``manage.py
-mcp_server`` over stdio on the test database (tests/graphadmin/test_mcp_server.py's harness)."""
+mcp_server`` over stdio on the test database (tests/graphadmin/agents/test_mcp_server.py's harness)."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ import pytest
 from feedback.models import UpdateBatch
 from graphadmin.accounts import create_token
 from graphadmin.models import Edge, Node
-from tests.graphadmin.test_mcp_server import error, ok, with_server
+from tests.graphadmin.agents.test_mcp_server import error, ok, with_server
 
 
 @pytest.mark.django_db(transaction=True)

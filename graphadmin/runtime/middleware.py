@@ -16,7 +16,7 @@ from django.shortcuts import redirect
 from django.utils.http import url_has_allowed_host_and_scheme
 
 from graphadmin.errors import Conflict, Forbidden, InputError, NotFound
-from graphadmin.timeouts import set_statement_timeout
+from graphadmin.runtime.timeouts import set_statement_timeout
 
 
 class DomainErrorMiddleware:

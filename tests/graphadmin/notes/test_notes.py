@@ -1,6 +1,6 @@
 """Node text as markdown: nothing unsafe passes, wikilinks resolve as the vault importer resolves them.
 
-The renderer (graphadmin.notes) is tested without a database; the lookup (graphadmin.note_links)
+The renderer (graphadmin.notes.text) is tested without a database; the lookup (graphadmin.notes.links)
 against nodes imported from tests/fixtures/samename_vault, where two notes share the name 'Standup'.
 """
 
@@ -13,11 +13,11 @@ from django.urls import reverse
 
 from feedback.imports import do_import_vault
 from graphadmin.models import Node
-from graphadmin.note_links import node_resolver, render_node_text
-from graphadmin.notes import UNRESOLVED_TITLE, NoteLink, NoteRef, note_refs, render, sanitize
+from graphadmin.notes.links import node_resolver, render_node_text
+from graphadmin.notes.text import UNRESOLVED_TITLE, NoteLink, NoteRef, note_refs, render, sanitize
 from graphadmin.vault.parse import parse_vault
 
-SAMENAME = Path(__file__).resolve().parent.parent / "fixtures" / "samename_vault"
+SAMENAME = Path(__file__).resolve().parents[2] / "fixtures" / "samename_vault"
 HASHING = "graphadmin.embeddings.HashingEmbedder"
 
 

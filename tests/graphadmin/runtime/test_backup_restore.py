@@ -1,4 +1,4 @@
-"""Backup and restore (issue 26, item 7): ``manage.py backup`` (``make backup``) writes the database and the
+"""Backup and restore: ``manage.py backup`` (``make backup``) writes the database and the
 anchor file into one folder; ``manage.py restore`` (``make restore``) loads it into an empty PostgreSQL
 server (a second embedded server the test starts) and verifies every audit chain against the anchors.
 

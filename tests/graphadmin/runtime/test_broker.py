@@ -1,10 +1,10 @@
-"""The filesystem broker (graphadmin/broker.py): consumers racing producers never take a partial message."""
+"""The filesystem broker (graphadmin/runtime/broker.py): consumers racing producers never take a partial message."""
 
 import threading
 
 from kombu import Connection
 
-from graphadmin.broker import Transport
+from graphadmin.runtime.broker import Transport
 
 
 def _connection(folder):

@@ -1,6 +1,6 @@
 """Every bound an MCP tool's JSON schema states is the bound of the API serializer that validates the call.
 
-The tools validate their arguments with the REST API's serializers (graphadmin.mcp_server builds each
+The tools validate their arguments with the REST API's serializers (graphadmin.agents.mcp_server builds each
 bound from them); an agent reads the schema first. Here every published parameter is matched with its
 serializer field, and the schema's bounds (minimum, maximum, minLength, maxLength, minItems,
 maxItems, enum) are compared with the field's own attributes, read here without the server's helper.
@@ -14,7 +14,7 @@ import anyio
 from rest_framework import serializers as drf
 
 from feedback import serializers as fs
-from graphadmin import mcp_server
+from graphadmin.agents import mcp_server
 from ranking import serializers as rs
 from ranking import service
 

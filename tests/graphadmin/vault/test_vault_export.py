@@ -21,7 +21,7 @@ from graphadmin.models import AuditEvent, Edge, Node
 from graphadmin.vault.export import export_to_dir
 from graphadmin.vault.parse import ATTACHMENT_MISSING, parse_vault
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[3]
 VAULTS = {"demo": ROOT / "demo" / "vault", "samename": ROOT / "tests" / "fixtures" / "samename_vault"}
 pytestmark = pytest.mark.django_db
 

@@ -4,7 +4,7 @@ import pytest
 from django.core.management import call_command
 from django.core.management.base import SystemCheckError
 
-from graphadmin import checks
+from graphadmin.runtime import checks
 
 
 @pytest.mark.django_db

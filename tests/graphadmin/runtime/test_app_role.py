@@ -1,4 +1,4 @@
-"""The application's database role (graphadmin.db_roles): rows only, the ledgers insert-only, no DDL.
+"""The application's database role (graphadmin.runtime.db_roles): rows only, the ledgers insert-only, no DDL.
 
 The suite itself runs as the owner; these tests connect as the application role the way ``make run``'s
 processes do (``DATABASE_ROLE=app``, rundemo's ``child_env``) and try what a subverted application could.
@@ -22,7 +22,7 @@ from psycopg import errors
 
 from feedback.management.commands.rundemo import child_env
 from graphadmin import audit
-from graphadmin.db_roles import grant_app_role
+from graphadmin.runtime.db_roles import grant_app_role
 from tests.conftest import ROOT, stop
 
 ROLE = settings.DATABASE_APP_ROLE

@@ -1,6 +1,6 @@
 """A production configuration (DEBUG off) on the filesystem broker is warned about loudly: a system check."""
 
-from graphadmin import checks
+from graphadmin.runtime import checks
 
 
 def test_filesystem_broker_with_debug_off_is_a_warning(settings):

@@ -1,6 +1,6 @@
 """Resolve a node's links to the nodes of its graph, the way the vault importer does, in one query.
 
-``render_node_text(node)`` is what the node page shows: ``graphadmin.notes.render`` with a resolver
+``render_node_text(node)`` is what the node page shows: ``graphadmin.notes.text.render`` with a resolver
 from ``node_resolver``. The resolver fetches, in one query, every live node of the graph that any of
 the note's links could name (by exact path, by file name or path ending, by alias: a superset), then
 lets ``graphadmin.vault.parse.Resolver`` pick among them with the importer's rules (exact vault path,
@@ -22,7 +22,7 @@ from django.db.models.functions import Cast, Lower, Reverse
 from django.urls import reverse
 
 from graphadmin.models import Node
-from graphadmin.notes import NoteLink, NoteRef, Resolve, render
+from graphadmin.notes.text import NoteLink, NoteRef, Resolve, render
 from graphadmin.vault.parse import NOTE_SUFFIX, Resolver
 
 # Links past this many distinct targets in one note are left unresolved (the query stays bounded).
@@ -69,7 +69,7 @@ def _annotated(graph_id: int):
 
 
 def node_resolver(graph_id: int, source_key: str) -> Resolve:
-    """A ``resolve`` for ``graphadmin.notes.render``: the note ``source_key``'s links, in one query."""
+    """A ``resolve`` for ``graphadmin.notes.text.render``: the note ``source_key``'s links, in one query."""
 
     def resolve(refs: list[NoteRef]) -> Mapping[NoteRef, NoteLink]:
         refs = refs[:MAX_LINK_TARGETS]

@@ -13,7 +13,7 @@ from feedback.models import UpdateBatch, WeightHistory
 from graphadmin.models import Edge, EdgeType, Node
 from graphadmin.vault.parse import parse_vault
 
-SAMENAME = Path(__file__).resolve().parent.parent / "fixtures" / "samename_vault"
+SAMENAME = Path(__file__).resolve().parents[2] / "fixtures" / "samename_vault"
 
 
 @pytest.fixture

@@ -1,6 +1,5 @@
 """Every web request runs under PostgreSQL's statement_timeout (STATEMENT_TIMEOUT_MS), a cancelled statement
-is a 503 that writes nothing, and Celery workers get their own, longer timeout (issue 15 item 9: there was
-no statement_timeout at all)."""
+is a 503 that writes nothing, and Celery workers get their own, longer timeout."""
 
 import psycopg
 import pytest
@@ -8,7 +7,7 @@ from django.db import connection
 
 from graphadmin.celery import _worker_statement_timeout
 from graphadmin.models import Node
-from graphadmin.timeouts import _on_worker_connection
+from graphadmin.runtime.timeouts import _on_worker_connection
 
 
 def _show(conn=None) -> str:

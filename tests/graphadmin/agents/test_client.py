@@ -1,4 +1,4 @@
-"""graphadmin.client against the real service (pytest-django's live_server) and the real Celery worker."""
+"""graphadmin.agents.client against the real service (pytest-django's live_server) and the real Celery worker."""
 
 from __future__ import annotations
 
@@ -14,7 +14,7 @@ import pytest
 from feedback.models import AgentSession, UpdateBatch
 from graphadmin import actions
 from graphadmin.accounts import create_token
-from graphadmin.client import ApiError, GraphClient, ServerError
+from graphadmin.agents.client import ApiError, GraphClient, ServerError
 from graphadmin.models import Edge, Node
 
 

@@ -16,7 +16,7 @@ from graphadmin.vault.parse import (
     strip_code,
 )
 
-FIXTURE = Path(__file__).resolve().parent.parent / "fixtures" / "vault"
+FIXTURE = Path(__file__).resolve().parents[2] / "fixtures" / "vault"
 
 
 @pytest.fixture(scope="module")

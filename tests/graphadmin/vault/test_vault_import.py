@@ -13,7 +13,7 @@ from feedback.models import UpdateBatch, WeightHistory
 from graphadmin.models import AuditEvent, Edge, EdgeType, Node
 from graphadmin.vault.parse import parse_vault
 
-FIXTURE = Path(__file__).resolve().parent.parent / "fixtures" / "vault"
+FIXTURE = Path(__file__).resolve().parents[2] / "fixtures" / "vault"
 
 
 @pytest.fixture

@@ -18,7 +18,7 @@ from graphadmin.vault.parse import (
     pick_nearest,
 )
 
-SAMENAME = Path(__file__).resolve().parent.parent / "fixtures" / "samename_vault"
+SAMENAME = Path(__file__).resolve().parents[2] / "fixtures" / "samename_vault"
 
 
 @pytest.fixture(scope="module")

@@ -1,8 +1,8 @@
 """What every MCP tool body shares (ranking.mcp, feedback.mcp): the graph through the caller's
 tenancy and role (``graphadmin.tenancy``), and input validated by the REST API's own serializers,
-refused as a ToolError. The domain errors (``graphadmin.errors``) are mapped by graphadmin.mcp_server.
+refused as a ToolError. The domain errors (``graphadmin.errors``) are mapped by graphadmin.agents.mcp_server.
 
-graphadmin.mcp_server registers the bodies; they are reads or report intake, so they are not ``do_*``.
+graphadmin.agents.mcp_server registers the bodies; they are reads or report intake, so they are not ``do_*``.
 """
 
 from __future__ import annotations

@@ -26,8 +26,8 @@ import httpx
 import pytest
 from django.db import connection
 
-from graphadmin import mcp_server
 from graphadmin.accounts import create_token
+from graphadmin.agents import mcp_server
 from tests.conftest import ROOT, stop
 
 NODE_DIR = ROOT / ".local" / "node"
