@@ -58,7 +58,12 @@ def before_variant(app):
             captured["status"], captured["headers"] = status, headers
             return lambda data: None
 
-        body = b"".join(app(environ, capture))
+        result = app(environ, capture)
+        try:
+            body = b"".join(result)
+        finally:
+            if hasattr(result, "close"):
+                result.close()  # Django's request_finished: the request's database connection is closed
         headers = captured["headers"]
         if path.endswith("/" + BEFORE_JS):
             headers = [(k, v) for k, v in headers if k.lower() != "cache-control"] + [("Cache-Control", "max-age=0")]
@@ -72,16 +77,24 @@ def before_variant(app):
 
 
 def serve(port: int):
+    from django import db
     from django.core.handlers.wsgi import WSGIHandler
     from django.core.servers.basehttp import ThreadedWSGIServer, WSGIRequestHandler
-    from whitenoise import WhiteNoise  # noqa: F401 - the middleware in settings serves the static files
 
     class Quiet(WSGIRequestHandler):
         def log_message(self, *args):
             pass
 
     httpd = ThreadedWSGIServer(("127.0.0.1", port), Quiet)
-    httpd.set_app(before_variant(WSGIHandler()))
+    app = before_variant(WSGIHandler())
+
+    def fresh_connections(environ, start_response):
+        # Each request on a connection of its own (a keep-alive thread serves several; the bench database's
+        # idle timeouts must not meet one left open between them).
+        db.connections.close_all()
+        return app(environ, start_response)
+
+    httpd.set_app(fresh_connections)
     threading.Thread(target=httpd.serve_forever, daemon=True).start()
     return httpd
 
