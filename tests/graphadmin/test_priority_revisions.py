@@ -69,6 +69,9 @@ def test_an_api_priority_change_is_a_revision_with_a_note_and_the_policy_api_sho
     assert bad.status_code == 400 and "priorities" in bad.json()
     bad = api(oscar).patch(url, {"priorities": {"related": 3}}, format="json")
     assert bad.status_code == 400 and "priorities" in bad.json()
+    many = {f"t{n}": 0.1 for n in range(201)}
+    bad = api(oscar).patch(url, {"priorities": many}, format="json")
+    assert bad.status_code == 400 and "At most 200" in str(bad.json()["priorities"])
     assert acme_graph.current_policy().revision == 2
     ok = api(oscar).patch(url, {"priorities": {"related": -0.5}, "learning_rate": 0.2, "note": "n"}, format="json")
     assert ok.status_code == 201, ok.json()
