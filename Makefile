@@ -5,7 +5,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: run test lint install backup restore browser conformance-tools bench bench-pages bench-browser evaluate evaluate-all loadtest static-compressed
+.PHONY: run test lint install backup restore browser conformance-tools bench bench-pages evaluate evaluate-all loadtest static-compressed
 
 install: $(STAMP)
 
@@ -102,11 +102,6 @@ bench: $(STAMP)
 # The dashboard pages alone (bench/pages.py), on the bench database the last `make bench` generated.
 bench-pages: $(STAMP)
 	$(BIN)/python -m bench.pages $(BENCH_ARGS)
-
-# Each chart page's load in headless Chromium, plotly's full bundle (before) against the cartesian one gzipped
-# (after), on the same bench database (bench/browser_pages.py; prints a table, writes nothing).
-bench-browser: $(STAMP) static-compressed
-	$(BIN)/python -m bench.browser_pages $(BENCH_ARGS)
 
 # Does the graph learn on the agent's path? (docs/learning.md) Talks to the running `make run` over HTTP and
 # starts nothing: a token for the service user eval-agent (admin of the organization: it creates the two
