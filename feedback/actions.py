@@ -42,6 +42,7 @@ from . import ledger, queries, records, rules
 from .ledger import DECAY_CHUNK, Result, fall_through
 from .models import (
     OUTCOMES,
+    ROLLED_BACK,
     SIGNALS,
     AgentSession,
     ContextInjection,
@@ -666,7 +667,8 @@ def do_rollback_batch(batch: UpdateBatch, *, actor, force: bool = False) -> Resu
     batch's (blocks for a bulk batch, rows otherwise). A ``link`` batch made edges, not weight
     changes: its rollback archives them (and the rollback of that restores them); an edge already in
     the wanted state is a conflict, and ``force`` does not apply. The batch is marked
-    ``rolled_back``; rolling it back again raises ``RollbackRefused``. A rollback batch is itself
+    ``rolled_back``, or ``partially_rolled_back`` when weight or row conflicts were left alone; rolling it back again
+    raises ``RollbackRefused``. A rollback batch is itself
     rollbackable (it re-applies the values it replaced). A ``memory`` or ``import`` batch wrote nodes
     and edges: its rollback restores their recorded fields (``feedback.records``: created rows are
     archived, changed ones get their text, key, tags back, archived ones are restored), with the same
@@ -680,7 +682,7 @@ def do_rollback_batch(batch: UpdateBatch, *, actor, force: bool = False) -> Resu
         )
         # do_rollback_batch is the only writer of rollback_of, and it marks the batch rolled_back in the
         # same transaction.
-        if target.status == "rolled_back":
+        if target.status in ROLLED_BACK:
             raise RollbackRefused(f"batch {target.pk} has already been rolled back.")
         rows = target.kind in ("memory", "import") or bool(target.details.get("records"))
         if target.kind == "import" and not target.details.get("records"):
@@ -723,8 +725,10 @@ def do_rollback_batch(batch: UpdateBatch, *, actor, force: bool = False) -> Resu
             counts, conflicts, sample = _restore_weights(target, new, force=force, blocks=blocks)
             new.details["conflict_ids"] = sample
             audit_extra = {"conflict_ids": sample}
-        target.status = "rolled_back"
-        UpdateBatch.objects.filter(graph_id=target.graph_id, pk=target.pk).update(status="rolled_back")
+        # Conflicts left alone (not forced) leave part of the batch standing: stored as partially rolled back.
+        # A link batch's conflicts are edges already in the wanted state: nothing of it stands, rolled back.
+        target.status = "partially_rolled_back" if conflicts and not force and not links else "rolled_back"
+        UpdateBatch.objects.filter(graph_id=target.graph_id, pk=target.pk).update(status=target.status)
         result = ledger.finish(
             new,
             actor,

@@ -258,7 +258,7 @@ class BatchListView(generics.ListAPIView):
             OpenApiParameter(
                 "kind", str, description="reinforce, outcome, decay, normalize, manual, import, rollback."
             ),
-            OpenApiParameter("status", str, description="applied or rolled_back."),
+            OpenApiParameter("status", str, description="applied, rolled_back or partially_rolled_back."),
             OpenApiParameter("session", str, description="The triggering session's external id."),
         ]
     )

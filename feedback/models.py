@@ -24,7 +24,11 @@ from graphadmin.models.tenancy import TenantQuerySet
 OUTCOMES = ("accepted", "rework", "rejected")
 SIGNALS = ("explicit", "implicit", "negative")
 BATCH_KINDS = ("reinforce", "outcome", "decay", "normalize", "manual", "import", "link", "memory", "rollback")
-BATCH_STATUSES = ("applied", "rolled_back")
+# partially_rolled_back: its rollback left some of its changes alone (conflicts: changed again since), so
+# part of the batch still stands; like rolled_back, it cannot be rolled back a second time.
+BATCH_STATUSES = ("applied", "rolled_back", "partially_rolled_back")
+ROLLED_BACK = ("rolled_back", "partially_rolled_back")
+STATUS_LABELS = [(s, s.replace("_", " ")) for s in BATCH_STATUSES]
 
 
 class AgentSession(models.Model):
@@ -178,7 +182,7 @@ class UpdateBatch(models.Model):
 
     graph = models.ForeignKey(Graph, on_delete=models.CASCADE, related_name="batches")
     kind = models.CharField(max_length=20, choices=[(k, k) for k in BATCH_KINDS])
-    status = models.CharField(max_length=20, default="applied", choices=[(s, s) for s in BATCH_STATUSES])
+    status = models.CharField(max_length=30, default="applied", choices=STATUS_LABELS)
     trigger_session = models.ForeignKey(
         AgentSession, on_delete=models.SET_NULL, null=True, blank=True, related_name="batches"
     )

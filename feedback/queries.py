@@ -989,7 +989,7 @@ LEARNING_MARKS = _statement("""
     WHERE p.graph_id = %(graph)s AND p.revision > 1 AND p.created_at >= %(since)s AND p.created_at < %(until)s
     UNION ALL
     SELECT 'decay', min(b.started_at), (b.details ->> 'period')::bigint, '', sum(b.edge_updates)::bigint,
-           bool_and(b.status = 'rolled_back')
+           bool_and(b.status <> 'applied')
     FROM {batch} b
     WHERE b.graph_id = %(graph)s AND b.kind = 'decay' AND b.started_at >= %(since)s AND b.started_at < %(until)s
     GROUP BY (b.details ->> 'period')::bigint

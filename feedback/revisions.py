@@ -12,7 +12,8 @@ from __future__ import annotations
 import math
 from datetime import date, timedelta
 
-from graphadmin.models import Graph, PolicyRevision
+from graphadmin.models import EdgeType, Graph, PolicyRevision
+from graphadmin.models.policy import revision_changes
 
 from .metrics import TOP_K, for_agents
 from .models import DailyMetric
@@ -65,9 +66,11 @@ def revision_effects(graph: Graph, agents=None) -> list[dict]:
 
     ``after`` is the share while the revision was in effect, ``before`` the share under the revision it
     replaced (None for the first), ``change`` their difference when both have sessions, ``interval`` its
-    95% interval (``difference_interval``) and ``inconclusive`` whether that interval holds 0.
+    95% interval (``difference_interval``) and ``inconclusive`` whether that interval holds 0; ``changes``
+    what the revision changed (policy numbers and edge-type priorities, ``revision_changes``).
     """
     revisions = list(PolicyRevision.objects.filter(graph=graph).order_by("revision"))
+    names = dict(EdgeType.objects.filter(graph=graph).values_list("pk", "name"))
     rows = list(DailyMetric.objects.filter(graph=graph).order_by("day"))
     if agents is not None:
         rows = for_agents(rows, agents)  # the sessions of the filter's agents only
@@ -95,6 +98,7 @@ def revision_effects(graph: Graph, agents=None) -> list[dict]:
         out.append(
             {
                 "revision": rev,
+                "changes": revision_changes(revisions[index - 1] if index else None, rev, names),
                 "after": after,
                 "before": before,
                 "change": change,

@@ -19,6 +19,7 @@ from feedback.models import (
     BATCH_KINDS,
     BATCH_STATUSES,
     OUTCOMES,
+    STATUS_LABELS,
     AgentSession,
     ContextInjection,
     DailyMetric,
@@ -105,8 +106,10 @@ def batch_list(request, graph_id):
     days, error = date_filters(filters)
     if filters["kind"]:
         batches = batches.filter(kind=filters["kind"])
-    if filters["status"]:
+    if filters["status"] in BATCH_STATUSES:
         batches = batches.filter(status=filters["status"])
+    elif filters["status"]:
+        error = "; ".join(filter(None, [error, f"status: expected one of {', '.join(BATCH_STATUSES)} (not applied)"]))
     if days["since"]:
         batches = batches.filter(started_at__date__gte=days["since"])
     if days["until"]:
@@ -121,7 +124,7 @@ def batch_list(request, graph_id):
             "filters": filters,
             "error": error,
             "kinds": BATCH_KINDS,
-            "statuses": BATCH_STATUSES,
+            "statuses": STATUS_LABELS,
         },
     )
 
@@ -174,7 +177,10 @@ def _conflict_rows(graph, rollback) -> list[dict]:
 def batch_detail(request, graph_id, batch_id):
     access = graph_access(request.user, graph_id)
     batch = get_object_or_404(
-        UpdateBatch.objects.filter(graph=access.graph).select_related("rolled_back_by", "trigger_session"), pk=batch_id
+        UpdateBatch.objects.filter(graph=access.graph).select_related(
+            "rolled_back_by", "rollback_of", "trigger_session"
+        ),
+        pk=batch_id,
     )
     changes = WeightHistory.objects.filter(graph=access.graph, batch=batch).select_related("node", "edge").in_order()
     page = Paginator(changes, 100).get_page(request.GET.get("page"))
@@ -198,9 +204,11 @@ def batch_detail(request, graph_id, batch_id):
     records = list(row_changes[:200])
     for r in records:
         r.fields = sorted(k for k in r.after if r.before.get(k) != r.after[k])
-    # A rollback that left conflicts alone undid only part of the batch: said so, on both batches' pages.
+    # A rollback that left conflicts alone undid only part of the batch, stored as its status
+    # (partially_rolled_back): said so, with the conflicts, on both batches' pages.
     rollback = batch if batch.rollback_of_id else getattr(batch, "rolled_back_by", None)
-    partial = bool(rollback and rollback.conflicts and not (rollback.details or {}).get("force"))
+    undone = batch.rollback_of if batch.rollback_of_id else batch
+    partial = bool(rollback and undone.status == "partially_rolled_back")
     conflicts = _conflict_rows(access.graph, rollback) if partial else []
     context = {"access": access, "batch": batch, "page": page, "figure": figure, "records": records}
     context["records_total"] = row_changes.count() if len(records) == 200 else len(records)

@@ -13,7 +13,7 @@ from django.db import transaction
 from graphadmin import audit, clock
 from graphadmin.errors import Conflict, InputError
 from graphadmin.models import Edge, EdgeType, Graph, Membership, Node, PolicyRevision
-from graphadmin.models.policy import POLICY_NUMBERS
+from graphadmin.models.policy import POLICY_NUMBERS, priority_snapshot
 from graphadmin.vault.parse import EDGE_TYPE_NAME, EDGE_TYPE_NAME_RULE
 
 DEFAULT_EDGE_TYPES = {
@@ -54,8 +54,14 @@ def do_create_graph(
         feedback_enabled=feedback_enabled,
         text_search_config=text_search_config,
     )
-    PolicyRevision.objects.create(graph=graph, revision=1, created_by=_user(actor), note="initial defaults")
     EdgeType.objects.bulk_create([EdgeType(graph=graph, name=n, description=d) for n, d in edge_types.items()])
+    PolicyRevision.objects.create(
+        graph=graph,
+        revision=1,
+        created_by=_user(actor),
+        note="initial defaults",
+        priorities=priority_snapshot(graph.pk),
+    )
     payload = {"slug": slug, "name": name, **({} if feedback_enabled else {"feedback_enabled": False})}
     if text_search_config != "english":
         payload["text_search_config"] = text_search_config
@@ -118,11 +124,12 @@ def do_update_edge_type(
     name: str | None = None,
     priority: float | None = None,
     description: str | None = None,
+    note: str = "",
 ) -> EdgeType:
-    """Rename an edge type, change its priority and/or description. A priority change is audited as
-    edgetype.priority.update (before/after), a new name or description as edgetype.update (before/after)."""
+    """Rename an edge type, change its priority and/or description. A new name or description is audited as
+    edgetype.update (before/after); a priority change goes through ``do_set_policy`` (a new policy revision
+    recording the priority set, with ``note``)."""
     edge_type = EdgeType.objects.select_for_update().select_related("graph").get(pk=edge_type.pk)
-    before = edge_type.priority
     if name is not None and name != edge_type.name:
         _check_edge_type_name(name)
     changes = {
@@ -130,23 +137,16 @@ def do_update_edge_type(
         for field, value in (("name", name), ("description", description))
         if value is not None and getattr(edge_type, field) != value
     }
-    for field, values in changes.items():
-        setattr(edge_type, field, values["after"])
-    if priority is not None:
-        edge_type.priority = priority
-    edge_type.save()
-    scope = _scope(edge_type.graph)
     if changes:
+        for field, values in changes.items():
+            setattr(edge_type, field, values["after"])
+        edge_type.save(update_fields=[*changes, "updated_at"])
         payload = {"edge_type": edge_type.pk, "name": edge_type.name, "changes": changes}
-        audit.append(edge_type.graph.organization_id, actor, "edgetype.update", payload, scope=scope)
-    if priority is not None and priority != before:
-        audit.append(
-            edge_type.graph.organization_id,
-            actor,
-            "edgetype.priority.update",
-            {"edge_type": edge_type.name, "before": before, "after": priority},
-            scope=scope,
-        )
+        audit.append(edge_type.graph.organization_id, actor, "edgetype.update", payload, scope=_scope(edge_type.graph))
+    if priority is not None and priority != edge_type.priority:
+        note = note or f"priority of {edge_type.name}: {edge_type.priority:g} → {priority:g}"
+        do_set_policy(edge_type.graph, {}, actor=actor, note=note, priorities={edge_type: priority})
+        edge_type.refresh_from_db()
     return edge_type
 
 
@@ -166,8 +166,14 @@ def do_delete_edge_type(edge_type: EdgeType, *, actor) -> None:
 
 
 @transaction.atomic
-def do_set_policy(graph: Graph, changes: dict, *, actor, note: str = "") -> PolicyRevision:
-    """Write a new policy revision from the current one plus ``changes``; audited with the differences.
+def do_set_policy(
+    graph: Graph, changes: dict, *, actor, note: str = "", priorities: dict[EdgeType, float] | None = None
+) -> PolicyRevision:
+    """Write a new policy revision from the current one plus ``changes`` (policy numbers) and ``priorities``
+    (edge type -> new priority); the one write path of both. The revision records the graph's priority set
+    after the change, so it can be listed, restored and measured like a change of numbers. Audited as
+    policy.update with the differences (numbers in ``changes``, priorities by edge-type name in
+    ``priorities``) and the note, plus one edgetype.priority.update (before/after) per priority changed.
 
     Values are validated by the caller's serializer or form and again by database check constraints.
     """
@@ -177,20 +183,33 @@ def do_set_policy(graph: Graph, changes: dict, *, actor, note: str = "") -> Poli
     values = current.numbers() if current else {}
     diff = {k: {"before": values.get(k), "after": v} for k, v in changes.items() if values.get(k) != v}
     values.update(changes)
+    priority_diff = {}
+    wanted = {et.pk: value for et, value in (priorities or {}).items()}
+    for edge_type in EdgeType.objects.select_for_update().filter(graph=graph, pk__in=wanted).order_by("pk"):
+        before, after = edge_type.priority, wanted[edge_type.pk]
+        if before == after:
+            continue
+        edge_type.priority = after
+        edge_type.save(update_fields=["priority", "updated_at"])
+        priority_diff[edge_type.name] = {"before": before, "after": after}
+    if len(wanted) > len(priority_diff) and EdgeType.objects.filter(graph=graph, pk__in=wanted).count() < len(wanted):
+        raise InputError({"priorities": ["An edge type of another graph (or deleted) cannot be set here."]})
     revision = PolicyRevision.objects.create(
         graph=graph,
         revision=(current.revision + 1) if current else 1,
         created_by=_user(actor),
         note=note,
+        priorities=priority_snapshot(graph.pk),
         **{k: v for k, v in values.items() if k in POLICY_NUMBERS or k == "ceiling_mode"},
     )
-    audit.append(
-        graph.organization_id,
-        actor,
-        "policy.update",
-        {"revision": revision.revision, "changes": diff, "note": note},
-        scope=_scope(graph),
-    )
+    scope = _scope(graph)
+    for name, change in priority_diff.items():
+        payload = {"edge_type": name, **change}
+        audit.append(graph.organization_id, actor, "edgetype.priority.update", payload, scope=scope)
+    payload = {"revision": revision.revision, "changes": diff, "note": note}
+    if priority_diff:
+        payload["priorities"] = priority_diff
+    audit.append(graph.organization_id, actor, "policy.update", payload, scope=scope)
     return revision
 
 

@@ -24,6 +24,7 @@ from graphadmin.admin import administered_users
 from graphadmin.errors import InputError
 from graphadmin.forms import TuneForm
 from graphadmin.models import AuditEvent, EdgeType, Graph, Membership, PolicyRevision
+from graphadmin.models.policy import priorities_to_restore, revision_changes
 from graphadmin.models.tenancy import ROLES
 from graphadmin.tenancy import NEEDS, graph_access
 from graphadmin.vault.export import export_zip
@@ -55,16 +56,18 @@ def audit_summary(payload) -> str:
     if not isinstance(payload, dict):
         return _value(payload)
     parts = []
-    changes = payload.get("changes")
-    if isinstance(changes, dict):
-        for key, change in changes.items():
+    for field, prefix in (("changes", ""), ("priorities", "priority ")):
+        changes = payload.get(field)
+        if not isinstance(changes, dict):
+            continue
+        for key, change in ((f"{prefix}{k}", v) for k, v in changes.items()):
             if isinstance(change, dict) and {"before", "after"} <= set(change):
                 parts.append(f"{key} {_value(change['before'])} → {_value(change['after'])}")
             elif isinstance(change, list | tuple) and len(change) == 2:
                 parts.append(f"{key} {_value(change[0])} → {_value(change[1])}")
             else:
                 parts.append(f"{key} {_value(change)}")
-    rest = {k: v for k, v in payload.items() if k not in ("changes", "before", "after")}
+    rest = {k: v for k, v in payload.items() if k not in ("changes", "priorities", "before", "after")}
     if "before" in payload:
         new_key = "after" if "after" in payload else next((k for k in ("role", "priority") if k in payload), None)
         new = payload.get(new_key) if new_key else None
@@ -130,14 +133,14 @@ def _initial(current: PolicyRevision, edge_types) -> dict:
 
 
 def _revision_diffs(graph):
-    """Revisions newest first, each with what changed from the one before."""
+    """Revisions newest first, each with what changed from the one before (``revision_changes``: its numbers
+    and its edge-type priorities)."""
     revisions = list(PolicyRevision.objects.filter(graph=graph).select_related("created_by").order_by("revision"))
-    rows, previous = [], None
-    for rev in revisions:
-        values = rev.numbers()
-        diff = {} if previous is None else {k: (previous[k], v) for k, v in values.items() if previous[k] != v}
-        rows.append({"revision": rev, "diff": diff})
-        previous = values
+    names = dict(EdgeType.objects.filter(graph=graph).values_list("pk", "name"))
+    rows = [
+        {"revision": rev, "diff": revision_changes(revisions[i - 1] if i else None, rev, names)}
+        for i, rev in enumerate(revisions)
+    ]
     return rows[::-1]
 
 
@@ -151,13 +154,15 @@ def tune(request, graph_id):
         form = TuneForm(request.POST, edge_types=edge_types)
         if form.is_valid():
             changes, priorities = form.changes(current), form.priority_changes()
-            with transaction.atomic():
-                for edge_type, value in priorities.items():
-                    actions.do_update_edge_type(edge_type, actor=request.user, priority=value)
-                if changes:
-                    actions.do_set_policy(graph, changes, actor=request.user, note=form.cleaned_data["note"])
             if changes or priorities:
-                messages.success(request, f"Saved: {len(changes)} policy value(s), {len(priorities)} priority(ies).")
+                # Numbers and priorities in one revision, with the note typed beside them.
+                new = actions.do_set_policy(
+                    graph, changes, actor=request.user, note=form.cleaned_data["note"], priorities=priorities
+                )
+                messages.success(
+                    request,
+                    f"Saved as r{new.revision}: {len(changes)} policy value(s), {len(priorities)} priority(ies).",
+                )
             else:
                 messages.info(request, "Nothing changed.")
             return redirect("tune", graph_id=graph.pk)
@@ -176,7 +181,8 @@ NOTE_MAX = 500
 @login_required
 @require_POST
 def tune_restore(request, graph_id, revision):
-    """Restore a previous policy revision (operators): a new revision with its numbers, audited as any change."""
+    """Restore a previous policy revision (operators): a new revision with its numbers and its recorded
+    edge-type priorities, audited as any change."""
     access = graph_access(request.user, graph_id, "tune")
     graph = access.graph
     target = get_object_or_404(PolicyRevision.objects.filter(graph=graph), revision=revision)
@@ -186,12 +192,18 @@ def tune_restore(request, graph_id, revision):
         return redirect("tune", graph_id=graph.pk)
     current = graph.current_policy()
     changes = {k: v for k, v in target.numbers().items() if current.numbers().get(k) != v}
-    if not changes:
-        messages.info(request, f"The current policy already has r{target.revision}'s numbers: nothing changed.")
+    priorities = {et: then for et, (_now, then) in priorities_to_restore(target).items()}
+    if not changes and not priorities:
+        messages.info(
+            request, f"The current policy already has r{target.revision}'s numbers and priorities: nothing changed."
+        )
         return redirect("tune", graph_id=graph.pk)
-    new = actions.do_set_policy(graph, changes, actor=request.user, note=note)
+    new = actions.do_set_policy(graph, changes, actor=request.user, note=note, priorities=priorities)
+    unrecorded = "" if target.priorities is not None else "; its priorities were not recorded, so they stay"
     messages.success(
-        request, f"Restored r{target.revision} as r{new.revision}: {len(changes)} value(s) changed ({note})."
+        request,
+        f"Restored r{target.revision} as r{new.revision}: {len(changes)} value(s) and {len(priorities)} "
+        f"priority(ies) changed ({note}){unrecorded}.",
     )
     return redirect("tune", graph_id=graph.pk)
 

@@ -16,6 +16,7 @@ from graphadmin import params
 from graphadmin.errors import InputError
 from graphadmin.forms import TuneForm
 from graphadmin.models import Edge, EdgeType, Node, PolicyRevision
+from graphadmin.models.policy import priorities_to_restore
 from graphadmin.params import date_filters
 from graphadmin.tenancy import graph_access
 from ranking import service
@@ -368,15 +369,24 @@ def restore_changes(current: PolicyRevision, target: PolicyRevision) -> dict:
 
 @login_required
 def restore_preview(request, graph_id, revision):
-    """Before restoring a revision: what would change and the what-if replay of the last injections under
-    its numbers, with the button that restores it (operators). Writes nothing."""
+    """Before restoring a revision: what would change (its numbers and its recorded edge-type priorities) and
+    the what-if replay of the last injections under them, with the button that restores it (operators).
+    Writes nothing."""
     access = graph_access(request.user, graph_id, "tune")
     target = get_object_or_404(PolicyRevision.objects.filter(graph=access.graph), revision=revision)
     current = access.graph.current_policy()
     changes = restore_changes(current, target)
+    # Its recorded edge-type priorities, restored with its numbers (name -> (now, restored)).
+    priority_changes = {et.name: values for et, values in priorities_to_restore(target).items()}
     ranking_changes = {k: after for k, (_before, after) in changes.items() if k != "ceiling_mode"}
-    result = service.whatif(access.graph, changes=ranking_changes, n=PREVIEW_INJECTIONS) if ranking_changes else None
+    priorities = {name: after for name, (_before, after) in priority_changes.items()}
+    result = (
+        service.whatif(access.graph, changes=ranking_changes, priorities=priorities, n=PREVIEW_INJECTIONS)
+        if ranking_changes or priorities
+        else None
+    )
     result = _titled(access.graph, result)
     context = {"access": access, "target": target, "current": current, "changes": changes, "result": result}
+    context["priority_changes"] = priority_changes
     template = "ranking/_restore_preview.html" if request.headers.get("HX-Request") else "ranking/restore_preview.html"
     return render(request, template, context)

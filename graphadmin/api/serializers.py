@@ -226,17 +226,50 @@ def _policy_field(default, lo, hi, integer, help_text):
     return FiniteFloatField(min_value=lo, max_value=hi, required=False, help_text=help_text)
 
 
+MAX_PRIORITIES = 200  # edge-type priorities per policy change (as per what-if draft)
+
+
+class PrioritySetField(serializers.DictField):
+    """Edge-type priorities by name, each in [-1, 1]; at most MAX_PRIORITIES, counted before any is validated."""
+
+    child = FiniteFloatField(min_value=-1.0, max_value=1.0)
+
+    def to_internal_value(self, data):
+        if isinstance(data, dict) and len(data) > MAX_PRIORITIES:
+            raise serializers.ValidationError(f"At most {MAX_PRIORITIES} edge types per change.")
+        return super().to_internal_value(data)
+
+
 class PolicySerializer(serializers.ModelSerializer):
     """A policy revision. Writing it creates a new revision from the current one plus the given values."""
 
     ceiling_mode = serializers.ChoiceField(choices=CEILING_MODES, required=False)
     note = serializers.CharField(max_length=500, required=False, allow_blank=True)
     locals().update({name: _policy_field(*spec) for name, spec in POLICY_NUMBERS.items()})
+    priorities = PrioritySetField(
+        required=False,
+        help_text="Edge-type priorities by name. Read: the set recorded with the revision (null if it predates "
+        "priority sets). Write: the types to change, in the same new revision.",
+    )
 
     class Meta:
         model = PolicyRevision
-        fields = ["revision", "created_at", "created_by", "note", "ceiling_mode", *POLICY_NUMBERS]
+        fields = ["revision", "created_at", "created_by", "note", "ceiling_mode", *POLICY_NUMBERS, "priorities"]
         read_only_fields = ["revision", "created_at", "created_by"]
+
+    def to_representation(self, instance):
+        data = super().to_representation(instance)
+        recorded = instance.priority_set()
+        if recorded is None:
+            data["priorities"] = None
+        else:
+            names = self.context.setdefault("edge_type_names", {})
+            if instance.graph_id not in names:
+                rows = EdgeType.objects.filter(graph_id=instance.graph_id).values_list("pk", "name")
+                names[instance.graph_id] = dict(rows)
+            known = names[instance.graph_id]
+            data["priorities"] = {known.get(pk, f"#{pk} (deleted)"): value for pk, value in recorded.items()}
+        return data
 
 
 class AuditEventSerializer(serializers.ModelSerializer):

@@ -226,7 +226,14 @@ class PolicyViewSet(GraphScopedMixin, mixins.ListModelMixin, viewsets.GenericVie
         serializer.is_valid(raise_exception=True)
         changes = dict(serializer.validated_data)
         note = changes.pop("note", "")
-        revision = actions.do_set_policy(self.graph(), changes, actor=request.user, note=note)
+        wanted = changes.pop("priorities", None) or {}
+        graph = self.graph()
+        edge_types = {et.name: et for et in EdgeType.objects.filter(graph=graph, name__in=list(wanted))}
+        unknown = sorted(set(wanted) - set(edge_types))
+        if unknown:
+            raise ValidationError({"priorities": [f"Unknown edge type(s) in this graph: {', '.join(unknown)}"]})
+        priorities = {edge_types[name]: value for name, value in wanted.items()}
+        revision = actions.do_set_policy(graph, changes, actor=request.user, note=note, priorities=priorities)
         return Response(self.get_serializer(revision).data, status=status.HTTP_201_CREATED)
 
     @extend_schema(parameters=[GRAPH_ID])

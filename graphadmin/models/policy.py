@@ -12,7 +12,7 @@ from django.db.models import Q
 
 from graphadmin import clock
 
-from .graph import Graph
+from .graph import EdgeType, Graph
 from .tenancy import TenantQuerySet
 
 # name: (default, minimum, maximum, integer?, help)
@@ -138,6 +138,12 @@ class PolicyRevision(models.Model):
     )
     note = models.CharField(max_length=500, blank=True)
     ceiling_mode = models.CharField(max_length=20, default="soft", choices=[(m, m) for m in CEILING_MODES])
+    priorities = models.JSONField(
+        null=True,
+        blank=True,
+        help_text="The graph's edge-type priorities when this revision was written: edge type id -> priority. "
+        "Empty (null) for revisions written before priority sets were recorded.",
+    )
     locals().update({name: _field(*spec) for name, spec in POLICY_NUMBERS.items()})
 
     objects = TenantQuerySet.as_manager()
@@ -158,3 +164,41 @@ class PolicyRevision(models.Model):
     def outcome_score(self, outcome: str) -> float:
         """The score an outcome word maps to (accepted, rework, rejected)."""
         return getattr(self, f"outcome_{outcome}")
+
+    def priority_set(self) -> dict[int, float] | None:
+        """The edge-type priorities recorded with this revision (edge type id -> priority), None if not recorded."""
+        if self.priorities is None:
+            return None
+        return {int(pk): value for pk, value in self.priorities.items()}
+
+
+def priority_snapshot(graph_id: int) -> dict[str, float]:
+    """The graph's edge-type priorities now, as a revision records them (edge type id as text -> priority)."""
+    rows = EdgeType.objects.filter(graph_id=graph_id).order_by("pk").values_list("pk", "priority")
+    return {str(pk): priority for pk, priority in rows}
+
+
+def priorities_to_restore(revision: PolicyRevision) -> dict[EdgeType, tuple[float, float]]:
+    """What restoring ``revision`` does to the edge types' priorities: edge type -> (now, then), for the types
+    that still exist and whose priority differs. Types created since (not in its set) keep theirs; a revision
+    without a recorded set restores no priority."""
+    recorded = revision.priority_set()
+    if not recorded:
+        return {}
+    types = EdgeType.objects.filter(graph_id=revision.graph_id, pk__in=recorded).order_by("name")
+    return {et: (et.priority, recorded[et.pk]) for et in types if et.priority != recorded[et.pk]}
+
+
+def revision_changes(previous: PolicyRevision | None, revision: PolicyRevision, names: dict[int, str]) -> dict:
+    """What ``revision`` changed from ``previous`` (name -> (before, after)): its numbers, then the priority of
+    each edge type (``priority <name>``, ``names``: edge type id -> name) where both recorded a set."""
+    if previous is None:
+        return {}
+    before, after = previous.numbers(), revision.numbers()
+    diff = {k: (before[k], v) for k, v in after.items() if before[k] != v}
+    old_set, new_set = previous.priority_set(), revision.priority_set()
+    if old_set is not None and new_set is not None:
+        for pk in sorted(set(old_set) & set(new_set), key=lambda pk: names.get(pk, "")):
+            if old_set[pk] != new_set[pk]:
+                diff[f"priority {names.get(pk, f'#{pk} (deleted)')}"] = (old_set[pk], new_set[pk])
+    return diff
