@@ -166,6 +166,13 @@ for _alias in DATABASES.values():
     # With persistent connections (CONN_MAX_AGE > 0: make run's web server and worker), a connection the
     # server closed meanwhile is noticed before a request uses it, not by the request failing.
     _alias.setdefault("CONN_HEALTH_CHECKS", True)
+    # pgvector's HNSW search settings on every connection, sent in its start-up packet (no statement per
+    # request): ef_search 800 (ranking.queries.EF_SEARCH_MIN: recall@50 >= 0.95, docs/performance.md) and
+    # iterative scans, so a graph filter cannot starve a top k (pgvector >= 0.8).
+    _options = _alias.setdefault("OPTIONS", {})
+    _options["options"] = " ".join(
+        filter(None, [_options.get("options", ""), "-c hnsw.ef_search=800 -c hnsw.iterative_scan=relaxed_order"])
+    )
 # Every request is one transaction: an error anywhere rolls back everything it wrote.
 DATABASES["default"]["ATOMIC_REQUESTS"] = True
 DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
