@@ -9,6 +9,9 @@ value is ever pasted into SQL text (tests/ranking/test_sql_binds_values.py check
 
 Every function taking a query vector takes a list of floats or its ``vector_literal`` text.
 
+* ``retrieval_entry``: every entry point of a retrieval in one statement (ENTRY_SQL): node, triplet
+  and lexical top k, the similar questions' evidence, the facts and BM25 of the nodes they name.
+* ``expand``: the expansion, the facts of extra nodes and the BM25 of all of them (EXPAND_SQL).
 * ``entry_points``: the HNSW top-k nodes for a query vector (NODE_HITS_SQL) and the HNSW top-k
   edges by triplet embedding, "source -> type -> target" (TRIPLET_HITS_SQL), in one transaction.
 * ``vector_candidates``: the node hits alone (the bench's vector step).

@@ -237,12 +237,14 @@ def retrieve(
     """The one retrieval pipeline: entry points, best-first expansion, node scores, in rank order.
 
     ``request`` (or its fields as keywords) says what is asked.
-    1. Entry points: the top ``k`` nodes by embedding, the top ``k`` nodes by BM25 on the query's words
-       (ranking.queries.lexical_hits; only when the policy's coef_lexical is not 0) and the top TRIPLET_K
+    1. Entry points (one statement, ranking.queries.ENTRY_SQL, with the similar questions' evidence):
+       the top ``k`` nodes by embedding, the top ``k`` nodes by BM25 on the query's words
+       (only when the policy's coef_lexical is not 0) and the top TRIPLET_K
        triplets (a triplet hit brings both ends, with that edge as their path), plus the start nodes.
        Vector and BM25 are fused into the node score's ``vector`` and ``lexical`` raws
        (scoring.fuse_entry: a weighted sum of per-query-normalised scores, or reciprocal-rank fusion).
-    2. Expansion: best-first by traversal score from the start nodes and the best EXPANSION_SEEDS
+    2. Expansion (one statement, EXPAND_SQL, with the notes evidence brings and the BM25 of all):
+       best-first by traversal score from the start nodes and the best EXPANSION_SEEDS
        entry points, up to ``hops`` (the policy's max_hops) and MAX_EXPANDED new nodes, over each
        node's top EXPANSION_FANOUT out-edges by weight (and at most the policy's ``fanout_cap``).
     3. Every node reached is scored (``scoring.score_node``); a node reached several ways keeps its
