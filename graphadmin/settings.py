@@ -159,6 +159,9 @@ else:
     DATABASES = {"default": {**_owner, "USER": DATABASE_APP_ROLE} if _role == "app" else _owner}
 # The connection migrate uses (graphadmin/management/commands/migrate.py): the owner's when it is a separate one.
 MIGRATE_DATABASE = "owner" if "owner" in DATABASES else "default"
+# hnsw.ef_search of every connection: recall@50 >= 0.95 against exact search (docs/performance.md), and low
+# enough that pgvector's cost estimate lets the planner use the index on a 10k-node graph (issue 27).
+HNSW_EF_SEARCH = env.int("HNSW_EF_SEARCH", default=400)
 # DATABASE_NAME overrides the database name (the test suite points its Celery worker at the test database).
 for _alias in DATABASES.values():
     if env.str("DATABASE_NAME", default=""):
@@ -167,6 +170,19 @@ for _alias in DATABASES.values():
     # With persistent connections (CONN_MAX_AGE > 0: make run's web server and worker), a connection the
     # server closed meanwhile is noticed before a request uses it, not by the request failing.
     _alias.setdefault("CONN_HEALTH_CHECKS", True)
+    # pgvector's HNSW search settings on every connection, sent in its start-up packet (no statement per
+    # request): ef_search (ranking.queries.EF_SEARCH_MIN) and iterative scans, so a graph filter cannot
+    # starve a top k (pgvector >= 0.8).
+    _options = _alias.setdefault("OPTIONS", {})
+    _options["options"] = " ".join(
+        filter(
+            None,
+            [
+                _options.get("options", ""),
+                f"-c hnsw.ef_search={HNSW_EF_SEARCH} -c hnsw.iterative_scan=relaxed_order",
+            ],
+        )
+    )
 # Every request is one transaction: an error anywhere rolls back everything it wrote.
 DATABASES["default"]["ATOMIC_REQUESTS"] = True
 DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"

@@ -237,12 +237,14 @@ def retrieve(
     """The one retrieval pipeline: entry points, best-first expansion, node scores, in rank order.
 
     ``request`` (or its fields as keywords) says what is asked.
-    1. Entry points: the top ``k`` nodes by embedding, the top ``k`` nodes by BM25 on the query's words
-       (ranking.queries.lexical_hits; only when the policy's coef_lexical is not 0) and the top TRIPLET_K
+    1. Entry points (one statement, ranking.queries.ENTRY_SQL, with the similar questions' evidence):
+       the top ``k`` nodes by embedding, the top ``k`` nodes by BM25 on the query's words
+       (only when the policy's coef_lexical is not 0) and the top TRIPLET_K
        triplets (a triplet hit brings both ends, with that edge as their path), plus the start nodes.
        Vector and BM25 are fused into the node score's ``vector`` and ``lexical`` raws
        (scoring.fuse_entry: a weighted sum of per-query-normalised scores, or reciprocal-rank fusion).
-    2. Expansion: best-first by traversal score from the start nodes and the best EXPANSION_SEEDS
+    2. Expansion (one statement, EXPAND_SQL, with the notes evidence brings and the BM25 of all):
+       best-first by traversal score from the start nodes and the best EXPANSION_SEEDS
        entry points, up to ``hops`` (the policy's max_hops) and MAX_EXPANDED new nodes, over each
        node's top EXPANSION_FANOUT out-edges by weight (and at most the policy's ``fanout_cap``).
     3. Every node reached is scored (``scoring.score_node``); a node reached several ways keeps its
@@ -256,40 +258,49 @@ def retrieve(
     if qvec is None:
         qvec = query_vector(req.query, req.vector, graph)
     revision, pol = policy or policy_of(graph)
-    lexical = (
-        dict(sql.lexical_hits(graph.pk, req.query, graph.text_search_config, req.k))
-        if pol.coef_lexical and req.query
-        else {}
+    qtext = sql.vector_literal(qvec)  # rendered once for both statements below
+    use_lexical = bool(pol.coef_lexical and req.query)
+    # Entry points (vector, triplet, lexical), the similar questions' evidence and the facts of every
+    # node they name and of the start nodes: one statement (ranking.queries.ENTRY_SQL).
+    entry = sql.retrieval_entry(
+        graph.pk,
+        qtext,
+        text=req.query,
+        config=graph.text_search_config,
+        k=req.k,
+        k_triplets=TRIPLET_K,
+        lexical=use_lexical,
+        evidence=bool(pol.exploration or pol.coef_memory),
+        model=query_model(req.vector),
+        starts=start_nodes,
     )
+    lexical = dict(entry.lexical)
     if qvec is None and not start_nodes and not lexical:
         raise RankingInputError({"query": ["Give a query with searchable words, a vector, or start nodes."]})
     now = now or datetime.now(UTC)
     hops = _check_hops(req.hops, pol)
-    if start_nodes:
-        check_nodes(graph, start_nodes, "start_nodes")
+    unknown = sorted({n for n in start_nodes if n not in entry.rows})
+    if unknown:
+        raise RankingInputError({"start_nodes": [f"Unknown or archived node(s) in this graph: {unknown}"]})
     if anchors:
         check_nodes(graph, anchors, "anchors")
 
-    rows: dict[int, sql.NodeRow] = {}
+    rows: dict[int, sql.NodeRow] = {n: entry.rows[n] for n in entry.hits}
     ways: dict[int, list[tuple]] = {}  # node id -> [(entry, Reach)]
+    bm25 = dict(entry.bm25)  # the BM25 of every node read so far that has one
 
     def way(node_id: int, entry: str, reach: scoring.Reach) -> None:
         ways.setdefault(node_id, []).append((entry, reach))
 
-    qtext = sql.vector_literal(qvec)  # rendered once for every statement below
-    node_hits, triplets = sql.entry_points(graph.pk, qtext, req.k, TRIPLET_K) if qvec is not None else ([], [])
-    for r in node_hits:
-        rows[r.node_id] = r
-        way(r.node_id, "vector", scoring.Reach(r.node_id, 0))
+    for node_id in entry.hits:
+        way(node_id, "vector", scoring.Reach(node_id, 0))
     for node_id in lexical:
         way(node_id, "lexical", scoring.Reach(node_id, 0))
     for node_id in start_nodes:
         way(node_id, "start", scoring.Reach(node_id, 0))
-    missing = {n for n in [*start_nodes, *lexical] if n not in rows} | {
-        end for t in triplets for end in (t.source_id, t.target_id) if end not in rows
-    }
-    for r in sql.node_rows(graph.pk, missing, qtext):
-        rows[r.node_id] = r
+    for node_id, row in entry.rows.items():
+        rows.setdefault(node_id, row)  # start nodes, lexical hits and triplet ends
+    triplets = entry.triplets
     for t in triplets:
         # A triplet hit is scored as the link it is, its semantic part the target's own similarity.
         edge = scoring.score_edge(replace(t, similarity=rows[t.target_id].vector if t.target_id in rows else None), pol)
@@ -305,33 +316,42 @@ def retrieve(
         if len(seeds) >= len(start_nodes) + EXPANSION_SEEDS:
             break
         seeds.setdefault(n, min(ways[n], key=lambda w: len(w[1].path))[1])  # expansion grows from the node itself
-    if seeds and hops:
+    # Question-conditional evidence: the answered edges of similar past questions (ledger state).
+    recall = scoring.recall_questions(entry.evidence)
+    # Discovery: a note similar questions' agents used joins the pool even when no entry side found it.
+    may_bring = sorted(n for n, m in recall.memory.items() if m > 0 and n not in rows and n not in exclude)
+    extra_rows: dict[int, sql.NodeRow] = {}
+    if (seeds and hops) or may_bring:
+        # One statement: the expansion, the facts of the notes evidence may bring, and the BM25 of both.
         # At most 50 new nodes are taken, so each node's top EXPANSION_FANOUT out-edges by weight are
         # plenty to choose from (the full fan-out of 10 seeds over 2 hops would be up to 25,000 rows).
-        edges = sql.edge_candidates(graph.pk, list(seeds), qtext, hops, min(revision.fanout_cap, EXPANSION_FANOUT))
-        scored_edges = [scoring.score_edge(e, pol) for e in edges]
-        targets = {e.target_id: e.target for e in edges}
-        for node_id, reach in scoring.expand_best_first(seeds, scored_edges, hops, MAX_EXPANDED).items():
-            rows.setdefault(node_id, targets[node_id])
-            way(node_id, "expansion", reach)
-
+        edges, extra_rows, more_bm25 = sql.expand(
+            graph.pk,
+            list(seeds) if hops else [],
+            qtext,
+            hops or 1,
+            min(revision.fanout_cap, EXPANSION_FANOUT),
+            extra=may_bring,
+            text=req.query,
+            config=graph.text_search_config,
+            lexical=bool(lexical),
+        )
+        bm25.update(more_bm25)
+        if seeds and hops:
+            scored_edges = [scoring.score_edge(e, pol) for e in edges]
+            targets = {e.target_id: e.target for e in edges}
+            for node_id, reach in scoring.expand_best_first(seeds, scored_edges, hops, MAX_EXPANDED).items():
+                rows.setdefault(node_id, targets[node_id])
+                way(node_id, "expansion", reach)
+    brought = [n for n in may_bring if n not in rows and n in extra_rows]
+    for node_id in brought:
+        rows[node_id] = extra_rows[node_id]
+        way(node_id, "memory", scoring.Reach(node_id, 0))
     distances = sql.anchor_distances(graph.pk, anchors, list(rows), pol.max_hops) if anchors else None
-    # Question-conditional evidence: the answered edges of similar past questions (ledger state).
-    recall = scoring.recall_questions(
-        sql.question_evidence(graph.pk, qtext, query_model(req.vector)) if (pol.exploration or pol.coef_memory) else ()
-    )
-    # Discovery: a note similar questions' agents used joins the pool even when no entry side found it.
-    brought = sorted(n for n, m in recall.memory.items() if m > 0 and n not in rows and n not in exclude)
-    for r in sql.node_rows(graph.pk, brought, qtext) if brought else ():
-        rows[r.node_id] = r
-        way(r.node_id, "memory", scoring.Reach(r.node_id, 0))
-    if distances is not None and brought:
-        distances.update(sql.anchor_distances(graph.pk, anchors, brought, pol.max_hops))
     if lexical:
         # BM25 of the candidates the lexical top k missed (expansion, vector, triplet and memory), so
         # every candidate's lexical raw is its own score, not 0 for being ranked 51st.
-        others = [n for n in rows if n not in lexical]
-        lexical.update(sql.lexical_hits(graph.pk, req.query, graph.text_search_config, len(others), others))
+        lexical.update({n: bm25[n] for n in rows if n not in lexical and n in bm25})
     fused = scoring.fuse_entry({n: r.vector for n, r in rows.items()}, lexical, pol.rrf_k)
     # Exploration only where a near-repeat's context failed: a question with no such history gets the best ranking.
     novelty = {n: 1.0 for n in rows if recall.failed and recall.novel(n)}

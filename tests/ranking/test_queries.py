@@ -97,7 +97,14 @@ def test_hnsw_returns_k_rows_beyond_pgvectors_default_ef_search(acme_graph, djan
             {"graph": acme_graph.pk, "query": sql.vector_literal(q), "k": 60, "question": sql.QUESTION_KIND},
         )
         assert "node_embedding_hnsw" in " ".join(r[0] for r in cur.fetchall())
+        # Every connection carries the search settings (graphadmin.settings, issue 27: no statement sets them).
+        cur.execute("SHOW hnsw.ef_search")
+        assert cur.fetchone()[0] == str(sql.EF_SEARCH_MIN)
+        cur.execute("SHOW hnsw.iterative_scan")
+        assert cur.fetchone()[0] == "relaxed_order"
         # pgvector's default ef_search (40) gives fewer rows than asked for: the reason for the setting.
+        cur.execute("SET LOCAL hnsw.ef_search = 40")
+        cur.execute("SET LOCAL hnsw.iterative_scan = off")
         cur.execute(
             sql.NODE_HITS_SQL,
             {"graph": acme_graph.pk, "query": sql.vector_literal(q), "k": 60, "question": sql.QUESTION_KIND},
