@@ -20,4 +20,8 @@ class GraphadminConfig(AppConfig):
         # Signal receivers (logins audited, tokens revoked on a password change; a durable task's run ending its
         # task-outbox row, on Celery's task_postrun) need the models loaded.
         import graphadmin.accounts  # noqa: F401
+        import graphadmin.hotcache
+
+        # Per-process caches of tokens, graph roles and policies, invalidated on every change of what they hold.
+        graphadmin.hotcache.connect()
         import graphadmin.outbox  # noqa: F401

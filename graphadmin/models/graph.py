@@ -68,8 +68,11 @@ class Graph(models.Model):
         return reverse("overview", args=[self.pk])
 
     def current_policy(self):
-        """The newest PolicyRevision of this graph."""
-        return self.policy_revisions.order_by("-revision").first()
+        """The newest PolicyRevision of this graph (kept briefly per process: a new revision is seen at once,
+        graphadmin.hotcache)."""
+        from graphadmin import hotcache
+
+        return hotcache.current_policy(self.pk, lambda: self.policy_revisions.order_by("-revision").first())
 
 
 class GraphChildQuerySet(TenantQuerySet):
