@@ -149,6 +149,7 @@ STAGES = [
     ("feedback.api.UsesView.report", "report intake (Python)"),
     ("feedback.api.OutcomeView.report", "report intake (Python)"),
     ("feedback.outbox._apply_batch", "report application (Python)"),
+    ("graphadmin.outbox.publish", "enqueue (Celery publish, on commit)"),
     ("rest_framework.renderers.JSONRenderer.render", "serialisation"),
     ("ranking.api.context_payload", "serialisation"),
     ("django.db.backends.base.base.BaseDatabaseWrapper.commit", "commit"),
