@@ -2,7 +2,7 @@ from django.apps import AppConfig
 from django.core.checks import Tags, register
 from django.db.models.signals import post_migrate
 
-from . import checks, db_roles
+from . import checks, db_roles, hotcache
 
 
 class GraphadminConfig(AppConfig):
@@ -20,8 +20,7 @@ class GraphadminConfig(AppConfig):
         # Signal receivers (logins audited, tokens revoked on a password change; a durable task's run ending its
         # task-outbox row, on Celery's task_postrun) need the models loaded.
         import graphadmin.accounts  # noqa: F401
-        import graphadmin.hotcache
 
         # Per-process caches of tokens, graph roles and policies, invalidated on every change of what they hold.
-        graphadmin.hotcache.connect()
+        hotcache.connect()
         import graphadmin.outbox  # noqa: F401

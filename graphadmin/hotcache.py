@@ -29,7 +29,9 @@ import threading
 import time
 import uuid
 
+from django.apps import apps
 from django.conf import settings
+from django.contrib.auth import get_user_model
 from django.core.cache import cache
 from django.core.signals import request_finished, request_started
 from django.db import connection, transaction
@@ -160,13 +162,11 @@ def current_policy(graph_id: int, load):
 
 
 def connect() -> None:
-    """Bump the version on every change of what entries are built from (called once, from AppConfig.ready)."""
-    from django.contrib.auth import get_user_model
-    from knox.models import AuthToken
-
-    from graphadmin.models import EdgeType, Graph, Membership, Organization, PolicyRevision
-
-    for model in (AuthToken, get_user_model(), Membership, Organization, Graph, PolicyRevision, EdgeType):
+    """Bump the version on every change of what entries are built from (called once, from AppConfig.ready, with
+    the models loaded; by label: graphadmin.models imports this module)."""
+    labels = ("knox.AuthToken", "graphadmin.Membership", "graphadmin.Organization", "graphadmin.Graph")
+    models = [apps.get_model(label) for label in (*labels, "graphadmin.PolicyRevision", "graphadmin.EdgeType")]
+    for model in (*models, get_user_model()):
         name = f"{model._meta.label_lower}"
         post_save.connect(bump, sender=model, dispatch_uid=f"graphadmin.hotcache.save.{name}")
         post_delete.connect(bump, sender=model, dispatch_uid=f"graphadmin.hotcache.delete.{name}")

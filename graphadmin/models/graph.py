@@ -14,7 +14,7 @@ from django.db.models.lookups import GreaterThan
 from django.urls import reverse
 from pgvector.django import HnswIndex, VectorField
 
-from graphadmin import clock
+from graphadmin import clock, hotcache
 
 from .tenancy import Organization, TenantQuerySet
 
@@ -70,8 +70,6 @@ class Graph(models.Model):
     def current_policy(self):
         """The newest PolicyRevision of this graph (kept briefly per process: a new revision is seen at once,
         graphadmin.hotcache)."""
-        from graphadmin import hotcache
-
         return hotcache.current_policy(self.pk, lambda: self.policy_revisions.order_by("-revision").first())
 
 
