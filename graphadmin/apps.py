@@ -2,6 +2,7 @@ from django.apps import AppConfig
 from django.core.checks import Tags, register
 from django.db.models.signals import post_migrate
 
+from . import hotcache
 from .runtime import checks, db_roles
 
 
@@ -20,4 +21,7 @@ class GraphadminConfig(AppConfig):
         # Signal receivers (logins audited, tokens revoked on a password change; a durable task's run ending its
         # task-outbox row, on Celery's task_postrun) need the models loaded.
         import graphadmin.accounts  # noqa: F401
+
+        # Per-process caches of tokens, graph roles and policies, invalidated on every change of what they hold.
+        hotcache.connect()
         import graphadmin.outbox  # noqa: F401

@@ -2,9 +2,13 @@
 
 ``make run`` (``manage.py rundemo``) and a deployment (docs/deploy.md) use the same file; each value
 comes from an environment variable (docs/configuration.md). gthread workers: one process per core
-and a half (the work is Python plus database round trips) with a few threads each, so a request
-waiting on PostgreSQL does not hold its process, and an idle keep-alive connection of an agent holds
-no thread. SIGTERM (and ``make run``'s Ctrl-C) stops gracefully: workers finish the requests they
+(at least two) with four threads each, so a request waiting on PostgreSQL does not hold its process,
+and an idle keep-alive connection of an agent holds no thread. One process per core, not two: the
+work is Python (the GIL makes a process's threads share one core), so more processes than cores
+only add switching, and each process has its own caches (query embeddings, tokens, graph roles and
+policies: graphadmin/hotcache.py) that more processes fill more times. Measured with the load test
+at N = 1 and 16 on 2 cores (docs/performance.md: 2, 3 and 4 processes, 4 and 8 threads).
+SIGTERM (and ``make run``'s Ctrl-C) stops gracefully: workers finish the requests they
 have, within ``graceful_timeout`` seconds.
 """
 
@@ -13,7 +17,7 @@ import os
 _cores = os.cpu_count() or 1
 
 bind = [os.environ.get("RUN_ADDR", "127.0.0.1:8000")]
-workers = int(os.environ.get("WEB_CONCURRENCY", 0)) or max(2, _cores * 2)
+workers = int(os.environ.get("WEB_CONCURRENCY", 0)) or max(2, _cores)
 worker_class = "gthread"
 threads = int(os.environ.get("WEB_THREADS", 4))
 # A request still running after this many seconds is killed with its worker (and logged).

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from graphadmin import hotcache
 from graphadmin.errors import Forbidden, NotFound
 from graphadmin.models import Graph, Membership
 from graphadmin.models.tenancy import ROLES
@@ -118,10 +119,17 @@ def require(role: str | None, act: str) -> None:
 
 
 def graph_access(user, graph_id, act: str = "read") -> Access:
-    """The graph (with its organization) and the user's role there, in one query; raises NotFound or Forbidden."""
+    """The graph (with its organization) and the user's role there, in one query; raises NotFound or Forbidden.
+
+    Kept briefly per process (graphadmin.hotcache): a changed membership, graph or organization is seen by
+    the next call."""
     graph = None
     if user is not None and user.is_authenticated and str(graph_id).isdigit():
-        graph = Graph.objects.with_role(user).select_related("organization").filter(pk=int(graph_id)).first()
+        graph = hotcache.graph_role(
+            user.pk,
+            int(graph_id),
+            lambda: Graph.objects.with_role(user).select_related("organization").filter(pk=int(graph_id)).first(),
+        )
     if graph is None:
         raise NotFound(f"Graph {graph_id} not found.")
     require(graph.user_role, act)

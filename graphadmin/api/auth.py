@@ -17,10 +17,13 @@ from django.db.models import Q
 from django.utils import timezone
 from drf_spectacular.contrib.knox_auth_token import KnoxTokenScheme
 from knox.auth import TokenAuthentication as KnoxTokenAuthentication
+from knox.crypto import hash_token
 from knox.models import AuthToken
 from knox.settings import CONSTANTS
 from rest_framework.exceptions import AuthenticationFailed, Throttled
 from rest_framework.throttling import BaseThrottle, SimpleRateThrottle
+
+from graphadmin import hotcache
 
 log = logging.getLogger(__name__)
 
@@ -110,6 +113,15 @@ class TokenAuthentication(KnoxTokenAuthentication):
         except AuthenticationFailed:
             throttle.record_failure(ident, token)
             raise
+
+    def authenticate_credentials(self, token):
+        """knox's check, its answer kept briefly per process (graphadmin.hotcache: a revoked token, a deactivated
+        user or a password change is seen by the next call; an expired token is refused at its expiry)."""
+        try:
+            digest = hash_token(token.decode())
+        except (TypeError, ValueError, UnicodeDecodeError):
+            return super().authenticate_credentials(token)  # knox's own refusal of a malformed token
+        return hotcache.token(digest, lambda: super(TokenAuthentication, self).authenticate_credentials(token))
 
 
 class TokenScheme(KnoxTokenScheme):

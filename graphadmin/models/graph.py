@@ -14,7 +14,7 @@ from django.db.models.lookups import GreaterThan
 from django.urls import reverse
 from pgvector.django import HnswIndex, VectorField
 
-from graphadmin import clock
+from graphadmin import clock, hotcache
 
 from .tenancy import Organization, TenantQuerySet
 
@@ -68,8 +68,9 @@ class Graph(models.Model):
         return reverse("overview", args=[self.pk])
 
     def current_policy(self):
-        """The newest PolicyRevision of this graph."""
-        return self.policy_revisions.order_by("-revision").first()
+        """The newest PolicyRevision of this graph (kept briefly per process: a new revision is seen at once,
+        graphadmin.hotcache)."""
+        return hotcache.current_policy(self.pk, lambda: self.policy_revisions.order_by("-revision").first())
 
 
 class GraphChildQuerySet(TenantQuerySet):

@@ -16,7 +16,7 @@ from django.shortcuts import redirect
 from django.utils.http import url_has_allowed_host_and_scheme
 
 from graphadmin.errors import Conflict, Forbidden, InputError, NotFound
-from graphadmin.runtime.timeouts import set_statement_timeout
+from graphadmin.runtime.timeouts import remember_timeouts, set_statement_timeout, timeouts_in_effect
 
 
 class DomainErrorMiddleware:
@@ -52,26 +52,27 @@ class StatementTimeoutMiddleware:
 
     Set as a session setting just before the request's first statement (an execute wrapper), so a
     request that never queries (``/healthz``, static files) never touches the database, and the
-    setting holds inside the view's transaction (ATOMIC_REQUESTS opens it later, in the view) and
-    on a persistent connection (CONN_MAX_AGE), where it is simply set again. A cancelled statement
-    is answered 503 by the API (graphadmin.api.errors). Celery workers set their own, longer one
-    (graphadmin.celery).
+    setting holds inside the view's transaction (ATOMIC_REQUESTS opens it later, in the view). On a
+    persistent connection (CONN_MAX_AGE) it is set once: a connection whose setting was committed with
+    these values is not sent it again (one round trip less per request); one whose transaction rolled
+    back (the setting with it) is sent it again. A cancelled statement is answered 503 by the API
+    (graphadmin.api.errors). Celery workers set their own, longer one (graphadmin.celery).
     """
 
     def __init__(self, get_response):
         self.get_response = get_response
 
     def __call__(self, request):
-        pending = [settings.STATEMENT_TIMEOUT_MS]
+        values = (settings.STATEMENT_TIMEOUT_MS, settings.LOCK_TIMEOUT_MS, settings.IDLE_IN_TRANSACTION_TIMEOUT_MS)
+        pending = [values]
 
         def first_statement_sets_timeout(execute, sql, params, many, context):
             if pending:
-                set_statement_timeout(
-                    pending.pop(),
-                    context["connection"],
-                    lock_ms=settings.LOCK_TIMEOUT_MS,
-                    idle_ms=settings.IDLE_IN_TRANSACTION_TIMEOUT_MS,
-                )
+                statement_ms, lock_ms, idle_ms = pending.pop()
+                wrapper = context["connection"]
+                if not timeouts_in_effect(wrapper, values):
+                    set_statement_timeout(statement_ms, wrapper, lock_ms=lock_ms, idle_ms=idle_ms)
+                    remember_timeouts(wrapper, values)
             return execute(sql, params, many, context)
 
         with connection.execute_wrapper(first_statement_sets_timeout):

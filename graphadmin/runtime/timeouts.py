@@ -7,6 +7,7 @@ from __future__ import annotations
 
 from django.conf import settings
 from django.db import connection as default_connection
+from django.db import transaction
 from django.db.backends.signals import connection_created
 
 
@@ -19,6 +20,7 @@ def set_statement_timeout(milliseconds: int, connection=None, *, lock_ms: int | 
     """
     connection = connection or default_connection
     connection.ensure_connection()
+    connection.connection._graphadmin_timeouts = None  # whatever was remembered no longer holds (remember_timeouts)
     if lock_ms is None and idle_ms is None:
         connection.connection.execute("SELECT set_config('statement_timeout', %s, false)", [f"{int(milliseconds)}ms"])
         return
@@ -27,6 +29,26 @@ def set_statement_timeout(milliseconds: int, connection=None, *, lock_ms: int | 
         " set_config('idle_in_transaction_session_timeout', %s, false)",
         [f"{int(milliseconds)}ms", f"{int(lock_ms or 0)}ms", f"{int(idle_ms or 0)}ms"],
     )
+
+
+def timeouts_in_effect(connection, values: tuple) -> bool:
+    """Whether ``connection``'s PostgreSQL session has these timeouts, set and committed by ``remember_timeouts``
+    (kept on the driver's connection object: a new connection has none)."""
+    return getattr(connection.connection, "_graphadmin_timeouts", None) == values
+
+
+def remember_timeouts(connection, values: tuple) -> None:
+    """Remember that the timeouts just set hold for this PostgreSQL session: at once outside a transaction, else
+    once it commits (a rollback undoes ``set_config``, and the next request then sets them again)."""
+    raw = connection.connection
+
+    def remember():
+        raw._graphadmin_timeouts = values
+
+    if connection.in_atomic_block:
+        transaction.on_commit(remember, using=connection.alias)
+    else:
+        remember()
 
 
 def worker_connections_use_the_worker_timeout() -> None:

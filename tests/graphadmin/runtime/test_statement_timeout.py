@@ -51,3 +51,24 @@ def test_workers_connections_get_the_worker_timeout(settings, db):
         assert _show() == "4321ms"
     finally:
         connection_created.disconnect(dispatch_uid="graphadmin-worker-statement-timeout")
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_persistent_connection_is_sent_the_timeouts_once_and_again_after_a_rollback(api, acme_graph, alice, settings):
+    settings.STATEMENT_TIMEOUT_MS = 1234
+    settings.HOT_CACHE_SECONDS = 0  # every request queries (its graph), so each has a first statement
+    client = api(alice)
+    assert client.get(f"/api/graphs/{acme_graph.pk}/nodes/").status_code == 200  # committed: remembered
+    connection.connection.execute("SET statement_timeout = '777ms'")  # behind the middleware's back
+    assert client.get(f"/api/graphs/{acme_graph.pk}/nodes/").status_code == 200
+    assert _show() == "777ms"  # not sent again: the connection had them already
+    # A request that rolls back (a 400) takes its set_config with it: the next one sends the timeouts again.
+    connection.connection._graphadmin_timeouts = None
+    bad = client.post(f"/api/graphs/{acme_graph.pk}/nodes/", {"key": ""}, format="json")
+    assert bad.status_code == 400
+    assert _show() == "777ms"  # the rolled-back request's setting is gone
+    assert client.get(f"/api/graphs/{acme_graph.pk}/nodes/").status_code == 200
+    assert _show() == "1234ms"
+    settings.STATEMENT_TIMEOUT_MS = 2345  # other values: sent again
+    assert client.get(f"/api/graphs/{acme_graph.pk}/nodes/").status_code == 200
+    assert _show() == "2345ms"
