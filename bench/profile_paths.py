@@ -44,6 +44,8 @@ def main(argv=None) -> int:
 
     from feedback import outbox
     from feedback.models import AgentSession
+    from feedback.report import Report
+    from feedback.rules import UseItem
     from graphadmin.models import Graph
 
     graph = Graph.objects.get(organization__slug=args.org, slug=args.graph)
@@ -80,11 +82,11 @@ def main(argv=None) -> int:
         session = by_name[name]
         nodes = list(dict.fromkeys(item["node"] for item in body.get("items", [])))
         if nodes:
-            items = [{"kind": "node", "id": n, "signal": "explicit"} for n in nodes[:2]]
-            outbox.record(None, session, "uses", {"items": items}, f"uses:{session.pk}:{uuid.uuid4().hex}")
+            items = tuple(UseItem("node", n, "explicit") for n in nodes[:2])
+            outbox.record(None, session, Report("uses", f"uses:{session.pk}:{uuid.uuid4().hex}", items))
             reports += 1
         outcome = rng.choice(["accepted", "accepted", "rework", "rejected"])
-        outbox.record(None, session, "outcome", {"outcome": outcome}, f"outcome:{session.pk}:{uuid.uuid4().hex}")
+        outbox.record(None, session, Report("outcome", f"outcome:{session.pk}:{uuid.uuid4().hex}", outcome=outcome))
         reports += 1
     profiler = _profiler(args.cpu)
     wall, cpu = time.perf_counter(), time.process_time()

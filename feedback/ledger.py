@@ -53,9 +53,13 @@ class Result:
     duration_ms: float = 0.0
     conflicts: int = 0
     details: dict = field(default_factory=dict)
+    links: Result | None = None  # an accepted outcome's co_used links (``actions.do_apply_report``)
 
     def as_dict(self) -> dict:
-        return asdict(self)
+        out = asdict(self)
+        if self.links is None:
+            del out["links"]
+        return out
 
 
 def fall_through(status: str, message: str, **context) -> Result:

@@ -858,6 +858,27 @@ def unknown_target(graph: Graph, items: list[rules.UseItem]) -> tuple[int, str, 
     return None
 
 
+# Which of the given node and edge ids are live (not archived) in the graph: one statement for a
+# drained batch's reports (``feedback.report.stale_items``).
+LIVE_TARGETS = _statement("""
+    SELECT 'node', n.id FROM {node} n
+    WHERE n.graph_id = %(graph)s AND n.id = ANY(%(nodes)s::bigint[]) AND NOT n.archived
+    UNION ALL
+    SELECT 'edge', e.id FROM {edge} e
+    WHERE e.graph_id = %(graph)s AND e.id = ANY(%(edges)s::bigint[]) AND NOT e.archived
+""")
+
+
+def live_targets(graph_id: int, nodes: set[int], edges: set[int]) -> tuple[set[int], set[int]]:
+    """The live (not archived) ids among ``nodes`` and ``edges`` of the graph; no query when both are empty."""
+    if not nodes and not edges:
+        return set(), set()
+    live: dict[str, set[int]] = {"node": set(), "edge": set()}
+    for kind, pk in fetch_all(LIVE_TARGETS, {"graph": graph_id, "nodes": sorted(nodes), "edges": sorted(edges)}):
+        live[kind].add(pk)
+    return live["node"], live["edge"]
+
+
 def path_credit(session: AgentSession, items: list[rules.UseItem]) -> list[rules.UseItem]:
     """The edges a report credits besides its items (``rules.credit_paths``), from the session's
     selected candidates of the reported nodes. One query."""
@@ -1040,6 +1061,23 @@ def try_drain_lock(graph_id: int) -> bool:
     drainer per graph at a time, so a graph's reports apply in the order they were accepted, and a
     second drainer returns at once instead of queueing behind the first."""
     return fetch(TRY_DRAIN_LOCK, {"lock_class": DRAIN_LOCK_CLASS, "graph": graph_id})[0]
+
+
+# Whether a transaction holds the graph's drain lock now (``feedback.reports``: a report committed while
+# a drainer runs is seen by it, so it needs no poke of its own).
+DRAIN_RUNNING = sql.SQL(
+    "SELECT EXISTS (SELECT 1 FROM pg_locks WHERE locktype = 'advisory' AND granted"
+    " AND database = (SELECT oid FROM pg_database WHERE datname = current_database())"
+    " AND classid = %(lock_class)s AND objid = %(graph)s AND objsubid = 2)"
+)
+
+
+def drain_running(graph_id: int) -> bool:
+    """Whether a drainer holds the graph's drain lock at this moment (``try_drain_lock``).
+
+    A report committed before this check returned true is applied by that drainer: it claims in a new
+    snapshot after each batch, and looks once more after releasing the lock before it leaves."""
+    return fetch(DRAIN_RUNNING, {"lock_class": DRAIN_LOCK_CLASS, "graph": graph_id})[0]
 
 
 # The new state of each report of a drained batch, in one statement: Django's bulk_update builds a
