@@ -34,6 +34,7 @@ from datetime import datetime
 
 from django.db import transaction
 
+from graphadmin import clock
 from graphadmin.embeddings import configured_model, embed_texts
 from graphadmin.errors import Conflict, InputError
 from graphadmin.models import Edge, EdgeType, Graph, Node
@@ -46,9 +47,7 @@ from .models import (
     OUTCOMES,
     SIGNALS,
     AgentSession,
-    ContextInjection,
     UpdateBatch,
-    UseEvent,
     WeightChange,
     WeightChangeBlock,
 )
@@ -183,11 +182,11 @@ def do_record_uses(
     with transaction.atomic():
         # The session row orders concurrent reports of one session, so "once per session" holds; the
         # checks below run after the lock, so a report that waited sees what the first one committed.
-        AgentSession.objects.select_for_update(no_key=True).filter(graph_id=session.graph_id, pk=session.pk).first()
+        queries.fetch(queries.LOCK_SESSION, {"graph": session.graph_id, "session": session.pk})
         if idempotency_key:
-            done = UpdateBatch.objects.filter(graph_id=graph.pk, idempotency_key=idempotency_key).first()
+            done = queries.fetch(queries.BATCH_BY_KEY, {"graph": graph.pk, "key": idempotency_key})
             if done:
-                return ledger.existing(done)
+                return ledger.existing(UpdateBatch.objects.get(graph_id=graph.pk, pk=done[0]))
         if not targets_checked:
             _check_targets(graph, unique)
         targets = [(i, source) for i in unique] + [(i, "path") for i in queries.path_credit(session, unique)]
@@ -200,20 +199,7 @@ def do_record_uses(
                 graph=graph.pk,
                 session=session.external_id,
             )
-        events = UseEvent.objects.bulk_create(
-            [
-                UseEvent(
-                    graph=graph,
-                    session=session,
-                    injection_id=i.injection_id,
-                    signal=i.signal,
-                    source=s,
-                    node_id=i.id if i.kind == "node" else None,
-                    edge_id=i.id if i.kind == "edge" else None,
-                )
-                for i, s in targets
-            ]
-        )
+        events = _insert_use_events(session, targets)
         reported = [i for i, s in targets if s != "path"]
         batch = ledger.start_batch(
             graph,
@@ -239,7 +225,7 @@ def do_record_uses(
             chosen = [(i, e) for (i, _s), e in zip(targets, events, strict=True) if i.kind == kind]
             params[f"{kind}_ids"] = [i.id for i, _e in chosen]
             params[f"{kind}_signals"] = [i.signal for i, _e in chosen]
-            params[f"{kind}_events"] = [e.pk for _i, e in chosen]
+            params[f"{kind}_events"] = [e for _i, e in chosen]
         edge_updates, node_updates = queries.fetch(queries.REINFORCE, params)
         # Counted apart (details.answered): edge_updates keeps counting what the report moved in the graph.
         batch.details["answered"] = _teach(batch, session, _use_evidence(session, reported))
@@ -251,6 +237,24 @@ def do_record_uses(
             edge_updates=edge_updates,
             audit_extra={"session": session.external_id, "source": source},
         )
+
+
+def _insert_use_events(session: AgentSession, targets: list[tuple[UseItem, str]]) -> list[int]:
+    """One UseEvent per (item, source), in one statement; their ids in the same order."""
+    rows = queries.fetch_all(
+        queries.INSERT_USE_EVENTS,
+        {
+            "graph": session.graph_id,
+            "session": session.pk,
+            "now": clock.now(),
+            "injections": [i.injection_id for i, _s in targets],
+            "nodes": [i.id if i.kind == "node" else None for i, _s in targets],
+            "edges": [i.id if i.kind == "edge" else None for i, _s in targets],
+            "signals": [i.signal for i, _s in targets],
+            "sources": [s for _i, s in targets],
+        },
+    )
+    return sorted(pk for (pk,) in rows)  # ids are drawn in insertion order (the arrays' order)
 
 
 @_refusing_input
@@ -369,9 +373,9 @@ def _teach(batch: UpdateBatch, session: AgentSession, evidence: dict[tuple[int, 
     injections = {i for i, _n in evidence}
     found = {
         pk: (vector, model, query)
-        for pk, vector, model, query in ContextInjection.objects.filter(
-            graph_id=graph.pk, session=session, pk__in=injections, query_embedding__isnull=False
-        ).values_list("pk", "query_embedding", "query_model", "query")
+        for pk, vector, model, query in queries.fetch_all(
+            queries.INJECTION_QUERIES, {"graph": graph.pk, "session": session.pk, "injections": sorted(injections)}
+        )
     }
     if not found:
         return 0
@@ -492,7 +496,8 @@ def do_apply_outcome(
             duration_ms,
         )
         batch._state.adding = False
-        session = AgentSession.objects.select_related("graph").get(graph_id=graph.pk, pk=session_id)
+        # The session's row is locked and known: no need to read it again for its evidence.
+        session = AgentSession(pk=session_id, graph=graph, external_id=external_id, outcome=outcome)
         answered = _teach(batch, session, _outcome_evidence(session, outcome))
         if answered:
             # Counted apart, as for a use report: edge_updates keeps counting the outcome EMA's changes.

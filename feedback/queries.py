@@ -35,7 +35,6 @@ import json
 from datetime import UTC, datetime
 
 from django.db import connection
-from django.db.models import Q
 from psycopg import sql
 
 from graphadmin.models import AuditEvent, Edge, EdgeStats, EdgeType, Graph, Node, PolicyRevision
@@ -666,24 +665,32 @@ TEACH = _statement("""
 """)
 
 
+# A session's selected candidates by injection, and the nodes its reports used or flagged (not path
+# credit): what its question evidence reads, in one statement (``session_shown``).
+SESSION_SHOWN = _statement("""
+    SELECT 'shown', c.injection_id, c.node_id
+    FROM {candidate} c JOIN {injection} i ON i.id = c.injection_id
+    WHERE c.graph_id = %(graph)s AND i.graph_id = %(graph)s AND i.session_id = %(session)s AND c.selected
+    UNION ALL
+    SELECT CASE WHEN u.signal = 'negative' THEN 'flagged' ELSE 'used' END, NULL, u.node_id
+    FROM {use_event} u
+    WHERE u.graph_id = %(graph)s AND u.session_id = %(session)s AND u.node_id IS NOT NULL AND u.source <> 'path'
+""")
+
+
 def session_shown(session: AgentSession) -> tuple[dict[int, set[int]], set[int], set[int]]:
-    """What a session was shown and reported, for its question evidence.
+    """What a session was shown and reported, for its question evidence (one statement).
 
     Returns (injection id -> selected node ids, node ids reported used (explicit or implicit, not path
     credit), node ids flagged negative).
     """
     shown: dict[int, set[int]] = {}
-    for injection_id, node_id in InjectionCandidate.objects.filter(
-        graph_id=session.graph_id, injection__session=session, injection__graph_id=session.graph_id, selected=True
-    ).values_list("injection_id", "node_id"):
-        shown.setdefault(injection_id, set()).add(node_id)
     used, flagged = set(), set()
-    for node_id, signal in (
-        UseEvent.objects.filter(graph_id=session.graph_id, session=session, node__isnull=False)
-        .exclude(source="path")
-        .values_list("node_id", "signal")
-    ):
-        (flagged if signal == "negative" else used).add(node_id)
+    for what, injection_id, node_id in fetch_all(SESSION_SHOWN, {"graph": session.graph_id, "session": session.pk}):
+        if what == "shown":
+            shown.setdefault(injection_id, set()).add(node_id)
+        else:
+            (flagged if what == "flagged" else used).add(node_id)
     return shown, used, flagged
 
 
@@ -885,14 +892,19 @@ def path_credit(session: AgentSession, items: list[rules.UseItem]) -> list[rules
     nodes = [i.id for i in items if i.kind == "node"]
     if not nodes:
         return []
-    rows = InjectionCandidate.objects.filter(
-        graph_id=session.graph_id,
-        injection__session=session,
-        injection__graph_id=session.graph_id,
-        node_id__in=nodes,
-        selected=True,
-    ).values_list("node_id", "injection_id", "edge_id", "features")
+    rows = fetch_all(PATH_CANDIDATES, {"graph": session.graph_id, "session": session.pk, "nodes": nodes})
+    # Django's connection reads jsonb as text (its JSONField decodes it): decoded here.
+    rows = [(n, i, e, json.loads(f) if isinstance(f, str) else f) for n, i, e, f in rows]
     return rules.credit_paths(items, rows)
+
+
+# The session's selected candidates of the given nodes (``path_credit``).
+PATH_CANDIDATES = _statement("""
+    SELECT c.node_id, c.injection_id, c.edge_id, c.features
+    FROM {candidate} c JOIN {injection} i ON i.id = c.injection_id
+    WHERE c.graph_id = %(graph)s AND i.graph_id = %(graph)s AND i.session_id = %(session)s AND c.selected
+      AND c.node_id = ANY(%(nodes)s::bigint[])
+""")
 
 
 def surfaced_targets(session: AgentSession) -> tuple[set[int], set[int]]:
@@ -908,12 +920,53 @@ def already_credited(session: AgentSession, items: list[rules.UseItem]) -> set[t
     """The (kind, id) among ``items`` that already have a use event in this session (one query)."""
     nodes = [i.id for i in items if i.kind == "node"]
     edges = [i.id for i in items if i.kind == "edge"]
-    found = (
-        UseEvent.objects.filter(graph_id=session.graph_id, session=session)
-        .filter(Q(node_id__in=nodes) | Q(edge_id__in=edges))
-        .values_list("node_id", "edge_id")
+    found = fetch_all(
+        ALREADY_CREDITED, {"graph": session.graph_id, "session": session.pk, "nodes": nodes, "edges": edges}
     )
     return {("node", n) if n else ("edge", e) for n, e in found}
+
+
+# The session's use events of the given nodes and edges (``already_credited``).
+ALREADY_CREDITED = _statement("""
+    SELECT u.node_id, u.edge_id FROM {use_event} u
+    WHERE u.graph_id = %(graph)s AND u.session_id = %(session)s
+      AND (u.node_id = ANY(%(nodes)s::bigint[]) OR u.edge_id = ANY(%(edges)s::bigint[]))
+""")
+
+
+# Lock a session's row (``FOR NO KEY UPDATE``): the first step of every write on its reports.
+LOCK_SESSION = _statement("""
+    SELECT s.id FROM {session} s WHERE s.graph_id = %(graph)s AND s.id = %(session)s FOR NO KEY UPDATE OF s
+""")
+
+# The id of the graph's batch with this idempotency key, if any.
+BATCH_BY_KEY = _statement("""
+    SELECT b.id FROM {batch} b WHERE b.graph_id = %(graph)s AND b.idempotency_key = %(key)s
+""")
+
+# The session's injections (of ``%(injections)s``) that have a query vector: id, vector, model, query.
+INJECTION_QUERIES = _statement("""
+    SELECT i.id, i.query_embedding::real[], i.query_model, i.query FROM {injection} i
+    WHERE i.graph_id = %(graph)s AND i.session_id = %(session)s AND i.id = ANY(%(injections)s::bigint[])
+      AND i.query_embedding IS NOT NULL
+""")
+
+# Use events, one per aligned array element; their ids in that order.
+INSERT_USE_EVENTS = _statement("""
+    INSERT INTO {use_event} (graph_id, session_id, injection_id, node_id, edge_id, signal, source, created_at)
+    SELECT %(graph)s, %(session)s, x.injection, x.node, x.edge, x.signal, x.source, %(now)s
+    FROM unnest(%(injections)s::bigint[], %(nodes)s::bigint[], %(edges)s::bigint[], %(signals)s::text[],
+                %(sources)s::text[]) WITH ORDINALITY AS x(injection, node, edge, signal, source, n)
+    ORDER BY x.n
+    RETURNING id
+""")
+
+# A finished batch's counts, details and timings (``ledger.finish``).
+FINISH_BATCH = _statement("""
+    UPDATE {batch} SET node_updates = %(node_updates)s, edge_updates = %(edge_updates)s, conflicts = %(conflicts)s,
+        details = %(details)s, finished_at = %(finished_at)s, duration_ms = %(duration_ms)s
+    WHERE graph_id = %(graph)s AND id = %(id)s
+""")
 
 
 def selected_candidates(session: AgentSession) -> list[dict]:
