@@ -30,6 +30,7 @@ from __future__ import annotations
 
 import logging
 import time
+from contextlib import nullcontext
 from datetime import timedelta
 
 from django.contrib.auth import get_user_model
@@ -201,8 +202,11 @@ def _apply_row(
 
     def apply() -> Result:
         mark = events.mark()
+        # An outcome writes in two transactions' worth (its EMA, then maybe links): one savepoint around
+        # both. A use or response report writes in the one savepoint of do_record_uses (nothing before it).
+        savepoint = transaction.atomic() if report.kind == "outcome" else nullcontext()
         try:
-            with transaction.atomic():
+            with savepoint:
                 return actions.do_apply_report(graph, session, report, actor=actor, policy=policy, targets_checked=True)
         except BaseException:
             events.undo_to(mark)  # this report's savepoint rolled back: so do its audit events

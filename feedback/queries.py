@@ -781,23 +781,38 @@ BATCHES_NOT_AUDITED_ONCE = _batches_not_audited_once()
 # Reads of the write path
 
 
+# Each named statement's text, composed once per process: psycopg composes a ``sql.Composed`` again on
+# every execution (its identifiers quoted, its parts joined), then parses the placeholders of the text,
+# which it caches for a str. Keyed by the statement object's id, kept alive beside its text.
+_TEXTS: dict[int, tuple[sql.Composable, str]] = {}
+
+
+def _text(statement) -> str:
+    if not isinstance(statement, sql.Composable):
+        return statement
+    hit = _TEXTS.get(id(statement))
+    if hit is None or hit[0] is not statement:
+        hit = _TEXTS[id(statement)] = (statement, statement.as_string(None))
+    return hit[1]
+
+
 def fetch(statement: sql.Composed, params: dict) -> tuple | None:
     """Run one statement; its first row."""
     with connection.cursor() as cur:
-        cur.execute(statement, params)
+        cur.execute(_text(statement), params)
         return cur.fetchone()
 
 
 def execute(statement: sql.Composed, params: dict) -> None:
     """Run one statement that returns no rows."""
     with connection.cursor() as cur:
-        cur.execute(statement, params)
+        cur.execute(_text(statement), params)
 
 
 def fetch_all(statement: sql.Composed, params: dict) -> list[tuple]:
     """Run one statement; all its rows."""
     with connection.cursor() as cur:
-        cur.execute(statement, params)
+        cur.execute(_text(statement), params)
         return cur.fetchall()
 
 
@@ -1152,7 +1167,7 @@ def mark_reports(graph_id: int, rows) -> None:
     rows = list(rows)
     with connection.cursor() as cur:
         cur.execute(
-            MARK_REPORTS,
+            _text(MARK_REPORTS),
             {
                 "graph": graph_id,
                 "ids": [r.pk for r in rows],
