@@ -4,7 +4,7 @@ events chained together, one wake-up per running drain, and the old tasks throug
 import pytest
 from django.db import connection
 
-from feedback import outbox, queries, reports
+from feedback import ledger, outbox, queries, reports
 from feedback.models import PendingReport, UpdateBatch
 from feedback.report import Report, UnknownItem, stale_items
 from feedback.rules import UseItem
@@ -71,15 +71,15 @@ def test_a_report_that_fails_drops_its_audit_events_and_the_rest_apply(api, ada,
     for name in ("f1", "f2", "f3"):
         make_session(acme_graph, name, [(n["b"], None, True)], ada)
         _post(api, ada, acme_graph, name, "uses", {"items": [{"node": n["b"].pk}]})
-    real = outbox.actions.do_apply_report
+    real = ledger.audit_batch
 
-    def second_fails_after_writing(graph, session, report, **kwargs):
-        result = real(graph, session, report, **kwargs)
-        if session.external_id == "f2":
+    def second_fails_after_its_audit_event(batch, actor, audit_extra=None):
+        result = real(batch, actor, audit_extra)  # the event is collected, then the report fails in its savepoint
+        if audit_extra and audit_extra.get("session") == "f2":
             raise RuntimeError("lost after its writes")
         return result
 
-    monkeypatch.setattr(outbox.actions, "do_apply_report", second_fails_after_writing)
+    monkeypatch.setattr(ledger, "audit_batch", second_fails_after_its_audit_event)
     counts = outbox.drain(acme_graph.pk)
     assert (counts["applied"], counts["pending"]) == (2, 1)
     applied = UpdateBatch.objects.filter(graph=acme_graph, kind="reinforce")
