@@ -925,10 +925,25 @@ PATH_CANDIDATES = _statement("""
 def surfaced_targets(session: AgentSession) -> tuple[set[int], set[int]]:
     """The nodes and edges the session's injections gave the agent (``rules.surfaced``): its selected
     candidates with their paths. One query; a session holds a few injections of a budget each."""
-    rows = InjectionCandidate.objects.filter(
-        graph_id=session.graph_id, injection__graph_id=session.graph_id, injection__session=session, selected=True
-    ).values_list("node_id", "edge_id", "features__path")
-    return rules.surfaced(rows)
+    rows = fetch_all(SURFACED, {"graph": session.graph_id, "session": session.pk})
+    # Django's connection reads jsonb as text (its JSONField decodes it): decoded here.
+    return rules.surfaced((n, e, json.loads(p) if isinstance(p, str) else p) for n, e, p in rows)
+
+
+# The session's selected candidates: node, edge and path (``surfaced_targets``).
+SURFACED = _statement("""
+    SELECT c.node_id, c.edge_id, c.features -> 'path'
+    FROM {candidate} c JOIN {injection} i ON i.id = c.injection_id
+    WHERE c.graph_id = %(graph)s AND i.graph_id = %(graph)s AND i.session_id = %(session)s AND c.selected
+""")
+
+# The (outcome, idempotency key) of an outcome report of the session still pending in the outbox.
+PENDING_OUTCOME = _statement("""
+    SELECT r.payload ->> 'outcome', r.idempotency_key FROM {report} r
+    WHERE r.graph_id = %(graph)s AND r.session_id = %(session)s AND r.kind = 'outcome' AND r.state = 'pending'
+    ORDER BY r.id
+    LIMIT 1
+""")
 
 
 def already_credited(session: AgentSession, items: list[rules.UseItem]) -> set[tuple[str, int]]:

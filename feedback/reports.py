@@ -31,7 +31,7 @@ from graphadmin.models import Edge, Node
 from graphadmin.tenancy import organization_role, require_session
 
 from . import actions, outbox, queries, rules, tasks
-from .models import AgentSession, InjectionCandidate, PendingReport, UpdateBatch
+from .models import AgentSession, InjectionCandidate, UpdateBatch
 from .report import Report, unknown_item
 from .rules import UseItem
 
@@ -81,12 +81,8 @@ def check_reporter(user, graph, session: AgentSession) -> None:
 def pending_outcome(session: AgentSession) -> tuple[str, str] | None:
     """The (outcome, idempotency key) of an outcome report accepted for the session and still in the
     outbox, waiting for the worker; None when there is none (one indexed query)."""
-    row = (
-        PendingReport.objects.filter(graph_id=session.graph_id, session=session, kind="outcome", state="pending")
-        .values_list("payload", "idempotency_key")
-        .first()
-    )
-    return (row[0].get("outcome"), row[1]) if row else None
+    row = queries.fetch(queries.PENDING_OUTCOME, {"graph": session.graph_id, "session": session.pk})
+    return (row[0], row[1]) if row else None
 
 
 def check_open(session: AgentSession, pending: tuple[str, str] | None = None) -> None:
