@@ -2,9 +2,10 @@
 
 Each report takes the caller, a graph already found through ``graphadmin.tenancy`` with the
 ``report`` act, the session's external id, the serializer's validated data and the client's
-idempotency key, and returns the answer's body. Its ``status`` is ``queued`` (the report is stored
-in the outbox in the caller's transaction, ``feedback.outbox``, and the graph's drain is poked on
-commit), a logged no-op (``feedback_disabled``, ``unknown_session``,
+idempotency key, and returns the answer's body. Its ``status`` is ``queued`` (the report, a
+``feedback.report.Report``, is stored in the outbox in the caller's transaction, ``feedback.outbox``,
+and the graph's drain is poked on commit unless a drainer is running), a logged no-op
+(``feedback_disabled``, ``unknown_session``,
 ``no_injection``, ``nothing_surfaced``: ``actions.fall_through``) or ``duplicate`` (an outcome equal
 to the session's current one, with its batch). Items that are not live nodes or edges of the graph,
 or one item with two signals, raise ``InputError`` naming the item; nothing is stored.
