@@ -28,10 +28,13 @@ import functools
 import logging
 import time
 import uuid
+from contextlib import contextmanager
+from contextvars import ContextVar
 from datetime import datetime
 
 from django.db import transaction
 
+from graphadmin import clock
 from graphadmin.embeddings import configured_model, embed_texts
 from graphadmin.errors import Conflict, InputError
 from graphadmin.models import Edge, EdgeType, Graph, Node
@@ -45,12 +48,11 @@ from .models import (
     ROLLED_BACK,
     SIGNALS,
     AgentSession,
-    ContextInjection,
     UpdateBatch,
-    UseEvent,
     WeightChange,
     WeightChangeBlock,
 )
+from .report import Report, unknown_item
 from .rules import ManualValue, UseItem
 
 __all__ = [
@@ -62,6 +64,7 @@ __all__ = [
     "RollbackRefused",
     "UseItem",
     "do_apply_outcome",
+    "do_apply_report",
     "do_decay",
     "do_link_co_used",
     "do_normalize",
@@ -122,11 +125,11 @@ def _bounded(name: str, value, policy_value):
 
 
 def _check_targets(graph: Graph, items: list[UseItem]) -> None:
-    """Refuse items that are not live nodes/edges of this graph (another graph's ids read as unknown)."""
+    """Refuse items that are not live nodes/edges of this graph (another graph's ids read as unknown),
+    in the intake's words and error (``report.unknown_item``)."""
     unknown = queries.unknown_target(graph, items)
     if unknown:
-        index, kind, target_id = unknown
-        raise FeedbackError(f"items[{index}].{kind}", f"unknown {kind} {target_id} in this graph.")
+        raise unknown_item(*unknown)
 
 
 def _feedback_disabled(graph: Graph, session: AgentSession) -> Result:
@@ -148,6 +151,8 @@ def do_record_uses(
     source: str = "api",
     learning_rate: float | None = None,
     idempotency_key: str | None = None,
+    policy=None,
+    targets_checked: bool = False,
 ) -> Result:
     """Record use events and reinforce what was used and the paths that surfaced it.
 
@@ -159,7 +164,10 @@ def do_record_uses(
     target already credited (or flagged) in this session is skipped, so reporting a use again moves
     nothing more. The same target with two different signals in one call is refused.
     ``learning_rate`` overrides the policy's (for both signals) within its bounds. With
-    ``idempotency_key`` a repeated call (a retried task) returns the first batch.
+    ``idempotency_key`` a repeated call (a retried task) returns the first batch. ``policy`` is the
+    graph's current PolicyRevision when the caller has read it already (a drain reads it once);
+    ``targets_checked``: the caller found every item live in this transaction (a drain checks its
+    whole batch at once, ``report.stale_items``).
     """
     started = time.perf_counter()
     graph = session.graph
@@ -168,19 +176,20 @@ def do_record_uses(
     if not items:
         return fall_through("nothing_reported", "no items were reported", graph=graph.pk, session=session.external_id)
     unique = rules.unique_uses(items, SIGNALS)
-    policy = graph.current_policy()
+    policy = policy or graph.current_policy()
     lr = _bounded("learning_rate", learning_rate, policy.learning_rate)
     neg = _bounded("negative_rate", learning_rate, policy.negative_rate)
 
     with transaction.atomic():
         # The session row orders concurrent reports of one session, so "once per session" holds; the
         # checks below run after the lock, so a report that waited sees what the first one committed.
-        AgentSession.objects.select_for_update(no_key=True).filter(graph_id=session.graph_id, pk=session.pk).first()
+        queries.fetch(queries.LOCK_SESSION, {"graph": session.graph_id, "session": session.pk})
         if idempotency_key:
-            done = UpdateBatch.objects.filter(graph_id=graph.pk, idempotency_key=idempotency_key).first()
+            done = queries.fetch(queries.BATCH_BY_KEY, {"graph": graph.pk, "key": idempotency_key})
             if done:
-                return ledger.existing(done)
-        _check_targets(graph, unique)
+                return ledger.existing(UpdateBatch.objects.get(graph_id=graph.pk, pk=done[0]))
+        if not targets_checked:
+            _check_targets(graph, unique)
         targets = [(i, source) for i in unique] + [(i, "path") for i in queries.path_credit(session, unique)]
         credited = queries.already_credited(session, [i for i, _s in targets])
         targets = [(i, s) for i, s in targets if (i.kind, i.id) not in credited]
@@ -191,20 +200,7 @@ def do_record_uses(
                 graph=graph.pk,
                 session=session.external_id,
             )
-        events = UseEvent.objects.bulk_create(
-            [
-                UseEvent(
-                    graph=graph,
-                    session=session,
-                    injection_id=i.injection_id,
-                    signal=i.signal,
-                    source=s,
-                    node_id=i.id if i.kind == "node" else None,
-                    edge_id=i.id if i.kind == "edge" else None,
-                )
-                for i, s in targets
-            ]
-        )
+        events = _insert_use_events(session, targets)
         reported = [i for i, s in targets if s != "path"]
         batch = ledger.start_batch(
             graph,
@@ -230,7 +226,7 @@ def do_record_uses(
             chosen = [(i, e) for (i, _s), e in zip(targets, events, strict=True) if i.kind == kind]
             params[f"{kind}_ids"] = [i.id for i, _e in chosen]
             params[f"{kind}_signals"] = [i.signal for i, _e in chosen]
-            params[f"{kind}_events"] = [e.pk for _i, e in chosen]
+            params[f"{kind}_events"] = [e for _i, e in chosen]
         edge_updates, node_updates = queries.fetch(queries.REINFORCE, params)
         # Counted apart (details.answered): edge_updates keeps counting what the report moved in the graph.
         batch.details["answered"] = _teach(batch, session, _use_evidence(session, reported))
@@ -244,8 +240,28 @@ def do_record_uses(
         )
 
 
+def _insert_use_events(session: AgentSession, targets: list[tuple[UseItem, str]]) -> list[int]:
+    """One UseEvent per (item, source), in one statement; their ids in the same order."""
+    rows = queries.fetch_all(
+        queries.INSERT_USE_EVENTS,
+        {
+            "graph": session.graph_id,
+            "session": session.pk,
+            "now": clock.now(),
+            "injections": [i.injection_id for i, _s in targets],
+            "nodes": [i.id if i.kind == "node" else None for i, _s in targets],
+            "edges": [i.id if i.kind == "edge" else None for i, _s in targets],
+            "signals": [i.signal for i, _s in targets],
+            "sources": [s for _i, s in targets],
+        },
+    )
+    return sorted(pk for (pk,) in rows)  # ids are drawn in insertion order (the arrays' order)
+
+
 @_refusing_input
-def do_record_response(session: AgentSession, response: str, *, actor, idempotency_key: str | None = None) -> Result:
+def do_record_response(
+    session: AgentSession, response: str, *, actor, idempotency_key: str | None = None, policy=None
+) -> Result:
     """Detect which selected candidates of the session the response used, and reinforce them as implicit.
 
     Detection is ``rules.detect_implicit`` at the policy's ``implicit_threshold``; a used candidate
@@ -259,13 +275,16 @@ def do_record_response(session: AgentSession, response: str, *, actor, idempoten
         return fall_through(
             "nothing_surfaced", "the session has no selected candidates", graph=graph.pk, session=session.external_id
         )
-    used = rules.detect_implicit(candidates, response, graph.current_policy().implicit_threshold)
+    policy = policy or graph.current_policy()
+    used = rules.detect_implicit(candidates, response, policy.implicit_threshold)
     if not used:
         return fall_through(
             "nothing_detected", "the response used no surfaced item", graph=graph.pk, session=session.external_id
         )
     items = [UseItem("node", c["node_id"], "implicit", c["injection_id"]) for c in used]
-    return do_record_uses(session, items, actor=actor, source="response", idempotency_key=idempotency_key)
+    return do_record_uses(
+        session, items, actor=actor, source="response", idempotency_key=idempotency_key, policy=policy
+    )
 
 
 # --------------------------------------------------------------------------------------------------
@@ -274,6 +293,24 @@ def do_record_response(session: AgentSession, response: str, *, actor, idempoten
 ANSWERED_DESCRIPTION = (
     "Learned: a question agents asked -> a note; the weight is the evidence (0.5 none, 1 used, 0 flagged)."
 )
+
+
+# What one drain's reports look up again and again (``reused``): the question node of an injection and
+# the ``answered`` edge type. Only inside ``outbox.drain``'s transaction, emptied whenever a report
+# rolls back to its savepoint (what it created may be gone).
+_REUSED: ContextVar[dict | None] = ContextVar("feedback_reused", default=None)
+
+
+@contextmanager
+def reused():
+    """Within this block ``_teach`` keeps each injection's question node and the edge type it looked up;
+    ``.clear()`` the returned dict after a rollback."""
+    memo: dict = {}
+    token = _REUSED.set(memo)
+    try:
+        yield memo
+    finally:
+        _REUSED.reset(token)
 
 
 def _question_of(graph: Graph, vector, model: str, query: str, session: AgentSession) -> int:
@@ -337,19 +374,27 @@ def _teach(batch: UpdateBatch, session: AgentSession, evidence: dict[tuple[int, 
     injections = {i for i, _n in evidence}
     found = {
         pk: (vector, model, query)
-        for pk, vector, model, query in ContextInjection.objects.filter(
-            graph_id=graph.pk, session=session, pk__in=injections, query_embedding__isnull=False
-        ).values_list("pk", "query_embedding", "query_model", "query")
+        for pk, vector, model, query in queries.fetch_all(
+            queries.INJECTION_QUERIES, {"graph": graph.pk, "session": session.pk, "injections": sorted(injections)}
+        )
     }
     if not found:
         return 0
-    questions = {pk: _question_of(graph, v, m, q, session) for pk, (v, m, q) in sorted(found.items())}
+    memo = _REUSED.get()
+    memo = {} if memo is None else memo
+    questions = {}
+    for pk, (v, m, q) in sorted(found.items()):
+        if ("question", pk) not in memo:
+            memo[("question", pk)] = _question_of(graph, v, m, q, session)
+        questions[pk] = memo[("question", pk)]
     merged = rules.merge_evidence((questions[i], n, e) for (i, n), e in evidence.items() if i in questions)
     if not merged:
         return 0
-    edge_type, _ = EdgeType.objects.get_or_create(
-        graph=graph, name=rules.ANSWERED, defaults={"priority": 0.0, "description": ANSWERED_DESCRIPTION}
-    )
+    if ("answered", graph.pk) not in memo:
+        memo[("answered", graph.pk)], _ = EdgeType.objects.get_or_create(
+            graph=graph, name=rules.ANSWERED, defaults={"priority": 0.0, "description": ANSWERED_DESCRIPTION}
+        )
+    edge_type = memo[("answered", graph.pk)]
     keys = sorted(merged)
     params = {
         **ledger.history_params(batch),
@@ -452,7 +497,8 @@ def do_apply_outcome(
             duration_ms,
         )
         batch._state.adding = False
-        session = AgentSession.objects.select_related("graph").get(graph_id=graph.pk, pk=session_id)
+        # The session's row is locked and known: no need to read it again for its evidence.
+        session = AgentSession(pk=session_id, graph=graph, external_id=external_id, outcome=outcome)
         answered = _teach(batch, session, _outcome_evidence(session, outcome))
         if answered:
             # Counted apart, as for a use report: edge_updates keeps counting the outcome EMA's changes.
@@ -461,6 +507,40 @@ def do_apply_outcome(
         return ledger.audit_batch(
             batch, actor, {"session": external_id, "outcome": outcome, "alpha": alpha, "correction_of": previous_id}
         )
+
+
+# --------------------------------------------------------------------------------------------------
+# 2b. One accepted report (feedback.report.Report), whichever its kind
+
+
+def do_apply_report(
+    graph: Graph, session: AgentSession, report: Report, *, actor, policy=None, targets_checked: bool = False
+) -> Result:
+    """Apply one report the intake accepted: a use report (``do_record_uses``), a response text
+    (``do_record_response``) or an outcome (``do_apply_outcome``; an accepted one may then link notes
+    used together, ``do_link_co_used``: its Result in ``links``). ``policy``: the graph's
+    current PolicyRevision, read once by the caller for many reports. The report's key is its
+    batch's idempotency key, so a second delivery answers with the first batch."""
+    if report.kind == "uses":
+        return do_record_uses(
+            session,
+            list(report.items),
+            actor=actor,
+            source=report.source,
+            learning_rate=report.learning_rate,
+            idempotency_key=report.key,
+            policy=policy,
+            targets_checked=targets_checked,
+        )
+    if report.kind == "response":
+        return do_record_response(session, report.response, actor=actor, idempotency_key=report.key, policy=policy)
+    result = do_apply_outcome(
+        graph, session.external_id, report.outcome, actor=actor, alpha=report.alpha, idempotency_key=report.key
+    )
+    if report.outcome == "accepted" and result.status == "applied":
+        session.outcome = report.outcome
+        result.links = do_link_co_used(session, actor=actor, policy=policy)
+    return result
 
 
 # --------------------------------------------------------------------------------------------------
@@ -587,7 +667,7 @@ def do_set_weights(graph: Graph, values: list[ManualValue], *, actor, reason: st
 # 5. Links the graph learns: co_used edges
 
 
-def do_link_co_used(session: AgentSession, *, actor) -> Result:
+def do_link_co_used(session: AgentSession, *, actor, policy=None) -> Result:
     """Link what keeps being used together: a ``co_used`` edge for each pair of ``queries.co_used_pairs``.
 
     Run after an accepted outcome. Co-use is symmetric and expansion follows edges forward, so each
@@ -604,7 +684,7 @@ def do_link_co_used(session: AgentSession, *, actor) -> Result:
         return fall_through("feedback_disabled", "feedback is disabled for this graph", **context)
     if session.outcome != "accepted":
         return fall_through("not_accepted", "links are learned from accepted sessions only", **context)
-    policy = graph.current_policy()
+    policy = policy or graph.current_policy()
     with transaction.atomic():
         # The session lock orders two links of the same session; ON CONFLICT (INSERT_LINKS), two sessions'.
         AgentSession.objects.select_for_update(no_key=True).filter(graph_id=session.graph_id, pk=session.pk).first()

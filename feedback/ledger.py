@@ -16,6 +16,7 @@ from dataclasses import asdict, dataclass, field
 from django.db import OperationalError, connection, transaction
 from psycopg import sql
 from psycopg.errors import DeadlockDetected, SerializationFailure
+from psycopg.types.json import Jsonb
 
 from graphadmin import audit, clock
 from graphadmin.models import Graph
@@ -53,9 +54,13 @@ class Result:
     duration_ms: float = 0.0
     conflicts: int = 0
     details: dict = field(default_factory=dict)
+    links: Result | None = None  # an accepted outcome's co_used links (``actions.do_apply_report``)
 
     def as_dict(self) -> dict:
-        return asdict(self)
+        out = asdict(self)
+        if self.links is None:
+            del out["links"]
+        return out
 
 
 def fall_through(status: str, message: str, **context) -> Result:
@@ -138,13 +143,18 @@ def finish(
     batch.finished_at = clock.now()
     batch.duration_ms = elapsed_ms(started)
     # By graph and id (not save()): one shard's row when the tables are distributed by graph (docs/scaling.md).
-    UpdateBatch.objects.filter(graph_id=batch.graph_id, pk=batch.pk).update(
-        node_updates=node_updates,
-        edge_updates=edge_updates,
-        conflicts=conflicts,
-        details=batch.details,
-        finished_at=batch.finished_at,
-        duration_ms=batch.duration_ms,
+    queries.execute(
+        queries.FINISH_BATCH,
+        {
+            "graph": batch.graph_id,
+            "id": batch.pk,
+            "node_updates": node_updates,
+            "edge_updates": edge_updates,
+            "conflicts": conflicts,
+            "details": Jsonb(batch.details),
+            "finished_at": batch.finished_at,
+            "duration_ms": batch.duration_ms,
+        },
     )
     return audit_batch(batch, actor, audit_extra)
 

@@ -30,19 +30,21 @@ from __future__ import annotations
 
 import logging
 import time
+from contextlib import nullcontext
 from datetime import timedelta
 
 from django.contrib.auth import get_user_model
 from django.db import transaction
 from django.db.models import Exists, OuterRef, Q
 
-from graphadmin import clock
+from graphadmin import audit, clock
 from graphadmin.errors import DomainError
 from graphadmin.models import Graph
 
 from . import actions, queries
 from .ledger import Result, retry_transient
 from .models import AgentSession, PendingReport
+from .report import Report, stale_items
 
 log = logging.getLogger(__name__)
 
@@ -55,8 +57,8 @@ BACKOFF_MAX_S = 300.0
 DRAIN_ACTOR = "task:feedback.drain_reports"
 
 
-def record(user, session: AgentSession, kind: str, payload: dict, key: str) -> None:
-    """Store one accepted report in the caller's transaction (the request's).
+def record(user, session: AgentSession, report: Report) -> None:
+    """Store one accepted report (its ``payload``) in the caller's transaction (the request's).
 
     A key already stored (a client's retry with the same ``Idempotency-Key``) stores nothing: the
     report is applied once, under the first row.
@@ -66,9 +68,9 @@ def record(user, session: AgentSession, kind: str, payload: dict, key: str) -> N
             PendingReport(
                 graph_id=session.graph_id,
                 session=session,
-                kind=kind,
-                payload=payload,
-                idempotency_key=key,
+                kind=report.kind,
+                payload=report.payload(),
+                idempotency_key=report.key,
                 user_id=getattr(user, "pk", None),
             )
         ],
@@ -126,21 +128,36 @@ def drain(graph_id: int, *, batch_size: int = BATCH_SIZE, seconds: float = DRAIN
 def _apply_batch(graph: Graph, rows: list[PendingReport]) -> list[str]:
     """Apply claimed rows in order (one savepoint each), then write their states in one UPDATE.
 
-    Rows not reached before ``BATCH_SECONDS`` are left as they were (claimed again by the next batch).
-    Returns the new state of each row handled.
+    Read once for the whole batch: the sessions, the users, the graph's current policy (every report
+    of a batch applies under the policy current at its start, as if they had run a moment earlier)
+    and which reported items are still live (``report.stale_items``: an item archived since the 202
+    refuses its report, in the intake's words). Rows not reached before ``BATCH_SECONDS`` are left
+    as they were (claimed again by the next batch). Returns the new state of each row handled.
     """
     sessions = {s.pk: s for s in AgentSession.objects.filter(graph_id=graph.pk, pk__in={r.session_id for r in rows})}
     for s in sessions.values():
         s.graph = graph  # one graph object for the batch
-    # One read of the policy per batch: every report of a batch applies under the policy current at
-    # its start (as if they had run a moment earlier), instead of one or two reads per report.
-    policy = Graph.current_policy(graph)  # the method itself: this object's stand-in is the last batch's
-    graph.current_policy = lambda: policy
+    policy = graph.current_policy()
     users = {u.pk: u for u in get_user_model().objects.filter(pk__in={r.user_id for r in rows if r.user_id})}
+    reports = [Report.from_row(row) for row in rows]
+    items = [i for r in reports for i in r.items]
+    live_nodes, live_edges = queries.live_targets(
+        graph.pk, {i.id for i in items if i.kind == "node"}, {i.id for i in items if i.kind == "edge"}
+    )
+    stale = stale_items(reports, live_nodes, live_edges)
+    with audit.deferred() as events, actions.reused() as memo:
+        done = _apply_rows(graph, rows, reports, sessions, users, policy, stale, (events, memo))
+        events.flush()  # one audit event per applied report's batch, chained together
+    queries.mark_reports(graph.pk, done)
+    return [row.state for row in done]
+
+
+def _apply_rows(graph, rows, reports, sessions, users, policy, stale, reuse) -> list[PendingReport]:
+    """The batch's rows in order, until ``BATCH_SECONDS`` ran out: the rows handled."""
     started = time.monotonic()
     held_back: dict[int, object] = {}  # session id -> not_before of its row that failed
     done = []
-    for row in rows:
+    for position, (row, report) in enumerate(zip(rows, reports, strict=True)):
         if done and time.monotonic() - started > BATCH_SECONDS:
             break
         done.append(row)
@@ -148,25 +165,58 @@ def _apply_batch(graph: Graph, rows: list[PendingReport]) -> list[str]:
             # An earlier report of this session is waiting out its backoff: this one waits behind it.
             row.not_before = held_back[row.session_id]
             continue
+        if position in stale:
+            _refuse(row, stale[position], graph, sessions[row.session_id])
+            continue
         actor = users.get(row.user_id) or DRAIN_ACTOR
-        _apply_row(row, graph, sessions[row.session_id], actor)  # the row lock holds its session (cascade)
+        # The row lock holds its session (cascade).
+        _apply_row(row, report, graph, sessions[row.session_id], actor, policy, *reuse)
         if row.state == "pending":
             held_back[row.session_id] = row.not_before
-    queries.mark_reports(graph.pk, done)
-    return [row.state for row in done]
+    return done
 
 
-def _apply_row(row: PendingReport, graph: Graph, session: AgentSession, actor) -> None:
-    """Apply one row through its action; set its state, result and error (saved by the caller)."""
+def _refuse(row: PendingReport, exc: DomainError, graph: Graph, session: AgentSession) -> None:
+    """The input became invalid between the 202 and now (an edge archived meanwhile): refused, not retried."""
     context = {"graph": graph.pk, "session": session.external_id, "report": row.idempotency_key}
+    log.warning("report refused", extra={"feedback_status": "refused", "error": str(exc), **context})
+    field = getattr(exc, "field", "")
+    row.state, row.last_error = "refused", str(exc)
+    row.result = {"status": "refused", "reason": str(exc), "field": field if isinstance(field, str) else ""}
+    row.applied_at = clock.now()
+
+
+def _apply_row(
+    row: PendingReport,
+    report: Report,
+    graph: Graph,
+    session: AgentSession,
+    actor,
+    policy,
+    events: audit.Deferred,
+    memo: dict,
+) -> None:
+    """Apply one row's report (``actions.do_apply_report``) in a savepoint of the batch, so a failure
+    undoes this report only; set the row's state, result and error (saved by the caller)."""
+    context = {"graph": graph.pk, "session": session.external_id, "report": row.idempotency_key}
+
+    def apply() -> Result:
+        mark = events.mark()
+        # An outcome writes in two transactions' worth (its EMA, then maybe links): one savepoint around
+        # both. A use or response report writes in the one savepoint of do_record_uses (nothing before it).
+        savepoint = transaction.atomic() if report.kind == "outcome" else nullcontext()
+        try:
+            with savepoint:
+                return actions.do_apply_report(graph, session, report, actor=actor, policy=policy, targets_checked=True)
+        except BaseException:
+            events.undo_to(mark)  # this report's savepoint rolled back: so do its audit events
+            memo.clear()  # and whatever it created (a question node) that later reports would reuse
+            raise
+
     try:
-        result = retry_transient(lambda: _in_savepoint(row, graph, session, actor), what=f"feedback.{row.kind}")
+        result = retry_transient(apply, what=f"feedback.{row.kind}")
     except DomainError as exc:
-        # The input became invalid between the 202 and now (an edge archived meanwhile): refused, not retried.
-        log.warning("report refused", extra={"feedback_status": "refused", "error": str(exc), **context})
-        row.state, row.last_error = "refused", str(exc)
-        row.result = {"status": "refused", "reason": str(exc), "field": getattr(exc, "field", "")}
-        row.applied_at = clock.now()
+        _refuse(row, exc, graph, session)
         return
     except Exception as exc:
         if transaction.get_rollback():
@@ -188,41 +238,8 @@ def _apply_row(row: PendingReport, graph: Graph, session: AgentSession, actor) -
 
 
 def _links(result: Result) -> dict:
-    links = result.details.get("links") if isinstance(result.details, dict) else None
-    return {"links": links} if links else {}
-
-
-def _in_savepoint(row: PendingReport, graph: Graph, session: AgentSession, actor) -> Result:
-    """One report's writes in a savepoint of the batch: a failure undoes this report only."""
-    with transaction.atomic():
-        return _apply(row, graph, session, actor)
-
-
-def _apply(row: PendingReport, graph: Graph, session: AgentSession, actor) -> Result:
-    payload, key = row.payload, row.idempotency_key
-    if row.kind == "uses":
-        items = [actions.UseItem(i["kind"], i["id"], i["signal"], i.get("injection_id")) for i in payload["items"]]
-        return actions.do_record_uses(
-            session,
-            items,
-            actor=actor,
-            source=payload.get("source", "api"),
-            learning_rate=payload.get("learning_rate"),
-            idempotency_key=key,
-        )
-    if row.kind == "response":
-        return actions.do_record_response(session, payload["response"], actor=actor, idempotency_key=key)
-    outcome = payload["outcome"]
-    result = actions.do_apply_outcome(
-        graph, session.external_id, outcome, actor=actor, alpha=payload.get("alpha"), idempotency_key=key
-    )
-    if outcome == "accepted" and result.status == "applied":
-        # An accepted session may complete a pair of notes used together often enough to be linked.
-        session.outcome = outcome
-        links = actions.do_link_co_used(session, actor=actor)
-        if links.status == "applied":
-            result.details = {**result.details, "links": links.batch_id}
-    return result
+    applied = result.links is not None and result.links.status == "applied"
+    return {"links": result.links.batch_id} if applied else {}
 
 
 def stale_graphs(*, stale_seconds: float) -> list[int]:

@@ -35,7 +35,6 @@ import json
 from datetime import UTC, datetime
 
 from django.db import connection
-from django.db.models import Q
 from psycopg import sql
 
 from graphadmin.models import AuditEvent, Edge, EdgeStats, EdgeType, Graph, Node, PolicyRevision
@@ -666,24 +665,32 @@ TEACH = _statement("""
 """)
 
 
+# A session's selected candidates by injection, and the nodes its reports used or flagged (not path
+# credit): what its question evidence reads, in one statement (``session_shown``).
+SESSION_SHOWN = _statement("""
+    SELECT 'shown', c.injection_id, c.node_id
+    FROM {candidate} c JOIN {injection} i ON i.id = c.injection_id
+    WHERE c.graph_id = %(graph)s AND i.graph_id = %(graph)s AND i.session_id = %(session)s AND c.selected
+    UNION ALL
+    SELECT CASE WHEN u.signal = 'negative' THEN 'flagged' ELSE 'used' END, NULL, u.node_id
+    FROM {use_event} u
+    WHERE u.graph_id = %(graph)s AND u.session_id = %(session)s AND u.node_id IS NOT NULL AND u.source <> 'path'
+""")
+
+
 def session_shown(session: AgentSession) -> tuple[dict[int, set[int]], set[int], set[int]]:
-    """What a session was shown and reported, for its question evidence.
+    """What a session was shown and reported, for its question evidence (one statement).
 
     Returns (injection id -> selected node ids, node ids reported used (explicit or implicit, not path
     credit), node ids flagged negative).
     """
     shown: dict[int, set[int]] = {}
-    for injection_id, node_id in InjectionCandidate.objects.filter(
-        graph_id=session.graph_id, injection__session=session, injection__graph_id=session.graph_id, selected=True
-    ).values_list("injection_id", "node_id"):
-        shown.setdefault(injection_id, set()).add(node_id)
     used, flagged = set(), set()
-    for node_id, signal in (
-        UseEvent.objects.filter(graph_id=session.graph_id, session=session, node__isnull=False)
-        .exclude(source="path")
-        .values_list("node_id", "signal")
-    ):
-        (flagged if signal == "negative" else used).add(node_id)
+    for what, injection_id, node_id in fetch_all(SESSION_SHOWN, {"graph": session.graph_id, "session": session.pk}):
+        if what == "shown":
+            shown.setdefault(injection_id, set()).add(node_id)
+        else:
+            (flagged if what == "flagged" else used).add(node_id)
     return shown, used, flagged
 
 
@@ -774,23 +781,38 @@ BATCHES_NOT_AUDITED_ONCE = _batches_not_audited_once()
 # Reads of the write path
 
 
+# Each named statement's text, composed once per process: psycopg composes a ``sql.Composed`` again on
+# every execution (its identifiers quoted, its parts joined), then parses the placeholders of the text,
+# which it caches for a str. Keyed by the statement object's id, kept alive beside its text.
+_TEXTS: dict[int, tuple[sql.Composable, str]] = {}
+
+
+def _text(statement) -> str:
+    if not isinstance(statement, sql.Composable):
+        return statement
+    hit = _TEXTS.get(id(statement))
+    if hit is None or hit[0] is not statement:
+        hit = _TEXTS[id(statement)] = (statement, statement.as_string(None))
+    return hit[1]
+
+
 def fetch(statement: sql.Composed, params: dict) -> tuple | None:
     """Run one statement; its first row."""
     with connection.cursor() as cur:
-        cur.execute(statement, params)
+        cur.execute(_text(statement), params)
         return cur.fetchone()
 
 
 def execute(statement: sql.Composed, params: dict) -> None:
     """Run one statement that returns no rows."""
     with connection.cursor() as cur:
-        cur.execute(statement, params)
+        cur.execute(_text(statement), params)
 
 
 def fetch_all(statement: sql.Composed, params: dict) -> list[tuple]:
     """Run one statement; all its rows."""
     with connection.cursor() as cur:
-        cur.execute(statement, params)
+        cur.execute(_text(statement), params)
         return cur.fetchall()
 
 
@@ -858,41 +880,123 @@ def unknown_target(graph: Graph, items: list[rules.UseItem]) -> tuple[int, str, 
     return None
 
 
+# Which of the given node and edge ids are live (not archived) in the graph: one statement for a
+# drained batch's reports (``feedback.report.stale_items``).
+LIVE_TARGETS = _statement("""
+    SELECT 'node', n.id FROM {node} n
+    WHERE n.graph_id = %(graph)s AND n.id = ANY(%(nodes)s::bigint[]) AND NOT n.archived
+    UNION ALL
+    SELECT 'edge', e.id FROM {edge} e
+    WHERE e.graph_id = %(graph)s AND e.id = ANY(%(edges)s::bigint[]) AND NOT e.archived
+""")
+
+
+def live_targets(graph_id: int, nodes: set[int], edges: set[int]) -> tuple[set[int], set[int]]:
+    """The live (not archived) ids among ``nodes`` and ``edges`` of the graph; no query when both are empty."""
+    if not nodes and not edges:
+        return set(), set()
+    live: dict[str, set[int]] = {"node": set(), "edge": set()}
+    for kind, pk in fetch_all(LIVE_TARGETS, {"graph": graph_id, "nodes": sorted(nodes), "edges": sorted(edges)}):
+        live[kind].add(pk)
+    return live["node"], live["edge"]
+
+
 def path_credit(session: AgentSession, items: list[rules.UseItem]) -> list[rules.UseItem]:
     """The edges a report credits besides its items (``rules.credit_paths``), from the session's
     selected candidates of the reported nodes. One query."""
     nodes = [i.id for i in items if i.kind == "node"]
     if not nodes:
         return []
-    rows = InjectionCandidate.objects.filter(
-        graph_id=session.graph_id,
-        injection__session=session,
-        injection__graph_id=session.graph_id,
-        node_id__in=nodes,
-        selected=True,
-    ).values_list("node_id", "injection_id", "edge_id", "features")
+    rows = fetch_all(PATH_CANDIDATES, {"graph": session.graph_id, "session": session.pk, "nodes": nodes})
+    # Django's connection reads jsonb as text (its JSONField decodes it): decoded here.
+    rows = [(n, i, e, json.loads(f) if isinstance(f, str) else f) for n, i, e, f in rows]
     return rules.credit_paths(items, rows)
+
+
+# The session's selected candidates of the given nodes (``path_credit``).
+PATH_CANDIDATES = _statement("""
+    SELECT c.node_id, c.injection_id, c.edge_id, c.features
+    FROM {candidate} c JOIN {injection} i ON i.id = c.injection_id
+    WHERE c.graph_id = %(graph)s AND i.graph_id = %(graph)s AND i.session_id = %(session)s AND c.selected
+      AND c.node_id = ANY(%(nodes)s::bigint[])
+""")
 
 
 def surfaced_targets(session: AgentSession) -> tuple[set[int], set[int]]:
     """The nodes and edges the session's injections gave the agent (``rules.surfaced``): its selected
     candidates with their paths. One query; a session holds a few injections of a budget each."""
-    rows = InjectionCandidate.objects.filter(
-        graph_id=session.graph_id, injection__graph_id=session.graph_id, injection__session=session, selected=True
-    ).values_list("node_id", "edge_id", "features__path")
-    return rules.surfaced(rows)
+    rows = fetch_all(SURFACED, {"graph": session.graph_id, "session": session.pk})
+    # Django's connection reads jsonb as text (its JSONField decodes it): decoded here.
+    return rules.surfaced((n, e, json.loads(p) if isinstance(p, str) else p) for n, e, p in rows)
+
+
+# The session's selected candidates: node, edge and path (``surfaced_targets``).
+SURFACED = _statement("""
+    SELECT c.node_id, c.edge_id, c.features -> 'path'
+    FROM {candidate} c JOIN {injection} i ON i.id = c.injection_id
+    WHERE c.graph_id = %(graph)s AND i.graph_id = %(graph)s AND i.session_id = %(session)s AND c.selected
+""")
+
+# The (outcome, idempotency key) of an outcome report of the session still pending in the outbox.
+PENDING_OUTCOME = _statement("""
+    SELECT r.payload ->> 'outcome', r.idempotency_key FROM {report} r
+    WHERE r.graph_id = %(graph)s AND r.session_id = %(session)s AND r.kind = 'outcome' AND r.state = 'pending'
+    ORDER BY r.id
+    LIMIT 1
+""")
 
 
 def already_credited(session: AgentSession, items: list[rules.UseItem]) -> set[tuple[str, int]]:
     """The (kind, id) among ``items`` that already have a use event in this session (one query)."""
     nodes = [i.id for i in items if i.kind == "node"]
     edges = [i.id for i in items if i.kind == "edge"]
-    found = (
-        UseEvent.objects.filter(graph_id=session.graph_id, session=session)
-        .filter(Q(node_id__in=nodes) | Q(edge_id__in=edges))
-        .values_list("node_id", "edge_id")
+    found = fetch_all(
+        ALREADY_CREDITED, {"graph": session.graph_id, "session": session.pk, "nodes": nodes, "edges": edges}
     )
     return {("node", n) if n else ("edge", e) for n, e in found}
+
+
+# The session's use events of the given nodes and edges (``already_credited``).
+ALREADY_CREDITED = _statement("""
+    SELECT u.node_id, u.edge_id FROM {use_event} u
+    WHERE u.graph_id = %(graph)s AND u.session_id = %(session)s
+      AND (u.node_id = ANY(%(nodes)s::bigint[]) OR u.edge_id = ANY(%(edges)s::bigint[]))
+""")
+
+
+# Lock a session's row (``FOR NO KEY UPDATE``): the first step of every write on its reports.
+LOCK_SESSION = _statement("""
+    SELECT s.id FROM {session} s WHERE s.graph_id = %(graph)s AND s.id = %(session)s FOR NO KEY UPDATE OF s
+""")
+
+# The id of the graph's batch with this idempotency key, if any.
+BATCH_BY_KEY = _statement("""
+    SELECT b.id FROM {batch} b WHERE b.graph_id = %(graph)s AND b.idempotency_key = %(key)s
+""")
+
+# The session's injections (of ``%(injections)s``) that have a query vector: id, vector, model, query.
+INJECTION_QUERIES = _statement("""
+    SELECT i.id, i.query_embedding::real[], i.query_model, i.query FROM {injection} i
+    WHERE i.graph_id = %(graph)s AND i.session_id = %(session)s AND i.id = ANY(%(injections)s::bigint[])
+      AND i.query_embedding IS NOT NULL
+""")
+
+# Use events, one per aligned array element; their ids in that order.
+INSERT_USE_EVENTS = _statement("""
+    INSERT INTO {use_event} (graph_id, session_id, injection_id, node_id, edge_id, signal, source, created_at)
+    SELECT %(graph)s, %(session)s, x.injection, x.node, x.edge, x.signal, x.source, %(now)s
+    FROM unnest(%(injections)s::bigint[], %(nodes)s::bigint[], %(edges)s::bigint[], %(signals)s::text[],
+                %(sources)s::text[]) WITH ORDINALITY AS x(injection, node, edge, signal, source, n)
+    ORDER BY x.n
+    RETURNING id
+""")
+
+# A finished batch's counts, details and timings (``ledger.finish``).
+FINISH_BATCH = _statement("""
+    UPDATE {batch} SET node_updates = %(node_updates)s, edge_updates = %(edge_updates)s, conflicts = %(conflicts)s,
+        details = %(details)s, finished_at = %(finished_at)s, duration_ms = %(duration_ms)s
+    WHERE graph_id = %(graph)s AND id = %(id)s
+""")
 
 
 def selected_candidates(session: AgentSession) -> list[dict]:
@@ -1042,6 +1146,23 @@ def try_drain_lock(graph_id: int) -> bool:
     return fetch(TRY_DRAIN_LOCK, {"lock_class": DRAIN_LOCK_CLASS, "graph": graph_id})[0]
 
 
+# Whether a transaction holds the graph's drain lock now (``feedback.reports``: a report committed while
+# a drainer runs is seen by it, so it needs no poke of its own).
+DRAIN_RUNNING = sql.SQL(
+    "SELECT EXISTS (SELECT 1 FROM pg_locks WHERE locktype = 'advisory' AND granted"
+    " AND database = (SELECT oid FROM pg_database WHERE datname = current_database())"
+    " AND classid = %(lock_class)s AND objid = %(graph)s AND objsubid = 2)"
+)
+
+
+def drain_running(graph_id: int) -> bool:
+    """Whether a drainer holds the graph's drain lock at this moment (``try_drain_lock``).
+
+    A report committed before this check returned true is applied by that drainer: it claims in a new
+    snapshot after each batch, and looks once more after releasing the lock before it leaves."""
+    return fetch(DRAIN_RUNNING, {"lock_class": DRAIN_LOCK_CLASS, "graph": graph_id})[0]
+
+
 # The new state of each report of a drained batch, in one statement: Django's bulk_update builds a
 # CASE per column and row, which cost a fifth of a drain's CPU; arrays unnested cost one bound list
 # per column.
@@ -1061,7 +1182,7 @@ def mark_reports(graph_id: int, rows) -> None:
     rows = list(rows)
     with connection.cursor() as cur:
         cur.execute(
-            MARK_REPORTS,
+            _text(MARK_REPORTS),
             {
                 "graph": graph_id,
                 "ids": [r.pk for r in rows],

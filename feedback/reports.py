@@ -2,9 +2,10 @@
 
 Each report takes the caller, a graph already found through ``graphadmin.tenancy`` with the
 ``report`` act, the session's external id, the serializer's validated data and the client's
-idempotency key, and returns the answer's body. Its ``status`` is ``queued`` (the report is stored
-in the outbox in the caller's transaction, ``feedback.outbox``, and the graph's drain is poked on
-commit), a logged no-op (``feedback_disabled``, ``unknown_session``,
+idempotency key, and returns the answer's body. Its ``status`` is ``queued`` (the report, a
+``feedback.report.Report``, is stored in the outbox in the caller's transaction, ``feedback.outbox``,
+and the graph's drain is poked on commit unless a drainer is running), a logged no-op
+(``feedback_disabled``, ``unknown_session``,
 ``no_injection``, ``nothing_surfaced``: ``actions.fall_through``) or ``duplicate`` (an outcome equal
 to the session's current one, with its batch). Items that are not live nodes or edges of the graph,
 or one item with two signals, raise ``InputError`` naming the item; nothing is stored.
@@ -19,9 +20,10 @@ budget were never shown, so they do not count), anything else is an ``InputError
 
 from __future__ import annotations
 
+import logging
 import uuid
 
-from django.db import transaction
+from django.db import DatabaseError, transaction
 from django.db.models import Q
 
 from graphadmin import outbox as task_outbox
@@ -30,7 +32,11 @@ from graphadmin.models import Edge, Node
 from graphadmin.tenancy import organization_role, require_session
 
 from . import actions, outbox, queries, rules, tasks
-from .models import AgentSession, InjectionCandidate, PendingReport, UpdateBatch
+from .models import AgentSession, InjectionCandidate, UpdateBatch
+from .report import Report, unknown_item
+from .rules import UseItem
+
+log = logging.getLogger(__name__)
 
 
 def enqueue(task, **kwargs) -> str:
@@ -76,12 +82,8 @@ def check_reporter(user, graph, session: AgentSession) -> None:
 def pending_outcome(session: AgentSession) -> tuple[str, str] | None:
     """The (outcome, idempotency key) of an outcome report accepted for the session and still in the
     outbox, waiting for the worker; None when there is none (one indexed query)."""
-    row = (
-        PendingReport.objects.filter(graph_id=session.graph_id, session=session, kind="outcome", state="pending")
-        .values_list("payload", "idempotency_key")
-        .first()
-    )
-    return (row[0].get("outcome"), row[1]) if row else None
+    row = queries.fetch(queries.PENDING_OUTCOME, {"graph": session.graph_id, "session": session.pk})
+    return (row[0], row[1]) if row else None
 
 
 def check_open(session: AgentSession, pending: tuple[str, str] | None = None) -> None:
@@ -102,11 +104,11 @@ def check_open(session: AgentSession, pending: tuple[str, str] | None = None) ->
         )
 
 
-def check_surfaced(session: AgentSession, items: list[dict]) -> None:
+def check_surfaced(session: AgentSession, items: tuple[UseItem, ...]) -> None:
     """InputError naming the first item (resolved by ``resolve_use_items``) that the session's injections
     did not surface to the agent (``rules.first_unsurfaced``); one query."""
     nodes, edges = queries.surfaced_targets(session)
-    unsurfaced = rules.first_unsurfaced([(i["kind"], i["id"]) for i in items], nodes, edges)
+    unsurfaced = rules.first_unsurfaced([(i.kind, i.id) for i in items], nodes, edges)
     if unsurfaced is not None:
         index, kind, pk = unsurfaced
         raise InputError(
@@ -118,15 +120,31 @@ def _no_op(result) -> dict:
     return {"status": result.status, "reason": result.details.get("reason", "")}
 
 
-def _accept(user, session: AgentSession, kind: str, payload: dict, key: str) -> dict:
+def _accept(user, session: AgentSession, report: Report) -> dict:
     """Store the report in the outbox (this transaction) and poke the graph's drain once it commits."""
-    outbox.record(user, session, kind, payload, key)
-    task_id = enqueue(tasks.drain_reports_task, graph_id=session.graph_id)
-    return {"status": "queued", "task_id": task_id, "idempotency_key": key}
+    outbox.record(user, session, report)
+    task_id = str(uuid.uuid4())
+    graph_id = session.graph_id
+    transaction.on_commit(lambda: _poke(graph_id, task_id))
+    return {"status": "queued", "task_id": task_id, "idempotency_key": report.key}
 
 
-def resolve_use_items(graph, items: list[dict]) -> list[dict]:
-    """Turn node ids and edge ids/keys into checked ids of this graph (two queries, whatever the count)."""
+def _poke(graph_id: int, task_id: str) -> None:
+    """After the report's commit: wake the graph's drain, unless a drainer holds its lock right now
+    (under load, the usual case: that drainer applies this report, ``queries.drain_running``), so a
+    burst of reports costs the worker one drain, not one task per report. A failed send is logged,
+    never raised (the 202 stands; the sweeper delivers the report)."""
+    try:
+        if queries.drain_running(graph_id):
+            return
+    except DatabaseError:
+        log.warning("could not tell whether the drain runs; poking it", exc_info=True, extra={"graph": graph_id})
+    task_outbox.publish(tasks.drain_reports_task.name, kwargs={"graph_id": graph_id}, task_id=task_id)
+
+
+def resolve_use_items(graph, items: list[dict]) -> tuple[UseItem, ...]:
+    """Turn node ids and edge ids/keys into checked ids of this graph (two queries, whatever the count):
+    the report's items, each a live node or edge of the graph, each target with one signal."""
     node_ids = {i["node"] for i in items if "node" in i}
     edge_ids = {i["edge"] for i in items if isinstance(i.get("edge"), int)}
     triplets = [i["edge"] for i in items if isinstance(i.get("edge"), dict)]
@@ -144,18 +162,18 @@ def resolve_use_items(graph, items: list[dict]) -> list[dict]:
     for index, item in enumerate(items):
         if "node" in item:
             if item["node"] not in nodes:
-                raise InputError({"items": {index: {"node": [f"Unknown node {item['node']} in this graph."]}}})
+                raise unknown_item(index, "node", item["node"])
             kind, pk = "node", item["node"]
         else:
             ref = item["edge"]
             pk = edges.get(ref if isinstance(ref, int) else (ref["source"], ref["target"], ref["type"]))
             if pk is None:
-                raise InputError({"items": {index: {"edge": [f"Unknown edge {ref} in this graph."]}}})
+                raise unknown_item(index, "edge", ref)
             kind = "edge"
         if seen.setdefault((kind, pk), item["signal"]) != item["signal"]:
             raise InputError({"items": {index: {"signal": [f"{kind} {pk} is reported with two different signals."]}}})
-        out.append({"kind": kind, "id": pk, "signal": item["signal"]})
-    return out
+        out.append(UseItem(kind, pk, item["signal"]))
+    return tuple(out)
 
 
 def report_uses(user, graph, external_id: str, data: dict, client_key: str = "") -> dict:
@@ -167,8 +185,8 @@ def report_uses(user, graph, external_id: str, data: dict, client_key: str = "")
     check_open(session, pending_outcome(session))
     items = resolve_use_items(graph, data["items"])
     check_surfaced(session, items)
-    key = _key(client_key, "uses", session)
-    return _accept(user, session, "uses", {"items": items, "learning_rate": data.get("learning_rate")}, key)
+    report = Report("uses", _key(client_key, "uses", session), items, learning_rate=data.get("learning_rate"))
+    return _accept(user, session, report)
 
 
 def report_response(user, graph, external_id: str, data: dict, client_key: str = "") -> dict:
@@ -178,8 +196,7 @@ def report_response(user, graph, external_id: str, data: dict, client_key: str =
         return _no_op(skipped)
     check_reporter(user, graph, session)
     check_open(session, pending_outcome(session))
-    key = _key(client_key, "response", session)
-    return _accept(user, session, "response", {"response": data["response"]}, key)
+    return _accept(user, session, Report("response", _key(client_key, "response", session), response=data["response"]))
 
 
 def report_outcome(user, graph, external_id: str, data: dict, client_key: str = "") -> dict:
@@ -206,5 +223,5 @@ def report_outcome(user, graph, external_id: str, data: dict, client_key: str = 
         if not session.injections.exists():
             return _no_op(actions.fall_through("no_injection", "the session has no context injection", **context))
         return _no_op(actions.fall_through("nothing_surfaced", "the session's injections surfaced nothing", **context))
-    key = _key(client_key, "outcome", session)
-    return _accept(user, session, "outcome", {"outcome": outcome, "alpha": data.get("alpha")}, key)
+    report = Report("outcome", _key(client_key, "outcome", session), outcome=outcome, alpha=data.get("alpha"))
+    return _accept(user, session, report)

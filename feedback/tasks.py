@@ -4,8 +4,9 @@ Reports the API accepted are rows of the outbox (``feedback.outbox``): ``drain_r
 graph's pending rows (poked on commit of each report), ``sweep_reports`` (beat) pokes the graphs
 whose rows were left pending, by a worker that died or a transient error's backoff. Those messages
 carry nothing but a graph id and keep no result: the rows are the state. ``apply_uses``,
-``apply_response`` and ``apply_outcome`` apply one report given in the message (messages queued
-before the outbox, scripts); the API no longer sends them.
+``apply_response`` and ``apply_outcome`` stay registered for messages an older version queued
+(before the outbox): each builds the typed ``Report`` and applies it through the same action as the
+drain (``actions.do_apply_report``); nothing in this version sends them.
 
 Queues: ``feedback`` (uses, response, outcome, normalize), ``decay``, ``metrics`` (see
 CELERY_TASK_ROUTES). Tasks are acknowledged late and rejected when the worker is lost (settings), so
@@ -26,11 +27,13 @@ from django.conf import settings
 from django.contrib.auth import get_user_model
 
 from graphadmin import outbox as task_outbox
+from graphadmin.errors import DomainError
 from graphadmin.models import Graph, PolicyRevision
 
 from . import actions, imports, metrics, outbox, retention
 from .ledger import retry_transient
 from .models import AgentSession, VaultImport
+from .report import Report
 
 log = logging.getLogger(__name__)
 
@@ -44,11 +47,13 @@ def _actor(user_id, label):
     return label
 
 
-def _refused(exc: actions.FeedbackError, **context) -> dict:
+def _refused(exc: DomainError, **context) -> dict:
     """Input that became invalid between the request and the task (an edge archived meanwhile):
     logged and answered, not raised, so the task is not retried forever."""
-    log.warning("feedback task refused its input", extra={"feedback_status": "refused", "field": exc.field, **context})
-    return {"status": "refused", "field": exc.field, "reason": exc.message, **context}
+    field = getattr(exc, "field", "")
+    field = field if isinstance(field, str) else ""
+    log.warning("feedback task refused its input", extra={"feedback_status": "refused", "field": field, **context})
+    return {"status": "refused", "field": field, "reason": getattr(exc, "message", str(exc)), **context}
 
 
 def _graph(graph_id):
@@ -89,6 +94,34 @@ def purge_reports_task() -> int:
     return outbox.purge(days=settings.OUTBOX_RETENTION_DAYS)
 
 
+def _apply_message(graph_id: int, external_id: str, report: Report, user_id, label: str) -> dict:
+    """A report given whole in a message of an older version (or a script): applied by the one action
+    (``actions.do_apply_report``), as the drain applies an outbox row; refused input is an answer."""
+    graph = _graph(graph_id)
+    if graph is None:
+        return actions.fall_through(
+            "unknown_graph", "report for an unknown graph", graph=graph_id, session=external_id
+        ).as_dict()
+    session = _session(graph_id, external_id)
+    if session is None:
+        return actions.fall_through(
+            "unknown_session", "report for an unknown session", graph=graph_id, session=external_id
+        ).as_dict()
+    session.graph = graph
+    actor = _actor(user_id, label)
+    try:
+        return retry_transient(
+            lambda: actions.do_apply_report(graph, session, report, actor=actor), what=label
+        ).as_dict()
+    except DomainError as exc:
+        return _refused(exc, graph=graph_id, session=external_id)
+
+
+# The three tasks below are kept registered only for messages an older version queued (before the
+# outbox, the API sent them; it no longer does): each turns its message into a Report and applies it
+# through the one action. Nothing in this version sends them.
+
+
 @shared_task(name="feedback.apply_uses")
 def apply_uses_task(
     graph_id: int,
@@ -99,45 +132,20 @@ def apply_uses_task(
     idempotency_key: str | None = None,
     user_id: int | None = None,
 ) -> dict:
-    """Record use events of a session and reinforce (``actions.do_record_uses``)."""
-    session = _session(graph_id, external_id)
-    if session is None:
-        return actions.fall_through(
-            "unknown_session", "uses for an unknown session", graph=graph_id, session=external_id
-        ).as_dict()
-    parsed = [actions.UseItem(i["kind"], i["id"], i["signal"], i.get("injection_id")) for i in items]
-    try:
-        actor = _actor(user_id, "task:feedback.apply_uses")
-        return retry_transient(
-            lambda: actions.do_record_uses(
-                session,
-                parsed,
-                actor=actor,
-                source=source,
-                learning_rate=learning_rate,
-                idempotency_key=idempotency_key,
-            ),
-            what="feedback.apply_uses",
-        ).as_dict()
-    except actions.FeedbackError as exc:
-        return _refused(exc, graph=graph_id, session=external_id)
+    """A use report of an older version's message."""
+    report = Report.from_payload(
+        "uses", idempotency_key, {"items": items, "source": source, "learning_rate": learning_rate}
+    )
+    return _apply_message(graph_id, external_id, report, user_id, "task:feedback.apply_uses")
 
 
 @shared_task(name="feedback.apply_response")
 def apply_response_task(
     graph_id: int, external_id: str, response: str, idempotency_key: str | None = None, user_id: int | None = None
 ) -> dict:
-    """Detect implicit uses in a response text and reinforce them (``actions.do_record_response``)."""
-    session = _session(graph_id, external_id)
-    if session is None:
-        return actions.fall_through(
-            "unknown_session", "response for an unknown session", graph=graph_id, session=external_id
-        ).as_dict()
-    actor = _actor(user_id, "task:feedback.apply_response")
-    return retry_transient(
-        lambda: actions.do_record_response(session, response, actor=actor, idempotency_key=idempotency_key),
-        what="feedback.apply_response",
-    ).as_dict()
+    """A response text of an older version's message."""
+    report = Report.from_payload("response", idempotency_key, {"response": response})
+    return _apply_message(graph_id, external_id, report, user_id, "task:feedback.apply_response")
 
 
 @shared_task(name="feedback.apply_outcome")
@@ -149,29 +157,9 @@ def apply_outcome_task(
     idempotency_key: str | None = None,
     user_id: int | None = None,
 ) -> dict:
-    """Apply a session's outcome EMA (``actions.do_apply_outcome``)."""
-    graph = _graph(graph_id)
-    if graph is None:
-        return actions.fall_through(
-            "unknown_graph", "outcome for an unknown graph", graph=graph_id, session=external_id
-        ).as_dict()
-    actor = _actor(user_id, "task:feedback.apply_outcome")
-    try:
-        result = retry_transient(
-            lambda: actions.do_apply_outcome(
-                graph, external_id, outcome, actor=actor, alpha=alpha, idempotency_key=idempotency_key
-            ),
-            what="feedback.apply_outcome",
-        ).as_dict()
-    except actions.FeedbackError as exc:
-        return _refused(exc, graph=graph_id, session=external_id)
-    if outcome == "accepted" and result["status"] == "applied":
-        # An accepted session may complete a pair of notes used together often enough to be linked.
-        session = _session(graph_id, external_id)
-        result["links"] = retry_transient(
-            lambda: actions.do_link_co_used(session, actor=actor), what="feedback.link_co_used"
-        ).as_dict()
-    return result
+    """An outcome of an older version's message (an accepted one may then link notes, ``links``)."""
+    report = Report.from_payload("outcome", idempotency_key, {"outcome": outcome, "alpha": alpha})
+    return _apply_message(graph_id, external_id, report, user_id, "task:feedback.apply_outcome")
 
 
 @shared_task(name="feedback.decay_graph")

@@ -8,6 +8,8 @@ instead of forking the chain; the unique (organization, seq) constraint is the b
 from __future__ import annotations
 
 import hashlib
+from contextlib import contextmanager
+from contextvars import ContextVar
 from dataclasses import dataclass
 from datetime import UTC, datetime
 
@@ -54,13 +56,78 @@ def compute_hash(prev_hash: str, seq: int, created_at: datetime, actor: str, act
     return hashlib.sha256(prev_hash.encode("ascii") + body).hexdigest()
 
 
+class Deferred:
+    """Events appended inside ``deferred()``: chained and written together by ``flush`` (one lock, one
+    read of the chain's head and one INSERT per organization, instead of three statements per event).
+
+    For a caller that appends many events in one transaction (the report drain: one event per
+    report's batch). ``mark`` and ``undo_to`` drop the events of a part that rolled back to its
+    savepoint, so only events whose changes stand are chained.
+    """
+
+    def __init__(self):
+        self.events: list[AuditEvent] = []
+
+    def mark(self) -> int:
+        return len(self.events)
+
+    def undo_to(self, mark: int) -> None:
+        del self.events[mark:]
+
+    def flush(self) -> list[AuditEvent]:
+        """Chain and insert the collected events (in the caller's transaction), oldest first; empties the list."""
+        events, self.events = self.events, []
+        by_org: dict[int, list[AuditEvent]] = {}
+        for event in events:
+            by_org.setdefault(event.organization_id, []).append(event)
+        now = clock.now()
+        with transaction.atomic(savepoint=False), connection.cursor() as cur:
+            for org_id in sorted(by_org):
+                cur.execute("SELECT pg_advisory_xact_lock(%s, %s)", [_LOCK_CLASS, org_id])
+                cur.execute(LAST_EVENT_SQL, {"organization": org_id})
+                last = cur.fetchone()
+                seq, prev_hash = (last[0], last[1]) if last else (0, GENESIS)
+                for event in by_org[org_id]:
+                    seq += 1
+                    event.seq, event.created_at, event.prev_hash = seq, now, prev_hash
+                    event.hash = compute_hash(
+                        prev_hash, seq, now, event.actor, event.action, event.scope, event.payload
+                    )
+                    prev_hash = event.hash
+                _insert_many(cur, by_org[org_id])
+        return events
+
+
+_DEFERRED: ContextVar[Deferred | None] = ContextVar("audit_deferred", default=None)
+
+
+@contextmanager
+def deferred():
+    """Within this block ``append`` collects its events in the returned ``Deferred`` instead of
+    writing them; the caller flushes it before its transaction commits (events not flushed are lost)."""
+    collector = Deferred()
+    token = _DEFERRED.set(collector)
+    try:
+        yield collector
+    finally:
+        _DEFERRED.reset(token)
+
+
 def append(organization, actor, action: str, payload: dict, scope: dict | None = None) -> AuditEvent:
     """Append one event to the organization's chain, inside the caller's transaction if any.
 
     ``payload`` must be JSON (finite numbers only). Serialised per organization by an advisory lock.
+    Inside ``deferred()`` the event is collected, unsaved, and chained by the collector's ``flush``.
     """
     org_id = organization if isinstance(organization, int) else organization.pk
     scope = scope or {}
+    collector = _DEFERRED.get()
+    if collector is not None:
+        event = AuditEvent(
+            organization_id=org_id, actor=actor_label(actor), action=action, scope=scope, payload=payload
+        )
+        collector.events.append(event)
+        return event
     # Inside the caller's transaction no savepoint is needed (nothing here is retried on error, and
     # a failed append must fail the whole change it records): two round trips saved per append.
     with transaction.atomic(savepoint=False):
@@ -127,6 +194,26 @@ def _insert(event: AuditEvent) -> AuditEvent:
         event.pk = cur.fetchone()[0]
     event._state.adding, event._state.db = False, connection.alias
     return event
+
+
+def _insert_many(cur, events: list[AuditEvent]) -> None:
+    """INSERT chained events in one statement (``INSERT_EVENT_SQL``'s columns, one row each) and set their ids."""
+    if not events:
+        return
+    row = sql.SQL("({})").format(sql.SQL(", ").join(sql.Placeholder() for _f in _EVENT_FIELDS))
+    statement = sql.SQL("INSERT INTO {table} ({columns}) VALUES {rows} RETURNING {pk}, {seq}").format(
+        table=sql.Identifier(AuditEvent._meta.db_table),
+        columns=sql.SQL(", ").join(sql.Identifier(f.column) for f in _EVENT_FIELDS),
+        rows=sql.SQL(", ").join(row for _e in events),
+        pk=sql.Identifier(AuditEvent._meta.pk.column),
+        seq=sql.Identifier(AuditEvent._meta.get_field("seq").column),
+    )
+    params = [f.get_db_prep_save(getattr(e, f.attname), connection) for e in events for f in _EVENT_FIELDS]
+    cur.execute(statement.as_string(), params)
+    ids = dict((seq, pk) for pk, seq in cur.fetchall())
+    for event in events:
+        event.pk = ids[event.seq]
+        event._state.adding, event._state.db = False, connection.alias
 
 
 @dataclass(frozen=True)

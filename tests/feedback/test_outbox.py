@@ -115,7 +115,8 @@ def test_a_refused_input_is_recorded_as_refused(api, ada, acme_graph, small_grap
     assert (counts["refused"], counts["applied"]) == (1, 1)
     refused, applied = PendingReport.objects.order_by("id")
     assert refused.state == "refused" and refused.result["status"] == "refused"
-    assert f"unknown node {small_graph['c'].pk}" in refused.last_error
+    # One wording at intake (a 400) and in the drain (refused): report.unknown_item.
+    assert f"Unknown node {small_graph['c'].pk} in this graph." in refused.last_error
     assert applied.state == "applied"
     assert UpdateBatch.objects.count() == 1
     # Refused rows are not picked up again.
