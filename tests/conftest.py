@@ -285,3 +285,11 @@ def rg(request, acme_graph, settings):
             archived=(s, t) == ("a", "f"),
         )
     return {"graph": acme_graph, "nodes": nodes, "edges": edges, "types": types}
+
+
+def queued_work(callbacks) -> list:
+    """The on-commit callbacks that are work (a task's wake-up), without the connection's and the caches'
+    bookkeeping every write or request may register: graphadmin.runtime.timeouts remembering the timeouts
+    it set, graphadmin.hotcache publishing a new version after a cached model changed."""
+    bookkeeping = {"graphadmin.runtime.timeouts", "graphadmin.hotcache"}
+    return [c for c in callbacks if getattr(c, "__module__", None) not in bookkeeping]

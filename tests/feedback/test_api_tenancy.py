@@ -5,6 +5,7 @@ import pytest
 from feedback import actions
 from feedback.actions import UseItem
 from feedback.models import UpdateBatch
+from tests.conftest import queued_work
 
 from .conftest import url
 
@@ -34,7 +35,7 @@ def test_outsider_gets_404_everywhere(api, mallory, acme_graph, surfaced, batch,
         assert client.get(f"/api/batches/{batch.pk}/changes/").status_code == 404
         assert client.post(f"/api/batches/{batch.pk}/rollback/", {}, format="json").status_code == 404
         assert client.get("/api/batches/").data["count"] == 0
-    assert not callbacks
+    assert not queued_work(callbacks)
     assert UpdateBatch.objects.get(pk=batch.pk).status == "applied"
 
 

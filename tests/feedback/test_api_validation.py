@@ -4,6 +4,7 @@ import pytest
 
 from feedback.models import UpdateBatch, UseEvent
 from graphadmin.models import Edge, EdgeType, Node
+from tests.conftest import queued_work
 
 from .conftest import url
 
@@ -13,7 +14,7 @@ pytestmark = pytest.mark.django_db
 def _post(api, user, path, body, capture):
     with capture() as callbacks:
         response = api(user).post(path, body, format="json")
-    assert not callbacks, "nothing may be enqueued for a bad request"
+    assert not queued_work(callbacks), "nothing may be enqueued for a bad request"
     assert not UpdateBatch.objects.exists() and not UseEvent.objects.exists()
     return response
 

@@ -6,6 +6,7 @@ import pytest
 from django.conf import settings
 
 from feedback.models import UpdateBatch, UseEvent
+from tests.conftest import queued_work
 
 from .conftest import url
 
@@ -18,7 +19,7 @@ def test_too_many_use_items(api, oscar, acme_graph, surfaced, edges, django_capt
         response = api(oscar).post(url(acme_graph, "s1", "uses"), {"items": items}, format="json")
     assert response.status_code == 400 and "items" in response.json(), response.content
     assert str(settings.MAX_REPORT_ITEMS) in str(response.json()["items"])
-    assert not callbacks and not UseEvent.objects.exists()
+    assert not queued_work(callbacks) and not UseEvent.objects.exists()
 
 
 def test_items_at_the_maximum_are_accepted(api, oscar, acme_graph, surfaced, edges, django_capture_on_commit_callbacks):
