@@ -182,6 +182,8 @@ class TextSpool:
         return SpooledText(self, offset, len(data))
 
     def read(self, offset: int, size: int) -> str:
+        if self._file is None:
+            raise ValueError("The parsed vault was closed: its spooled note bodies are gone.")
         self._file.seek(offset)
         return self._file.read(size).decode("utf-8")
 
