@@ -8,17 +8,18 @@ and row writes lives here (the core imports neither feedback nor ranking).
 
 from __future__ import annotations
 
-import io
+import tempfile
 import time
 import uuid
 
 from celery.exceptions import SoftTimeLimitExceeded
 from django.conf import settings
 from django.db import transaction
+from django.db.models.functions import Length
 
 from graphadmin import clock
 from graphadmin import outbox as task_outbox
-from graphadmin.models import Graph
+from graphadmin.models import Graph, Node
 from graphadmin.tasks import embed_graph
 from graphadmin.vault import apply
 from graphadmin.vault.parse import ParsedVault, ProgressFn, VaultError, group_unresolved, parse_vault, zip_extent
@@ -84,10 +85,9 @@ def do_import_vault(
         # The batch through feedback.ledger, like every other batch: its row, then its counts and one AuditEvent.
         batch = ledger.start_batch(graph, "import", actor, details=details)
         for kind, ids in (("node", made["nodes"]), ("edge", made["edges"])):
-            after = records.snapshot(kind, graph.pk, touched[kind] + ids)
-            records.record(batch, kind, "update", before[kind], {pk: after[pk] for pk in before[kind]})
-            created = {pk: after[pk] for pk in ids}
-            records.record(batch, kind, "create", records.created(created), created)
+            after = records.snapshot(kind, graph.pk, touched[kind])
+            records.record(batch, kind, "update", before[kind], after)
+            _record_created(batch, kind, graph.pk, ids)
         ledger.finish(
             batch,
             actor,
@@ -108,6 +108,18 @@ def do_import_vault(
         embedding=mode,
         duration_ms=duration_ms,
     )
+
+
+def _record_created(batch, kind: str, graph_id: int, ids: list[int]) -> None:
+    """The rows the import created, recorded run by run (bounded by count and text size, as they were written)."""
+    sizes = dict.fromkeys(ids, 0)
+    if kind == "node" and ids:
+        sizes.update(
+            Node.objects.filter(graph_id=graph_id, pk__in=ids).annotate(n=Length("text")).values_list("pk", "n")
+        )
+    for run in apply.chunks(ids, sizes.__getitem__):
+        created = records.snapshot(kind, graph_id, run)
+        records.record(batch, kind, "create", records.created(created), created)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -165,6 +177,16 @@ def _set(record: VaultImport, **fields) -> None:
     VaultImport.objects.filter(pk=record.pk).update(**fields)
 
 
+def _stored_archive(record: VaultImport):
+    """The record's archive in a temporary file (the parse reads it entry by entry); the row's copy is dropped
+    from the record, so the worker holds the archive once, on disk."""
+    archive = tempfile.TemporaryFile(prefix="vault-import-")
+    archive.write(VaultImport.objects.filter(pk=record.pk).values_list("archive", flat=True).get())
+    record.archive = b""
+    archive.seek(0)
+    return archive
+
+
 def run_queued_import(record: VaultImport, *, actor) -> VaultImport:
     """The task's work: parse the stored archive (progress: notes read), import it, record the outcome.
 
@@ -184,9 +206,13 @@ def run_queued_import(record: VaultImport, *, actor) -> VaultImport:
             _set(record, done=done, total=total)
 
     try:
-        parsed = parse_vault(io.BytesIO(bytes(record.archive)), progress=progress, create_missing=record.create_missing)
+        with _stored_archive(record) as archive:
+            parsed = parse_vault(archive, progress=progress, create_missing=record.create_missing)
         _set(record, state="importing", archive=b"")
-        result = do_import_vault(record.graph, parsed, actor=actor, dry_run=record.dry_run)
+        try:
+            result = do_import_vault(record.graph, parsed, actor=actor, dry_run=record.dry_run)
+        finally:
+            parsed.close()
     except VaultError as exc:
         _set(record, state="failed", error=str(exc), archive=b"", finished_at=clock.now())
     except SoftTimeLimitExceeded:

@@ -248,7 +248,7 @@ def import_vault_task(import_id: int) -> dict:
     At the soft limit the import stops, rolls back and is recorded as failed with the reason; the hard
     limit 30 s later ends the process if it does not.
     """
-    record = VaultImport.objects.select_related("graph", "requested_by").filter(pk=import_id).first()
+    record = VaultImport.objects.select_related("graph", "requested_by").defer("archive").filter(pk=import_id).first()
     if record is None:
         return {"status": "gone", "import": import_id}
     actor = record.requested_by or "task:import_vault"

@@ -12,6 +12,7 @@ All writes are set-based (bulk_create, bulk_update, UPDATE ... WHERE id IN), nev
 from __future__ import annotations
 
 import time
+from collections.abc import Iterator
 from datetime import UTC, datetime
 
 from django.conf import settings
@@ -22,10 +23,11 @@ from graphadmin import audit
 from graphadmin.embeddings import get_embedder, stored_models
 from graphadmin.models import Edge, EdgeType, Graph, Node
 
-from .parse import ProgressFn
+from .parse import ProgressFn, body_size
 from .plan import ImportPlan, node_embedding_text, triplet_text
 
 BULK = 500
+TEXT_CHUNK_BYTES = 16 * 1024 * 1024  # note text held at a time while writing nodes
 
 
 def current_rows(graph: Graph) -> tuple[list[dict], list[dict], dict[str, int]]:
@@ -46,103 +48,127 @@ def embedding_mode(plan: ImportPlan, embed: str) -> str:
     return embed
 
 
+class _Embedder:
+    """Vectors for texts in EMBED_BATCH_SIZE batches ('sync'), or None for each ('task': the task fills them)."""
+
+    def __init__(self, mode: str, to_embed: int, progress: ProgressFn | None):
+        self.embedder = get_embedder() if mode == "sync" else None
+        self.model = self.embedder.model_name if self.embedder else ""
+        self.to_embed, self.progress, self.done = to_embed, progress, 0
+
+    def fill(self, objs: list, field: str, texts: list[str]) -> None:
+        """Set ``field`` and ``embedding_model`` of each of ``objs`` from its text in ``texts``."""
+        for obj, vec in zip(objs, self.vectors(texts), strict=True):
+            setattr(obj, field, vec)
+            obj.embedding_model = self.model if vec is not None else ""
+
+    def vectors(self, texts: list[str]) -> list:
+        if self.embedder is None:
+            return [None] * len(texts)
+        out, size = [], settings.EMBED_BATCH_SIZE
+        for i in range(0, len(texts), size):
+            out.extend(self.embedder.embed(texts[i : i + size]))
+            self.done += len(texts[i : i + size])
+            if self.progress:
+                self.progress("embed", self.done, self.to_embed)
+        return out
+
+
+def chunks(items: list, size_of) -> Iterator[list]:
+    """``items`` in runs of at most BULK items and TEXT_CHUNK_BYTES of text (one item at least): the rows of
+    one run are all the note texts in memory at a time."""
+    run, size = [], 0
+    for item in items:
+        item_size = size_of(item)
+        if run and (len(run) >= BULK or size + item_size > TEXT_CHUNK_BYTES):
+            yield run
+            run, size = [], 0
+        run.append(item)
+        size += item_size
+    if run:
+        yield run
+
+
 def apply_plan(graph: Graph, plan: ImportPlan, *, mode: str, progress: ProgressFn | None = None) -> dict:
     """Write ``plan`` into ``graph`` in the caller's transaction; ``mode`` 'sync' embeds here, 'task' leaves NULLs.
 
-    Returns the ids of the nodes and edges it created (``{"nodes": [...], "edges": [...]}``)."""
-    desired, existing, renames, changed, meta_only = (
-        plan.desired,
-        plan.existing,
-        plan.renames,
-        plan.changed,
-        plan.meta_only,
-    )
-    new_keys, gone, key_after, title_after = plan.new_keys, plan.gone, plan.key_after, dict(plan.title_after)
-    create_edges, restore_edges, archive_edges, retitle_edges = (
-        plan.create_edges,
-        plan.restore_edges,
-        plan.archive_edges,
-        plan.retitle_edges,
-    )
-    new_types, to_embed = plan.new_types, plan.to_embed
-    embedder = get_embedder() if mode == "sync" else None
-    model = embedder.model_name if embedder else ""
-    embedded = [0]
-
-    def vectors(texts: list[str]) -> list:
-        if embedder is None:
-            return [None] * len(texts)
-        out = []
-        size = settings.EMBED_BATCH_SIZE
-        for i in range(0, len(texts), size):
-            out.extend(embedder.embed(texts[i : i + size]))
-            embedded[0] += len(texts[i : i + size])
-            if progress:
-                progress("embed", embedded[0], to_embed)
-        return out
-
+    The nodes are written in runs bounded by count and text size (their texts read from the parse's spool
+    run by run). Returns the ids of the nodes and edges it created (``{"nodes": [...], "edges": [...]}``)."""
+    embedder = _Embedder(mode, plan.to_embed, progress)
     now = datetime.now(UTC)
-    # --- Write nodes.
-    new_objs = [
-        Node(
-            graph=graph,
-            key=k,
-            kind=desired[k].kind,
-            title=desired[k].title,
-            text=desired[k].text,
-            source=desired[k].source,
-            aliases=desired[k].aliases,
-            tags=desired[k].tags,
-            content_hash=desired[k].content_hash,
-        )
-        for k in new_keys
-    ]
-    for obj, vec in zip(new_objs, vectors([node_embedding_text(o.title, o.text) for o in new_objs]), strict=True):
-        obj.embedding, obj.embedding_model = vec, model if vec is not None else ""
-    Node.objects.bulk_create(new_objs, batch_size=BULK)
-    update_objs = []
-    for key in changed:
-        if key not in meta_only:
-            update_objs.append((existing[key]["id"], desired[key]))
-    for new_key, row in renames.items():
-        update_objs.append((row["id"], desired[new_key]))
-    updated = [
-        Node(
-            id=pk,
-            key=d.key,
-            kind=d.kind,
-            title=d.title,
-            text=d.text,
-            source=d.source,
-            aliases=d.aliases,
-            tags=d.tags,
-            content_hash=d.content_hash,
-            archived=False,
-            updated_at=now,
-        )
-        for pk, d in update_objs
-    ]
-    for obj, vec in zip(updated, vectors([node_embedding_text(o.title, o.text) for o in updated]), strict=True):
-        obj.embedding, obj.embedding_model = vec, model if vec is not None else ""
-    Node.objects.bulk_update(
-        updated,
-        [
-            "key",
-            "kind",
-            "title",
-            "text",
-            "source",
-            "aliases",
-            "tags",
-            "content_hash",
-            "embedding",
-            "embedding_model",
-            "archived",
-            "updated_at",
-        ],
-        batch_size=BULK,
-    )
-    if meta_only:
+    created = _create_nodes(graph, plan, embedder)
+    _update_nodes(plan, embedder, now)
+    if plan.gone:
+        Node.objects.filter(graph=graph, id__in=[row["id"] for row in plan.gone]).update(archived=True, updated_at=now)
+    edges = _write_edges(graph, plan, created, embedder, now)
+    return {"nodes": [pk for pk, _title in created.values()], "edges": edges}
+
+
+def _create_nodes(graph: Graph, plan: ImportPlan, embedder: _Embedder) -> dict[str, tuple[int, str]]:
+    """The plan's new nodes, run by run; returns key -> (id, title) of each."""
+    desired, created = plan.desired, {}
+    for keys in chunks(plan.new_keys, lambda k: body_size(desired[k].body)):
+        objs = [
+            Node(
+                graph=graph,
+                key=k,
+                kind=desired[k].kind,
+                title=desired[k].title,
+                text=desired[k].text,
+                source=desired[k].source,
+                aliases=desired[k].aliases,
+                tags=desired[k].tags,
+                content_hash=desired[k].content_hash,
+            )
+            for k in keys
+        ]
+        embedder.fill(objs, "embedding", [node_embedding_text(o.title, o.text) for o in objs])
+        Node.objects.bulk_create(objs, batch_size=BULK)
+        created.update({o.key: (o.pk, o.title) for o in objs})
+    return created
+
+
+NODE_UPDATE_FIELDS = (
+    "key",
+    "kind",
+    "title",
+    "text",
+    "source",
+    "aliases",
+    "tags",
+    "content_hash",
+    "embedding",
+    "embedding_model",
+    "archived",
+    "updated_at",
+)
+
+
+def _update_nodes(plan: ImportPlan, embedder: _Embedder, now: datetime) -> None:
+    """The changed and renamed nodes (re-embedded), run by run; then the metadata-only changes (not re-embedded)."""
+    desired, existing = plan.desired, plan.existing
+    rows = [(existing[key]["id"], desired[key]) for key in plan.changed if key not in plan.meta_only]
+    rows += [(row["id"], desired[new_key]) for new_key, row in plan.renames.items()]
+    for run in chunks(rows, lambda row: body_size(row[1].body)):
+        objs = [
+            Node(
+                id=pk,
+                key=d.key,
+                kind=d.kind,
+                title=d.title,
+                text=d.text,
+                source=d.source,
+                aliases=d.aliases,
+                tags=d.tags,
+                content_hash=d.content_hash,
+                archived=False,
+                updated_at=now,
+            )
+            for pk, d in run
+        ]
+        embedder.fill(objs, "embedding", [node_embedding_text(o.title, o.text) for o in objs])
+        Node.objects.bulk_update(objs, NODE_UPDATE_FIELDS, batch_size=BULK)
+    if plan.meta_only:
         Node.objects.bulk_update(
             [
                 Node(
@@ -153,57 +179,58 @@ def apply_plan(graph: Graph, plan: ImportPlan, *, mode: str, progress: ProgressF
                     tags=desired[k].tags,
                     updated_at=now,
                 )
-                for k in sorted(meta_only)
+                for k in sorted(plan.meta_only)
             ],
             ["kind", "source", "aliases", "tags", "updated_at"],
             batch_size=BULK,
         )
-    if gone:
-        Node.objects.filter(graph=graph, id__in=[row["id"] for row in gone]).update(archived=True, updated_at=now)
 
-    # --- Write edge types and edges.
+
+def _write_edges(
+    graph: Graph, plan: ImportPlan, created: dict[str, tuple[int, str]], embedder: _Embedder, now: datetime
+) -> list[int]:
+    """The new edge types and edges (embedded), the restored and archived edges, and the edges whose triplet
+    text changed with an end's title (re-embedded); returns the ids of the edges created."""
     type_ids = dict(plan.type_ids)
-    if new_types:
+    if plan.new_types:
         EdgeType.objects.bulk_create(
-            [EdgeType(graph=graph, name=n, priority=0.0, description="Created by a vault import.") for n in new_types],
+            [
+                EdgeType(graph=graph, name=n, priority=0.0, description="Created by a vault import.")
+                for n in plan.new_types
+            ],
             ignore_conflicts=True,
         )
         type_ids = dict(EdgeType.objects.filter(graph=graph).values_list("name", "id"))
-    node_id = {key_after[i]: i for i in key_after}
-    node_id.update({o.key: o.id for o in new_objs})
-    for obj in new_objs:
-        title_after[obj.id] = obj.title
+    node_id = {key: pk for pk, key in plan.key_after.items()}
+    title_after = dict(plan.title_after)
+    for key, (pk, title) in created.items():
+        node_id[key], title_after[pk] = pk, title
     edge_objs = [
         Edge(graph=graph, source_id=node_id[s], target_id=node_id[t], edge_type_id=type_ids[n])
-        for s, t, n in create_edges
+        for s, t, n in plan.create_edges
     ]
     texts = [
         triplet_text(title_after[e.source_id], n, title_after[e.target_id])
-        for e, (_s, _t, n) in zip(edge_objs, create_edges, strict=True)
+        for e, (_s, _t, n) in zip(edge_objs, plan.create_edges, strict=True)
     ]
-    for obj, vec in zip(edge_objs, vectors(texts), strict=True):
-        obj.triplet_embedding, obj.embedding_model = vec, model if vec is not None else ""
+    embedder.fill(edge_objs, "triplet_embedding", texts)
     Edge.objects.bulk_create(edge_objs, batch_size=BULK)
-    if restore_edges:
-        Edge.objects.filter(graph=graph, id__in=restore_edges).update(archived=False, updated_at=now)
-    if archive_edges:
-        Edge.objects.filter(graph=graph, id__in=archive_edges).update(archived=True, updated_at=now)
-    if retitle_edges:
+    if plan.restore_edges:
+        Edge.objects.filter(graph=graph, id__in=plan.restore_edges).update(archived=False, updated_at=now)
+    if plan.archive_edges:
+        Edge.objects.filter(graph=graph, id__in=plan.archive_edges).update(archived=True, updated_at=now)
+    if plan.retitle_edges:
         rows = list(
-            Edge.objects.filter(graph=graph, id__in=retitle_edges).values_list(
+            Edge.objects.filter(graph=graph, id__in=plan.retitle_edges).values_list(
                 "id", "source_id", "target_id", "edge_type__name"
             )
         )
-        vecs = vectors([triplet_text(title_after[s], n, title_after[t]) for _i, s, t, n in rows])
-        Edge.objects.bulk_update(
-            [
-                Edge(id=i, triplet_embedding=v, embedding_model=model if v is not None else "", updated_at=now)
-                for (i, _s, _t, _n), v in zip(rows, vecs, strict=True)
-            ],
-            ["triplet_embedding", "embedding_model", "updated_at"],
-            batch_size=BULK,
+        objs = [Edge(id=i, updated_at=now) for i, _s, _t, _n in rows]
+        embedder.fill(
+            objs, "triplet_embedding", [triplet_text(title_after[s], n, title_after[t]) for _i, s, t, n in rows]
         )
-    return {"nodes": [o.pk for o in new_objs], "edges": [o.pk for o in edge_objs]}
+        Edge.objects.bulk_update(objs, ["triplet_embedding", "embedding_model", "updated_at"], batch_size=BULK)
+    return [o.pk for o in edge_objs]
 
 
 def embed_pending(graph_id: int, progress: ProgressFn | None = None) -> dict:

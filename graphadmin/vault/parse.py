@@ -25,9 +25,11 @@ import os
 import posixpath
 import re
 import stat
+import tempfile
 import zipfile
 import zlib
 from collections.abc import Callable, Iterable
+from contextlib import ExitStack
 from dataclasses import dataclass, field
 from datetime import date
 from pathlib import Path, PurePosixPath
@@ -147,26 +149,91 @@ class VaultError(InputError):
 
 @dataclass(frozen=True)
 class SourceFile:
-    """One file of the vault: its vault-relative POSIX path and its bytes (None: skipped, see warnings)."""
+    """One file of the vault: its vault-relative POSIX path and how to read its bytes.
+
+    ``read``: reads the note's bytes when called (at most MAX_NOTE_BYTES + 1 of them), so a vault is read
+    one note at a time; None for attachments (only their names matter) and for notes skipped before
+    reading (``skip_reason``).
+    """
 
     path: str
-    data: bytes | None
+    read: Callable[[], bytes] | None = None
     skip_reason: str = ""
+
+
+class TextSpool:
+    """Note bodies kept in a temporary file rather than in memory, so a parsed vault holds its notes'
+    metadata and links, not their texts. Bodies up to INLINE_CHARS stay in memory (most notes: no file
+    is created for a small vault). The file goes away when the spool is closed or collected."""
+
+    INLINE_CHARS = 64 * 1024
+
+    def __init__(self):
+        self._file = None
+
+    def keep(self, text: str) -> str | SpooledText:
+        if len(text) <= self.INLINE_CHARS:
+            return text
+        if self._file is None:
+            self._file = tempfile.TemporaryFile(prefix="vault-notes-")
+        data = text.encode("utf-8")
+        offset = self._file.seek(0, io.SEEK_END)
+        self._file.write(data)
+        return SpooledText(self, offset, len(data))
+
+    def read(self, offset: int, size: int) -> str:
+        if self._file is None:
+            raise ValueError("The parsed vault was closed: its spooled note bodies are gone.")
+        self._file.seek(offset)
+        return self._file.read(size).decode("utf-8")
+
+    def close(self) -> None:
+        if self._file is not None:
+            self._file.close()
+            self._file = None
+
+
+@dataclass(frozen=True)
+class SpooledText:
+    """A note body in a TextSpool: ``read()`` gives it back; ``size`` is its length in UTF-8 bytes."""
+
+    spool: TextSpool
+    offset: int
+    size: int
+
+    def read(self) -> str:
+        return self.spool.read(self.offset, self.size)
+
+
+def body_text(body: str | SpooledText) -> str:
+    """A body as text, read from its spool when it was spooled."""
+    return body if isinstance(body, str) else body.read()
+
+
+def body_size(body: str | SpooledText) -> int:
+    """About how many bytes a body holds (its characters when in memory), without reading it."""
+    return len(body) if isinstance(body, str) else body.size
 
 
 @dataclass
 class Note:
-    """One markdown file as a node: key (path without .md), title, kind, text, aliases, tags, hash."""
+    """One markdown file as a node: key (path without .md), title, kind, body, aliases, tags, hash.
+
+    ``body``: the text, or where a TextSpool keeps it (``text`` reads it either way)."""
 
     key: str
     path: str
     title: str
     kind: str
-    text: str
+    body: str | SpooledText
     aliases: list[str]
     tags: list[str]
     content_hash: str
     raw_links: list[tuple[str, str, str]] = field(default_factory=list)  # (target text, edge type, style)
+
+    @property
+    def text(self) -> str:
+        return body_text(self.body)
 
 
 @dataclass(frozen=True)
@@ -232,22 +299,33 @@ class ParsedVault:
     attachments: int = 0
     attachment_links: int = 0
     missing: dict[str, str] = field(default_factory=dict)  # --create-missing: key -> title of placeholder notes
+    spool: TextSpool | None = None  # where the notes' large bodies are (parse_vault)
+
+    def close(self) -> None:
+        """Remove the spooled bodies (the notes' texts are no longer readable)."""
+        if self.spool is not None:
+            self.spool.close()
 
 
 # ---------------------------------------------------------------------------------------------
 # Reading: a folder or a zip, with every safety check before anything is parsed.
 
 
-def read_source(source: str | Path | BinaryIO) -> list[SourceFile]:
-    """Every non-hidden file of a vault folder or zip (path or file object), safety-checked."""
+def read_source(source: str | Path | BinaryIO, stack: ExitStack | None = None) -> list[SourceFile]:
+    """Every non-hidden file of a vault folder or zip (path or file object), safety-checked.
+
+    Nothing is read yet: each note's ``read`` reads it (parse_vault, one note at a time). A zip opened
+    here is closed by ``stack`` when given (else when collected)."""
     if not isinstance(source, (str, Path)):
         return read_zip(source)
     path = Path(source)
     if path.is_dir():
         return read_directory(path)
     if path.is_file() and zipfile.is_zipfile(path):
-        with open(path, "rb") as fh:
-            return read_zip(fh)
+        fh = open(path, "rb")  # noqa: SIM115 - closed by the stack: the notes are read from it later
+        if stack is not None:
+            stack.callback(fh.close)
+        return read_zip(fh)
     if not path.exists():
         raise VaultError(f"{path} does not exist.")
     raise VaultError(f"{path} is neither a directory nor a zip archive.")
@@ -256,6 +334,14 @@ def read_source(source: str | Path | BinaryIO) -> list[SourceFile]:
 def _hidden(parts: Iterable[str]) -> bool:
     # .obsidian (settings), .trash (Obsidian's bin), .git and the like are not notes.
     return any(p.startswith(".") for p in parts)
+
+
+def _file_reader(full: Path) -> Callable[[], bytes]:
+    def read() -> bytes:
+        with open(full, "rb") as fh:
+            return fh.read(MAX_NOTE_BYTES + 1)  # its real size, whatever stat said
+
+    return read
 
 
 def read_directory(root: Path) -> list[SourceFile]:
@@ -279,13 +365,12 @@ def read_directory(root: Path) -> list[SourceFile]:
                 continue
             if len(files) >= MAX_FILES:
                 raise VaultError(f"The vault has more than {MAX_FILES} files.")
-            size = full.stat().st_size
-            if rel.lower().endswith(NOTE_SUFFIX):
-                files.append(
-                    SourceFile(rel, full.read_bytes()) if size <= MAX_NOTE_BYTES else SourceFile(rel, None, _TOO_BIG)
-                )
+            if not rel.lower().endswith(NOTE_SUFFIX):
+                files.append(SourceFile(rel))  # attachments: only their names matter
+            elif full.stat().st_size > MAX_NOTE_BYTES:
+                files.append(SourceFile(rel, None, _TOO_BIG))
             else:
-                files.append(SourceFile(rel, b""))  # attachments: only their names matter
+                files.append(SourceFile(rel, _file_reader(full)))
     return files
 
 
@@ -303,7 +388,8 @@ def _safe_member_name(name: str) -> str:
 
 
 def read_zip(fileobj: BinaryIO) -> list[SourceFile]:
-    """Read a zipped vault. Entries escaping the root, symlinks and oversize archives refuse it whole."""
+    """Read a zipped vault's directory. Entries escaping the root, symlinks and oversize archives refuse it
+    whole; each note is read later, by its ``read``, from ``fileobj`` (which must stay open until then)."""
     fileobj.seek(0, io.SEEK_END)
     if fileobj.tell() > MAX_ARCHIVE_BYTES:
         raise VaultError(f"The archive is larger than {MAX_ARCHIVE_BYTES // (1024 * 1024)} MiB.")
@@ -312,38 +398,45 @@ def read_zip(fileobj: BinaryIO) -> list[SourceFile]:
         archive = zipfile.ZipFile(fileobj)
     except zipfile.BadZipFile as exc:
         raise VaultError(f"Not a zip archive: {exc}") from exc
-    with archive:
-        infos = archive.infolist()
-        if len(infos) > MAX_FILES:
-            raise VaultError(f"The archive has more than {MAX_FILES} entries.")
-        entries, total = [], 0
-        for info in infos:
-            name = _safe_member_name(info.filename)
-            mode = info.external_attr >> 16
-            if stat.S_ISLNK(mode):
-                raise VaultError(f"Archive entry '{info.filename}' is a symlink; refusing to import.")
-            if info.is_dir() or not name:
-                continue
-            total += info.file_size
-            if total > MAX_UNCOMPRESSED_BYTES:
-                raise VaultError(f"The archive unpacks to more than {MAX_UNCOMPRESSED_BYTES // (1024 * 1024)} MiB.")
-            entries.append((name, info))
-        names = [n for n, _ in entries if not _hidden(n.split("/"))]
-        prefix = _common_root(names)
-        files = []
-        for name, info in entries:
-            if _hidden(name.split("/")):
-                continue
-            rel = name[len(prefix) :] if prefix else name
-            if not rel.lower().endswith(NOTE_SUFFIX):
-                files.append(SourceFile(rel, b""))
-                continue
-            if info.file_size > MAX_NOTE_BYTES:
-                files.append(SourceFile(rel, None, _TOO_BIG))
-                continue
-            data = _read_member(archive, info)
-            files.append(SourceFile(rel, data) if len(data) <= MAX_NOTE_BYTES else SourceFile(rel, None, _TOO_BIG))
-        return files
+    entries = _zip_entries(archive)
+    names = [n for n, _ in entries if not _hidden(n.split("/"))]
+    prefix = _common_root(names)
+    files = []
+    for name, info in entries:
+        if _hidden(name.split("/")):
+            continue
+        rel = name[len(prefix) :] if prefix else name
+        if not rel.lower().endswith(NOTE_SUFFIX):
+            files.append(SourceFile(rel))
+        elif info.file_size > MAX_NOTE_BYTES:
+            files.append(SourceFile(rel, None, _TOO_BIG))
+        else:
+            files.append(SourceFile(rel, _member_reader(archive, info)))
+    return files
+
+
+def _zip_entries(archive: zipfile.ZipFile) -> list[tuple[str, zipfile.ZipInfo]]:
+    """(safe name, info) of each file entry; refuses the archive for too many entries, an entry escaping
+    the root or a symlink, or headers adding up to more than MAX_UNCOMPRESSED_BYTES."""
+    infos = archive.infolist()
+    if len(infos) > MAX_FILES:
+        raise VaultError(f"The archive has more than {MAX_FILES} entries.")
+    entries, total = [], 0
+    for info in infos:
+        name = _safe_member_name(info.filename)
+        if stat.S_ISLNK(info.external_attr >> 16):
+            raise VaultError(f"Archive entry '{info.filename}' is a symlink; refusing to import.")
+        if info.is_dir() or not name:
+            continue
+        total += info.file_size
+        if total > MAX_UNCOMPRESSED_BYTES:
+            raise VaultError(f"The archive unpacks to more than {MAX_UNCOMPRESSED_BYTES // (1024 * 1024)} MiB.")
+        entries.append((name, info))
+    return entries
+
+
+def _member_reader(archive: zipfile.ZipFile, info: zipfile.ZipInfo) -> Callable[[], bytes]:
+    return lambda: _read_member(archive, info)
 
 
 def zip_extent(fileobj: BinaryIO) -> tuple[int, int] | None:
@@ -716,8 +809,10 @@ def _merge_tags(frontmatter: list[str], body: list[str]) -> list[str]:
     return frontmatter + [t for t in body if t.lower() not in seen]
 
 
-def parse_note(path: str, data: bytes, warnings: list[str]) -> Note | None:
-    """One note from its vault path and bytes, or None (with a warning) when it cannot be read."""
+def parse_note(path: str, data: bytes, warnings: list[str], spool: TextSpool | None = None) -> Note | None:
+    """One note from its vault path and bytes, or None (with a warning) when it cannot be read.
+
+    With a ``spool``, a large body is kept there rather than in the note."""
     try:
         text = data.decode("utf-8-sig")
     except UnicodeDecodeError as exc:
@@ -756,7 +851,7 @@ def parse_note(path: str, data: bytes, warnings: list[str]) -> Note | None:
         path=path,
         title=str(title).strip()[:500] if title else stem[:500],
         kind=re.sub(r"[^a-z0-9_\-]+", "-", str(kind).strip().lower()).strip("-")[:50] or "note",
-        text=body,
+        body=spool.keep(body) if spool is not None else body,
         aliases=_clean_list(meta.get("aliases", meta.get("alias"))),
         tags=_merge_tags(_clean_list(meta.get("tags", meta.get("tag")), strip_hash=True), _tags_of(stripped)),
         content_hash=hashlib.sha256(data).hexdigest(),
@@ -903,35 +998,74 @@ ProgressFn = Callable[[str, int, int], None]
 def parse_vault(
     source: str | Path | BinaryIO, progress: ProgressFn | None = None, create_missing: bool = False
 ) -> ParsedVault:
-    """Read and parse a vault, resolve every link; raises VaultError when the whole input is refused."""
-    files = read_source(source)
-    note_files = [f for f in files if f.path.lower().endswith(NOTE_SUFFIX)]
-    if not note_files:
-        raise VaultError("The vault holds no markdown notes (.md files).")
-    other_files = [f.path for f in files if not f.path.lower().endswith(NOTE_SUFFIX)]
+    """Read and parse a vault, resolve every link; raises VaultError when the whole input is refused.
+
+    Streamed: the notes are read one at a time (each at most MAX_NOTE_BYTES + 1 bytes, whatever its
+    header says) and their large bodies go to a TextSpool, so memory holds one note's bytes at a
+    time, not the vault's."""
+    with ExitStack() as stack:
+        files = read_source(source, stack)
+        note_files = [f for f in files if f.path.lower().endswith(NOTE_SUFFIX)]
+        if not note_files:
+            raise VaultError("The vault holds no markdown notes (.md files).")
+        other_files = [f.path for f in files if not f.path.lower().endswith(NOTE_SUFFIX)]
+        spool = TextSpool()
+        try:
+            notes, skipped, warnings = _read_notes(note_files, spool, progress)
+        except BaseException:
+            spool.close()
+            raise
+    if not notes:
+        spool.close()
+        raise VaultError("No note of the vault could be read: " + "; ".join(warnings[:5]))
+    links, unresolved, missing, attachment_links = _resolve_links(notes, other_files, create_missing, progress)
+    return ParsedVault(
+        notes=notes,
+        links=links,
+        unresolved=unresolved,
+        skipped=skipped,
+        warnings=warnings,
+        attachments=len(other_files),
+        attachment_links=attachment_links,
+        missing=missing,
+        spool=spool,
+    )
+
+
+def _too_big(path: str) -> str:
+    return f"{path}: skipped, larger than the note limit of {MAX_NOTE_BYTES:,} bytes."
+
+
+def _read_notes(
+    note_files: list[SourceFile], spool: TextSpool, progress: ProgressFn | None
+) -> tuple[dict[str, Note], list[str], list[str]]:
+    """Each note read and parsed in turn (its bytes dropped before the next is read): (notes, skipped, warnings)."""
     warnings: list[str] = []
     notes: dict[str, Note] = {}
     skipped: list[str] = []
     for i, f in enumerate(note_files, 1):
         key = f.path[: -len(NOTE_SUFFIX)]
-        if f.data is None:
+        data = f.read() if f.read is not None else None
+        if data is None or len(data) > MAX_NOTE_BYTES:
             skipped.append(key)
-            reason = (
-                f"larger than the note limit of {MAX_NOTE_BYTES:,} bytes"
-                if f.skip_reason == _TOO_BIG
-                else f.skip_reason
-            )
-            warnings.append(f"{f.path}: skipped, {reason}.")
+            too_big = data is not None or f.skip_reason == _TOO_BIG
+            warnings.append(_too_big(f.path) if too_big else f"{f.path}: skipped, {f.skip_reason}.")
         else:
-            note = parse_note(f.path, f.data, warnings)
+            note = parse_note(f.path, data, warnings, spool)
             if note is None:
                 skipped.append(key)
             else:
                 notes[note.key] = note
+        del data
         if progress:
             progress("read", i, len(note_files))
-    if not notes:
-        raise VaultError("No note of the vault could be read: " + "; ".join(warnings[:5]))
+    return notes, skipped, warnings
+
+
+def _resolve_links(
+    notes: dict[str, Note], other_files: list[str], create_missing: bool, progress: ProgressFn | None
+) -> tuple[list[Link], list[Unresolved], dict[str, str], int]:
+    """Every note's links resolved: (links, unresolved, placeholders to create, links to present attachments)."""
     resolver = Resolver(notes, {k: n.aliases for k, n in notes.items()}, other_files)
     links: dict[tuple[str, str, str], Link] = {}
     unresolved: list[Unresolved] = []
@@ -964,13 +1098,4 @@ def parse_vault(
             if key == note.key:
                 continue  # a note linking to itself is no edge
             links.setdefault((note.key, key, edge_type), Link(note.key, key, edge_type))
-    return ParsedVault(
-        notes=notes,
-        links=list(links.values()),
-        unresolved=unresolved,
-        skipped=skipped,
-        warnings=warnings,
-        attachments=len(other_files),
-        attachment_links=attachment_links,
-        missing=missing,
-    )
+    return list(links.values()), unresolved, missing, attachment_links

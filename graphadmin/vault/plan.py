@@ -20,7 +20,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from .parse import ParsedVault, group_unresolved
+from .parse import ParsedVault, SpooledText, body_text, group_unresolved
 
 SOURCE_PREFIX = "vault:"
 MISSING_PREFIX = "vault-missing:"
@@ -70,16 +70,20 @@ class ImportResult:
 
 @dataclass
 class Desired:
-    """A node as the vault wants it."""
+    """A node as the vault wants it. ``body``: its text, or where the parse spooled it (``text`` reads it)."""
 
     key: str
     title: str
     kind: str
-    text: str
+    body: str | SpooledText
     source: str
     aliases: list
     tags: list
     content_hash: str
+
+    @property
+    def text(self) -> str:
+        return body_text(self.body)
 
 
 @dataclass
@@ -120,7 +124,7 @@ class ImportPlan:
 def desired_nodes(parsed: ParsedVault) -> dict[str, Desired]:
     """The nodes the vault wants: one per note, and a placeholder per missing link target."""
     desired = {
-        key: Desired(key, n.title, n.kind, n.text, SOURCE_PREFIX + n.path, n.aliases, n.tags, n.content_hash)
+        key: Desired(key, n.title, n.kind, n.body, SOURCE_PREFIX + n.path, n.aliases, n.tags, n.content_hash)
         for key, n in parsed.notes.items()
     }
     for key, title in parsed.missing.items():
@@ -138,40 +142,37 @@ def plan_import(parsed: ParsedVault, nodes: list[dict], edges: list[dict], edge_
     desired = desired_nodes(parsed)
     skipped = set(parsed.skipped)
     existing = {row["key"]: row for row in nodes}
+    node_plan = _plan_nodes(desired, existing, skipped)
+    after = _nodes_after(desired, existing, node_plan)
+    edge_plan = _plan_edges(parsed, existing, edges, edge_types, skipped, node_plan, after)
+    counts = _counts(parsed, desired, node_plan, edge_plan)
+    del edge_plan["unchanged_edges"]  # a count only
+    return ImportPlan(
+        desired=desired,
+        existing=existing,
+        **node_plan,
+        key_after=after["key_after"],
+        title_after=after["title_after"],
+        type_ids=dict(edge_types),
+        **edge_plan,
+        counts=counts,
+        unresolved=[u.as_dict() for u in parsed.unresolved],
+    )
 
-    # --- Nodes: created, renamed, updated, archived, unchanged.
+
+def _plan_nodes(desired: dict[str, Desired], existing: dict[str, dict], skipped: set[str]) -> dict:
+    """The nodes created (new_keys), renamed, changed (meta_only: without a new embedding) and archived (gone)."""
     new_keys = [k for k in desired if k not in existing]
     gone = [
         row
         for key, row in existing.items()
         if key not in desired and key not in skipped and not row["archived"] and _owned(row["source"])
     ]
-    renames: dict[str, dict] = {}  # new key -> existing row
-    by_hash: dict[str, list[str]] = {}
-    for key in sorted(new_keys):
-        if desired[key].content_hash:
-            by_hash.setdefault(desired[key].content_hash, []).append(key)
-    for row in sorted(gone, key=lambda r: r["key"]):
-        candidates = by_hash.get(row["content_hash"]) if row["content_hash"] else None
-        if candidates:
-            renames[candidates.pop(0)] = row
+    renames = _renames(desired, new_keys, gone)
     renamed_ids = {row["id"] for row in renames.values()}
     gone = [row for row in gone if row["id"] not in renamed_ids]
     new_keys = [k for k in new_keys if k not in renames]
-    changed = [
-        key
-        for key, d in desired.items()
-        if key in existing
-        and (
-            existing[key]["archived"]
-            or existing[key]["content_hash"] != d.content_hash
-            or existing[key]["title"] != d.title
-            or existing[key]["kind"] != d.kind
-            or existing[key]["source"] != d.source
-            or existing[key]["tags"] != d.tags
-            or existing[key]["aliases"] != d.aliases
-        )
-    ]
+    changed = [key for key, d in desired.items() if key in existing and _differs(existing[key], d)]
     # Same file, same title: the text and so the embedding are the same. What changed is what the
     # embedding does not read (tags or aliases read by a newer parser, such as body tags; the kind;
     # the source): the row is updated without a new vector.
@@ -182,9 +183,38 @@ def plan_import(parsed: ParsedVault, nodes: list[dict], edges: list[dict], edge_
         and existing[key]["content_hash"] == desired[key].content_hash
         and existing[key]["title"] == desired[key].title
     }
-    unchanged_nodes = len(desired) - len(new_keys) - len(renames) - len(changed)
+    return {"new_keys": new_keys, "renames": renames, "changed": changed, "meta_only": meta_only, "gone": gone}
 
-    # --- Edges, planned in key space (valid before new nodes have ids).
+
+def _renames(desired: dict[str, Desired], new_keys: list[str], gone: list[dict]) -> dict[str, dict]:
+    """New key -> the disappeared row whose content hash it has (each row taken once, in key order)."""
+    renames: dict[str, dict] = {}
+    by_hash: dict[str, list[str]] = {}
+    for key in sorted(new_keys):
+        if desired[key].content_hash:
+            by_hash.setdefault(desired[key].content_hash, []).append(key)
+    for row in sorted(gone, key=lambda r: r["key"]):
+        candidates = by_hash.get(row["content_hash"]) if row["content_hash"] else None
+        if candidates:
+            renames[candidates.pop(0)] = row
+    return renames
+
+
+def _differs(row: dict, d: Desired) -> bool:
+    return (
+        row["archived"]
+        or row["content_hash"] != d.content_hash
+        or row["title"] != d.title
+        or row["kind"] != d.kind
+        or row["source"] != d.source
+        or row["tags"] != d.tags
+        or row["aliases"] != d.aliases
+    )
+
+
+def _nodes_after(desired: dict[str, Desired], existing: dict[str, dict], node_plan: dict) -> dict:
+    """Each existing node's key and title after the import, and the ids whose title changes (retitled)."""
+    renames, changed = node_plan["renames"], node_plan["changed"]
     key_after = {row["id"]: row["key"] for row in existing.values()}
     for new_key, row in renames.items():
         key_after[row["id"]] = new_key
@@ -193,27 +223,34 @@ def plan_import(parsed: ParsedVault, nodes: list[dict], edges: list[dict], edge_
         title_after[existing[key]["id"]] = desired[key].title
     for new_key, row in renames.items():
         title_after[row["id"]] = desired[new_key].title
-    retitled_ids = {existing[k]["id"] for k in changed if existing[k]["title"] != desired[k].title}
-    retitled_ids |= {row["id"] for k, row in renames.items() if row["title"] != desired[k].title}
-    archived_now = {row["id"] for row in gone}
+    retitled = {existing[k]["id"] for k in changed if existing[k]["title"] != desired[k].title}
+    retitled |= {row["id"] for k, row in renames.items() if row["title"] != desired[k].title}
+    return {"key_after": key_after, "title_after": title_after, "retitled": retitled}
+
+
+def _plan_edges(
+    parsed: ParsedVault,
+    existing: dict[str, dict],
+    edges: list[dict],
+    edge_types: dict[str, int],
+    skipped: set[str],
+    node_plan: dict,
+    after: dict,
+) -> dict:
+    """The edges created, restored, archived and re-embedded (retitled), in key space (valid before new nodes
+    have ids), and the edge types to create."""
+    archived_now = {row["id"] for row in node_plan["gone"]}
     owned_sources = (
         {row["id"] for key, row in existing.items() if _owned(row["source"]) and key not in skipped}
-        | renamed_ids
-        | {existing[k]["id"] for k in changed}
+        | {row["id"] for row in node_plan["renames"].values()}
+        | {existing[k]["id"] for k in node_plan["changed"]}
     )
-
-    type_names = {v: k for k, v in edge_types.items()}
-    new_types = sorted({link.edge_type for link in parsed.links} - set(edge_types))
-
+    key_after, type_names = after["key_after"], {v: k for k, v in edge_types.items()}
     desired_edges = {(link.source, link.target, link.edge_type) for link in parsed.links}
-    existing_edges = {}
-    for row in edges:
-        triplet = (key_after[row["source_id"]], key_after[row["target_id"]], type_names[row["edge_type_id"]])
-        existing_edges[triplet] = row
-    create_edges = sorted(desired_edges - set(existing_edges))
-    restore_edges = [
-        existing_edges[t]["id"] for t in desired_edges if t in existing_edges and existing_edges[t]["archived"]
-    ]
+    existing_edges = {
+        (key_after[row["source_id"]], key_after[row["target_id"]], type_names[row["edge_type_id"]]): row
+        for row in edges
+    }
     archive_edges = [
         row["id"]
         for t, row in existing_edges.items()
@@ -221,50 +258,43 @@ def plan_import(parsed: ParsedVault, nodes: list[dict], edges: list[dict], edge_
         and t not in desired_edges
         and (row["source_id"] in owned_sources or row["source_id"] in archived_now or row["target_id"] in archived_now)
     ]
-    archive_edge_set = set(archive_edges)
-    retitle_edges = [
-        row["id"]
-        for t, row in existing_edges.items()
-        if t in desired_edges
-        and row["id"] not in archive_edge_set
-        and (row["source_id"] in retitled_ids or row["target_id"] in retitled_ids)
-    ]
-    unchanged_edges = sum(1 for t, row in existing_edges.items() if t in desired_edges and not row["archived"])
+    archive_edge_set, retitled = set(archive_edges), after["retitled"]
+    return {
+        "new_types": sorted({link.edge_type for link in parsed.links} - set(edge_types)),
+        "create_edges": sorted(desired_edges - set(existing_edges)),
+        "restore_edges": [
+            existing_edges[t]["id"] for t in desired_edges if t in existing_edges and existing_edges[t]["archived"]
+        ],
+        "archive_edges": archive_edges,
+        "retitle_edges": [
+            row["id"]
+            for t, row in existing_edges.items()
+            if t in desired_edges
+            and row["id"] not in archive_edge_set
+            and (row["source_id"] in retitled or row["target_id"] in retitled)
+        ],
+        "unchanged_edges": sum(1 for t, row in existing_edges.items() if t in desired_edges and not row["archived"]),
+    }
 
-    counts = {
+
+def _counts(parsed: ParsedVault, desired: dict[str, Desired], node_plan: dict, edge_plan: dict) -> dict:
+    """What the import does, in numbers (the batch's details and the API's answer)."""
+    new_keys, renames, changed = node_plan["new_keys"], node_plan["renames"], node_plan["changed"]
+    return {
         "notes": len(parsed.notes),
         "nodes_created": len(new_keys),
         "nodes_updated": len(changed),
         "nodes_renamed": len(renames),
-        "nodes_archived": len(gone),
-        "nodes_unchanged": unchanged_nodes,
+        "nodes_archived": len(node_plan["gone"]),
+        "nodes_unchanged": len(desired) - len(new_keys) - len(renames) - len(changed),
         "placeholders": len([k for k in parsed.missing if k not in parsed.notes]),
-        "edges_created": len(create_edges),
-        "edges_restored": len(restore_edges),
-        "edges_archived": len(archive_edges),
-        "edges_unchanged": unchanged_edges,
-        "edge_types_created": len(new_types),
+        "edges_created": len(edge_plan["create_edges"]),
+        "edges_restored": len(edge_plan["restore_edges"]),
+        "edges_archived": len(edge_plan["archive_edges"]),
+        "edges_unchanged": edge_plan["unchanged_edges"],
+        "edge_types_created": len(edge_plan["new_types"]),
         "unresolved_links": len(parsed.unresolved),
         "attachment_links": parsed.attachment_links,
         "files_skipped": len(parsed.skipped),
         "warnings": len(parsed.warnings),
     }
-    return ImportPlan(
-        desired=desired,
-        existing=existing,
-        new_keys=new_keys,
-        renames=renames,
-        changed=changed,
-        meta_only=meta_only,
-        gone=gone,
-        key_after=key_after,
-        title_after=title_after,
-        type_ids=dict(edge_types),
-        new_types=new_types,
-        create_edges=create_edges,
-        restore_edges=restore_edges,
-        archive_edges=archive_edges,
-        retitle_edges=retitle_edges,
-        counts=counts,
-        unresolved=[u.as_dict() for u in parsed.unresolved],
-    )
