@@ -13,6 +13,7 @@ program (``pg_dump``, the benches' psycopg connections) calls ``ensure_database`
 
 from __future__ import annotations
 
+import threading
 from pathlib import Path
 from urllib.parse import parse_qs, urlparse
 
@@ -26,6 +27,7 @@ OWNER = "postgres"
 # The server trusts its Unix socket (reachable by this OS user alone), so the role needs no password: it
 # bounds what the application's SQL can do, not who may connect.
 APP_ROLE = "graphadmin_app"
+_STARTING = threading.Lock()
 
 
 def ensure_server(data_dir: Path) -> dict:
@@ -83,5 +85,9 @@ def ensure_database(settings_dict: dict | None = None) -> dict:
     if settings_dict is None:
         settings_dict = settings.DATABASES["default"]
     if settings_dict.get("ENGINE") == ENGINE and not settings_dict.get("HOST"):
-        settings_dict["HOST"] = ensure_server(Path(settings_dict["PGDATA"]))["HOST"]
+        # One thread starts it: a gunicorn worker's threads open their first connections at once, and
+        # pgserver's start-up (its file lock) is safe between processes, not between threads of one.
+        with _STARTING:
+            if not settings_dict.get("HOST"):
+                settings_dict["HOST"] = ensure_server(Path(settings_dict["PGDATA"]))["HOST"]
     return settings_dict

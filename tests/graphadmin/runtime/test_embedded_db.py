@@ -44,3 +44,41 @@ def test_the_first_connection_fills_in_the_host(db):
         assert connection.settings_dict["HOST"]
         assert Path(connection.settings_dict["PGDATA"]).is_dir()
     assert connection.cursor().execute("SELECT 1").fetchone() == (1,)
+
+
+def test_threads_opening_their_first_connections_at_once_start_the_server_once(db, monkeypatch):
+    """A gunicorn worker's threads connect at once: one of them starts the server, the others wait for its host
+    (pgserver's start-up is safe between processes, not between the threads of one: it raised under load)."""
+    import threading
+    import time
+
+    from graphadmin.runtime import embedded_db
+
+    connection.ensure_connection()
+    if connection.settings_dict["ENGINE"] != ENGINE:
+        return  # DATABASE_URL: no embedded server to start
+    real, calls = embedded_db.ensure_server, []
+
+    def slow_start(data_dir):
+        calls.append(data_dir)
+        time.sleep(0.2)  # the window in which the other threads arrive
+        return real(data_dir)
+
+    monkeypatch.setattr(embedded_db, "ensure_server", slow_start)
+    shared = {**connection.settings_dict, "HOST": ""}
+    barrier, hosts, errors = threading.Barrier(8), [], []
+
+    def first_connection():
+        barrier.wait()
+        try:
+            hosts.append(ensure_database(shared)["HOST"])
+        except Exception as exc:  # noqa: BLE001 - every thread's failure is reported below
+            errors.append(exc)
+
+    threads = [threading.Thread(target=first_connection) for _ in range(8)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(60)
+    assert errors == [] and len(calls) == 1
+    assert hosts == [connection.settings_dict["HOST"]] * 8
