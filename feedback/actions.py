@@ -30,6 +30,7 @@ import time
 import uuid
 from contextlib import contextmanager
 from contextvars import ContextVar
+from dataclasses import dataclass, field
 from datetime import datetime
 
 from django.db import transaction
@@ -184,15 +185,12 @@ def do_record_uses(
         # The session row orders concurrent reports of one session, so "once per session" holds; the
         # checks below run after the lock, so a report that waited sees what the first one committed.
         queries.fetch(queries.LOCK_SESSION, {"graph": session.graph_id, "session": session.pk})
-        if idempotency_key:
-            done = queries.fetch(queries.BATCH_BY_KEY, {"graph": graph.pk, "key": idempotency_key})
-            if done:
-                return ledger.existing(UpdateBatch.objects.get(graph_id=graph.pk, pk=done[0]))
+        replay = _replayed(graph, idempotency_key)
+        if replay is not None:
+            return replay
         if not targets_checked:
             _check_targets(graph, unique)
-        targets = [(i, source) for i in unique] + [(i, "path") for i in queries.path_credit(session, unique)]
-        credited = queries.already_credited(session, [i for i, _s in targets])
-        targets = [(i, s) for i, s in targets if (i.kind, i.id) not in credited]
+        targets = _uncredited_targets(session, unique, source)
         if not targets:
             return fall_through(
                 "already_credited",
@@ -202,31 +200,13 @@ def do_record_uses(
             )
         events = _insert_use_events(session, targets)
         reported = [i for i, s in targets if s != "path"]
-        batch = ledger.start_batch(
-            graph,
-            "reinforce",
-            actor,
-            session=session,
-            key=idempotency_key,
-            details={
-                "learning_rate": lr,
-                "negative_rate": neg,
-                "source": source,
-                "signals": {s: sum(1 for i in reported if i.signal == s) for s in SIGNALS},
-                "path_edges": sorted(i.id for i, s in targets if s == "path"),
-            },
-        )
+        batch = _start_reinforce_batch(session, targets, reported, actor, idempotency_key, lr, neg, source)
         if batch is None:
             # A concurrent run with the same key committed first: drop our use events, answer with its batch.
             done = UpdateBatch.objects.get(idempotency_key=idempotency_key)
             transaction.set_rollback(True)
             return ledger.existing(done)
-        params = {**ledger.history_params(batch), "learning_rate": lr, "negative_rate": neg}
-        for kind in ("edge", "node"):
-            chosen = [(i, e) for (i, _s), e in zip(targets, events, strict=True) if i.kind == kind]
-            params[f"{kind}_ids"] = [i.id for i, _e in chosen]
-            params[f"{kind}_signals"] = [i.signal for i, _e in chosen]
-            params[f"{kind}_events"] = [e for _i, e in chosen]
+        params = _reinforce_params(batch, targets, events, lr, neg)
         edge_updates, node_updates = queries.fetch(queries.REINFORCE, params)
         # Counted apart (details.answered): edge_updates keeps counting what the report moved in the graph.
         batch.details["answered"] = _teach(batch, session, _use_evidence(session, reported))
@@ -238,6 +218,52 @@ def do_record_uses(
             edge_updates=edge_updates,
             audit_extra={"session": session.external_id, "source": source},
         )
+
+
+def _replayed(graph, idempotency_key: str | None) -> Result | None:
+    """The result of the batch this idempotency key already committed, if any."""
+    if idempotency_key:
+        done = queries.fetch(queries.BATCH_BY_KEY, {"graph": graph.pk, "key": idempotency_key})
+        if done:
+            return ledger.existing(UpdateBatch.objects.get(graph_id=graph.pk, pk=done[0]))
+    return None
+
+
+def _uncredited_targets(session: AgentSession, unique: list[UseItem], source: str) -> list[tuple[UseItem, str]]:
+    """The reported items and the edges on the paths that surfaced them, as (item, source), without
+    those already credited (or flagged) in this session."""
+    targets = [(i, source) for i in unique] + [(i, "path") for i in queries.path_credit(session, unique)]
+    credited = queries.already_credited(session, [i for i, _s in targets])
+    return [(i, s) for i, s in targets if (i.kind, i.id) not in credited]
+
+
+def _start_reinforce_batch(session, targets, reported, actor, idempotency_key, lr, neg, source):
+    """The reinforcement's UpdateBatch (None when a concurrent run with the same key committed first)."""
+    return ledger.start_batch(
+        session.graph,
+        "reinforce",
+        actor,
+        session=session,
+        key=idempotency_key,
+        details={
+            "learning_rate": lr,
+            "negative_rate": neg,
+            "source": source,
+            "signals": {s: sum(1 for i in reported if i.signal == s) for s in SIGNALS},
+            "path_edges": sorted(i.id for i, s in targets if s == "path"),
+        },
+    )
+
+
+def _reinforce_params(batch, targets, events, lr: float, neg: float) -> dict:
+    """REINFORCE's parameters: the batch's history fields, the rates, and per kind the ids, signals and events."""
+    params = {**ledger.history_params(batch), "learning_rate": lr, "negative_rate": neg}
+    for kind in ("edge", "node"):
+        chosen = [(i, e) for (i, _s), e in zip(targets, events, strict=True) if i.kind == kind]
+        params[f"{kind}_ids"] = [i.id for i, _e in chosen]
+        params[f"{kind}_signals"] = [i.signal for i, _e in chosen]
+        params[f"{kind}_events"] = [e for _i, e in chosen]
+    return params
 
 
 def _insert_use_events(session: AgentSession, targets: list[tuple[UseItem, str]]) -> list[int]:
@@ -438,31 +464,12 @@ def do_apply_outcome(
     if not graph.feedback_enabled:
         return fall_through("feedback_disabled", "feedback is disabled for this graph", **context)
     with transaction.atomic():
-        lock = {
-            "graph": graph.pk,
-            "external_id": external_id,
-            "key": idempotency_key,
-            "outcome": outcome,
-            "batch_table": UpdateBatch._meta.db_table,
-        }
-        state = queries.fetch(queries.LOCK_SESSION_FOR_OUTCOME, lock)
-        if state is not None and not state[2]:
-            # We waited for the lock on a session another report changed after this statement began:
-            # its facts came from the statement's snapshot, so read them again (a new snapshot; we
-            # hold the lock now, so nothing changes in between).
-            state = queries.fetch(queries.LOCK_SESSION_FOR_OUTCOME, lock)
-        if state is None:
-            return fall_through("unknown_session", "outcome for an unknown session", **context)
-        session_id, current_outcome, _unchanged, retry_id, previous_id, has_injection, has_selected = state[:7]
+        state = _lock_outcome_session(graph, external_id, outcome, idempotency_key)
+        settled = _outcome_settled(state, outcome, context)
+        if settled is not None:
+            return settled
+        session_id, current_outcome, _unchanged, _retry_id, previous_id, _inj, _sel = state[:7]
         batch_id, revision, policy_alpha, score = state[7:11]
-        if retry_id is not None:
-            return ledger.existing(UpdateBatch.objects.get(pk=retry_id))
-        if previous_id is not None and current_outcome == outcome:
-            return ledger.existing(UpdateBatch.objects.get(pk=previous_id))
-        if not has_injection:
-            return fall_through("no_injection", "the session has no context injection", **context)
-        if not has_selected:
-            return fall_through("nothing_surfaced", "the session's injections surfaced nothing", **context)
         alpha = policy_alpha if alpha is None else alpha
         batch = ledger.new_batch(
             graph,
@@ -480,23 +487,7 @@ def do_apply_outcome(
             },
         )
         batch.trigger_session_id = session_id
-        params = {
-            **ledger.batch_params(batch),
-            **ledger.history_params(batch),
-            "session": session_id,
-            "outcome": outcome,
-            "alpha": alpha,
-            "score": score,
-            "elapsed_ms": (time.perf_counter() - started) * 1000.0,
-        }
-        edges, nodes, finished_at, duration_ms = queries.fetch(queries.OUTCOME_WRITE, params)
-        batch.edge_updates, batch.node_updates, batch.finished_at, batch.duration_ms = (
-            edges,
-            nodes,
-            finished_at,
-            duration_ms,
-        )
-        batch._state.adding = False
+        _write_outcome(batch, session_id, outcome, alpha, score, started)
         # The session's row is locked and known: no need to read it again for its evidence.
         session = AgentSession(pk=session_id, graph=graph, external_id=external_id, outcome=outcome)
         answered = _teach(batch, session, _outcome_evidence(session, outcome))
@@ -507,6 +498,62 @@ def do_apply_outcome(
         return ledger.audit_batch(
             batch, actor, {"session": external_id, "outcome": outcome, "alpha": alpha, "correction_of": previous_id}
         )
+
+
+def _lock_outcome_session(graph: Graph, external_id: str, outcome: str, idempotency_key: str | None):
+    """Lock the session's row and read its facts (LOCK_SESSION_FOR_OUTCOME's row; None: unknown session)."""
+    lock = {
+        "graph": graph.pk,
+        "external_id": external_id,
+        "key": idempotency_key,
+        "outcome": outcome,
+        "batch_table": UpdateBatch._meta.db_table,
+    }
+    state = queries.fetch(queries.LOCK_SESSION_FOR_OUTCOME, lock)
+    if state is not None and not state[2]:
+        # We waited for the lock on a session another report changed after this statement began:
+        # its facts came from the statement's snapshot, so read them again (a new snapshot; we
+        # hold the lock now, so nothing changes in between).
+        state = queries.fetch(queries.LOCK_SESSION_FOR_OUTCOME, lock)
+    return state
+
+
+def _outcome_settled(state, outcome: str, context: dict) -> Result | None:
+    """The answer when there is nothing to apply (unknown session, a retry, the same outcome again, no
+    injection, nothing surfaced); None when the outcome is to be applied."""
+    if state is None:
+        return fall_through("unknown_session", "outcome for an unknown session", **context)
+    _session_id, current_outcome, _unchanged, retry_id, previous_id, has_injection, has_selected = state[:7]
+    if retry_id is not None:
+        return ledger.existing(UpdateBatch.objects.get(pk=retry_id))
+    if previous_id is not None and current_outcome == outcome:
+        return ledger.existing(UpdateBatch.objects.get(pk=previous_id))
+    if not has_injection:
+        return fall_through("no_injection", "the session has no context injection", **context)
+    if not has_selected:
+        return fall_through("nothing_surfaced", "the session's injections surfaced nothing", **context)
+    return None
+
+
+def _write_outcome(batch: UpdateBatch, session_id: int, outcome: str, alpha: float, score: float, started) -> None:
+    """The outcome EMA and the batch's row in one statement (OUTCOME_WRITE); the counts kept on ``batch``."""
+    params = {
+        **ledger.batch_params(batch),
+        **ledger.history_params(batch),
+        "session": session_id,
+        "outcome": outcome,
+        "alpha": alpha,
+        "score": score,
+        "elapsed_ms": (time.perf_counter() - started) * 1000.0,
+    }
+    edges, nodes, finished_at, duration_ms = queries.fetch(queries.OUTCOME_WRITE, params)
+    batch.edge_updates, batch.node_updates, batch.finished_at, batch.duration_ms = (
+        edges,
+        nodes,
+        finished_at,
+        duration_ms,
+    )
+    batch._state.adding = False
 
 
 # --------------------------------------------------------------------------------------------------
@@ -757,54 +804,11 @@ def do_rollback_batch(batch: UpdateBatch, *, actor, force: bool = False) -> Resu
     """
     started = time.perf_counter()
     with transaction.atomic():
-        target = (
-            UpdateBatch.objects.select_for_update().select_related("graph").get(graph_id=batch.graph_id, pk=batch.pk)
-        )
-        # do_rollback_batch is the only writer of rollback_of, and it marks the batch rolled_back in the
-        # same transaction.
-        if target.status in ROLLED_BACK:
-            raise RollbackRefused(f"batch {target.pk} has already been rolled back.")
-        rows = target.kind in ("memory", "import") or bool(target.details.get("records"))
-        if target.kind == "import" and not target.details.get("records"):
-            # An import from before imports recorded their rows (RecordChange) has counts only: there is
-            # nothing a rollback could restore, and marking it rolled back would claim an undo that never ran.
-            raise RollbackRefused(
-                f"batch {target.pk} is an import, which cannot be rolled back: it records no per-note changes "
-                "to undo. Re-import the vault as it was to restore its notes and links."
-            )
-        links = target.kind == "link" or target.details.get("rolled_back_kind") in ("link", "link_rollback")
-        if rows:
-            kind, links = target.kind, False
-            details = {"rollback_of": target.pk, "rolled_back_kind": kind, "force": force, "records": True}
-        elif links:
-            # Undo the links (archive) for a link batch or the rollback of a restore; else restore them.
-            undo = target.kind == "link" or target.details.get("rolled_back_kind") == "link_rollback"
-            kind, force = ("link" if undo else "link_rollback"), False
-            edges = target.details.get("created_edges" if target.kind == "link" else "edges", [])
-            details = {"rollback_of": target.pk, "rolled_back_kind": kind, "edges": edges, "force": False}
-        else:
-            kind, undo, edges = target.kind, False, []
-            details = {"rollback_of": target.pk, "rolled_back_kind": kind, "force": force}
-            blocks = WeightChangeBlock.objects.filter(graph_id=target.graph_id, batch=target).exists()
-            if (target.node_updates or target.edge_updates) and not blocks:
-                if not WeightChange.objects.filter(graph_id=target.graph_id, batch=target).exists():
-                    raise RollbackRefused(
-                        f"batch {target.pk}'s weight history has expired (retention); it cannot be rolled back."
-                    )
-        new = ledger.start_batch(target.graph, "rollback", actor, rollback_of=target, details=details)
-        if rows:
-            counts, conflicts, sample = records.rollback(target, new, actor=actor, force=force)
-            new.details["conflict_ids"] = sample
-            audit_extra = {"conflict_ids": sample}
-        elif links:
-            changed = _restore_links(target.graph, edges, archive=undo)
-            counts, conflicts = {"node": 0, "edge": len(changed)}, len(edges) - len(changed)
-            new.details.update({"archived" if undo else "restored": changed, "conflict_ids": {}})
-            audit_extra = {"edges": changed}
-        else:
-            counts, conflicts, sample = _restore_weights(target, new, force=force, blocks=blocks)
-            new.details["conflict_ids"] = sample
-            audit_extra = {"conflict_ids": sample}
+        target = _rollback_target(batch)
+        plan = _rollback_plan(target, force)
+        force, links, kind = plan.force, plan.links, plan.kind
+        new = ledger.start_batch(target.graph, "rollback", actor, rollback_of=target, details=plan.details)
+        counts, conflicts, audit_extra = _undo(target, new, plan, actor=actor)
         # Conflicts left alone (not forced) leave part of the batch standing: stored as partially rolled back.
         # A link batch's conflicts are edges already in the wanted state: nothing of it stands, rolled back.
         target.status = "partially_rolled_back" if conflicts and not force and not links else "rolled_back"
@@ -823,6 +827,77 @@ def do_rollback_batch(batch: UpdateBatch, *, actor, force: bool = False) -> Resu
                 "rollback left conflicts alone", extra={"batch": target.pk, "rollback": new.pk, "conflicts": conflicts}
             )
         return result
+
+
+def _rollback_target(batch: UpdateBatch) -> UpdateBatch:
+    """The batch's row, locked; RollbackRefused if it was rolled back already or is an import without records."""
+    target = UpdateBatch.objects.select_for_update().select_related("graph").get(graph_id=batch.graph_id, pk=batch.pk)
+    # do_rollback_batch is the only writer of rollback_of, and it marks the batch rolled_back in the
+    # same transaction.
+    if target.status in ROLLED_BACK:
+        raise RollbackRefused(f"batch {target.pk} has already been rolled back.")
+    if target.kind == "import" and not target.details.get("records"):
+        # An import from before imports recorded their rows (RecordChange) has counts only: there is
+        # nothing a rollback could restore, and marking it rolled back would claim an undo that never ran.
+        raise RollbackRefused(
+            f"batch {target.pk} is an import, which cannot be rolled back: it records no per-note changes "
+            "to undo. Re-import the vault as it was to restore its notes and links."
+        )
+    return target
+
+
+@dataclass
+class _RollbackPlan:
+    """How a batch is undone: its recorded rows, its links, or its weights (``rows``/``links`` both False)."""
+
+    rows: bool
+    links: bool
+    kind: str  # the rollback's rolled_back_kind
+    force: bool
+    details: dict
+    undo: bool = False  # links: archive them (else restore them)
+    edges: list = field(default_factory=list)
+    blocks: bool = False  # weights: the batch's history is WeightChangeBlock arrays
+
+
+def _rollback_plan(target: UpdateBatch, force: bool) -> _RollbackPlan:
+    """What undoing ``target`` takes; RollbackRefused when its weight history has expired."""
+    rows = target.kind in ("memory", "import") or bool(target.details.get("records"))
+    links = target.kind == "link" or target.details.get("rolled_back_kind") in ("link", "link_rollback")
+    if rows:
+        details = {"rollback_of": target.pk, "rolled_back_kind": target.kind, "force": force, "records": True}
+        return _RollbackPlan(True, False, target.kind, force, details)
+    if links:
+        # Undo the links (archive) for a link batch or the rollback of a restore; else restore them.
+        undo = target.kind == "link" or target.details.get("rolled_back_kind") == "link_rollback"
+        kind = "link" if undo else "link_rollback"
+        edges = target.details.get("created_edges" if target.kind == "link" else "edges", [])
+        details = {"rollback_of": target.pk, "rolled_back_kind": kind, "edges": edges, "force": False}
+        return _RollbackPlan(False, True, kind, False, details, undo=undo, edges=edges)
+    details = {"rollback_of": target.pk, "rolled_back_kind": target.kind, "force": force}
+    blocks = WeightChangeBlock.objects.filter(graph_id=target.graph_id, batch=target).exists()
+    if (target.node_updates or target.edge_updates) and not blocks:
+        if not WeightChange.objects.filter(graph_id=target.graph_id, batch=target).exists():
+            raise RollbackRefused(
+                f"batch {target.pk}'s weight history has expired (retention); it cannot be rolled back."
+            )
+    return _RollbackPlan(False, False, target.kind, force, details, blocks=blocks)
+
+
+def _undo(target: UpdateBatch, new: UpdateBatch, plan: _RollbackPlan, *, actor) -> tuple[dict, int, dict]:
+    """Undo ``target`` under the rollback batch ``new``: (counts by node/edge, conflicts, audit extra)."""
+    if plan.rows:
+        counts, conflicts, sample = records.rollback(target, new, actor=actor, force=plan.force)
+        new.details["conflict_ids"] = sample
+        return counts, conflicts, {"conflict_ids": sample}
+    if plan.links:
+        changed = _restore_links(target.graph, plan.edges, archive=plan.undo)
+        counts, conflicts = {"node": 0, "edge": len(changed)}, len(plan.edges) - len(changed)
+        new.details.update({"archived" if plan.undo else "restored": changed, "conflict_ids": {}})
+        return counts, conflicts, {"edges": changed}
+    counts, conflicts, sample = _restore_weights(target, new, force=plan.force, blocks=plan.blocks)
+    new.details["conflict_ids"] = sample
+    return counts, conflicts, {"conflict_ids": sample}
 
 
 def _restore_weights(target: UpdateBatch, new: UpdateBatch, *, force: bool, blocks: bool) -> tuple[dict, int, dict]:

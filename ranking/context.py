@@ -59,23 +59,25 @@ def assemble_context(
     if session_id is not None:
         fields["session"] = session_id
     req = as_request(request, fields)
-    session_id, query, vector, budget_unit, budget = req.session, req.query, req.vector, req.budget_unit, req.budget
-    if not session_id:
+    if not req.session:
         raise RankingInputError({"session": ["This field is required."]})
     revision, policy = policy_of(graph)
+    budget = req.budget
     if budget is None:
-        budget = revision.default_budget_items if budget_unit == "items" else revision.default_budget_tokens
-    params = {
-        "start_nodes": list(req.start_nodes),
-        "anchors": list(req.anchors),
-        "exclude": sorted(set(req.exclude)),
-        "persona": req.persona,
-        "k": req.k,
-        "hops": req.hops,
-        "vector": vector is not None,
-    }
-    qvec = query_vector(query, vector, graph)
+        budget = revision.default_budget_items if req.budget_unit == "items" else revision.default_budget_tokens
+    qvec = query_vector(req.query, req.vector, graph)
     ordered = retrieve(graph, req, now=now, policy=(revision, policy), qvec=qvec).items
+    selection = _select(ordered, req.budget_unit, budget, policy)
+    with transaction.atomic():  # every check has passed: write
+        injection, created, chosen = _log_injection(
+            graph, req, owner, role, revision, policy, budget, qvec, ordered, selection
+        )
+    selected = _selected_items(graph, ordered, selection, chosen)
+    return ContextResult(injection, created, selected, considered=len(ordered))
+
+
+def _select(ordered: list[Candidate], budget_unit: str, budget: int, policy: scoring.Policy):
+    """The candidates (in score order) that fit the budget, with an exploration slot when the policy has one."""
     costs = [1 if budget_unit == "items" else item.row.tokens for item in ordered]
     selection = scoring.select_within_budget([item.node_id for item in ordered], costs, budget)
     if policy.exploration:
@@ -84,56 +86,73 @@ def assemble_context(
         selection = scoring.explore_slot(
             selection, [item.scored.candidate.novelty == 1.0 for item in ordered], costs, budget
         )
+    return selection
 
+
+def _log_injection(graph, req, owner, role, revision, policy, budget, qvec, ordered, selection):
+    """Write the session (if new), the ContextInjection, its candidate log and the counters of the selected
+    nodes and edges; return (injection, session created, the selected candidates). In the caller's transaction.
+    """
+    params = {
+        "start_nodes": list(req.start_nodes),
+        "anchors": list(req.anchors),
+        "exclude": sorted(set(req.exclude)),
+        "persona": req.persona,
+        "k": req.k,
+        "hops": req.hops,
+        "vector": req.vector is not None,
+    }
     # The candidate log keeps the best MAX_CANDIDATES_PER_INJECTION ranks and every selected one (uses are
     # credited through it); how many were considered and how many were stored is kept with the request.
     cap = settings.MAX_CANDIDATES_PER_INJECTION
     logged = [(p, item) for p, item in enumerate(ordered, start=1) if p <= cap or selection.selected[p - 1]]
     params["candidates"], params["candidates_logged"] = len(ordered), len(logged)
+    session, created = AgentSession.objects.get_or_create(
+        graph=graph, external_id=req.session, defaults={"owner": owner}
+    )
+    if owner is not None and not created:
+        # Checked on the row get_or_create found, inside the transaction: a session another user
+        # created a moment ago is refused too.
+        require_session(role, owner.pk, session.owner_id, req.session)
+    injection = ContextInjection.objects.create(
+        graph=graph,
+        session=session,
+        policy_revision=revision,
+        query=req.query,
+        mode="retrieve",
+        budget_unit=req.budget_unit,
+        budget=budget,
+        spent=selection.spent,
+        params=params,
+        query_embedding=qvec,
+        query_model=query_model(req.vector),
+    )
+    sql.copy_candidates(
+        injection.pk,
+        graph.pk,
+        [
+            (
+                p,
+                selection.selected[p - 1],
+                item.node_id,
+                item.edge_id,
+                _stored_hops(item, policy),
+                item.row.tokens,
+                item.scored.total,
+                {**item.features(), "cut": selection.reasons[p - 1]},
+                item.scored.components_dict(),
+            )
+            for p, item in logged
+        ],
+        injection.created_at,
+    )
+    chosen = [item for item, sel in zip(ordered, selection.selected, strict=True) if sel]
+    _bump_counters(graph, chosen)
+    return injection, created, chosen
 
-    # Every check has passed: write.
-    with transaction.atomic():
-        session, created = AgentSession.objects.get_or_create(
-            graph=graph, external_id=session_id, defaults={"owner": owner}
-        )
-        if owner is not None and not created:
-            # Checked on the row get_or_create found, inside the transaction: a session another user
-            # created a moment ago is refused too.
-            require_session(role, owner.pk, session.owner_id, session_id)
-        injection = ContextInjection.objects.create(
-            graph=graph,
-            session=session,
-            policy_revision=revision,
-            query=query,
-            mode="retrieve",
-            budget_unit=budget_unit,
-            budget=budget,
-            spent=selection.spent,
-            params=params,
-            query_embedding=qvec,
-            query_model=query_model(vector),
-        )
-        sql.copy_candidates(
-            injection.pk,
-            graph.pk,
-            [
-                (
-                    p,
-                    selection.selected[p - 1],
-                    item.node_id,
-                    item.edge_id,
-                    _stored_hops(item, policy),
-                    item.row.tokens,
-                    item.scored.total,
-                    {**item.features(), "cut": selection.reasons[p - 1]},
-                    item.scored.components_dict(),
-                )
-                for p, item in logged
-            ],
-            injection.created_at,
-        )
-        chosen = [item for item, sel in zip(ordered, selection.selected, strict=True) if sel]
-        _bump_counters(graph, chosen)
+
+def _selected_items(graph: Graph, ordered: list[Candidate], selection, chosen: list[Candidate]) -> list[dict]:
+    """The selected candidates with their notes' text, as the response lists them."""
     texts = {
         n["id"]: n
         for n in Node.objects.filter(graph=graph, pk__in=[i.node_id for i in chosen]).values(
@@ -162,7 +181,7 @@ def assemble_context(
                 "edge_type": item.edge_type,
             }
         )
-    return ContextResult(injection, created, selected, considered=len(ordered))
+    return selected
 
 
 def _stored_hops(item, policy: scoring.Policy) -> int:

@@ -711,7 +711,6 @@ def retrieval_entry(
     facts of every node they name and of ``starts``. Without a query vector, the vector sides and the
     evidence are empty; without ``lexical`` (or words), the lexical side is."""
     query = vector_literal(query_vector)
-    lexical = bool(lexical and text and text.strip())
     params = {
         "graph": graph_id,
         "query": query,
@@ -719,7 +718,7 @@ def retrieval_entry(
         "k": k,
         "k_triplets": k_triplets,
         "question": QUESTION_KIND,
-        "lexical": lexical,
+        "lexical": bool(lexical and text and text.strip()),
         "text": text or "",
         "config": config,
         "k1": BM25_K1,
@@ -736,6 +735,12 @@ def retrieval_entry(
             _hnsw_settings(cur, max(k, k_triplets, n))  # a k above the connection's setting (at most 1000)
         cur.execute(ENTRY_SQL, params)
         found = cur.fetchall()
+    return _entry_from_rows(found)
+
+
+def _entry_from_rows(found) -> Entry:
+    """ENTRY_SQL's rows, tagged by part (n: a node's facts, l: a lexical hit, t: a triplet hit, else
+    evidence), sorted and read into an Entry."""
     hits, others, lex, bm25, triplets, ev = [], [], [], {}, [], []
     for r in found:
         part = r[0]

@@ -253,112 +253,169 @@ def retrieve(
     Writes nothing. Bad input raises RankingInputError naming the field.
     """
     req = as_request(request, fields)
-    start_nodes, anchors, exclude = list(dict.fromkeys(req.start_nodes)), list(req.anchors), set(req.exclude)
-    persona = req.persona
     if qvec is None:
         qvec = query_vector(req.query, req.vector, graph)
     revision, pol = policy or policy_of(graph)
-    qtext = sql.vector_literal(qvec)  # rendered once for both statements below
-    use_lexical = bool(pol.coef_lexical and req.query)
-    # Entry points (vector, triplet, lexical), the similar questions' evidence and the facts of every
-    # node they name and of the start nodes: one statement (ranking.queries.ENTRY_SQL).
-    entry = sql.retrieval_entry(
-        graph.pk,
-        qtext,
+    run = _Run(graph, req, list(dict.fromkeys(req.start_nodes)), set(req.exclude), revision, pol, qvec)
+    entry = _entry_points(run)
+    hops = _check_request(run, entry)
+    now = now or datetime.now(UTC)
+    pool = _pool_from_entry(run, entry)
+    seeds = _expansion_seeds(run, pool, now)
+    recall = scoring.recall_questions(entry.evidence)  # the answered edges of similar past questions
+    _expand_and_bring(run, pool, seeds, hops, recall)
+    ranked = _score_pool(run, pool, recall, now)
+    return SearchResult(revision, ranked, considered=len(ranked))
+
+
+@dataclass
+class _Run:
+    """What one retrieval is asked and with which policy (fixed for the whole call)."""
+
+    graph: Graph
+    req: RetrievalRequest
+    start_nodes: list[int]
+    exclude: set[int]
+    revision: PolicyRevision
+    pol: scoring.Policy
+    qvec: object
+    qtext: str | None = None
+
+    def __post_init__(self) -> None:
+        self.qtext = sql.vector_literal(self.qvec)  # rendered once for both statements
+
+
+@dataclass
+class _Pool:
+    """The candidates found so far: their facts, the ways each was reached, and their BM25."""
+
+    rows: dict[int, sql.NodeRow]
+    lexical: dict[int, float]  # the lexical side's hits (then every candidate's BM25, when lexical is on)
+    bm25: dict[int, float]  # the BM25 of every node read so far that has one
+    ways: dict[int, list[tuple]] = field(default_factory=dict)  # node id -> [(entry, Reach)]
+
+    def way(self, node_id: int, entry: str, reach: scoring.Reach) -> None:
+        self.ways.setdefault(node_id, []).append((entry, reach))
+
+
+def _entry_points(run: _Run):
+    """Entry points (vector, triplet, lexical), the similar questions' evidence and the facts of every
+    node they name and of the start nodes: one statement (ranking.queries.ENTRY_SQL)."""
+    req, pol = run.req, run.pol
+    return sql.retrieval_entry(
+        run.graph.pk,
+        run.qtext,
         text=req.query,
-        config=graph.text_search_config,
+        config=run.graph.text_search_config,
         k=req.k,
         k_triplets=TRIPLET_K,
-        lexical=use_lexical,
+        lexical=bool(pol.coef_lexical and req.query),
         evidence=bool(pol.exploration or pol.coef_memory),
         model=query_model(req.vector),
-        starts=start_nodes,
+        starts=run.start_nodes,
     )
-    lexical = dict(entry.lexical)
-    if qvec is None and not start_nodes and not lexical:
+
+
+def _check_request(run: _Run, entry) -> int:
+    """Raise RankingInputError for a request with nothing to search by, hops above the policy's bound,
+    or unknown start nodes or anchors; return the hops to expand."""
+    if run.qvec is None and not run.start_nodes and not entry.lexical:
         raise RankingInputError({"query": ["Give a query with searchable words, a vector, or start nodes."]})
-    now = now or datetime.now(UTC)
-    hops = _check_hops(req.hops, pol)
-    unknown = sorted({n for n in start_nodes if n not in entry.rows})
+    hops = _check_hops(run.req.hops, run.pol)
+    unknown = sorted({n for n in run.start_nodes if n not in entry.rows})
     if unknown:
         raise RankingInputError({"start_nodes": [f"Unknown or archived node(s) in this graph: {unknown}"]})
-    if anchors:
-        check_nodes(graph, anchors, "anchors")
+    if run.req.anchors:
+        check_nodes(run.graph, list(run.req.anchors), "anchors")
+    return hops
 
-    rows: dict[int, sql.NodeRow] = {n: entry.rows[n] for n in entry.hits}
-    ways: dict[int, list[tuple]] = {}  # node id -> [(entry, Reach)]
-    bm25 = dict(entry.bm25)  # the BM25 of every node read so far that has one
 
-    def way(node_id: int, entry: str, reach: scoring.Reach) -> None:
-        ways.setdefault(node_id, []).append((entry, reach))
-
+def _pool_from_entry(run: _Run, entry) -> _Pool:
+    """The pool after the entry statement: vector, lexical and triplet hits and the start nodes."""
+    pool = _Pool(rows={n: entry.rows[n] for n in entry.hits}, lexical=dict(entry.lexical), bm25=dict(entry.bm25))
     for node_id in entry.hits:
-        way(node_id, "vector", scoring.Reach(node_id, 0))
-    for node_id in lexical:
-        way(node_id, "lexical", scoring.Reach(node_id, 0))
-    for node_id in start_nodes:
-        way(node_id, "start", scoring.Reach(node_id, 0))
+        pool.way(node_id, "vector", scoring.Reach(node_id, 0))
+    for node_id in pool.lexical:
+        pool.way(node_id, "lexical", scoring.Reach(node_id, 0))
+    for node_id in run.start_nodes:
+        pool.way(node_id, "start", scoring.Reach(node_id, 0))
+    rows = pool.rows
     for node_id, row in entry.rows.items():
         rows.setdefault(node_id, row)  # start nodes, lexical hits and triplet ends
-    triplets = entry.triplets
-    for t in triplets:
+    for t in entry.triplets:
         # A triplet hit is scored as the link it is, its semantic part the target's own similarity.
-        edge = scoring.score_edge(replace(t, similarity=rows[t.target_id].vector if t.target_id in rows else None), pol)
+        similarity = rows[t.target_id].vector if t.target_id in rows else None
+        edge = scoring.score_edge(replace(t, similarity=similarity), run.pol)
         for end in (t.source_id, t.target_id):
             if end in rows:
-                way(end, "triplet", scoring.Reach(end, 0, (t.edge_id,), edge))
+                pool.way(end, "triplet", scoring.Reach(end, 0, (t.edge_id,), edge))
+    return pool
 
-    # Seeds of the expansion: the start nodes and the best entry points by a provisional score.
-    fused = scoring.fuse_entry({n: r.vector for n, r in rows.items()}, lexical, pol.rrf_k)
-    provisional = {n: _best(n, ways[n], rows[n], fused[n], pol, persona, now, None, None)[0] for n in ways if n in rows}
-    seeds: dict[int, scoring.Reach] = {n: scoring.Reach(n, 0) for n in start_nodes if n in rows}
+
+def _expansion_seeds(run: _Run, pool: _Pool, now: datetime) -> dict[int, scoring.Reach]:
+    """Seeds of the expansion: the start nodes and the best entry points by a provisional score."""
+    rows, ways, pol = pool.rows, pool.ways, run.pol
+    fused = scoring.fuse_entry({n: r.vector for n, r in rows.items()}, pool.lexical, pol.rrf_k)
+    provisional = {
+        n: _best(n, ways[n], rows[n], fused[n], pol, run.req.persona, now, None, None)[0] for n in ways if n in rows
+    }
+    seeds: dict[int, scoring.Reach] = {n: scoring.Reach(n, 0) for n in run.start_nodes if n in rows}
     for n in sorted(provisional, key=lambda n: scoring.sort_key(provisional[n])):
-        if len(seeds) >= len(start_nodes) + EXPANSION_SEEDS:
+        if len(seeds) >= len(run.start_nodes) + EXPANSION_SEEDS:
             break
         seeds.setdefault(n, min(ways[n], key=lambda w: len(w[1].path))[1])  # expansion grows from the node itself
-    # Question-conditional evidence: the answered edges of similar past questions (ledger state).
-    recall = scoring.recall_questions(entry.evidence)
+    return seeds
+
+
+def _expand_and_bring(run: _Run, pool: _Pool, seeds: dict[int, scoring.Reach], hops: int, recall) -> None:
+    """Add to the pool the nodes best-first expansion reaches and the notes similar questions' evidence brings."""
+    rows = pool.rows
     # Discovery: a note similar questions' agents used joins the pool even when no entry side found it.
-    may_bring = sorted(n for n, m in recall.memory.items() if m > 0 and n not in rows and n not in exclude)
+    may_bring = sorted(n for n, m in recall.memory.items() if m > 0 and n not in rows and n not in run.exclude)
     extra_rows: dict[int, sql.NodeRow] = {}
     if (seeds and hops) or may_bring:
         # One statement: the expansion, the facts of the notes evidence may bring, and the BM25 of both.
         # At most 50 new nodes are taken, so each node's top EXPANSION_FANOUT out-edges by weight are
         # plenty to choose from (the full fan-out of 10 seeds over 2 hops would be up to 25,000 rows).
         edges, extra_rows, more_bm25 = sql.expand(
-            graph.pk,
+            run.graph.pk,
             list(seeds) if hops else [],
-            qtext,
+            run.qtext,
             hops or 1,
-            min(revision.fanout_cap, EXPANSION_FANOUT),
+            min(run.revision.fanout_cap, EXPANSION_FANOUT),
             extra=may_bring,
-            text=req.query,
-            config=graph.text_search_config,
-            lexical=bool(lexical),
+            text=run.req.query,
+            config=run.graph.text_search_config,
+            lexical=bool(pool.lexical),
         )
-        bm25.update(more_bm25)
+        pool.bm25.update(more_bm25)
         if seeds and hops:
-            scored_edges = [scoring.score_edge(e, pol) for e in edges]
+            scored_edges = [scoring.score_edge(e, run.pol) for e in edges]
             targets = {e.target_id: e.target for e in edges}
             for node_id, reach in scoring.expand_best_first(seeds, scored_edges, hops, MAX_EXPANDED).items():
                 rows.setdefault(node_id, targets[node_id])
-                way(node_id, "expansion", reach)
+                pool.way(node_id, "expansion", reach)
     brought = [n for n in may_bring if n not in rows and n in extra_rows]
     for node_id in brought:
         rows[node_id] = extra_rows[node_id]
-        way(node_id, "memory", scoring.Reach(node_id, 0))
-    distances = sql.anchor_distances(graph.pk, anchors, list(rows), pol.max_hops) if anchors else None
+        pool.way(node_id, "memory", scoring.Reach(node_id, 0))
+
+
+def _score_pool(run: _Run, pool: _Pool, recall, now: datetime) -> list[Candidate]:
+    """Every candidate not excluded, scored by its best way in, in rank order (ranks set)."""
+    rows, lexical, pol = pool.rows, pool.lexical, run.pol
+    anchors = list(run.req.anchors)
+    distances = sql.anchor_distances(run.graph.pk, anchors, list(rows), pol.max_hops) if anchors else None
     if lexical:
         # BM25 of the candidates the lexical top k missed (expansion, vector, triplet and memory), so
         # every candidate's lexical raw is its own score, not 0 for being ranked 51st.
-        lexical.update({n: bm25[n] for n in rows if n not in lexical and n in bm25})
+        lexical.update({n: pool.bm25[n] for n in rows if n not in lexical and n in pool.bm25})
     fused = scoring.fuse_entry({n: r.vector for n, r in rows.items()}, lexical, pol.rrf_k)
     # Exploration only where a near-repeat's context failed: a question with no such history gets the best ranking.
     novelty = {n: 1.0 for n in rows if recall.failed and recall.novel(n)}
-    memory = recall.memory
     candidates = []
-    for node_id, options in ways.items():
-        if node_id in exclude or node_id not in rows:
+    for node_id, options in pool.ways.items():
+        if node_id in run.exclude or node_id not in rows:
             continue
         anchor_hops = distances.get(node_id) if distances is not None else None
         scored, (entry, reach) = _best(
@@ -367,10 +424,10 @@ def retrieve(
             rows[node_id],
             fused[node_id],
             pol,
-            persona,
+            run.req.persona,
             now,
             novelty.get(node_id),
-            memory.get(node_id),
+            recall.memory.get(node_id),
             distances is not None,
             anchor_hops,
         )
@@ -391,7 +448,7 @@ def retrieve(
     )  # one candidate per node: the stable id decides ties
     for p, c in enumerate(ranked, start=1):
         c.rank = p
-    return SearchResult(revision, ranked, considered=len(ranked))
+    return ranked
 
 
 def _best(

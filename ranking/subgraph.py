@@ -37,6 +37,40 @@ def injection_subgraph(injection: ContextInjection, *, max_edges: int = MAX_EDGE
     """
     graph_id = injection.graph_id
     cands = [candidate_dict(c) for c in injection.candidates.order_by("rank")]
+    shown, edge_ids, truncated = _shown_candidates(cands, max_edges)
+    edge_rows = {
+        e["id"]: e
+        for e in Edge.objects.filter(graph_id=graph_id, pk__in=edge_ids).values(
+            "id", "source_id", "target_id", "edge_type__name", "weight", "feedback_weight", "archived"
+        )
+    }
+    on_selected = {e for c in shown if c["selected"] for e in c["path"]}
+    return {
+        "kind": "injection",
+        "injection": injection.pk,
+        "limit": max_edges,
+        "truncated": truncated,
+        "candidates": len(cands),
+        "nodes": _node_dicts(graph_id, shown, edge_rows),
+        "edges": [_edge_dict(graph_id, e, on_selected) for e in sorted(edge_rows.values(), key=lambda e: e["id"])],
+        "paths": [
+            {
+                "rank": c["rank"],
+                "node": c["node"],
+                "selected": c["selected"],
+                "entry": c["entry"],
+                "edges": c["path"],
+                "cut": c["cut"],
+            }
+            for c in sorted(shown, key=lambda c: c["rank"])
+        ],
+        "types": list(EdgeType.objects.filter(graph_id=graph_id).order_by("name").values_list("name", flat=True)),
+    }
+
+
+def _shown_candidates(cands: list[dict], max_edges: int) -> tuple[list[dict], set[int], bool]:
+    """The candidates drawn (selected first, then by rank, within the bounds), their paths' edge ids,
+    and whether any was left out."""
     shown, edge_ids, truncated = [], set(), False
     for cand in sorted(cands, key=lambda c: (not c["selected"], c["rank"])):
         path = set(cand["path"])
@@ -45,13 +79,11 @@ def injection_subgraph(injection: ContextInjection, *, max_edges: int = MAX_EDGE
             continue
         shown.append(cand)
         edge_ids |= path
-    edge_rows = {
-        e["id"]: e
-        for e in Edge.objects.filter(graph_id=graph_id, pk__in=edge_ids).values(
-            "id", "source_id", "target_id", "edge_type__name", "weight", "feedback_weight", "archived"
-        )
-    }
-    on_selected = {e for c in shown if c["selected"] for e in c["path"]}
+    return shown, edge_ids, truncated
+
+
+def _node_dicts(graph_id: int, shown: list[dict], edge_rows: dict[int, dict]) -> list[dict]:
+    """The drawn nodes (candidates and the ends of their paths' edges), best rank first, with status and entry."""
     node_ids = {c["node"] for c in shown} | {n for e in edge_rows.values() for n in (e["source_id"], e["target_id"])}
     titles = {n["id"]: n for n in Node.objects.filter(graph_id=graph_id, pk__in=node_ids).values("id", "title", "kind")}
     best: dict[int, dict] = {}  # node id -> its best-ranked shown candidate (a selected one first)
@@ -79,40 +111,21 @@ def injection_subgraph(injection: ContextInjection, *, max_edges: int = MAX_EDGE
                 "url": reverse("node", args=[graph_id, node_id]),
             }
         )
-    edges = [
-        {
-            "id": e["id"],
-            "source": e["source_id"],
-            "target": e["target_id"],
-            "type": e["edge_type__name"],
-            "weight": e["weight"],
-            "feedback_weight": e["feedback_weight"],
-            "archived": e["archived"],
-            "selected": e["id"] in on_selected,
-            "url": reverse("edge", args=[graph_id, e["id"]]),
-        }
-        for e in sorted(edge_rows.values(), key=lambda e: e["id"])
-    ]
+    return nodes
+
+
+def _edge_dict(graph_id: int, e: dict, on_selected: set[int]) -> dict:
+    """One drawn edge; ``selected`` when it lies on a selected candidate's path."""
     return {
-        "kind": "injection",
-        "injection": injection.pk,
-        "limit": max_edges,
-        "truncated": truncated,
-        "candidates": len(cands),
-        "nodes": nodes,
-        "edges": edges,
-        "paths": [
-            {
-                "rank": c["rank"],
-                "node": c["node"],
-                "selected": c["selected"],
-                "entry": c["entry"],
-                "edges": c["path"],
-                "cut": c["cut"],
-            }
-            for c in sorted(shown, key=lambda c: c["rank"])
-        ],
-        "types": list(EdgeType.objects.filter(graph_id=graph_id).order_by("name").values_list("name", flat=True)),
+        "id": e["id"],
+        "source": e["source_id"],
+        "target": e["target_id"],
+        "type": e["edge_type__name"],
+        "weight": e["weight"],
+        "feedback_weight": e["feedback_weight"],
+        "archived": e["archived"],
+        "selected": e["id"] in on_selected,
+        "url": reverse("edge", args=[graph_id, e["id"]]),
     }
 
 

@@ -91,6 +91,13 @@ class Command(BaseCommand):
             raise CommandError(
                 "--token is required (or GRAPHADMIN_TOKEN); see docs/learning.md: manage.py agent_token."
             )
+        questions, policy, cfg, report = self._evaluate(o)
+        t, moved = self._write_summary(o, questions, policy, cfg, report)
+        self._write_feedback_rounds(report)
+        self._write_files(o, report, t, moved)
+
+    def _evaluate(self, o: dict):
+        """Run the evaluation on the server: (questions, policy changes, config, report); CommandError on failure."""
         try:
             questions = load_questions(o["questions"])
             policy = parse_settings(o["policy_set"])
@@ -115,7 +122,10 @@ class Command(BaseCommand):
             raise CommandError(f"the server refused a request: {exc}") from exc
         except (ServerError, httpx.HTTPError) as exc:
             raise CommandError(f"cannot talk to {o['url']}: {exc} (is `make run` running?)") from exc
+        return questions, policy, cfg, report
 
+    def _write_summary(self, o: dict, questions, policy, cfg, report) -> tuple[dict, dict]:
+        """The run's header, the per-round table, the targets and the questions moved; (targets, moved)."""
         graphs = report.graphs
         self.stdout.write(
             f"vault {o['vault']}: {len(questions)} questions ({len(report.train)} train, {len(report.test)} test), "
@@ -156,6 +166,10 @@ class Command(BaseCommand):
                 f"{side} {m['better']} better, {m['worse']} worse, {m['same']} same" for side, m in moved.items()
             )
         )
+        return t, moved
+
+    def _write_feedback_rounds(self, report) -> None:
+        """One line per round that reported feedback: what the agent sent and how long applying it took."""
         for r in report.rounds:
             f = r["feedback"]
             if f["sessions"]:
@@ -169,6 +183,9 @@ class Command(BaseCommand):
                     + (f"; {f['resent']} reports resent (lost by the worker)" if f["resent"] else "")
                     + (f"; {f['not_queued']} not queued" if f["not_queued"] else "")
                 )
+
+    def _write_files(self, o: dict, report, t: dict, moved: dict) -> None:
+        """The JSON report and the plot, where asked for."""
         if o["json_out"]:
             with open(o["json_out"], "w", encoding="utf-8") as fh:
                 json.dump({**report.as_dict(), "targets": t, "moved": moved}, fh, indent=2)
