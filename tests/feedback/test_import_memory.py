@@ -18,7 +18,7 @@ import pytest
 from feedback.models import VaultImport
 from feedback.tasks import import_vault_task
 from graphadmin.vault.parse import MAX_NOTE_BYTES
-from tests.graphadmin.test_import_api import post
+from tests.feedback.test_import_api import post
 
 # No test transaction around the worker's step: like a worker, it commits its progress as it goes (and a
 # transaction left open during the parse would meet idle_in_transaction_session_timeout).

@@ -13,7 +13,7 @@ from feedback.models import RecordChange, UpdateBatch
 from graphadmin.models import Node
 from graphadmin.vault import apply, parse
 from graphadmin.vault.parse import VaultError, parse_vault
-from tests.graphadmin.test_vault_import import FIXTURE
+from tests.graphadmin.vault.test_vault_import import FIXTURE
 
 pytestmark = pytest.mark.django_db
 
