@@ -160,7 +160,7 @@ else:
 # The connection migrate uses (graphadmin/management/commands/migrate.py): the owner's when it is a separate one.
 MIGRATE_DATABASE = "owner" if "owner" in DATABASES else "default"
 # hnsw.ef_search of every connection: recall@50 >= 0.95 against exact search (docs/performance.md), and low
-# enough that pgvector's cost estimate lets the planner use the index on a 10k-node graph (issue 27).
+# enough that pgvector's cost estimate lets the planner use the index on a 10k-node graph.
 HNSW_EF_SEARCH = env.int("HNSW_EF_SEARCH", default=400)
 # DATABASE_NAME overrides the database name (the test suite points its Celery worker at the test database).
 for _alias in DATABASES.values():

@@ -464,7 +464,7 @@ def edge_candidates(graph_id: int, start_nodes, query_vector, hops: int, fanout_
 
 
 # ---------------------------------------------------------------------------------------------
-# Retrieval in two statements (issue 27): the entry points, then the expansion
+# Retrieval in two statements: the entry points, then the expansion
 
 # Every entry point of a retrieval in one statement (one round trip, one plan):
 # * ``bm25``/``lex``: the BM25 of the graph's nodes for the query text, as LEXICAL_HITS_SQL computes it,

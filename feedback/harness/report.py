@@ -140,9 +140,10 @@ class EvaluationReport:
     def targets(self) -> dict:
         """The targets on the last round, recall@5.
 
-        Issue 23's, against round 0's frozen figure (the baseline): train at least halfway from it to
+        Against round 0's frozen figure (the baseline): train at least halfway from it to
         1.0; test no more than 2 points below it; the frozen twin no lower than it (no drift); frozen
-        retrieval at or above plain cosine. Issue 12's, against the same round's twin, kept beside them.
+        retrieval at or above plain cosine. And, kept beside them, the learning graph against the same
+        round's twin (docs/learning.md lists both sets of targets).
         """
         last = self.final()
         lt, ft = last["learning"]["train"]["recall5"], last["frozen"]["train"]["recall5"]
