@@ -22,10 +22,16 @@ LOCAL_DIR = Path(os.environ.get("GRAPHADMIN_LOCAL_DIR", BASE_DIR / ".local"))
 env = environ.Env()
 
 DEBUG = env.bool("DEBUG", default=False)
+# SECRET_KEY, or the key `make run` generated once into .local/secret-key (so manage.py commands beside a
+# running `make run`, such as agent_token, sign with the same key); required when DEBUG is off.
 SECRET_KEY = env.str("SECRET_KEY", default="")
+if not SECRET_KEY and (LOCAL_DIR / "secret-key").is_file():
+    SECRET_KEY = (LOCAL_DIR / "secret-key").read_text().strip()
 if not SECRET_KEY:
     if not DEBUG:
-        raise ImproperlyConfigured("SECRET_KEY must be set when DEBUG is off.")
+        raise ImproperlyConfigured(
+            "SECRET_KEY must be set when DEBUG is off (or run `make run` once: it writes .local/secret-key)."
+        )
     SECRET_KEY = "insecure-development-key-only-used-with-DEBUG-on"
 ALLOWED_HOSTS = env.list("ALLOWED_HOSTS", default=["localhost", "127.0.0.1", "[::1]"])
 CSRF_TRUSTED_ORIGINS = env.list("CSRF_TRUSTED_ORIGINS", default=[])

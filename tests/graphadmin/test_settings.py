@@ -16,9 +16,20 @@ def _django_check(**env):
     )
 
 
-def test_refuses_to_start_without_secret_key_when_debug_is_off():
-    result = _django_check(DEBUG="false")
+def test_refuses_to_start_without_secret_key_when_debug_is_off(tmp_path):
+    result = _django_check(DEBUG="false", GRAPHADMIN_LOCAL_DIR=str(tmp_path))  # no .local/secret-key either
     assert result.returncode != 0 and "SECRET_KEY must be set when DEBUG is off" in result.stderr
+
+
+def test_the_key_make_run_generated_serves_the_commands_beside_it(tmp_path):
+    """`make run` writes .local/secret-key once; manage.py commands (agent_token, ...) read it when SECRET_KEY
+    is unset."""
+    (tmp_path / "secret-key").write_text("k" * 50 + "\n")
+    assert _django_check(DEBUG="false", GRAPHADMIN_LOCAL_DIR=str(tmp_path)).returncode == 0
+    empty = tmp_path / "empty"
+    empty.mkdir()
+    (empty / "secret-key").write_text("\n")
+    assert _django_check(DEBUG="false", GRAPHADMIN_LOCAL_DIR=str(empty)).returncode != 0
 
 
 def test_starts_with_a_secret_key():
