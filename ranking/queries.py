@@ -76,13 +76,15 @@ _TABLES = {
 }
 
 
-def statement(text: str) -> str:
-    """A whole statement's text with its ``{table}`` names filled in as quoted identifiers (from ``_meta``).
+def statement(text: str, **fragments: str) -> str:
+    """A whole statement's text with its ``{table}`` names filled in as quoted identifiers (from ``_meta``),
+    and each ``{fragment}`` with the named SQL text shared by several statements (its tables filled in too).
 
     Rendered once, when the module is imported: the tables never change at run time, and composing
     on every request would cost time on the hot path for the same string.
     """
-    return sql.SQL(text).format(**_TABLES).as_string()
+    parts = {name: sql.SQL(fragment).format(**_TABLES) for name, fragment in fragments.items()}
+    return sql.SQL(text).format(**_TABLES, **parts).as_string()
 
 
 def vector_literal(vector) -> str | None:
@@ -349,17 +351,10 @@ def node_rows(graph_id: int, node_ids, query_vector) -> list[NodeRow]:
 # ---------------------------------------------------------------------------------------------
 # Expansion
 
-# The edges within %(hops)s (1..3) of the start nodes, in one statement. Level n (l1..l3) takes the
-# top %(cap)s out-edges by stored weight of every node first reached at depth n-1 (f0 the start
-# nodes, f1 and f2 the new targets of the level before), to active targets that are not start
-# nodes, so a hub cannot blow the query up and each node is expanded once, at its shortest depth.
-# A level deeper than %(hops)s has a false one-time filter: the planner skips it without reading a
-# row. The levels are MATERIALIZED: inlined, the planner may drive the tiny edge-type table as the
-# outer loop and run the whole expansion once per edge type. Joined with the target's cosine
-# similarity to the query (NULL without one) and the edge type's priority.
-EXPANSION_SQL = statement(
-    """
-WITH f0 AS (SELECT DISTINCT unnest(%(starts)s::bigint[]) AS id),
+# The edges within %(hops)s (1..3) of %(starts)s, level by level (the comment above EXPANSION_SQL says how):
+# the CTEs f0..f2, l1..l3 and ``expanded`` that EXPANSION_SQL and EXPAND_SQL both start with.
+EXPANSION_LEVELS = """
+f0 AS (SELECT DISTINCT unnest(%(starts)s::bigint[]) AS id),
 l1 AS MATERIALIZED (
     SELECT x.*, 1 AS hops
     FROM f0 f
@@ -404,6 +399,19 @@ l3 AS MATERIALIZED (
     WHERE %(hops)s >= 3
 ),
 expanded AS MATERIALIZED (SELECT * FROM l1 UNION ALL SELECT * FROM l2 UNION ALL SELECT * FROM l3)
+""".strip()
+
+# The edges within %(hops)s (1..3) of the start nodes, in one statement. Level n (l1..l3) takes the
+# top %(cap)s out-edges by stored weight of every node first reached at depth n-1 (f0 the start
+# nodes, f1 and f2 the new targets of the level before), to active targets that are not start
+# nodes, so a hub cannot blow the query up and each node is expanded once, at its shortest depth.
+# A level deeper than %(hops)s has a false one-time filter: the planner skips it without reading a
+# row. The levels are MATERIALIZED: inlined, the planner may drive the tiny edge-type table as the
+# outer loop and run the whole expansion once per edge type. Joined with the target's cosine
+# similarity to the query (NULL without one) and the edge type's priority.
+EXPANSION_SQL = statement(
+    """
+WITH {levels}
 SELECT a.id, a.source_id, a.target_id, a.hops, a.weight, a.feedback_weight, et.name, et.priority,
        CASE WHEN %(query)s::vector IS NULL OR t.embedding IS NULL THEN NULL
             ELSE 1 - (t.embedding <=> %(query)s::vector) END AS similarity,
@@ -416,7 +424,8 @@ JOIN {edgetype} et ON et.id = a.edge_type_id AND et.graph_id = %(graph)s
 LEFT JOIN {nodestats} s ON s.node_id = t.id AND s.graph_id = %(graph)s
 ORDER BY a.hops, a.weight DESC, a.id
 LIMIT %(max_edges)s
-"""
+""",
+    levels=EXPANSION_LEVELS,
 )
 
 
@@ -577,51 +586,7 @@ WHERE near.similarity >= %(min_similarity)s
 # EXPANSION_SQL's, then bm25.
 EXPAND_SQL = statement(
     """
-WITH f0 AS (SELECT DISTINCT unnest(%(starts)s::bigint[]) AS id),
-l1 AS MATERIALIZED (
-    SELECT x.*, 1 AS hops
-    FROM f0 f
-    CROSS JOIN LATERAL (
-        SELECT e.id, e.source_id, e.target_id, e.edge_type_id, e.weight, e.feedback_weight
-        FROM {edge} e
-        JOIN {node} t ON t.id = e.target_id AND t.graph_id = %(graph)s AND NOT t.archived
-        WHERE e.graph_id = %(graph)s AND e.source_id = f.id AND NOT e.archived
-          AND NOT (e.target_id = ANY(%(starts)s::bigint[]))
-        ORDER BY e.weight DESC, e.id
-        LIMIT %(cap)s
-    ) x
-),
-f1 AS (SELECT DISTINCT target_id AS id FROM l1),
-l2 AS MATERIALIZED (
-    SELECT x.*, 2 AS hops
-    FROM f1 f
-    CROSS JOIN LATERAL (
-        SELECT e.id, e.source_id, e.target_id, e.edge_type_id, e.weight, e.feedback_weight
-        FROM {edge} e
-        JOIN {node} t ON t.id = e.target_id AND t.graph_id = %(graph)s AND NOT t.archived
-        WHERE e.graph_id = %(graph)s AND e.source_id = f.id AND NOT e.archived
-          AND NOT (e.target_id = ANY(%(starts)s::bigint[]))
-        ORDER BY e.weight DESC, e.id
-        LIMIT %(cap)s
-    ) x
-    WHERE %(hops)s >= 2
-),
-f2 AS (SELECT DISTINCT target_id AS id FROM l2 EXCEPT SELECT id FROM f1),
-l3 AS MATERIALIZED (
-    SELECT x.*, 3 AS hops
-    FROM f2 f
-    CROSS JOIN LATERAL (
-        SELECT e.id, e.source_id, e.target_id, e.edge_type_id, e.weight, e.feedback_weight
-        FROM {edge} e
-        JOIN {node} t ON t.id = e.target_id AND t.graph_id = %(graph)s AND NOT t.archived
-        WHERE e.graph_id = %(graph)s AND e.source_id = f.id AND NOT e.archived
-          AND NOT (e.target_id = ANY(%(starts)s::bigint[]))
-        ORDER BY e.weight DESC, e.id
-        LIMIT %(cap)s
-    ) x
-    WHERE %(hops)s >= 3
-),
-expanded AS MATERIALIZED (SELECT * FROM l1 UNION ALL SELECT * FROM l2 UNION ALL SELECT * FROM l3),
+WITH {levels},
 edges AS MATERIALIZED (
     SELECT a.id, a.source_id, a.target_id, a.hops, a.weight, a.feedback_weight, et.name, et.priority,
            CASE WHEN %(query)s::vector IS NULL OR t.embedding IS NULL THEN NULL
@@ -672,7 +637,8 @@ LEFT JOIN {nodestats} s ON s.node_id = t.id AND s.graph_id = %(graph)s
 LEFT JOIN bm25 b ON b.node_id = t.id
 WHERE t.graph_id = %(graph)s AND t.id = ANY(%(extra)s::bigint[]) AND NOT t.archived
 ORDER BY 1, 5, 6 DESC, 2, 4
-"""
+""",
+    levels=EXPANSION_LEVELS,
 )
 
 

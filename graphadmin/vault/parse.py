@@ -472,6 +472,9 @@ def _read_member(archive: zipfile.ZipFile, info: zipfile.ZipInfo) -> bytes:
     try:
         with archive.open(info) as member:
             return member.read(MAX_NOTE_BYTES + 1)
+    # zipfile's own errors for such entries: BadZipFile (a CRC or size that lies), zlib.error and EOFError (a
+    # corrupt or truncated stream), NotImplementedError (a compression method it cannot read), RuntimeError
+    # (an encrypted entry).
     except (zipfile.BadZipFile, zlib.error, EOFError, NotImplementedError, RuntimeError) as exc:
         raise VaultError(f"Archive entry '{info.filename}' is damaged or does not match its header: {exc}") from exc
 
