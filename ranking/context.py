@@ -13,7 +13,7 @@ from datetime import datetime
 from django.conf import settings
 from django.db import transaction
 
-from feedback.models import AgentSession, ContextInjection
+from feedback.models import ContextInjection
 from graphadmin.agents.client import RetrievalRequest
 from graphadmin.models import Graph, Node
 from graphadmin.tenancy import require_session
@@ -68,7 +68,8 @@ def assemble_context(
     qvec = query_vector(req.query, req.vector, graph)
     ordered = retrieve(graph, req, now=now, policy=(revision, policy), qvec=qvec).items
     selection = _select(ordered, req.budget_unit, budget, policy)
-    with transaction.atomic():  # every check has passed: write
+    # Every check has passed: write. No savepoint of its own: an error rolls back the caller's transaction.
+    with transaction.atomic(savepoint=False):
         injection, created, chosen = _log_injection(
             graph, req, owner, role, revision, policy, budget, qvec, ordered, selection
         )
@@ -107,16 +108,14 @@ def _log_injection(graph, req, owner, role, revision, policy, budget, qvec, orde
     cap = settings.MAX_CANDIDATES_PER_INJECTION
     logged = [(p, item) for p, item in enumerate(ordered, start=1) if p <= cap or selection.selected[p - 1]]
     params["candidates"], params["candidates_logged"] = len(ordered), len(logged)
-    session, created = AgentSession.objects.get_or_create(
-        graph=graph, external_id=req.session, defaults={"owner": owner}
-    )
+    session_id, session_owner, created = sql.agent_session(graph.pk, req.session, owner.pk if owner else None)
     if owner is not None and not created:
-        # Checked on the row get_or_create found, inside the transaction: a session another user
-        # created a moment ago is refused too.
-        require_session(role, owner.pk, session.owner_id, req.session)
+        # Checked on the row found, inside the transaction: a session another user created a moment ago
+        # is refused too.
+        require_session(role, owner.pk, session_owner, req.session)
     injection = ContextInjection.objects.create(
         graph=graph,
-        session=session,
+        session_id=session_id,
         policy_revision=revision,
         query=req.query,
         mode="retrieve",

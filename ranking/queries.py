@@ -41,7 +41,7 @@ from django.conf import settings
 from django.db import connection, transaction
 from psycopg import sql
 
-from feedback.models import ContextInjection, InjectionCandidate, UseEvent, WeightChange
+from feedback.models import AgentSession, ContextInjection, InjectionCandidate, UseEvent, WeightChange
 from feedback.rules import ANSWERED, QUESTION_KIND
 from graphadmin import clock
 from graphadmin.models import Edge, EdgeStats, EdgeType, Node, NodeLexeme, NodeLexicon, NodeStats
@@ -68,6 +68,7 @@ _TABLES = {
     "edgetype": sql.Identifier(EdgeType._meta.db_table),
     "nodestats": sql.Identifier(NodeStats._meta.db_table),
     "edgestats": sql.Identifier(EdgeStats._meta.db_table),
+    "session": sql.Identifier(AgentSession._meta.db_table),
     "injection": sql.Identifier(ContextInjection._meta.db_table),
     "candidate": sql.Identifier(InjectionCandidate._meta.db_table),
     "useevent": sql.Identifier(UseEvent._meta.db_table),
@@ -1065,23 +1066,61 @@ def copy_candidates(injection_id: int, graph_id: int, rows, created_at) -> None:
                 )
 
 
-# Each node in %(ids)s surfaced once more (and traversed when it is in %(through)s: it came along a path).
-NODE_COUNTERS_SQL = statement(
+# ---------------------------------------------------------------------------------------------
+# The session of a context call
+
+# The session %(session)s of the graph, made (owned by %(owner)s, started %(at)s) when it is new: one
+# statement instead of get_or_create's SELECT, savepoint, INSERT and release. Rows: (id, owner id,
+# created). No row when another transaction made the session after this statement's snapshot was taken
+# (the INSERT waited for it and found the conflict): ``agent_session`` then reads it again.
+SESSION_SQL = statement(
     """
+WITH made AS (
+    INSERT INTO {session} (graph_id, external_id, owner_id, started_at)
+    VALUES (%(graph)s, %(session)s, %(owner)s, %(at)s)
+    ON CONFLICT (graph_id, external_id) DO NOTHING
+    RETURNING id, owner_id
+)
+SELECT id, owner_id, true FROM made
+UNION ALL
+SELECT id, owner_id, false FROM {session}
+WHERE graph_id = %(graph)s AND external_id = %(session)s AND NOT EXISTS (SELECT 1 FROM made)
+"""
+)
+
+SESSION_AGAIN_SQL = statement(
+    "SELECT id, owner_id, false FROM {session} WHERE graph_id = %(graph)s AND external_id = %(session)s"
+)
+
+
+def agent_session(graph_id: int, external_id: str, owner_id: int | None) -> tuple[int, int | None, bool]:
+    """The graph's session ``external_id``: (id, owner id, whether this call made it, owned by ``owner_id``).
+    Started on ``graphadmin.clock``'s time, as AgentSession's default. In the caller's transaction."""
+    params = {"graph": graph_id, "session": external_id, "owner": owner_id, "at": clock.now()}
+    with connection.cursor() as cur:
+        cur.execute(SESSION_SQL, params)
+        row = cur.fetchone()
+        if row is None:  # made by a concurrent call since this statement began: visible to a new statement
+            cur.execute(SESSION_AGAIN_SQL, params)
+            row = cur.fetchone()
+    return row[0], row[1], row[2]
+
+
+# Each node in %(ids)s surfaced once more (and traversed when it is in %(through)s: it came along a path),
+# each edge in %(edges)s surfaced and traversed once more (decay spares a traversed edge): one statement (the
+# nodes' INSERT, a data-modifying WITH, runs to completion though nothing reads it).
+COUNTERS_SQL = statement(
+    """
+WITH nodes AS (
 INSERT INTO {nodestats} (node_id, graph_id, surfaced_count, traversed_count, used_count, last_surfaced_at)
 SELECT n, %(graph)s, 1, (n = ANY(%(through)s::bigint[]))::int, 0, %(at)s FROM unnest(%(ids)s::bigint[]) AS n
 ON CONFLICT (node_id) DO UPDATE SET
     surfaced_count = {nodestats}.surfaced_count + 1,
     traversed_count = {nodestats}.traversed_count + EXCLUDED.traversed_count,
     last_surfaced_at = EXCLUDED.last_surfaced_at
-"""
 )
-
-# Each edge in %(ids)s surfaced and traversed once more (decay spares a traversed edge).
-EDGE_COUNTERS_SQL = statement(
-    """
 INSERT INTO {edgestats} (edge_id, graph_id, surfaced_count, traversed_count, used_count, last_traversed_at)
-SELECT e, %(graph)s, 1, 1, 0, %(at)s FROM unnest(%(ids)s::bigint[]) AS e
+SELECT e, %(graph)s, 1, 1, 0, %(at)s FROM unnest(%(edges)s::bigint[]) AS e
 ON CONFLICT (edge_id) DO UPDATE SET
     surfaced_count = {edgestats}.surfaced_count + 1,
     traversed_count = {edgestats}.traversed_count + 1,
@@ -1092,14 +1131,12 @@ ON CONFLICT (edge_id) DO UPDATE SET
 
 def bump_counters(graph_id: int, node_ids, through, edge_ids) -> None:
     """Count what a context call gave: ``node_ids`` surfaced (``through``: those that came along a
-    path, also traversed), ``edge_ids`` surfaced and traversed. Set-based: one statement each. The
+    path, also traversed), ``edge_ids`` surfaced and traversed. Set-based, in one statement. The
     stamps take ``graphadmin.clock``'s time, as every other row of the call does, so a decay run on a
     simulated clock sees when an edge was traversed on that clock."""
     at = clock.now()
+    if not node_ids and not edge_ids:
+        return
+    params = {"graph": graph_id, "ids": list(node_ids), "through": list(through), "edges": list(edge_ids), "at": at}
     with connection.cursor() as cur:
-        if node_ids:
-            cur.execute(
-                NODE_COUNTERS_SQL, {"graph": graph_id, "ids": list(node_ids), "through": list(through), "at": at}
-            )
-        if edge_ids:
-            cur.execute(EDGE_COUNTERS_SQL, {"graph": graph_id, "ids": list(edge_ids), "at": at})
+        cur.execute(COUNTERS_SQL, params)
