@@ -120,12 +120,19 @@ class InjectionCandidate(models.Model):
     value, coefficient and contribution as computed at the time.
     """
 
-    injection = models.ForeignKey(ContextInjection, on_delete=models.CASCADE, related_name="candidates")
-    graph = models.ForeignKey(Graph, on_delete=models.CASCADE, related_name="+")
+    # No foreign keys in the database (migration 0019): a row's parents are the rows its context call wrote
+    # or read in the same transaction, and a deferred trigger on each parent table refuses a delete that
+    # would leave log rows naming it. The ORM's CASCADE and PROTECT rules are as before.
+    injection = models.ForeignKey(
+        ContextInjection, on_delete=models.CASCADE, related_name="candidates", db_constraint=False
+    )
+    graph = models.ForeignKey(Graph, on_delete=models.CASCADE, related_name="+", db_constraint=False)
     rank = models.PositiveIntegerField()
     selected = models.BooleanField()
-    node = models.ForeignKey(Node, on_delete=models.PROTECT, related_name="+")
-    edge = models.ForeignKey(Edge, on_delete=models.PROTECT, null=True, blank=True, related_name="+")
+    node = models.ForeignKey(Node, on_delete=models.PROTECT, related_name="+", db_constraint=False)
+    edge = models.ForeignKey(
+        Edge, on_delete=models.PROTECT, null=True, blank=True, related_name="+", db_constraint=False
+    )
     hops = models.PositiveSmallIntegerField(default=1)
     tokens = models.PositiveIntegerField(default=0)
     total = models.FloatField()
