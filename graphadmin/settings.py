@@ -168,6 +168,10 @@ MIGRATE_DATABASE = "owner" if "owner" in DATABASES else "default"
 # hnsw.ef_search of every connection: recall@50 >= 0.95 against exact search (docs/performance.md), and low
 # enough that pgvector's cost estimate lets the planner use the index on a 10k-node graph.
 HNSW_EF_SEARCH = env.int("HNSW_EF_SEARCH", default=400)
+# The retrieval's expansion statement (ranking.queries.EXPAND_SQL) prepared once per connection, so a
+# persistent connection does not plan it again on every context call. Off (0) behind a pooler that does
+# not keep protocol-level prepared statements (PgBouncer in transaction mode before 1.21).
+DATABASE_PREPARED_STATEMENTS = env.bool("DATABASE_PREPARED_STATEMENTS", default=True)
 # DATABASE_NAME overrides the database name (the test suite points its Celery worker at the test database).
 for _alias in DATABASES.values():
     if env.str("DATABASE_NAME", default=""):
@@ -189,6 +193,10 @@ for _alias in DATABASES.values():
             ],
         )
     )
+    if DATABASE_PREPARED_STATEMENTS:
+        # psycopg prepares nothing while this is None (Django's default). Only cursors that bind values on the
+        # server prepare (ranking.queries.prepared_cursor, at a statement's first run); Django's own inline them.
+        _options.setdefault("prepare_threshold", 5)
 # Every request is one transaction: an error anywhere rolls back everything it wrote.
 DATABASES["default"]["ATOMIC_REQUESTS"] = True
 DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"

@@ -35,8 +35,10 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass
 from datetime import datetime
+from decimal import Decimal
 
 import msgspec
+import psycopg
 from django.conf import settings
 from django.db import connection, transaction
 from psycopg import sql
@@ -97,6 +99,25 @@ def vector_literal(vector) -> str | None:
     if vector is None or isinstance(vector, str):
         return vector
     return "[" + ",".join(map(repr, map(float, vector))) + "]"
+
+
+class _PreparedCursor(psycopg.Cursor):
+    """A cursor binding values on the server, each statement prepared on its connection at its first run:
+    PostgreSQL then plans it again only while a plan for the values beats the one plan for any values
+    (its ``plan_cache_mode = auto``), where Django's cursors send every value inlined and plan every time."""
+
+    def execute(self, query, params=None, *, prepare=None, binary=None):
+        return super().execute(query, params, prepare=True, binary=binary)
+
+
+def prepared_cursor():
+    """A cursor for a statement run on every request: prepared (``_PreparedCursor``) on the request's
+    connection, or Django's cursor when DATABASE_PREPARED_STATEMENTS is off. Both go through Django's
+    wrapper (its query log, ``execute_wrapper``, the broken-transaction check)."""
+    if not settings.DATABASE_PREPARED_STATEMENTS:
+        return connection.cursor()
+    connection.ensure_connection()
+    return connection._prepare_cursor(_PreparedCursor(connection.connection))
 
 
 def ef_search_for(k: int) -> int:
@@ -807,10 +828,13 @@ def expand(
         "lexical": lexical,
         "text": text or "",
         "config": config,
-        "k1": BM25_K1,
-        "b": BM25_B,
+        # numeric, as the literals Django's cursor inlines: BM25 computed with the same operations, bit for bit.
+        "k1": Decimal(repr(BM25_K1)),
+        "b": Decimal(repr(BM25_B)),
     }
-    with connection.cursor() as cur:
+    # Prepared: the statement's plan (its parse and planning cost several times its run on a small graph)
+    # is kept on a persistent connection; the results are the same rows (no approximate index in it).
+    with prepared_cursor() as cur:
         cur.execute(EXPAND_SQL, params)
         found = cur.fetchall()
     edges, rows, bm25 = [], {}, {}
