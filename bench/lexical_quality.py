@@ -8,7 +8,7 @@ alone (no expansion, no learned components), recall@5 (useful notes in the top 5
 averaged; feedback.harness.scoring's definition) and hit@5 (a useful note in the top 5):
 
 * ``ts_rank``: PostgreSQL's ts_rank over to_tsvector(title, aliases, text), the question's lexemes OR-ed;
-* ``bm25``: ranking.queries.lexical_hits (Okapi BM25, per-graph IDF);
+* ``bm25``: bench.reference_sql.lexical_hits (Okapi BM25, per-graph IDF, as the retrieval computes it);
 * ``cosine``: the node embeddings' cosine to the embedded question (top 50 by HNSW);
 * ``weighted``: coef_vector * cosine + coef_lexical * bm25 / max bm25 (scoring.fuse_entry, rrf_k 0);
 * ``weighted_ts``: the same with ts_rank in BM25's place;
@@ -53,9 +53,9 @@ def main(argv=None) -> None:
     django.setup()
     from django.db import connection
 
+    from bench import reference_sql as ref
     from graphadmin.embeddings import embed_query
     from graphadmin.models import Graph, Node
-    from ranking import queries as sql
     from ranking import scoring
 
     graph = Graph.objects.get(pk=args.graph)
@@ -79,8 +79,8 @@ def main(argv=None) -> None:
                 query = " | ".join("'" + lx.replace("'", "''") + "'" for lx in lexemes)
                 cur.execute(TS_RANK_SQL, {"g": graph.pk, "cfg": cfg, "q": query, "k": args.k})
                 ts = [(r[0], float(r[1])) for r in cur.fetchall()]
-        bm25 = dict(sql.lexical_hits(graph.pk, question["q"], cfg, args.k))
-        vector = {r.node_id: r.vector for r in sql.vector_candidates(graph.pk, embed_query(question["q"]), args.k)}
+        bm25 = dict(ref.lexical_hits(graph.pk, question["q"], cfg, args.k))
+        vector = {r.node_id: r.vector for r in ref.vector_candidates(graph.pk, embed_query(question["q"]), args.k)}
         rankings = {
             "ts_rank": [n for n, _ in ts[:5]],
             "bm25": top5(bm25),

@@ -310,14 +310,14 @@ class Bench:
         """The lexical step alone: BM25 top 50 for a question's words, against FLOOR_LEXICAL."""
         from django.db import connection
 
-        from ranking import queries as sql
+        from bench import reference_sql as ref
 
         floor, lex = [], []
         for it in range(self.n + self.warm):
             keep = it >= self.warm
             text = self.question_text()
             with timed(lex, keep):
-                sql.lexical_hits(self.graph.pk, text, "english", 50)
+                ref.lexical_hits(self.graph.pk, text, "english", 50)
             with connection.cursor() as cur, timed(floor, keep):
                 cur.execute(FLOOR_LEXICAL_STATS, {"g": self.graph.pk})
                 cur.fetchall()
@@ -451,6 +451,7 @@ class Bench:
     def search(self):
         from django.db import connection, transaction
 
+        from bench import reference_sql as ref
         from ranking import queries as sql
 
         floor, vec, api, recalls = [], [], [], []
@@ -465,7 +466,7 @@ class Bench:
                     cur.execute(FLOOR_VECTOR, p)
                     cur.fetchall()
             with timed(vec, keep):
-                hits = sql.vector_candidates(self.graph.pk, q, 50)
+                hits = ref.vector_candidates(self.graph.pk, q, 50)
             with transaction.atomic(), connection.cursor() as cur:
                 cur.execute("SET LOCAL enable_indexscan = off")
                 cur.execute(FLOOR_VECTOR, p)
@@ -543,6 +544,7 @@ class Bench:
         injection row."""
         from django.db import connection, transaction
 
+        from bench import reference_sql as ref
         from ranking import queries as sql
         from ranking import service
 
@@ -594,7 +596,7 @@ class Bench:
                 )
                 cur.fetchall()
                 cur.execute(
-                    sql.QUESTION_EVIDENCE_SQL,
+                    ref.QUESTION_EVIDENCE_SQL,
                     {
                         "graph": self.graph.pk,
                         "query": qv,

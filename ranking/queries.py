@@ -12,19 +12,16 @@ Every function taking a query vector takes a list of floats or its ``vector_lite
 * ``retrieval_entry``: every entry point of a retrieval in one statement (ENTRY_SQL): node, triplet
   and lexical top k, the similar questions' evidence, the facts and BM25 of the nodes they name.
 * ``expand``: the expansion, the facts of extra nodes and the BM25 of all of them (EXPAND_SQL).
-* ``entry_points``: the HNSW top-k nodes for a query vector (NODE_HITS_SQL) and the HNSW top-k
-  edges by triplet embedding, "source -> type -> target" (TRIPLET_HITS_SQL), in one transaction.
-* ``vector_candidates``: the node hits alone (the bench's vector step).
-* ``lexical_hits``: the top-k nodes by BM25 for a query text (LEXICAL_HITS_SQL), or the BM25 of given
-  nodes; over the lexical index the node table's triggers keep (graphadmin.models.NodeLexeme).
-* ``node_rows``: the same facts as a vector hit, for nodes given by id (start nodes, triplet ends).
 * ``edge_candidates``: the edges within ``hops`` (1..3) of the start nodes (EXPANSION_SQL).
-* ``question_evidence``: the ``answered`` edges of the question nodes nearest the query (the input
-  of the memory component, of discovery and of exploration; ledger state a rollback restores).
+* ``evidence_sessions``: the sessions behind question-conditional evidence (explain).
 * ``anchor_distances``: the shortest undirected distance from a set of anchors (ANCHOR_DISTANCES_SQL).
 * ``unknown_nodes``: which ids are not active nodes of the graph.
-* ``copy_candidates`` and ``bump_counters``: the candidate log of a context call and the
-  surfaced/traversed counters of what it gave.
+* ``agent_session``, ``copy_candidates`` and ``bump_counters``: a context call's session (made or
+  found in one statement), its candidate log and the surfaced/traversed counters of what it gave.
+* ``prepared_cursor``: the cursor of the statements prepared once per connection (EXPAND_SQL).
+
+The per-side statements ENTRY_SQL and EXPAND_SQL replaced (vector, triplet and lexical top k, node
+rows, question evidence) live in bench/reference_sql.py, for the tests and the bench's floors.
 
 ``graph_id`` is in every table's filter. Archived nodes and edges never appear: every edge is
 filtered on ``NOT archived`` and every node it reaches is joined on ``NOT archived``.
@@ -40,7 +37,7 @@ from decimal import Decimal
 import msgspec
 import psycopg
 from django.conf import settings
-from django.db import connection, transaction
+from django.db import connection
 from psycopg import sql
 
 from feedback.models import AgentSession, ContextInjection, InjectionCandidate, UseEvent, WeightChange
@@ -108,6 +105,11 @@ class _PreparedCursor(psycopg.Cursor):
 
     def execute(self, query, params=None, *, prepare=None, binary=None):
         return super().execute(query, params, prepare=True, binary=binary)
+
+    def _convert_query(self, query, params=None):
+        # Kept as an unprepared run keeps it: Django's query log (DEBUG, CaptureQueriesContext) reads its text.
+        self._query = super()._convert_query(query, params)
+        return self._query
 
 
 def prepared_cursor():
@@ -188,186 +190,14 @@ def _hnsw_settings(cur, k: int) -> None:
 
 
 # ---------------------------------------------------------------------------------------------
-# Entry points
-
-# The k nearest active nodes of the graph by cosine distance (through the HNSW index: the inner
-# query orders by the bare distance so the index serves it), with their score inputs. Tokens: the
-# estimate of scoring.estimate_tokens(title + "\n" + text).
-NODE_HITS_SQL = statement(
-    """
-SELECT t.id, t.key, t.title, t.kind, t.tags, 1 - top.distance AS vector,
-       GREATEST(t.updated_at, s.last_used_at) AS touched_at,
-       GREATEST(1, CEIL((char_length(t.title) + 1 + char_length(t.text)) / 4.0))::int AS tokens,
-       t.feedback_weight
-FROM (
-    SELECT n.id, n.embedding <=> %(query)s::vector AS distance
-    FROM {node} n
-    WHERE n.graph_id = %(graph)s AND NOT n.archived AND n.embedding IS NOT NULL AND n.kind <> %(question)s
-    ORDER BY n.embedding <=> %(query)s::vector
-    LIMIT %(k)s
-) top
-JOIN {node} t ON t.id = top.id AND t.graph_id = %(graph)s
-LEFT JOIN {nodestats} s ON s.node_id = t.id AND s.graph_id = %(graph)s
-ORDER BY top.distance, t.id
-"""
-)
-
-# The k nearest active edges of the graph by triplet embedding ("source -> type -> target"), both
-# ends active, with their traversal inputs.
-TRIPLET_HITS_SQL = statement(
-    """
-SELECT e.id, e.source_id, e.target_id, e.weight, e.feedback_weight, et.name, et.priority,
-       1 - top.distance AS similarity
-FROM (
-    SELECT e.id, e.triplet_embedding <=> %(query)s::vector AS distance
-    FROM {edge} e
-    WHERE e.graph_id = %(graph)s AND NOT e.archived AND e.triplet_embedding IS NOT NULL
-    ORDER BY e.triplet_embedding <=> %(query)s::vector
-    LIMIT %(k)s
-) top
-JOIN {edge} e ON e.id = top.id AND e.graph_id = %(graph)s
-JOIN {node} s ON s.id = e.source_id AND s.graph_id = %(graph)s AND NOT s.archived
-JOIN {node} t ON t.id = e.target_id AND t.graph_id = %(graph)s AND NOT t.archived
-JOIN {edgetype} et ON et.id = e.edge_type_id AND et.graph_id = %(graph)s
-ORDER BY top.distance, e.id
-"""
-)
-
-
-def vector_candidates(graph_id: int, query_vector, k: int) -> list[NodeRow]:
-    """The k nearest active nodes by cosine distance, through the HNSW index (approximate)."""
-    with transaction.atomic(), connection.cursor() as cur:
-        _hnsw_settings(cur, k)
-        cur.execute(
-            NODE_HITS_SQL, {"graph": graph_id, "query": vector_literal(query_vector), "k": k, "question": QUESTION_KIND}
-        )
-        rows = cur.fetchall()
-    return [_node_row(r) for r in rows]
-
-
-def entry_points(
-    graph_id: int, query_vector, k_nodes: int, k_triplets: int
-) -> tuple[list[NodeRow], list[EdgeCandidate]]:
-    """The retrieval's vector entry points: the top ``k_nodes`` nodes and top ``k_triplets`` triplets.
-
-    Both through their HNSW index (approximate), in one transaction so the search settings are set
-    once (see ``vector_candidates``). Triplets whose ends are archived are left out; a triplet's
-    ``similarity`` is its own (the triplet embedding's) and its ``target`` is not read (None). No savepoint:
-    inside a caller's transaction the settings simply last until it ends (they only widen the search).
-    """
-    with transaction.atomic(savepoint=False), connection.cursor() as cur:
-        _hnsw_settings(cur, max(k_nodes, k_triplets))
-        query = vector_literal(query_vector)
-        cur.execute(NODE_HITS_SQL, {"graph": graph_id, "query": query, "k": k_nodes, "question": QUESTION_KIND})
-        nodes = [_node_row(r) for r in cur.fetchall()]
-        triplets = []
-        if k_triplets:
-            cur.execute(TRIPLET_HITS_SQL, {"graph": graph_id, "query": query, "k": k_triplets})
-            triplets = [
-                EdgeCandidate(
-                    edge_id=r[0],
-                    source_id=r[1],
-                    target_id=r[2],
-                    hops=1,
-                    weight=r[3],
-                    feedback_weight=r[4],
-                    edge_type=r[5],
-                    priority=r[6],
-                    similarity=_finite(r[7]) or 0.0,
-                )
-                for r in cur.fetchall()
-            ]
-    return nodes, triplets
-
-
-# ---------------------------------------------------------------------------------------------
-# Lexical entry points (BM25)
+# BM25 (the lexical entry points; ENTRY_SQL and EXPAND_SQL compute it)
 
 # Okapi BM25's constants (the usual ones: Robertson and Zaragoza; Lucene's and Elasticsearch's defaults).
+# The formula, and the per-side statements the retrieval's two statements replaced (vector, triplet and
+# lexical top k, node rows, question evidence), are in bench/reference_sql.py: the tests check ENTRY_SQL
+# and EXPAND_SQL against them and the bench times them as floors; the product runs none of them.
 BM25_K1 = 1.2
 BM25_B = 0.75
-
-# BM25 of the graph's active nodes for a query text, best first. The query's lexemes come from
-# to_tsvector with the graph's text-search configuration (stop words and punctuation give none);
-# N and the mean document length from NodeLexicon, each lexeme's document frequency from NodeLexeme.
-# idf = ln((N - df + 0.5) / (df + 0.5)), and a lexeme whose idf is not positive (in half the nodes or
-# more) is left out: it scores nothing (a term in every note says nothing about any of them).
-# score = sum over the query's distinct lexemes of idf * tf * (k1 + 1) / (tf + k1 * (1 - b + b * len / avglen)).
-# %(ids)s NULL: the top %(k)s; else the scores of those nodes (the candidates the entry points missed).
-LEXICAL_HITS_SQL = statement(
-    """
-WITH q AS (
-    SELECT DISTINCT u.lexeme FROM unnest(to_tsvector(%(config)s::regconfig, %(text)s)) u
-), stats AS (
-    SELECT count(*)::float8 AS n, coalesce(avg(d.length), 0)::float8 AS avglen
-    FROM {nodelexicon} d WHERE d.graph_id = %(graph)s
-), idf AS (
-    SELECT l.lexeme, ln((stats.n - count(*) + 0.5) / (count(*) + 0.5)) AS idf
-    FROM {nodelexeme} l JOIN q ON q.lexeme = l.lexeme CROSS JOIN stats
-    WHERE l.graph_id = %(graph)s
-    GROUP BY l.lexeme, stats.n
-    HAVING stats.n - count(*) + 0.5 > count(*) + 0.5
-)
-SELECT l.node_id,
-       sum(idf.idf * l.tf * (%(k1)s + 1) / (l.tf + %(k1)s * (1 - %(b)s + %(b)s * d.length / stats.avglen))) AS bm25
-FROM idf
-JOIN {nodelexeme} l ON l.graph_id = %(graph)s AND l.lexeme = idf.lexeme
-JOIN {nodelexicon} d ON d.node_id = l.node_id AND d.graph_id = %(graph)s
-CROSS JOIN stats
-WHERE %(ids)s::bigint[] IS NULL OR l.node_id = ANY(%(ids)s::bigint[])
-GROUP BY l.node_id
-ORDER BY bm25 DESC, l.node_id
-LIMIT %(k)s
-"""
-)
-
-
-def lexical_hits(graph_id: int, text: str, config: str, k: int, node_ids=None) -> list[tuple[int, float]]:
-    """(node id, BM25) of the graph's best ``k`` active nodes for ``text``, best first; with ``node_ids``,
-    of those nodes only (the ones with a positive score). A text of only stop words or punctuation has
-    no lexeme and finds nothing (never an error)."""
-    if not text or not text.strip() or (node_ids is not None and not node_ids):
-        return []
-    params = {
-        "graph": graph_id,
-        "text": text,
-        "config": config,
-        "k": k if node_ids is None else len(node_ids),
-        "ids": None if node_ids is None else sorted(set(node_ids)),
-        "k1": BM25_K1,
-        "b": BM25_B,
-    }
-    with connection.cursor() as cur:
-        cur.execute(LEXICAL_HITS_SQL, params)
-        return [(r[0], float(r[1])) for r in cur.fetchall()]
-
-
-# Active nodes of the graph given by id, with the facts of a vector hit (similarity to the query,
-# or NULL without one).
-NODE_ROWS_SQL = statement(
-    """
-SELECT t.id, t.key, t.title, t.kind, t.tags,
-       CASE WHEN %(query)s::vector IS NULL OR t.embedding IS NULL THEN NULL
-            ELSE 1 - (t.embedding <=> %(query)s::vector) END AS vector,
-       GREATEST(t.updated_at, s.last_used_at) AS touched_at,
-       GREATEST(1, CEIL((char_length(t.title) + 1 + char_length(t.text)) / 4.0))::int AS tokens,
-       t.feedback_weight
-FROM {node} t
-LEFT JOIN {nodestats} s ON s.node_id = t.id AND s.graph_id = %(graph)s
-WHERE t.graph_id = %(graph)s AND t.id = ANY(%(ids)s::bigint[]) AND NOT t.archived
-ORDER BY t.id
-"""
-)
-
-
-def node_rows(graph_id: int, node_ids, query_vector) -> list[NodeRow]:
-    """The facts a node score needs, for active nodes given by id, with their similarity to the query."""
-    ids = sorted(set(node_ids))
-    if not ids:
-        return []
-    with connection.cursor() as cur:
-        cur.execute(NODE_ROWS_SQL, {"graph": graph_id, "ids": ids, "query": vector_literal(query_vector)})
-        return [_node_row(r) for r in cur.fetchall()]
 
 
 # ---------------------------------------------------------------------------------------------
@@ -850,56 +680,7 @@ def expand(
 
 
 # ---------------------------------------------------------------------------------------------
-# Question-conditional evidence
-
-# The %(n)s question nodes of the graph (kind %(kind)s, embedded by %(model)s) nearest this query,
-# through their partial HNSW index (node_question_hnsw), at least %(min_similarity)s alike, and the
-# ``answered`` edges (type name %(answered)s) from them to active notes that hold evidence (weight not
-# neutral): question id, similarity, note id, weight, edge id. Ledger state only (no use event or
-# candidate log is read), so what a rollback restores is what retrieval reads.
-QUESTION_EVIDENCE_SQL = statement(
-    """
-WITH near AS MATERIALIZED (
-    SELECT n.id, 1 - (n.embedding <=> %(query)s::vector) AS similarity
-    FROM {node} n
-    WHERE n.graph_id = %(graph)s AND n.kind = %(kind)s AND NOT n.archived AND n.embedding IS NOT NULL
-      AND n.embedding_model = %(model)s
-    ORDER BY n.embedding <=> %(query)s::vector
-    LIMIT %(n)s
-)
-SELECT near.id, near.similarity, e.target_id, e.weight, e.id
-FROM near
-JOIN {edge} e ON e.graph_id = %(graph)s AND e.source_id = near.id AND NOT e.archived AND e.weight <> 0.5
-JOIN {edgetype} et ON et.id = e.edge_type_id AND et.graph_id = %(graph)s AND et.name = %(answered)s
-JOIN {node} t ON t.id = e.target_id AND t.graph_id = %(graph)s AND NOT t.archived
-WHERE near.similarity >= %(min_similarity)s
-ORDER BY near.similarity DESC, near.id, e.target_id
-"""
-)
-
-
-def question_evidence(graph_id: int, query_vector, model: str, n: int = SIMILAR_QUESTIONS) -> list[Evidence]:
-    """What the graph's most similar past questions (``n`` nearest, at least POSITIVE_SIMILARITY alike) say
-    about notes: one ``scoring.Evidence`` per non-neutral ``answered`` edge. Raw SQL: a nearest-neighbour
-    search over the partial HNSW index joined to the edges in one statement."""
-    if query_vector is None:
-        return []
-    params = {
-        "graph": graph_id,
-        "query": vector_literal(query_vector),
-        "n": n,
-        "kind": QUESTION_KIND,
-        "answered": ANSWERED,
-        "model": model,
-        "min_similarity": POSITIVE_SIMILARITY,
-    }
-    with transaction.atomic(savepoint=False), connection.cursor() as cur:
-        _hnsw_settings(cur, n)
-        cur.execute(QUESTION_EVIDENCE_SQL, params)
-        return [
-            Evidence(question_id=r[0], similarity=_finite(r[1]) or 0.0, node_id=r[2], weight=r[3], edge_id=r[4])
-            for r in cur.fetchall()
-        ]
+# Question-conditional evidence (its retrieval side is ENTRY_SQL's part 'q')
 
 
 def evidence_sessions(graph_id: int, edge_ids) -> dict[int, list[dict]]:

