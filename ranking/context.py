@@ -127,28 +127,35 @@ def _log_injection(graph, req, owner, role, revision, policy, budget, qvec, orde
         query_embedding=qvec,
         query_model=query_model(req.vector),
     )
-    sql.copy_candidates(
-        injection.pk,
-        graph.pk,
-        [
+    sql.copy_candidates(injection.pk, graph.pk, _candidate_rows(logged, selection, policy), injection.created_at)
+    chosen = [item for item, sel in zip(ordered, selection.selected, strict=True) if sel]
+    _bump_counters(graph, chosen)
+    return injection, created, chosen
+
+
+def _candidate_rows(logged: list[tuple[int, Candidate]], selection, policy: scoring.Policy) -> list[tuple]:
+    """The candidate log's rows (ranking.queries.copy_candidates): (rank, selected, node, edge, hops, tokens,
+    total, features with the cut reason last, components) of each logged (rank, candidate)."""
+    rows = []
+    selected, reasons = selection.selected, selection.reasons
+    for p, item in logged:
+        scored = item.scored
+        features = item.features()
+        features["cut"] = reasons[p - 1]
+        rows.append(
             (
                 p,
-                selection.selected[p - 1],
+                selected[p - 1],
                 item.node_id,
                 item.edge_id,
                 _stored_hops(item, policy),
                 item.row.tokens,
-                item.scored.total,
-                {**item.features(), "cut": selection.reasons[p - 1]},
-                item.scored.components_dict(),
+                scored.total,
+                features,
+                scored.components_dict(),
             )
-            for p, item in logged
-        ],
-        injection.created_at,
-    )
-    chosen = [item for item, sel in zip(ordered, selection.selected, strict=True) if sel]
-    _bump_counters(graph, chosen)
-    return injection, created, chosen
+        )
+    return rows
 
 
 def _selected_items(graph: Graph, ordered: list[Candidate], selection, chosen: list[Candidate]) -> list[dict]:
