@@ -11,15 +11,22 @@ no lexical side). For every candidate it compares, bit for bit: the rank, node, 
 (``float.hex``), and the features and components the candidate log stores, encoded as the log encodes them
 (ranking.queries' msgspec encoder: the same bytes). Prints one line per case and exits 1 on any difference.
 Writes nothing.
+
+``--rounds N`` also times both, paired: N rounds over the load test's questions, the reference and this
+checkout alternating call by call (question embedded once beforehand), CPU time of this process per call
+(``time.process_time``: the Python of retrieval and of the candidate log's features and components dicts,
+SQL client side included, the database's own CPU not), the median of the rounds.
 """
 
 from __future__ import annotations
 
 import argparse
 import importlib
+import statistics
 import subprocess
 import sys
 import tempfile
+import time
 from datetime import UTC, datetime
 from pathlib import Path
 
@@ -84,6 +91,7 @@ def main(argv=None) -> int:
     parser.add_argument("--ref", default="main", help="The reference revision (default: main).")
     parser.add_argument("--org", default="demo")
     parser.add_argument("--graph", default="demo")
+    parser.add_argument("--rounds", type=int, default=0, help="Also time both pipelines, paired, over N rounds.")
     args = parser.parse_args(argv)
     setup_django()
 
@@ -107,9 +115,37 @@ def main(argv=None) -> int:
             same = before == after
             differences += not same
             first = next((b for b, a in zip(before, after, strict=False) if b != a), None)
-            print(f"{'same' if same else 'DIFFERENT'}  {name}: {len(before)} candidates" + ("" if same else f"; {first}"))
-    print(f"{differences} case(s) differ" if differences else "all cases identical")
+            print(
+                f"{'same' if same else 'DIFFERENT'}  {name}: {len(before)} candidates" + ("" if same else f"; {first}")
+            )
+        print(f"{differences} case(s) differ" if differences else "all cases identical")
+        if args.rounds:
+            timing(reference, retrieval, graph, revision, args.rounds)
     return 1 if differences else 0
+
+
+def timing(reference, retrieval, graph, revision, rounds: int) -> None:
+    """CPU ms per retrieve call of the reference and of this checkout, alternating call by call."""
+    questions = load_questions()
+    vectors = {q: retrieval.query_vector(q, None, graph) for q in questions}
+    policies = [(revision, m.scoring.Policy.from_mapping(revision.numbers())) for m in (reference, retrieval)]
+    per_round: list[list[float]] = [[], []]
+    for _ in range(rounds + 1):  # the first round warms up and is not counted
+        spent = [0.0, 0.0]
+        for q in questions:
+            for side, module in enumerate((reference, retrieval)):
+                start = time.process_time()
+                items = module.retrieve(graph, query=q, k=50, policy=policies[side], qvec=vectors[q]).items
+                for item in items:  # what the candidate log stores of each (ranking.context)
+                    item.features(), item.scored.components_dict()
+                spent[side] += time.process_time() - start
+        for side in (0, 1):
+            per_round[side].append(spent[side] / len(questions) * 1000)
+    before, after = (statistics.median(r[1:]) for r in per_round)
+    print(
+        f"retrieve CPU per call, median of {rounds} rounds x {len(questions)} questions: reference {before:.2f} ms, "
+        f"this checkout {after:.2f} ms ({before / after:.2f}x)"
+    )
 
 
 if __name__ == "__main__":

@@ -502,18 +502,33 @@ def _best(
     anchor_hops=None,
 ):
     """The best-scoring way a node was reached: (its sort key, raws, total, hops, (entry, Reach)), by
-    sort key, then ENTRY_ORDER. ``entry_raws``: its fused (vector, lexical) raws (scoring.fuse_entry);
-    ``facts``: its (age, persona affinity) (``_facts``)."""
+    sort key, then ENTRY_ORDER (the first of equals). ``entry_raws``: its fused (vector, lexical) raws
+    (scoring.fuse_entry); ``facts``: its (age, persona affinity) (``_facts``). Ways in differ only in their
+    hops and their last edge's weight and priority: ways alike in those three are scored once."""
     age, affinity = facts
     best = None
+    scored: dict[tuple, tuple] = {}  # (hops, path weight, priority) -> (raws, total, key)
     for entry, reach in options:
         weight, priority = _path_of(reach)
         hops = anchor_hops if anchored else reach.hops
-        raws = scores.raws(
-            entry_raws[0], entry_raws[1], hops, affinity, age, row.feedback_weight, weight, priority, memory, novelty
-        )
-        total = scores.total(raws)
-        key = scoring.node_key(total, hops, node_id)
+        alike = (hops, weight, priority)
+        done = scored.get(alike)
+        if done is None:
+            raws = scores.raws(
+                entry_raws[0],
+                entry_raws[1],
+                hops,
+                affinity,
+                age,
+                row.feedback_weight,
+                weight,
+                priority,
+                memory,
+                novelty,
+            )
+            total = scores.total(raws)
+            done = scored[alike] = (raws, total, scoring.node_key(total, hops, node_id))
+        raws, total, key = done
         if len(options) == 1:  # most nodes are reached one way: nothing to compare
             return key, raws, total, hops, (entry, reach)
         if best is None or (key, ENTRY_ORDER[entry]) < best[0]:

@@ -48,7 +48,6 @@ from __future__ import annotations
 
 import heapq
 import math
-import operator
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import asdict, dataclass, field, fields, replace
 
@@ -288,7 +287,7 @@ def persona_affinity(kind: str, tags: Iterable[str], affinities: Mapping[str, fl
 
 def _total(raws: tuple[float, ...], coefficients: tuple[float, ...]) -> float:
     """The exact sum (math.fsum) of the contributions raw * coefficient, in component order."""
-    return math.fsum(map(operator.mul, raws, coefficients))
+    return math.fsum([r * k for r, k in zip(raws, coefficients, strict=True)])
 
 
 def edge_coefficients(policy: Policy) -> tuple[float, ...]:
