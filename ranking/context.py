@@ -15,7 +15,7 @@ from django.db import transaction
 
 from feedback.models import AgentSession, ContextInjection
 from graphadmin.agents.client import RetrievalRequest
-from graphadmin.models import Graph, Node
+from graphadmin.models import Graph
 from graphadmin.tenancy import require_session
 
 from . import queries as sql
@@ -160,12 +160,7 @@ def _candidate_rows(logged: list[tuple[int, Candidate]], selection, policy: scor
 
 def _selected_items(graph: Graph, ordered: list[Candidate], selection, chosen: list[Candidate]) -> list[dict]:
     """The selected candidates with their notes' text, as the response lists them."""
-    texts = {
-        n["id"]: n
-        for n in Node.objects.filter(graph=graph, pk__in=[i.node_id for i in chosen]).values(
-            "id", "key", "title", "kind", "text"
-        )
-    }
+    texts = sql.node_texts(graph.pk, [i.node_id for i in chosen])
     selected = []
     for p, (item, sel) in enumerate(zip(ordered, selection.selected, strict=True), start=1):
         if not sel:

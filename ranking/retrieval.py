@@ -360,11 +360,12 @@ def _expansion_seeds(run: _Run, pool: _Pool, now: datetime) -> dict[int, scoring
     rows, ways, pol = pool.rows, pool.ways, run.pol
     fused = scoring.fuse_entry({n: r.vector for n, r in rows.items()}, pool.lexical, pol.rrf_k)
     scores = run.scores
-    provisional = {
-        n: _best(scores, n, ways[n], rows[n], _facts(run, pool, n, now), fused[n], None, None)[0]
-        for n in ways
-        if n in rows
-    }  # node id -> its sort key (scoring.sort_key)
+    provisional = {}  # node id -> its sort key (scoring.sort_key)
+    for n, options in ways.items():
+        if n in rows:
+            age, affinity = _facts(run, pool, n, now)
+            base = scores.base(*fused[n], affinity, age, rows[n].feedback_weight, None, None)
+            provisional[n] = _best(scores, n, options, base)[0]
     seeds: dict[int, scoring.Reach] = {n: scoring.Reach(n, 0) for n in run.start_nodes if n in rows}
     for n in sorted(provisional, key=provisional.__getitem__):
         if len(seeds) >= len(run.start_nodes) + EXPANSION_SEEDS:
@@ -424,18 +425,18 @@ def _score_pool(run: _Run, pool: _Pool, recall, now: datetime) -> list[Candidate
     for node_id, options in pool.ways.items():
         if node_id in run.exclude or node_id not in rows:
             continue
-        row, raws_in = rows[node_id], fused[node_id]
-        age, affinity = facts = _facts(run, pool, node_id, now)
+        row, (vector, lexical_raw) = rows[node_id], fused[node_id]
+        age, affinity = _facts(run, pool, node_id, now)
         memory, novel = recall.memory.get(node_id), novelty.get(node_id)
+        base = scores.base(vector, lexical_raw, affinity, age, row.feedback_weight, memory, novel)
         anchor_hops = distances.get(node_id) if distances is not None else None
-        key, raws, total, hops, (entry, reach) = _best(
-            scores, node_id, options, row, facts, raws_in, novel, memory, distances is not None, anchor_hops
+        key, total, (hops, weight, priority), (entry, reach) = _best(
+            scores, node_id, options, base, distances is not None, anchor_hops
         )
-        weight, priority = _path_of(reach)
         candidate = scoring.NodeCandidate(
             node_id=node_id,
-            vector=raws_in[0],
-            lexical=raws_in[1],
+            vector=vector,
+            lexical=lexical_raw,
             hops=hops,
             age_days=age,
             persona=affinity,
@@ -445,11 +446,12 @@ def _score_pool(run: _Run, pool: _Pool, recall, now: datetime) -> list[Candidate
             novelty=novel,
             memory=memory,
         )
+        scored = scores.scored(candidate, scores.raws(base, hops, weight, priority), total)
         keyed.append(
             (
                 key,
                 Candidate(
-                    scores.scored(candidate, raws, total),
+                    scored,
                     row,
                     entry,
                     reach.path,
@@ -489,50 +491,33 @@ def _path_of(reach: scoring.Reach) -> tuple:
     return e.weight, e.priority
 
 
-def _best(
-    scores: scoring.NodeScores,
-    node_id: int,
-    options,
-    row: sql.NodeRow,
-    facts: tuple,
-    entry_raws: tuple[float, float],
-    novelty,
-    memory=None,
-    anchored=False,
-    anchor_hops=None,
-):
-    """The best-scoring way a node was reached: (its sort key, raws, total, hops, (entry, Reach)), by
-    sort key, then ENTRY_ORDER (the first of equals). ``entry_raws``: its fused (vector, lexical) raws
-    (scoring.fuse_entry); ``facts``: its (age, persona affinity) (``_facts``). Ways in differ only in their
-    hops and their last edge's weight and priority: ways alike in those three are scored once."""
-    age, affinity = facts
+def _best(scores: scoring.NodeScores, node_id: int, options, base, anchored=False, anchor_hops=None):
+    """The best-scoring way a node was reached, by sort key, then ENTRY_ORDER (the first of equals):
+    (its sort key, its total, (hops, path weight, priority), (entry, Reach)). ``base``: the node's terms
+    that do not depend on the way in (scoring.NodeScores.base).
+
+    Ways in differ only in the contributions of their hop, path and priority: ways with the same hops
+    and the same two other contributions have the same total (math.fsum is exact, so a zero's sign does
+    not change a non-zero sum) and are summed once. A total of zero is summed for each way, its sign
+    being the way's own."""
+    if len(options) == 1:  # most nodes are reached one way: nothing to compare
+        entry, reach = options[0]
+        alike = (anchor_hops if anchored else reach.hops, *_path_of(reach))
+        total = scores.total(base, scores.way(*alike))
+        return scoring.node_key(total, alike[0], node_id), total, alike, (entry, reach)
     best = None
-    scored: dict[tuple, tuple] = {}  # (hops, path weight, priority) -> (raws, total, key)
+    done: dict[tuple, tuple] = {}  # (hops, path and priority contributions) -> (sort key, total)
     for entry, reach in options:
-        weight, priority = _path_of(reach)
-        hops = anchor_hops if anchored else reach.hops
-        alike = (hops, weight, priority)
-        done = scored.get(alike)
-        if done is None:
-            raws = scores.raws(
-                entry_raws[0],
-                entry_raws[1],
-                hops,
-                affinity,
-                age,
-                row.feedback_weight,
-                weight,
-                priority,
-                memory,
-                novelty,
-            )
-            total = scores.total(raws)
-            done = scored[alike] = (raws, total, scoring.node_key(total, hops, node_id))
-        raws, total, key = done
-        if len(options) == 1:  # most nodes are reached one way: nothing to compare
-            return key, raws, total, hops, (entry, reach)
-        if best is None or (key, ENTRY_ORDER[entry]) < best[0]:
-            best = ((key, ENTRY_ORDER[entry]), raws, total, hops, (entry, reach))
+        alike = (anchor_hops if anchored else reach.hops, *_path_of(reach))
+        way = scores.way(*alike)
+        same = (alike[0], way[1], way[2])
+        scored = done.get(same)
+        if scored is None or not scored[1]:
+            total = scores.total(base, way)
+            scored = done[same] = (scoring.node_key(total, alike[0], node_id), total)
+        order = (scored[0], ENTRY_ORDER[entry])
+        if best is None or order < best[0]:
+            best = (order, scored[1], alike, (entry, reach))
     return best[0][0], *best[1:]
 
 

@@ -316,10 +316,14 @@ def score_edges(candidates: Iterable[EdgeCandidate], policy: Policy) -> list[Sco
 
 
 class NodeScores:
-    """The node score (``score_node``) of a policy, for scoring a pool of candidates: the coefficients and
-    hop factors are read once, a candidate's raws are one tuple (``raws``) summed by ``total``, and nothing
-    else is built until a way in is chosen (``scored``). The same numbers as ``score_node``, bit for bit
-    (the same raws, products and fsum in the same order).
+    """The node score of a policy over a pool of candidates (``score_node`` is one candidate's).
+
+    The coefficients and hop factors are read once. A node's terms that do not depend on the way it was
+    reached (vector, lexical, persona, recency, feedback, memory, exploration) are computed once
+    (``base``: their raws and contributions); each way in then adds only its hop, path and priority
+    (``way``, ``total``), and the raws tuple and the Scored are built only for the way chosen (``raws``,
+    ``scored``). Every number is the one the formula gives: the same raws, the same products, summed by
+    math.fsum in component order (NODE_COMPONENTS).
     """
 
     __slots__ = ("policy", "coefficients", "hop_factors", "hop_floor", "half_life")
@@ -342,54 +346,67 @@ class NodeScores:
         self.hop_factors = {h: float(hop_factor(h, policy)) for h in range(max(0, int(policy.max_hops)) + 1)}
         self.half_life = policy.recency_half_life_days
 
-    def raws(
+    def base(
         self,
         vector: float,
         lexical: float,
-        hops: int | None,
         persona: float,
         age_days: float | None,
         feedback_weight: float,
-        path_weight: float | None,
-        priority: float,
         memory: float | None,
         novelty: float | None,
-    ) -> tuple[float, ...]:
-        """The raw of each component (NODE_COMPONENTS order) of a candidate with these features."""
-        return (
+    ) -> tuple[tuple[float, ...], tuple[float, ...]]:
+        """The raws and contributions of a node's terms that do not depend on the way in: vector,
+        lexical, persona, recency, feedback, memory, exploration (in that order)."""
+        k = self.coefficients
+        raws = (
             float(vector),
             float(lexical),
-            self.hop_factors.get(hops, self.hop_floor) if type(hops) is int else float(hop_factor(hops, self.policy)),
             float(persona),
             float(recency_factor(age_days, self.half_life)),
             float(min(0.0, feedback_weight - NEUTRAL)),
-            0.0 if path_weight is None else float(path_weight - NEUTRAL),
-            float(priority),
             float(memory or 0.0),
             float(novelty or 0.0),
         )
+        v, lx, pe, rc, fb, me, ex = raws
+        return raws, (v * k[0], lx * k[1], pe * k[3], rc * k[4], fb * k[5], me * k[8], ex * k[9])
 
-    def total(self, raws: tuple[float, ...]) -> float:
-        return _total(raws, self.coefficients)
+    def hop(self, hops: int | None) -> float:
+        """hop_factor(hops), read from the table built once."""
+        if type(hops) is int:
+            return self.hop_factors.get(hops, self.hop_floor)
+        return float(hop_factor(hops, self.policy))
+
+    def way(self, hops: int | None, path_weight: float | None, priority: float) -> tuple[float, float, float]:
+        """The contributions of the terms that depend on the way in: hop, path, priority."""
+        k = self.coefficients
+        path = 0.0 if path_weight is None else float(path_weight - NEUTRAL)
+        return self.hop(hops) * k[2], path * k[6], float(priority) * k[7]
+
+    def total(self, base, way: tuple[float, float, float]) -> float:
+        """The total of a node (``base``) reached a way (``way``): math.fsum of the ten contributions in order."""
+        v, lx, pe, rc, fb, me, ex = base[1]
+        hop, path, priority = way
+        return math.fsum([v, lx, hop, pe, rc, fb, path, priority, me, ex])
+
+    def raws(self, base, hops: int | None, path_weight: float | None, priority: float) -> tuple[float, ...]:
+        """The ten raws (NODE_COMPONENTS order) of a node (``base``) reached this way."""
+        v, lx, pe, rc, fb, me, ex = base[0]
+        path = 0.0 if path_weight is None else float(path_weight - NEUTRAL)
+        return (v, lx, self.hop(hops), pe, rc, fb, path, float(priority), me, ex)
 
     def scored(self, c: NodeCandidate, raws: tuple[float, ...], total: float) -> Scored:
         """The Scored of a candidate whose raws and total were computed here."""
         return Scored(c, total, NODE_COMPONENTS, raws, self.coefficients)
 
     def score(self, c: NodeCandidate) -> Scored:
-        raws = self.raws(
-            c.vector,
-            c.lexical,
-            c.hops,
-            c.persona,
-            c.age_days,
-            c.feedback_weight,
-            c.path_weight,
-            c.priority,
-            c.memory,
-            c.novelty,
+        """One candidate's Scored (``score_node``)."""
+        base = self.base(c.vector, c.lexical, c.persona, c.age_days, c.feedback_weight, c.memory, c.novelty)
+        return self.scored(
+            c,
+            self.raws(base, c.hops, c.path_weight, c.priority),
+            self.total(base, self.way(c.hops, c.path_weight, c.priority)),
         )
-        return self.scored(c, raws, self.total(raws))
 
 
 def score_node(c: NodeCandidate, policy: Policy) -> Scored:
