@@ -15,7 +15,7 @@ from django.db import transaction
 
 from feedback.models import ContextInjection
 from graphadmin.agents.client import RetrievalRequest
-from graphadmin.models import Graph, Node
+from graphadmin.models import Graph
 from graphadmin.tenancy import require_session
 
 from . import queries as sql
@@ -126,38 +126,40 @@ def _log_injection(graph, req, owner, role, revision, policy, budget, qvec, orde
         query_embedding=qvec,
         query_model=query_model(req.vector),
     )
-    sql.copy_candidates(
-        injection.pk,
-        graph.pk,
-        [
-            (
-                p,
-                selection.selected[p - 1],
-                item.node_id,
-                item.edge_id,
-                _stored_hops(item, policy),
-                item.row.tokens,
-                item.scored.total,
-                {**item.features(), "cut": selection.reasons[p - 1]},
-                item.scored.components_dict(),
-            )
-            for p, item in logged
-        ],
-        injection.created_at,
-    )
+    sql.copy_candidates(injection.pk, graph.pk, _candidate_rows(logged, selection, policy), injection.created_at)
     chosen = [item for item, sel in zip(ordered, selection.selected, strict=True) if sel]
     _bump_counters(graph, chosen)
     return injection, created, chosen
 
 
+def _candidate_rows(logged: list[tuple[int, Candidate]], selection, policy: scoring.Policy) -> list[tuple]:
+    """The candidate log's rows (ranking.queries.copy_candidates): (rank, selected, node, edge, hops, tokens,
+    total, features with the cut reason last, components) of each logged (rank, candidate)."""
+    rows = []
+    selected, reasons = selection.selected, selection.reasons
+    for p, item in logged:
+        scored = item.scored
+        features = item.features()
+        features["cut"] = reasons[p - 1]
+        rows.append(
+            (
+                p,
+                selected[p - 1],
+                item.node_id,
+                item.edge_id,
+                _stored_hops(item, policy),
+                item.row.tokens,
+                scored.total,
+                features,
+                scored.components_dict(),
+            )
+        )
+    return rows
+
+
 def _selected_items(graph: Graph, ordered: list[Candidate], selection, chosen: list[Candidate]) -> list[dict]:
     """The selected candidates with their notes' text, as the response lists them."""
-    texts = {
-        n["id"]: n
-        for n in Node.objects.filter(graph=graph, pk__in=[i.node_id for i in chosen]).values(
-            "id", "key", "title", "kind", "text"
-        )
-    }
+    texts = sql.node_texts(graph.pk, [i.node_id for i in chosen])
     selected = []
     for p, (item, sel) in enumerate(zip(ordered, selection.selected, strict=True), start=1):
         if not sel:

@@ -29,7 +29,6 @@ filtered on ``NOT archived`` and every node it reaches is joined on ``NOT archiv
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass
 from datetime import datetime
 from decimal import Decimal
@@ -135,10 +134,13 @@ def _finite(value) -> float | None:
     return value if value == value and abs(value) != float("inf") else None
 
 
+_decode_json = msgspec.json.Decoder().decode  # the same values as json.loads, in about a tenth of the time
+
+
 def _json(value):
     # Django's psycopg 3 backend hands jsonb over as text (JSONField parses it); raw cursors get that text.
     if isinstance(value, str):
-        value = json.loads(value)
+        value = _decode_json(value)
     return value or []
 
 
@@ -793,6 +795,26 @@ def anchor_distances(graph_id: int, anchors, candidates, max_hops: int) -> dict[
     with connection.cursor() as cur:
         cur.execute(ANCHOR_DISTANCES_SQL, params)
         return {row[0]: row[1] for row in cur.fetchall()}
+
+
+# ---------------------------------------------------------------------------------------------
+# The selected notes' text (a context call's answer)
+
+# id, key, title, kind and text of the graph's nodes among %(ids)s.
+NODE_TEXTS_SQL = statement(
+    "SELECT id, key, title, kind, text FROM {node} WHERE graph_id = %(graph)s AND id = ANY(%(ids)s::bigint[])"
+)
+
+
+def node_texts(graph_id: int, node_ids) -> dict[int, dict]:
+    """{id: {id, key, title, kind, text}} of the graph's nodes among ``node_ids`` (archived ones too, as the
+    candidates read them a moment ago): what the context answer shows of each selected note."""
+    ids = sorted(set(node_ids))
+    if not ids:
+        return {}
+    with connection.cursor() as cur:
+        cur.execute(NODE_TEXTS_SQL, {"graph": graph_id, "ids": ids})
+        return {r[0]: {"id": r[0], "key": r[1], "title": r[2], "kind": r[3], "text": r[4]} for r in cur.fetchall()}
 
 
 # ---------------------------------------------------------------------------------------------

@@ -280,9 +280,11 @@ class _Run:
     pol: scoring.Policy
     qvec: object
     qtext: str | None = None
+    scores: scoring.NodeScores | None = None
 
     def __post_init__(self) -> None:
         self.qtext = sql.vector_literal(self.qvec)  # rendered once for both statements
+        self.scores = scoring.NodeScores(self.pol)  # the policy's coefficients and hop factors, read once
 
 
 @dataclass
@@ -293,6 +295,7 @@ class _Pool:
     lexical: dict[int, float]  # the lexical side's hits (then every candidate's BM25, when lexical is on)
     bm25: dict[int, float]  # the BM25 of every node read so far that has one
     ways: dict[int, list[tuple]] = field(default_factory=dict)  # node id -> [(entry, Reach)]
+    facts: dict[int, tuple] = field(default_factory=dict)  # node id -> (age days, persona affinity), see _facts
 
     def way(self, node_id: int, entry: str, reach: scoring.Reach) -> None:
         self.ways.setdefault(node_id, []).append((entry, reach))
@@ -333,19 +336,19 @@ def _check_request(run: _Run, entry) -> int:
 def _pool_from_entry(run: _Run, entry) -> _Pool:
     """The pool after the entry statement: vector, lexical and triplet hits and the start nodes."""
     pool = _Pool(rows={n: entry.rows[n] for n in entry.hits}, lexical=dict(entry.lexical), bm25=dict(entry.bm25))
-    for node_id in entry.hits:
-        pool.way(node_id, "vector", scoring.Reach(node_id, 0))
-    for node_id in pool.lexical:
-        pool.way(node_id, "lexical", scoring.Reach(node_id, 0))
-    for node_id in run.start_nodes:
-        pool.way(node_id, "start", scoring.Reach(node_id, 0))
+    at_entry: dict[int, scoring.Reach] = {}  # a node entered several ways without an edge: one Reach (equal values)
+    for side, node_ids in (("vector", entry.hits), ("lexical", pool.lexical), ("start", run.start_nodes)):
+        for node_id in node_ids:
+            reach = at_entry.get(node_id) or at_entry.setdefault(node_id, scoring.Reach(node_id, 0))
+            pool.way(node_id, side, reach)
     rows = pool.rows
     for node_id, row in entry.rows.items():
         rows.setdefault(node_id, row)  # start nodes, lexical hits and triplet ends
+    coefficients = scoring.edge_coefficients(run.pol)
     for t in entry.triplets:
         # A triplet hit is scored as the link it is, its semantic part the target's own similarity.
         similarity = rows[t.target_id].vector if t.target_id in rows else None
-        edge = scoring.score_edge(replace(t, similarity=similarity), run.pol)
+        edge = scoring.score_edge(replace(t, similarity=similarity), run.pol, coefficients)
         for end in (t.source_id, t.target_id):
             if end in rows:
                 pool.way(end, "triplet", scoring.Reach(end, 0, (t.edge_id,), edge))
@@ -356,11 +359,15 @@ def _expansion_seeds(run: _Run, pool: _Pool, now: datetime) -> dict[int, scoring
     """Seeds of the expansion: the start nodes and the best entry points by a provisional score."""
     rows, ways, pol = pool.rows, pool.ways, run.pol
     fused = scoring.fuse_entry({n: r.vector for n, r in rows.items()}, pool.lexical, pol.rrf_k)
-    provisional = {
-        n: _best(n, ways[n], rows[n], fused[n], pol, run.req.persona, now, None, None)[0] for n in ways if n in rows
-    }
+    scores = run.scores
+    provisional = {}  # node id -> its sort key (scoring.sort_key)
+    for n, options in ways.items():
+        if n in rows:
+            age, affinity = _facts(run, pool, n, now)
+            base = scores.base(*fused[n], affinity, age, rows[n].feedback_weight, None, None)
+            provisional[n] = _best(scores, n, options, base)[0]
     seeds: dict[int, scoring.Reach] = {n: scoring.Reach(n, 0) for n in run.start_nodes if n in rows}
-    for n in sorted(provisional, key=lambda n: scoring.sort_key(provisional[n])):
+    for n in sorted(provisional, key=provisional.__getitem__):
         if len(seeds) >= len(run.start_nodes) + EXPANSION_SEEDS:
             break
         seeds.setdefault(n, min(ways[n], key=lambda w: len(w[1].path))[1])  # expansion grows from the node itself
@@ -390,7 +397,7 @@ def _expand_and_bring(run: _Run, pool: _Pool, seeds: dict[int, scoring.Reach], h
         )
         pool.bm25.update(more_bm25)
         if seeds and hops:
-            scored_edges = [scoring.score_edge(e, run.pol) for e in edges]
+            scored_edges = scoring.score_edges(edges, run.pol)
             targets = {e.target_id: e.target for e in edges}
             for node_id, reach in scoring.expand_best_first(seeds, scored_edges, hops, MAX_EXPANDED).items():
                 rows.setdefault(node_id, targets[node_id])
@@ -413,89 +420,105 @@ def _score_pool(run: _Run, pool: _Pool, recall, now: datetime) -> list[Candidate
     fused = scoring.fuse_entry({n: r.vector for n, r in rows.items()}, lexical, pol.rrf_k)
     # Exploration only where a near-repeat's context failed: a question with no such history gets the best ranking.
     novelty = {n: 1.0 for n in rows if recall.failed and recall.novel(n)}
-    candidates = []
+    scores = run.scores
+    keyed = []
     for node_id, options in pool.ways.items():
         if node_id in run.exclude or node_id not in rows:
             continue
+        row, (vector, lexical_raw) = rows[node_id], fused[node_id]
+        age, affinity = _facts(run, pool, node_id, now)
+        memory, novel = recall.memory.get(node_id), novelty.get(node_id)
+        base = scores.base(vector, lexical_raw, affinity, age, row.feedback_weight, memory, novel)
         anchor_hops = distances.get(node_id) if distances is not None else None
-        scored, (entry, reach) = _best(
-            node_id,
-            options,
-            rows[node_id],
-            fused[node_id],
-            pol,
-            run.req.persona,
-            now,
-            novelty.get(node_id),
-            recall.memory.get(node_id),
-            distances is not None,
-            anchor_hops,
+        key, total, (hops, weight, priority), (entry, reach) = _best(
+            scores, node_id, options, base, distances is not None, anchor_hops
         )
-        candidates.append(
-            Candidate(
-                scored,
-                rows[node_id],
-                entry,
-                reach.path,
-                reach.via,
-                reach.hops,
-                evidence=recall.rows.get(node_id, []),
-                bm25=lexical.get(node_id, 0.0),
-            )
-        )
-    ranked = sorted(
-        candidates, key=lambda c: scoring.sort_key(c.scored)
-    )  # one candidate per node: the stable id decides ties
-    for p, c in enumerate(ranked, start=1):
-        c.rank = p
-    return ranked
-
-
-def _best(
-    node_id,
-    options,
-    row: sql.NodeRow,
-    entry_raws: tuple[float, float],
-    policy: scoring.Policy,
-    persona,
-    now,
-    novelty,
-    memory=None,
-    anchored=False,
-    anchor_hops=None,
-):
-    """The best-scoring way a node was reached: (its Scored, (entry, Reach)). ``entry_raws``: its fused
-    (vector, lexical) raws (scoring.fuse_entry)."""
-    age = (now - row.touched_at).total_seconds() / 86400.0 if row.touched_at else None
-    affinity = scoring.persona_affinity(row.kind, row.tags, persona or {})
-    best = None
-    for entry, reach in options:
-        weight, priority = None, 0.0
-        if reach.via is not None:
-            e = reach.via.candidate
-            # The link's reinforcement weight alone (uses, negatives, decay): its outcome EMA rises with
-            # how often the link is shown, like a node's (scoring.score_node), and lifted every note at its ends.
-            weight, priority = e.weight, e.priority
-        cand = scoring.NodeCandidate(
+        candidate = scoring.NodeCandidate(
             node_id=node_id,
-            vector=entry_raws[0],
-            lexical=entry_raws[1],
-            hops=anchor_hops if anchored else reach.hops,
+            vector=vector,
+            lexical=lexical_raw,
+            hops=hops,
             age_days=age,
             persona=affinity,
             feedback_weight=row.feedback_weight,
             path_weight=weight,
             priority=priority,
-            novelty=novelty,
+            novelty=novel,
             memory=memory,
         )
-        scored = scoring.score_node(cand, policy)
-        if len(options) == 1:  # most nodes are reached one way: nothing to compare
-            return scored, (entry, reach)
-        key = (scoring.sort_key(scored), ENTRY_ORDER[entry])
-        if best is None or key < best[0]:
-            best = (key, scored, (entry, reach))
-    return best[1], best[2]
+        scored = scores.scored(candidate, scores.raws(base, hops, weight, priority), total)
+        keyed.append(
+            (
+                key,
+                Candidate(
+                    scored,
+                    row,
+                    entry,
+                    reach.path,
+                    reach.via,
+                    reach.hops,
+                    evidence=recall.rows.get(node_id, []),
+                    bm25=lexical.get(node_id, 0.0),
+                ),
+            )
+        )
+    keyed.sort(key=lambda kc: kc[0])  # scoring.sort_key; one candidate per node: the node id decides ties
+    ranked = [c for _key, c in keyed]
+    for p, c in enumerate(ranked, start=1):
+        c.rank = p
+    return ranked
+
+
+def _facts(run: _Run, pool: _Pool, node_id: int, now: datetime) -> tuple:
+    """A node's score inputs that do not depend on the way it was reached: (age in days or None, the
+    caller's persona affinity); computed once per node and call."""
+    facts = pool.facts.get(node_id)
+    if facts is None:
+        row = pool.rows[node_id]
+        age = (now - row.touched_at).total_seconds() / 86400.0 if row.touched_at else None
+        facts = pool.facts[node_id] = (age, scoring.persona_affinity(row.kind, row.tags, run.req.persona or {}))
+    return facts
+
+
+def _path_of(reach: scoring.Reach) -> tuple:
+    """(path weight, priority) of a way in: the last edge's reinforcement weight and type priority, or
+    (None, 0.0) without one. The link's reinforcement weight alone (uses, negatives, decay): its outcome
+    EMA rises with how often the link is shown, like a node's (scoring.score_node), and lifted every
+    note at its ends."""
+    if reach.via is None:
+        return None, 0.0
+    e = reach.via.candidate
+    return e.weight, e.priority
+
+
+def _best(scores: scoring.NodeScores, node_id: int, options, base, anchored=False, anchor_hops=None):
+    """The best-scoring way a node was reached, by sort key, then ENTRY_ORDER (the first of equals):
+    (its sort key, its total, (hops, path weight, priority), (entry, Reach)). ``base``: the node's terms
+    that do not depend on the way in (scoring.NodeScores.base).
+
+    Ways in differ only in the contributions of their hop, path and priority: ways with the same hops
+    and the same two other contributions have the same total (math.fsum is exact, so a zero's sign does
+    not change a non-zero sum) and are summed once. A total of zero is summed for each way, its sign
+    being the way's own."""
+    if len(options) == 1:  # most nodes are reached one way: nothing to compare
+        entry, reach = options[0]
+        alike = (anchor_hops if anchored else reach.hops, *_path_of(reach))
+        total = scores.total(base, scores.way(*alike))
+        return scoring.node_key(total, alike[0], node_id), total, alike, (entry, reach)
+    best = None
+    done: dict[tuple, tuple] = {}  # (hops, path and priority contributions) -> (sort key, total)
+    for entry, reach in options:
+        alike = (anchor_hops if anchored else reach.hops, *_path_of(reach))
+        way = scores.way(*alike)
+        same = (alike[0], way[1], way[2])
+        scored = done.get(same)
+        if scored is None or not scored[1]:
+            total = scores.total(base, way)
+            scored = done[same] = (scoring.node_key(total, alike[0], node_id), total)
+        order = (scored[0], ENTRY_ORDER[entry])
+        if best is None or order < best[0]:
+            best = (order, scored[1], alike, (entry, reach))
+    return best[0][0], *best[1:]
 
 
 def search(

@@ -125,11 +125,6 @@ class Component:
         return {"raw": self.raw, "coefficient": self.coefficient, "contribution": self.contribution}
 
 
-def _component(name: str, raw: float, coefficient: float) -> Component:
-    raw, coefficient = float(raw), float(coefficient)
-    return Component(name, raw, coefficient, raw * coefficient)
-
-
 @dataclass(frozen=True)
 class EdgeCandidate:
     """An edge reached from the start nodes (or a triplet hit), with the raw features the traversal score reads.
@@ -191,20 +186,53 @@ class NodeCandidate:
         return f"node:{self.node_id}"
 
 
+# The components of each score, in the order they are summed.
+EDGE_COMPONENTS = ("weight", "semantic", "priority")
+NODE_COMPONENTS = (
+    "vector",
+    "lexical",
+    "hop",
+    "persona",
+    "recency",
+    "feedback",
+    "path",
+    "priority",
+    "memory",
+    "exploration",
+)
+
+
 @dataclass(frozen=True)
 class Scored:
-    """A candidate with its total and its components, in the order they are summed."""
+    """A candidate with its total and its components, in the order they are summed.
+
+    The components are kept as three parallel tuples (``names``, ``raws``, ``coefficients``; each
+    contribution is raw * coefficient) and built as Component values only when asked for, so scoring a
+    pool of candidates makes no per-component objects.
+    """
 
     candidate: EdgeCandidate | NodeCandidate
     total: float
-    components: tuple[Component, ...]
+    names: tuple[str, ...]
+    raws: tuple[float, ...]
+    coefficients: tuple[float, ...]
 
     @property
     def stable_id(self) -> str:
         return self.candidate.stable_id
 
+    @property
+    def components(self) -> tuple[Component, ...]:
+        return tuple(
+            Component(n, r, k, r * k) for n, r, k in zip(self.names, self.raws, self.coefficients, strict=True)
+        )
+
     def components_dict(self) -> dict:
-        return {c.name: c.as_dict() for c in self.components}
+        """name -> {raw, coefficient, contribution}: the shape stored in InjectionCandidate.components."""
+        return {
+            n: {"raw": r, "coefficient": k, "contribution": r * k}
+            for n, r, k in zip(self.names, self.raws, self.coefficients, strict=True)
+        }
 
     def component(self, name: str) -> Component:
         for c in self.components:
@@ -257,16 +285,128 @@ def persona_affinity(kind: str, tags: Iterable[str], affinities: Mapping[str, fl
 # Scores
 
 
-def score_edge(c: EdgeCandidate, policy: Policy) -> Scored:
-    """The traversal score of one edge, with components weight, semantic and priority."""
-    components = (
-        _component(
-            "weight", blended_weight(c.weight, c.feedback_weight, policy.feedback_influence), policy.coef_weight
-        ),
-        _component("semantic", c.similarity if c.similarity is not None else 0.0, policy.coef_semantic),
-        _component("priority", c.priority, policy.coef_priority),
+def _total(raws: tuple[float, ...], coefficients: tuple[float, ...]) -> float:
+    """The exact sum (math.fsum) of the contributions raw * coefficient, in component order."""
+    return math.fsum([r * k for r, k in zip(raws, coefficients, strict=True)])
+
+
+def edge_coefficients(policy: Policy) -> tuple[float, ...]:
+    """The traversal score's coefficients, in EDGE_COMPONENTS order."""
+    return (float(policy.coef_weight), float(policy.coef_semantic), float(policy.coef_priority))
+
+
+def score_edge(c: EdgeCandidate, policy: Policy, coefficients: tuple[float, ...] | None = None) -> Scored:
+    """The traversal score of one edge, with components weight, semantic and priority.
+
+    ``coefficients``: ``edge_coefficients(policy)`` when the caller scores many edges (read once).
+    """
+    coefficients = coefficients or edge_coefficients(policy)
+    raws = (
+        float(blended_weight(c.weight, c.feedback_weight, policy.feedback_influence)),
+        float(c.similarity) if c.similarity is not None else 0.0,
+        float(c.priority),
     )
-    return Scored(c, math.fsum(x.contribution for x in components), components)
+    return Scored(c, _total(raws, coefficients), EDGE_COMPONENTS, raws, coefficients)
+
+
+def score_edges(candidates: Iterable[EdgeCandidate], policy: Policy) -> list[Scored]:
+    """``score_edge`` of each edge, the policy's coefficients read once."""
+    coefficients = edge_coefficients(policy)
+    return [score_edge(c, policy, coefficients) for c in candidates]
+
+
+class NodeScores:
+    """The node score of a policy over a pool of candidates (``score_node`` is one candidate's).
+
+    The coefficients and hop factors are read once. A node's terms that do not depend on the way it was
+    reached (vector, lexical, persona, recency, feedback, memory, exploration) are computed once
+    (``base``: their raws and contributions); each way in then adds only its hop, path and priority
+    (``way``, ``total``), and the raws tuple and the Scored are built only for the way chosen (``raws``,
+    ``scored``). Every number is the one the formula gives: the same raws, the same products, summed by
+    math.fsum in component order (NODE_COMPONENTS).
+    """
+
+    __slots__ = ("policy", "coefficients", "hop_factors", "hop_floor", "half_life")
+
+    def __init__(self, policy: Policy) -> None:
+        self.policy = policy
+        self.coefficients = (
+            float(policy.coef_vector),
+            float(policy.coef_lexical),
+            float(policy.coef_hop),
+            float(policy.coef_persona),
+            float(policy.coef_recency),
+            float(policy.feedback_influence),
+            float(policy.coef_path),
+            float(policy.coef_priority),
+            float(policy.coef_memory),
+            float(policy.exploration),
+        )
+        self.hop_floor = float(policy.hop_floor)
+        self.hop_factors = {h: float(hop_factor(h, policy)) for h in range(max(0, int(policy.max_hops)) + 1)}
+        self.half_life = policy.recency_half_life_days
+
+    def base(
+        self,
+        vector: float,
+        lexical: float,
+        persona: float,
+        age_days: float | None,
+        feedback_weight: float,
+        memory: float | None,
+        novelty: float | None,
+    ) -> tuple[tuple[float, ...], tuple[float, ...]]:
+        """The raws and contributions of a node's terms that do not depend on the way in: vector,
+        lexical, persona, recency, feedback, memory, exploration (in that order)."""
+        k = self.coefficients
+        raws = (
+            float(vector),
+            float(lexical),
+            float(persona),
+            float(recency_factor(age_days, self.half_life)),
+            float(min(0.0, feedback_weight - NEUTRAL)),
+            float(memory or 0.0),
+            float(novelty or 0.0),
+        )
+        v, lx, pe, rc, fb, me, ex = raws
+        return raws, (v * k[0], lx * k[1], pe * k[3], rc * k[4], fb * k[5], me * k[8], ex * k[9])
+
+    def hop(self, hops: int | None) -> float:
+        """hop_factor(hops), read from the table built once."""
+        if type(hops) is int:
+            return self.hop_factors.get(hops, self.hop_floor)
+        return float(hop_factor(hops, self.policy))
+
+    def way(self, hops: int | None, path_weight: float | None, priority: float) -> tuple[float, float, float]:
+        """The contributions of the terms that depend on the way in: hop, path, priority."""
+        k = self.coefficients
+        path = 0.0 if path_weight is None else float(path_weight - NEUTRAL)
+        return self.hop(hops) * k[2], path * k[6], float(priority) * k[7]
+
+    def total(self, base, way: tuple[float, float, float]) -> float:
+        """The total of a node (``base``) reached a way (``way``): math.fsum of the ten contributions in order."""
+        v, lx, pe, rc, fb, me, ex = base[1]
+        hop, path, priority = way
+        return math.fsum([v, lx, hop, pe, rc, fb, path, priority, me, ex])
+
+    def raws(self, base, hops: int | None, path_weight: float | None, priority: float) -> tuple[float, ...]:
+        """The ten raws (NODE_COMPONENTS order) of a node (``base``) reached this way."""
+        v, lx, pe, rc, fb, me, ex = base[0]
+        path = 0.0 if path_weight is None else float(path_weight - NEUTRAL)
+        return (v, lx, self.hop(hops), pe, rc, fb, path, float(priority), me, ex)
+
+    def scored(self, c: NodeCandidate, raws: tuple[float, ...], total: float) -> Scored:
+        """The Scored of a candidate whose raws and total were computed here."""
+        return Scored(c, total, NODE_COMPONENTS, raws, self.coefficients)
+
+    def score(self, c: NodeCandidate) -> Scored:
+        """One candidate's Scored (``score_node``)."""
+        base = self.base(c.vector, c.lexical, c.persona, c.age_days, c.feedback_weight, c.memory, c.novelty)
+        return self.scored(
+            c,
+            self.raws(base, c.hops, c.path_weight, c.priority),
+            self.total(base, self.way(c.hops, c.path_weight, c.priority)),
+        )
 
 
 def score_node(c: NodeCandidate, policy: Policy) -> Scored:
@@ -279,22 +419,9 @@ def score_node(c: NodeCandidate, policy: Policy) -> Scored:
     (docs/figures.md has the figures). Below neutral it is a reliable global signal (flagged
     wrong, or given in sessions that found nothing). What helped is credited where it helped:
     ``memory`` (for similar questions) and ``path`` (the links that led to it). ``exploration`` is
-    0 whenever the policy's exploration coefficient is 0.
+    0 whenever the policy's exploration coefficient is 0. (A pool of candidates: ``NodeScores``.)
     """
-    path = 0.0 if c.path_weight is None else c.path_weight - NEUTRAL
-    components = (
-        _component("vector", c.vector, policy.coef_vector),
-        _component("lexical", c.lexical, policy.coef_lexical),
-        _component("hop", hop_factor(c.hops, policy), policy.coef_hop),
-        _component("persona", c.persona, policy.coef_persona),
-        _component("recency", recency_factor(c.age_days, policy.recency_half_life_days), policy.coef_recency),
-        _component("feedback", min(0.0, c.feedback_weight - NEUTRAL), policy.feedback_influence),
-        _component("path", path, policy.coef_path),
-        _component("priority", c.priority, policy.coef_priority),
-        _component("memory", c.memory or 0.0, policy.coef_memory),
-        _component("exploration", c.novelty or 0.0, policy.exploration),
-    )
-    return Scored(c, math.fsum(x.contribution for x in components), components)
+    return NodeScores(policy).score(c)
 
 
 def fuse_entry(
@@ -330,17 +457,38 @@ def fuse_entry(
     return {n: (rrf(vranks, n), rrf(lranks, n)) for n in ids}
 
 
+NO_HOPS = 1 << 30  # the hops sort_key gives a candidate whose hops are unknown (last among equal totals)
+
+
 def sort_key(s: Scored) -> tuple:
-    """Higher total first; then fewer hops (unknown last); then the stable id (numeric part, then text)."""
-    hops = getattr(s.candidate, "hops", None)
+    """Higher total first; then fewer hops (unknown last); then the stable id (numeric part, then text).
+
+    For the pipeline's two candidate types the stable id is "node:<id>" or "edge:<id>", so (kind, id)
+    orders them exactly as the id text would: the text itself is only compared for other types.
+    """
+    c = s.candidate
+    if type(c) is NodeCandidate:
+        number, name = c.node_id, "node"
+    elif type(c) is EdgeCandidate:
+        number, name = c.edge_id, "edge"
+    else:
+        number, name = None, ""
+    hops = getattr(c, "hops", None)
+    if type(number) is int and number >= 0:
+        return (-round(s.total, TIE_DIGITS), NO_HOPS if hops is None else hops, name, number)
     kind, _, number = s.stable_id.partition(":")
     return (
         -round(s.total, TIE_DIGITS),
-        hops if hops is not None else 1 << 30,
+        hops if hops is not None else NO_HOPS,
         kind,
         int(number) if number.isdigit() else 0,
         s.stable_id,
     )
+
+
+def node_key(total: float, hops: int | None, node_id: int) -> tuple:
+    """``sort_key`` of a node candidate from its total, hops and (non-negative) id, without a Scored."""
+    return (-round(total, TIE_DIGITS), NO_HOPS if hops is None else hops, "node", node_id)
 
 
 def rank(scored: Iterable[Scored]) -> list[Scored]:
