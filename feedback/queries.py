@@ -937,12 +937,112 @@ SURFACED = _statement("""
     WHERE c.graph_id = %(graph)s AND i.graph_id = %(graph)s AND i.session_id = %(session)s AND c.selected
 """)
 
-# The (outcome, idempotency key) of an outcome report of the session still pending in the outbox.
-PENDING_OUTCOME = _statement("""
-    SELECT r.payload ->> 'outcome', r.idempotency_key FROM {report} r
-    WHERE r.graph_id = %(graph)s AND r.session_id = %(session)s AND r.kind = 'outcome' AND r.state = 'pending'
-    ORDER BY r.id
-    LIMIT 1
+
+def _session_columns() -> sql.Composed:
+    return sql.SQL(", ").join(
+        sql.SQL("s.{}").format(sql.Identifier(f.column)) for f in AgentSession._meta.concrete_fields
+    )
+
+
+def report_session(graph_id: int, external_id: str) -> tuple[AgentSession | None, tuple[str, str] | None]:
+    """The graph's session with that external id (None when there is none) and the (outcome, idempotency
+    key) of an outcome report of it still pending in the outbox (None when there is none), in one query:
+    what a report checks before anything else (``feedback.reports``). The ORM's ``.first()`` and a second
+    query cost the intake more Python than the two statements together."""
+    row = fetch(REPORT_SESSION, {"graph": graph_id, "external_id": external_id})
+    if row is None:
+        return None, None
+    fields = AgentSession._meta.concrete_fields
+    session = AgentSession.from_db(connection.alias, [f.attname for f in fields], row[: len(fields)])
+    pending = row[len(fields) :]
+    return session, (pending if pending[0] is not None else None)
+
+
+# A session by its external id, with its oldest outcome report still pending in the outbox (``report_session``).
+REPORT_SESSION = _statement(
+    """
+    SELECT {columns}, p.outcome, p.idempotency_key
+    FROM {session} s
+    LEFT JOIN LATERAL (
+        SELECT r.payload ->> 'outcome' AS outcome, r.idempotency_key FROM {report} r
+        WHERE r.graph_id = s.graph_id AND r.session_id = s.id AND r.kind = 'outcome' AND r.state = 'pending'
+        ORDER BY r.id
+        LIMIT 1
+    ) p ON true
+    WHERE s.graph_id = %(graph)s AND s.external_id = %(external_id)s
+""",
+    columns=_session_columns(),
+)
+
+
+def session_surfaced(session: AgentSession) -> tuple[bool, bool]:
+    """(whether the session's injections selected any candidate, whether it has any injection): what an
+    outcome needs to apply (``feedback.reports.report_outcome``); one query."""
+    return fetch(SESSION_SURFACED, {"graph": session.graph_id, "session": session.pk})
+
+
+# Whether the session has a selected candidate, and whether it has an injection (``session_surfaced``).
+SESSION_SURFACED = _statement("""
+    SELECT EXISTS (
+               SELECT 1 FROM {candidate} c JOIN {injection} i ON i.id = c.injection_id
+               WHERE c.graph_id = %(graph)s AND i.graph_id = %(graph)s AND i.session_id = %(session)s AND c.selected
+           ),
+           EXISTS (SELECT 1 FROM {injection} i WHERE i.graph_id = %(graph)s AND i.session_id = %(session)s)
+""")
+
+
+def live_nodes(graph_id: int, ids) -> set[int]:
+    """The ids among ``ids`` that are live (not archived) nodes of the graph; one query."""
+    return {row[0] for row in fetch_all(LIVE_NODES, {"graph": graph_id, "ids": list(ids)})}
+
+
+# The live nodes of the graph among the given ids (``live_nodes``).
+LIVE_NODES = _statement("""
+    SELECT n.id FROM {node} n WHERE n.graph_id = %(graph)s AND n.id = ANY(%(ids)s::bigint[]) AND NOT n.archived
+""")
+
+
+def live_edges(graph_id: int, ids, triplets) -> list[tuple[int, int, int, str]]:
+    """(id, source, target, type name) of the live edges of the graph named by id (``ids``) or by
+    (source, target, type name) (``triplets``); one query."""
+    triplets = list(triplets)
+    params = {
+        "graph": graph_id,
+        "ids": list(ids),
+        "sources": [t[0] for t in triplets],
+        "targets": [t[1] for t in triplets],
+        "types": [t[2] for t in triplets],
+    }
+    return fetch_all(LIVE_EDGES, params)
+
+
+# Live edges of the graph by id, and by (source, target, type name): each branch through its index.
+LIVE_EDGES = _statement("""
+    SELECT e.id, e.source_id, e.target_id, t.name
+    FROM {edge} e JOIN {edge_type} t ON t.id = e.edge_type_id
+    WHERE e.graph_id = %(graph)s AND e.id = ANY(%(ids)s::bigint[]) AND NOT e.archived
+    UNION
+    SELECT e.id, e.source_id, e.target_id, t.name
+    FROM unnest(%(sources)s::bigint[], %(targets)s::bigint[], %(types)s::text[]) AS k(source, target, type)
+    JOIN {edge_type} t ON t.graph_id = %(graph)s AND t.name = k.type
+    JOIN {edge} e ON e.graph_id = %(graph)s AND e.source_id = k.source AND e.target_id = k.target
+                 AND e.edge_type_id = t.id AND NOT e.archived
+""")
+
+
+def insert_report(row: dict) -> None:
+    """Store one outbox row (``feedback.outbox.record``); a key already stored stores nothing."""
+    execute(INSERT_REPORT, row)
+
+
+# One PendingReport, every column given (the model's defaults come from Python, not the database);
+# ON CONFLICT DO NOTHING: a client's retry with the same idempotency key is the first row's.
+INSERT_REPORT = _statement("""
+    INSERT INTO {report} (graph_id, session_id, kind, payload, idempotency_key, user_id, state, created_at,
+                          not_before, applied_at, attempts, last_error, result)
+    VALUES (%(graph)s, %(session)s, %(kind)s, %(payload)s::jsonb, %(key)s, %(user)s, 'pending', %(now)s,
+            %(now)s, NULL, 0, '', '{{}}'::jsonb)
+    ON CONFLICT DO NOTHING
 """)
 
 

@@ -24,15 +24,13 @@ import logging
 import uuid
 
 from django.db import DatabaseError, transaction
-from django.db.models import Q
 
 from graphadmin import outbox as task_outbox
 from graphadmin.errors import Conflict, InputError
-from graphadmin.models import Edge, Node
 from graphadmin.tenancy import organization_role, require_session
 
 from . import actions, outbox, queries, rules, tasks
-from .models import AgentSession, InjectionCandidate, UpdateBatch
+from .models import AgentSession, UpdateBatch
 from .report import Report, unknown_item
 from .rules import UseItem
 
@@ -62,14 +60,15 @@ def _key(client_key: str, prefix: str, session: AgentSession) -> str:
 
 
 def session_or_status(graph, external_id: str):
-    """The graph's session with that external id, or (None, the logged no-op result) when feedback cannot apply."""
+    """(the graph's session with that external id, its pending outcome (``queries.report_session``), None),
+    or (None, None, the logged no-op result) when feedback cannot apply."""
     context = {"graph": graph.pk, "session": external_id}
     if not graph.feedback_enabled:
-        return None, actions.fall_through("feedback_disabled", "feedback is disabled for this graph", **context)
-    session = AgentSession.objects.filter(graph=graph, external_id=external_id).first()
+        return None, None, actions.fall_through("feedback_disabled", "feedback is disabled for this graph", **context)
+    session, pending = queries.report_session(graph.pk, external_id)
     if session is None:
-        return None, actions.fall_through("unknown_session", "report for an unknown session", **context)
-    return session, None
+        return None, None, actions.fall_through("unknown_session", "report for an unknown session", **context)
+    return session, pending, None
 
 
 def check_reporter(user, graph, session: AgentSession) -> None:
@@ -79,16 +78,9 @@ def check_reporter(user, graph, session: AgentSession) -> None:
     require_session(role, user.pk, session.owner_id, session.external_id)
 
 
-def pending_outcome(session: AgentSession) -> tuple[str, str] | None:
-    """The (outcome, idempotency key) of an outcome report accepted for the session and still in the
-    outbox, waiting for the worker; None when there is none (one indexed query)."""
-    row = queries.fetch(queries.PENDING_OUTCOME, {"graph": session.graph_id, "session": session.pk})
-    return (row[0], row[1]) if row else None
-
-
 def check_open(session: AgentSession, pending: tuple[str, str] | None = None) -> None:
     """Conflict (409) once the session's outcome is recorded, or accepted and waiting in the outbox
-    (``pending``, from ``pending_outcome``): the session is closed to further reports."""
+    (``pending``, from ``session_or_status``): the session is closed to further reports."""
     if session.outcome:
         when = f" at {session.outcome_at.isoformat()}" if session.outcome_at else ""
         raise Conflict(
@@ -143,19 +135,15 @@ def _poke(graph_id: int, task_id: str) -> None:
 
 
 def resolve_use_items(graph, items: list[dict]) -> tuple[UseItem, ...]:
-    """Turn node ids and edge ids/keys into checked ids of this graph (two queries, whatever the count):
-    the report's items, each a live node or edge of the graph, each target with one signal."""
+    """Turn node ids and edge ids/keys into checked ids of this graph (a query for the nodes, one for the
+    edges, each only when the report names one): the report's items, each a live node or edge of the
+    graph, each target with one signal."""
     node_ids = {i["node"] for i in items if "node" in i}
     edge_ids = {i["edge"] for i in items if isinstance(i.get("edge"), int)}
-    triplets = [i["edge"] for i in items if isinstance(i.get("edge"), dict)]
-    nodes = set(Node.objects.filter(graph=graph, archived=False, pk__in=node_ids).values_list("pk", flat=True))
-    edge_filter = Q(pk__in=edge_ids)
-    for t in triplets:
-        edge_filter |= Q(source_id=t["source"], target_id=t["target"], edge_type__name=t["type"])
+    triplets = {(t["source"], t["target"], t["type"]) for i in items if isinstance(t := i.get("edge"), dict)}
+    nodes = queries.live_nodes(graph.pk, node_ids) if node_ids else set()
     edges = {}
-    for pk, src, dst, name in Edge.objects.filter(edge_filter, graph=graph, archived=False).values_list(
-        "pk", "source_id", "target_id", "edge_type__name"
-    ):
+    for pk, src, dst, name in queries.live_edges(graph.pk, edge_ids, triplets) if edge_ids or triplets else ():
         edges[pk] = pk
         edges[(src, dst, name)] = pk
     out, seen = [], {}
@@ -178,11 +166,11 @@ def resolve_use_items(graph, items: list[dict]) -> tuple[UseItem, ...]:
 
 def report_uses(user, graph, external_id: str, data: dict, client_key: str = "") -> dict:
     """Validated uses (UsesSerializer) of a session: resolve the items, enqueue reinforcement on commit."""
-    session, skipped = session_or_status(graph, external_id)
+    session, pending, skipped = session_or_status(graph, external_id)
     if skipped:
         return _no_op(skipped)
     check_reporter(user, graph, session)
-    check_open(session, pending_outcome(session))
+    check_open(session, pending)
     items = resolve_use_items(graph, data["items"])
     check_surfaced(session, items)
     report = Report("uses", _key(client_key, "uses", session), items, learning_rate=data.get("learning_rate"))
@@ -191,18 +179,18 @@ def report_uses(user, graph, external_id: str, data: dict, client_key: str = "")
 
 def report_response(user, graph, external_id: str, data: dict, client_key: str = "") -> dict:
     """A validated response text (ResponseTextSerializer): enqueue implicit-use detection on commit."""
-    session, skipped = session_or_status(graph, external_id)
+    session, pending, skipped = session_or_status(graph, external_id)
     if skipped:
         return _no_op(skipped)
     check_reporter(user, graph, session)
-    check_open(session, pending_outcome(session))
+    check_open(session, pending)
     return _accept(user, session, Report("response", _key(client_key, "response", session), response=data["response"]))
 
 
 def report_outcome(user, graph, external_id: str, data: dict, client_key: str = "") -> dict:
     """A validated outcome (OutcomeSerializer): duplicate, a no-op status, or the EMA enqueued on commit."""
     outcome = data["outcome"]
-    session, skipped = session_or_status(graph, external_id)
+    session, pending, skipped = session_or_status(graph, external_id)
     if skipped:
         return _no_op(skipped)
     check_reporter(user, graph, session)
@@ -211,16 +199,13 @@ def report_outcome(user, graph, external_id: str, data: dict, client_key: str = 
         previous = UpdateBatch.objects.filter(trigger_session=session, kind="outcome").order_by("-id").first()
         if previous is not None:
             return {"status": "duplicate", "batch": previous.pk}
-    pending = pending_outcome(session)
     if pending is not None and pending[0] == outcome and not session.outcome:
         # The same outcome again while the first waits in the outbox (a client's retry): the first stands.
         return {"status": "queued", "task_id": None, "idempotency_key": pending[1]}
     check_open(session, pending)
-    # A selected candidate implies an injection: one query in the usual case.
-    if not InjectionCandidate.objects.filter(
-        graph_id=session.graph_id, injection__graph_id=session.graph_id, injection__session=session, selected=True
-    ).exists():
-        if not session.injections.exists():
+    selected, injected = queries.session_surfaced(session)
+    if not selected:
+        if not injected:
             return _no_op(actions.fall_through("no_injection", "the session has no context injection", **context))
         return _no_op(actions.fall_through("nothing_surfaced", "the session's injections surfaced nothing", **context))
     report = Report("outcome", _key(client_key, "outcome", session), outcome=outcome, alpha=data.get("alpha"))
