@@ -32,6 +32,7 @@ replaced with no separate locking pass.
 from __future__ import annotations
 
 import json
+from dataclasses import dataclass
 from datetime import UTC, datetime
 
 from django.db import connection
@@ -944,24 +945,46 @@ def _session_columns() -> sql.Composed:
     )
 
 
-def report_session(graph_id: int, external_id: str) -> tuple[AgentSession | None, tuple[str, str] | None]:
-    """The graph's session with that external id (None when there is none) and the (outcome, idempotency
-    key) of an outcome report of it still pending in the outbox (None when there is none), in one query:
-    what a report checks before anything else (``feedback.reports``). The ORM's ``.first()`` and a second
-    query cost the intake more Python than the two statements together."""
-    row = fetch(REPORT_SESSION, {"graph": graph_id, "external_id": external_id})
+@dataclass(frozen=True, slots=True)
+class ReportSession:
+    """What a report on a session checks before anything else (``feedback.reports``), read in one query
+    (``report_session``): the session, the (outcome, idempotency key) of an outcome report of it still
+    pending in the outbox (None when there is none), and what the report's kind needs: for a use report
+    the node and edge ids its injections gave the agent (``rules.surfaced``), for an outcome whether it
+    has a selected candidate and whether it has an injection at all."""
+
+    session: AgentSession
+    pending: tuple[str, str] | None
+    surfaced: tuple[set[int], set[int]] | None = None
+    selected: bool | None = None
+    injected: bool | None = None
+
+
+def report_session(graph_id: int, external_id: str, kind: str) -> ReportSession | None:
+    """The graph's session with that external id and what a report of ``kind`` checks (``ReportSession``);
+    None when there is no such session. One query: the ORM's ``.first()`` and three more statements
+    cost the intake more Python than the statements themselves."""
+    row = fetch(REPORT_SESSION[kind], {"graph": graph_id, "external_id": external_id})
     if row is None:
-        return None, None
+        return None
     fields = AgentSession._meta.concrete_fields
-    session = AgentSession.from_db(connection.alias, [f.attname for f in fields], row[: len(fields)])
-    pending = row[len(fields) :]
-    return session, (pending if pending[0] is not None else None)
+    n = len(fields)
+    session = AgentSession.from_db(connection.alias, [f.attname for f in fields], row[:n])
+    pending = (row[n], row[n + 1]) if row[n] is not None else None
+    if kind == "uses":
+        rows = row[n + 2]
+        # Django's connection reads json as text (its JSONField decodes it): decoded here.
+        rows = (json.loads(rows) if isinstance(rows, str) else rows) or []
+        return ReportSession(session, pending, surfaced=rules.surfaced((node, edge, path) for node, edge, path in rows))
+    if kind == "outcome":
+        return ReportSession(session, pending, selected=row[n + 2], injected=row[n + 3])
+    return ReportSession(session, pending)
 
 
-# A session by its external id, with its oldest outcome report still pending in the outbox (``report_session``).
-REPORT_SESSION = _statement(
-    """
-    SELECT {columns}, p.outcome, p.idempotency_key
+# A session by its external id, with its oldest outcome report still pending in the outbox and what
+# a report of each kind needs besides (``report_session``).
+_REPORT_SESSION = """
+    SELECT {columns}, p.outcome, p.idempotency_key {needs}
     FROM {session} s
     LEFT JOIN LATERAL (
         SELECT r.payload ->> 'outcome' AS outcome, r.idempotency_key FROM {report} r
@@ -970,25 +993,25 @@ REPORT_SESSION = _statement(
         LIMIT 1
     ) p ON true
     WHERE s.graph_id = %(graph)s AND s.external_id = %(external_id)s
-""",
-    columns=_session_columns(),
-)
-
-
-def session_surfaced(session: AgentSession) -> tuple[bool, bool]:
-    """(whether the session's injections selected any candidate, whether it has any injection): what an
-    outcome needs to apply (``feedback.reports.report_outcome``); one query."""
-    return fetch(SESSION_SURFACED, {"graph": session.graph_id, "session": session.pk})
-
-
-# Whether the session has a selected candidate, and whether it has an injection (``session_surfaced``).
-SESSION_SURFACED = _statement("""
-    SELECT EXISTS (
-               SELECT 1 FROM {candidate} c JOIN {injection} i ON i.id = c.injection_id
-               WHERE c.graph_id = %(graph)s AND i.graph_id = %(graph)s AND i.session_id = %(session)s AND c.selected
-           ),
-           EXISTS (SELECT 1 FROM {injection} i WHERE i.graph_id = %(graph)s AND i.session_id = %(session)s)
-""")
+"""
+# A use report: the session's selected candidates, node, edge and path (``SURFACED``), as one JSON array.
+_USES_NEED = """,
+    (SELECT json_agg(json_build_array(c.node_id, c.edge_id, c.features -> 'path'))
+     FROM {candidate} c JOIN {injection} i ON i.id = c.injection_id
+     WHERE c.graph_id = s.graph_id AND i.graph_id = s.graph_id AND i.session_id = s.id AND c.selected)
+"""
+# An outcome: whether the session has a selected candidate, and whether it has an injection.
+_OUTCOME_NEEDS = """,
+    EXISTS (
+        SELECT 1 FROM {candidate} c JOIN {injection} i ON i.id = c.injection_id
+        WHERE c.graph_id = s.graph_id AND i.graph_id = s.graph_id AND i.session_id = s.id AND c.selected
+    ),
+    EXISTS (SELECT 1 FROM {injection} i WHERE i.graph_id = s.graph_id AND i.session_id = s.id)
+"""
+REPORT_SESSION = {
+    kind: _statement(_REPORT_SESSION, columns=_session_columns(), needs=_statement(needs))
+    for kind, needs in (("uses", _USES_NEED), ("outcome", _OUTCOME_NEEDS), ("response", ""))
+}
 
 
 def live_nodes(graph_id: int, ids) -> set[int]:

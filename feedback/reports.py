@@ -59,16 +59,16 @@ def _key(client_key: str, prefix: str, session: AgentSession) -> str:
     return f"{prefix}:{session.pk}:{('client:' + client) if client else uuid.uuid4().hex}"
 
 
-def session_or_status(graph, external_id: str):
-    """(the graph's session with that external id, its pending outcome (``queries.report_session``), None),
-    or (None, None, the logged no-op result) when feedback cannot apply."""
+def session_or_status(graph, external_id: str, kind: str):
+    """(the graph's session with that external id and what a report of ``kind`` checks, a
+    ``queries.ReportSession``, None), or (None, the logged no-op result) when feedback cannot apply."""
     context = {"graph": graph.pk, "session": external_id}
     if not graph.feedback_enabled:
-        return None, None, actions.fall_through("feedback_disabled", "feedback is disabled for this graph", **context)
-    session, pending = queries.report_session(graph.pk, external_id)
-    if session is None:
-        return None, None, actions.fall_through("unknown_session", "report for an unknown session", **context)
-    return session, pending, None
+        return None, actions.fall_through("feedback_disabled", "feedback is disabled for this graph", **context)
+    found = queries.report_session(graph.pk, external_id, kind)
+    if found is None:
+        return None, actions.fall_through("unknown_session", "report for an unknown session", **context)
+    return found, None
 
 
 def check_reporter(user, graph, session: AgentSession) -> None:
@@ -80,7 +80,7 @@ def check_reporter(user, graph, session: AgentSession) -> None:
 
 def check_open(session: AgentSession, pending: tuple[str, str] | None = None) -> None:
     """Conflict (409) once the session's outcome is recorded, or accepted and waiting in the outbox
-    (``pending``, from ``session_or_status``): the session is closed to further reports."""
+    (``pending``, from ``queries.report_session``): the session is closed to further reports."""
     if session.outcome:
         when = f" at {session.outcome_at.isoformat()}" if session.outcome_at else ""
         raise Conflict(
@@ -96,10 +96,11 @@ def check_open(session: AgentSession, pending: tuple[str, str] | None = None) ->
         )
 
 
-def check_surfaced(session: AgentSession, items: tuple[UseItem, ...]) -> None:
+def check_surfaced(session: AgentSession, items: tuple[UseItem, ...], surfaced=None) -> None:
     """InputError naming the first item (resolved by ``resolve_use_items``) that the session's injections
-    did not surface to the agent (``rules.first_unsurfaced``); one query."""
-    nodes, edges = queries.surfaced_targets(session)
+    did not surface to the agent (``rules.first_unsurfaced``); ``surfaced``, the (nodes, edges) read with
+    the session (``queries.report_session``), or one query."""
+    nodes, edges = surfaced if surfaced is not None else queries.surfaced_targets(session)
     unsurfaced = rules.first_unsurfaced([(i.kind, i.id) for i in items], nodes, edges)
     if unsurfaced is not None:
         index, kind, pk = unsurfaced
@@ -166,33 +167,36 @@ def resolve_use_items(graph, items: list[dict]) -> tuple[UseItem, ...]:
 
 def report_uses(user, graph, external_id: str, data: dict, client_key: str = "") -> dict:
     """Validated uses (UsesSerializer) of a session: resolve the items, enqueue reinforcement on commit."""
-    session, pending, skipped = session_or_status(graph, external_id)
+    found, skipped = session_or_status(graph, external_id, "uses")
     if skipped:
         return _no_op(skipped)
+    session = found.session
     check_reporter(user, graph, session)
-    check_open(session, pending)
+    check_open(session, found.pending)
     items = resolve_use_items(graph, data["items"])
-    check_surfaced(session, items)
+    check_surfaced(session, items, found.surfaced)
     report = Report("uses", _key(client_key, "uses", session), items, learning_rate=data.get("learning_rate"))
     return _accept(user, session, report)
 
 
 def report_response(user, graph, external_id: str, data: dict, client_key: str = "") -> dict:
     """A validated response text (ResponseTextSerializer): enqueue implicit-use detection on commit."""
-    session, pending, skipped = session_or_status(graph, external_id)
+    found, skipped = session_or_status(graph, external_id, "response")
     if skipped:
         return _no_op(skipped)
+    session = found.session
     check_reporter(user, graph, session)
-    check_open(session, pending)
+    check_open(session, found.pending)
     return _accept(user, session, Report("response", _key(client_key, "response", session), response=data["response"]))
 
 
 def report_outcome(user, graph, external_id: str, data: dict, client_key: str = "") -> dict:
     """A validated outcome (OutcomeSerializer): duplicate, a no-op status, or the EMA enqueued on commit."""
     outcome = data["outcome"]
-    session, pending, skipped = session_or_status(graph, external_id)
+    found, skipped = session_or_status(graph, external_id, "outcome")
     if skipped:
         return _no_op(skipped)
+    session, pending = found.session, found.pending
     check_reporter(user, graph, session)
     context = {"graph": session.graph_id, "session": external_id, "outcome": outcome}
     if session.outcome == outcome:
@@ -203,9 +207,8 @@ def report_outcome(user, graph, external_id: str, data: dict, client_key: str = 
         # The same outcome again while the first waits in the outbox (a client's retry): the first stands.
         return {"status": "queued", "task_id": None, "idempotency_key": pending[1]}
     check_open(session, pending)
-    selected, injected = queries.session_surfaced(session)
-    if not selected:
-        if not injected:
+    if not found.selected:
+        if not found.injected:
             return _no_op(actions.fall_through("no_injection", "the session has no context injection", **context))
         return _no_op(actions.fall_through("nothing_surfaced", "the session's injections surfaced nothing", **context))
     report = Report("outcome", _key(client_key, "outcome", session), outcome=outcome, alpha=data.get("alpha"))
