@@ -32,6 +32,7 @@ replaced with no separate locking pass.
 from __future__ import annotations
 
 import json
+from dataclasses import dataclass
 from datetime import UTC, datetime
 
 from django.db import connection
@@ -937,12 +938,137 @@ SURFACED = _statement("""
     WHERE c.graph_id = %(graph)s AND i.graph_id = %(graph)s AND i.session_id = %(session)s AND c.selected
 """)
 
-# The (outcome, idempotency key) of an outcome report of the session still pending in the outbox.
-PENDING_OUTCOME = _statement("""
-    SELECT r.payload ->> 'outcome', r.idempotency_key FROM {report} r
-    WHERE r.graph_id = %(graph)s AND r.session_id = %(session)s AND r.kind = 'outcome' AND r.state = 'pending'
-    ORDER BY r.id
-    LIMIT 1
+
+def _session_columns() -> sql.Composed:
+    return sql.SQL(", ").join(
+        sql.SQL("s.{}").format(sql.Identifier(f.column)) for f in AgentSession._meta.concrete_fields
+    )
+
+
+@dataclass(frozen=True, slots=True)
+class ReportSession:
+    """What a report on a session checks before anything else (``feedback.reports``), read in one query
+    (``report_session``): the session, the (outcome, idempotency key) of an outcome report of it still
+    pending in the outbox (None when there is none), and what the report's kind needs: for a use report
+    the node and edge ids its injections gave the agent (``rules.surfaced``), for an outcome whether it
+    has a selected candidate and whether it has an injection at all."""
+
+    session: AgentSession
+    pending: tuple[str, str] | None
+    surfaced: tuple[set[int], set[int]] | None = None
+    selected: bool | None = None
+    injected: bool | None = None
+
+
+def report_session(graph_id: int, external_id: str, kind: str) -> ReportSession | None:
+    """The graph's session with that external id and what a report of ``kind`` checks (``ReportSession``);
+    None when there is no such session. One query: the ORM's ``.first()`` and three more statements
+    cost the intake more Python than the statements themselves."""
+    row = fetch(REPORT_SESSION[kind], {"graph": graph_id, "external_id": external_id})
+    if row is None:
+        return None
+    fields = AgentSession._meta.concrete_fields
+    n = len(fields)
+    session = AgentSession.from_db(connection.alias, [f.attname for f in fields], row[:n])
+    pending = (row[n], row[n + 1]) if row[n] is not None else None
+    if kind == "uses":
+        rows = row[n + 2]
+        # Django's connection reads json as text (its JSONField decodes it): decoded here.
+        rows = (json.loads(rows) if isinstance(rows, str) else rows) or []
+        return ReportSession(session, pending, surfaced=rules.surfaced((node, edge, path) for node, edge, path in rows))
+    if kind == "outcome":
+        return ReportSession(session, pending, selected=row[n + 2], injected=row[n + 3])
+    return ReportSession(session, pending)
+
+
+# A session by its external id, with its oldest outcome report still pending in the outbox and what
+# a report of each kind needs besides (``report_session``).
+_REPORT_SESSION = """
+    SELECT {columns}, p.outcome, p.idempotency_key {needs}
+    FROM {session} s
+    LEFT JOIN LATERAL (
+        SELECT r.payload ->> 'outcome' AS outcome, r.idempotency_key FROM {report} r
+        WHERE r.graph_id = s.graph_id AND r.session_id = s.id AND r.kind = 'outcome' AND r.state = 'pending'
+        ORDER BY r.id
+        LIMIT 1
+    ) p ON true
+    WHERE s.graph_id = %(graph)s AND s.external_id = %(external_id)s
+"""
+# A use report: the session's selected candidates, node, edge and path (``SURFACED``), as one JSON array.
+_USES_NEED = """,
+    (SELECT json_agg(json_build_array(c.node_id, c.edge_id, c.features -> 'path'))
+     FROM {candidate} c JOIN {injection} i ON i.id = c.injection_id
+     WHERE c.graph_id = s.graph_id AND i.graph_id = s.graph_id AND i.session_id = s.id AND c.selected)
+"""
+# An outcome: whether the session has a selected candidate, and whether it has an injection.
+_OUTCOME_NEEDS = """,
+    EXISTS (
+        SELECT 1 FROM {candidate} c JOIN {injection} i ON i.id = c.injection_id
+        WHERE c.graph_id = s.graph_id AND i.graph_id = s.graph_id AND i.session_id = s.id AND c.selected
+    ),
+    EXISTS (SELECT 1 FROM {injection} i WHERE i.graph_id = s.graph_id AND i.session_id = s.id)
+"""
+REPORT_SESSION = {
+    kind: _statement(_REPORT_SESSION, columns=_session_columns(), needs=_statement(needs))
+    for kind, needs in (("uses", _USES_NEED), ("outcome", _OUTCOME_NEEDS), ("response", ""))
+}
+
+
+def live_nodes(graph_id: int, ids) -> set[int]:
+    """The ids among ``ids`` that are live (not archived) nodes of the graph; one query (named, as the
+    intake's other reads: building the ORM's query cost more Python than running it)."""
+    return {row[0] for row in fetch_all(LIVE_NODES, {"graph": graph_id, "ids": list(ids)})}
+
+
+# The live nodes of the graph among the given ids (``live_nodes``).
+LIVE_NODES = _statement("""
+    SELECT n.id FROM {node} n WHERE n.graph_id = %(graph)s AND n.id = ANY(%(ids)s::bigint[]) AND NOT n.archived
+""")
+
+
+def live_edges(graph_id: int, ids, triplets) -> list[tuple[int, int, int, str]]:
+    """(id, source, target, type name) of the live edges of the graph named by id (``ids``) or by
+    (source, target, type name) (``triplets``); one query, where the ORM's OR of one Q per triplet joined
+    the edge types for every edge and cost more Python than the statement."""
+    triplets = list(triplets)
+    params = {
+        "graph": graph_id,
+        "ids": list(ids),
+        "sources": [t[0] for t in triplets],
+        "targets": [t[1] for t in triplets],
+        "types": [t[2] for t in triplets],
+    }
+    return fetch_all(LIVE_EDGES, params)
+
+
+# Live edges of the graph by id, and by (source, target, type name): each branch through its index.
+LIVE_EDGES = _statement("""
+    SELECT e.id, e.source_id, e.target_id, t.name
+    FROM {edge} e JOIN {edge_type} t ON t.id = e.edge_type_id
+    WHERE e.graph_id = %(graph)s AND e.id = ANY(%(ids)s::bigint[]) AND NOT e.archived
+    UNION
+    SELECT e.id, e.source_id, e.target_id, t.name
+    FROM unnest(%(sources)s::bigint[], %(targets)s::bigint[], %(types)s::text[]) AS k(source, target, type)
+    JOIN {edge_type} t ON t.graph_id = %(graph)s AND t.name = k.type
+    JOIN {edge} e ON e.graph_id = %(graph)s AND e.source_id = k.source AND e.target_id = k.target
+                 AND e.edge_type_id = t.id AND NOT e.archived
+""")
+
+
+def insert_report(row: dict) -> None:
+    """Store one outbox row (``feedback.outbox.record``); a key already stored stores nothing. Named
+    rather than ``bulk_create(ignore_conflicts=True)``, whose query building cost more than the INSERT."""
+    execute(INSERT_REPORT, row)
+
+
+# One PendingReport, every column given (the model's defaults come from Python, not the database);
+# ON CONFLICT DO NOTHING: a client's retry with the same idempotency key is the first row's.
+INSERT_REPORT = _statement("""
+    INSERT INTO {report} (graph_id, session_id, kind, payload, idempotency_key, user_id, state, created_at,
+                          not_before, applied_at, attempts, last_error, result)
+    VALUES (%(graph)s, %(session)s, %(kind)s, %(payload)s::jsonb, %(key)s, %(user)s, 'pending', %(now)s,
+            %(now)s, NULL, 0, '', '{{}}'::jsonb)
+    ON CONFLICT DO NOTHING
 """)
 
 

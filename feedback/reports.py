@@ -24,15 +24,13 @@ import logging
 import uuid
 
 from django.db import DatabaseError, transaction
-from django.db.models import Q
 
 from graphadmin import outbox as task_outbox
 from graphadmin.errors import Conflict, InputError
-from graphadmin.models import Edge, Node
 from graphadmin.tenancy import organization_role, require_session
 
 from . import actions, outbox, queries, rules, tasks
-from .models import AgentSession, InjectionCandidate, UpdateBatch
+from .models import AgentSession, UpdateBatch
 from .report import Report, unknown_item
 from .rules import UseItem
 
@@ -61,15 +59,16 @@ def _key(client_key: str, prefix: str, session: AgentSession) -> str:
     return f"{prefix}:{session.pk}:{('client:' + client) if client else uuid.uuid4().hex}"
 
 
-def session_or_status(graph, external_id: str):
-    """The graph's session with that external id, or (None, the logged no-op result) when feedback cannot apply."""
+def session_or_status(graph, external_id: str, kind: str):
+    """(the graph's session with that external id and what a report of ``kind`` checks, a
+    ``queries.ReportSession``, None), or (None, the logged no-op result) when feedback cannot apply."""
     context = {"graph": graph.pk, "session": external_id}
     if not graph.feedback_enabled:
         return None, actions.fall_through("feedback_disabled", "feedback is disabled for this graph", **context)
-    session = AgentSession.objects.filter(graph=graph, external_id=external_id).first()
-    if session is None:
+    found = queries.report_session(graph.pk, external_id, kind)
+    if found is None:
         return None, actions.fall_through("unknown_session", "report for an unknown session", **context)
-    return session, None
+    return found, None
 
 
 def check_reporter(user, graph, session: AgentSession) -> None:
@@ -79,16 +78,9 @@ def check_reporter(user, graph, session: AgentSession) -> None:
     require_session(role, user.pk, session.owner_id, session.external_id)
 
 
-def pending_outcome(session: AgentSession) -> tuple[str, str] | None:
-    """The (outcome, idempotency key) of an outcome report accepted for the session and still in the
-    outbox, waiting for the worker; None when there is none (one indexed query)."""
-    row = queries.fetch(queries.PENDING_OUTCOME, {"graph": session.graph_id, "session": session.pk})
-    return (row[0], row[1]) if row else None
-
-
 def check_open(session: AgentSession, pending: tuple[str, str] | None = None) -> None:
     """Conflict (409) once the session's outcome is recorded, or accepted and waiting in the outbox
-    (``pending``, from ``pending_outcome``): the session is closed to further reports."""
+    (``pending``, from ``queries.report_session``): the session is closed to further reports."""
     if session.outcome:
         when = f" at {session.outcome_at.isoformat()}" if session.outcome_at else ""
         raise Conflict(
@@ -104,10 +96,11 @@ def check_open(session: AgentSession, pending: tuple[str, str] | None = None) ->
         )
 
 
-def check_surfaced(session: AgentSession, items: tuple[UseItem, ...]) -> None:
+def check_surfaced(session: AgentSession, items: tuple[UseItem, ...], surfaced=None) -> None:
     """InputError naming the first item (resolved by ``resolve_use_items``) that the session's injections
-    did not surface to the agent (``rules.first_unsurfaced``); one query."""
-    nodes, edges = queries.surfaced_targets(session)
+    did not surface to the agent (``rules.first_unsurfaced``); ``surfaced``, the (nodes, edges) read with
+    the session (``queries.report_session``), or one query."""
+    nodes, edges = surfaced if surfaced is not None else queries.surfaced_targets(session)
     unsurfaced = rules.first_unsurfaced([(i.kind, i.id) for i in items], nodes, edges)
     if unsurfaced is not None:
         index, kind, pk = unsurfaced
@@ -143,19 +136,15 @@ def _poke(graph_id: int, task_id: str) -> None:
 
 
 def resolve_use_items(graph, items: list[dict]) -> tuple[UseItem, ...]:
-    """Turn node ids and edge ids/keys into checked ids of this graph (two queries, whatever the count):
-    the report's items, each a live node or edge of the graph, each target with one signal."""
+    """Turn node ids and edge ids/keys into checked ids of this graph (a query for the nodes, one for the
+    edges, each only when the report names one): the report's items, each a live node or edge of the
+    graph, each target with one signal."""
     node_ids = {i["node"] for i in items if "node" in i}
     edge_ids = {i["edge"] for i in items if isinstance(i.get("edge"), int)}
-    triplets = [i["edge"] for i in items if isinstance(i.get("edge"), dict)]
-    nodes = set(Node.objects.filter(graph=graph, archived=False, pk__in=node_ids).values_list("pk", flat=True))
-    edge_filter = Q(pk__in=edge_ids)
-    for t in triplets:
-        edge_filter |= Q(source_id=t["source"], target_id=t["target"], edge_type__name=t["type"])
+    triplets = {(t["source"], t["target"], t["type"]) for i in items if isinstance(t := i.get("edge"), dict)}
+    nodes = queries.live_nodes(graph.pk, node_ids) if node_ids else set()
     edges = {}
-    for pk, src, dst, name in Edge.objects.filter(edge_filter, graph=graph, archived=False).values_list(
-        "pk", "source_id", "target_id", "edge_type__name"
-    ):
+    for pk, src, dst, name in queries.live_edges(graph.pk, edge_ids, triplets) if edge_ids or triplets else ():
         edges[pk] = pk
         edges[(src, dst, name)] = pk
     out, seen = [], {}
@@ -178,49 +167,48 @@ def resolve_use_items(graph, items: list[dict]) -> tuple[UseItem, ...]:
 
 def report_uses(user, graph, external_id: str, data: dict, client_key: str = "") -> dict:
     """Validated uses (UsesSerializer) of a session: resolve the items, enqueue reinforcement on commit."""
-    session, skipped = session_or_status(graph, external_id)
+    found, skipped = session_or_status(graph, external_id, "uses")
     if skipped:
         return _no_op(skipped)
+    session = found.session
     check_reporter(user, graph, session)
-    check_open(session, pending_outcome(session))
+    check_open(session, found.pending)
     items = resolve_use_items(graph, data["items"])
-    check_surfaced(session, items)
+    check_surfaced(session, items, found.surfaced)
     report = Report("uses", _key(client_key, "uses", session), items, learning_rate=data.get("learning_rate"))
     return _accept(user, session, report)
 
 
 def report_response(user, graph, external_id: str, data: dict, client_key: str = "") -> dict:
     """A validated response text (ResponseTextSerializer): enqueue implicit-use detection on commit."""
-    session, skipped = session_or_status(graph, external_id)
+    found, skipped = session_or_status(graph, external_id, "response")
     if skipped:
         return _no_op(skipped)
+    session = found.session
     check_reporter(user, graph, session)
-    check_open(session, pending_outcome(session))
+    check_open(session, found.pending)
     return _accept(user, session, Report("response", _key(client_key, "response", session), response=data["response"]))
 
 
 def report_outcome(user, graph, external_id: str, data: dict, client_key: str = "") -> dict:
     """A validated outcome (OutcomeSerializer): duplicate, a no-op status, or the EMA enqueued on commit."""
     outcome = data["outcome"]
-    session, skipped = session_or_status(graph, external_id)
+    found, skipped = session_or_status(graph, external_id, "outcome")
     if skipped:
         return _no_op(skipped)
+    session, pending = found.session, found.pending
     check_reporter(user, graph, session)
     context = {"graph": session.graph_id, "session": external_id, "outcome": outcome}
     if session.outcome == outcome:
         previous = UpdateBatch.objects.filter(trigger_session=session, kind="outcome").order_by("-id").first()
         if previous is not None:
             return {"status": "duplicate", "batch": previous.pk}
-    pending = pending_outcome(session)
     if pending is not None and pending[0] == outcome and not session.outcome:
         # The same outcome again while the first waits in the outbox (a client's retry): the first stands.
         return {"status": "queued", "task_id": None, "idempotency_key": pending[1]}
     check_open(session, pending)
-    # A selected candidate implies an injection: one query in the usual case.
-    if not InjectionCandidate.objects.filter(
-        graph_id=session.graph_id, injection__graph_id=session.graph_id, injection__session=session, selected=True
-    ).exists():
-        if not session.injections.exists():
+    if not found.selected:
+        if not found.injected:
             return _no_op(actions.fall_through("no_injection", "the session has no context injection", **context))
         return _no_op(actions.fall_through("nothing_surfaced", "the session's injections surfaced nothing", **context))
     report = Report("outcome", _key(client_key, "outcome", session), outcome=outcome, alpha=data.get("alpha"))

@@ -283,6 +283,9 @@ if CELERY_BROKER_URL.startswith("filesystem://"):
     _default_results = f"file://{CELERY_QUEUE_DIR / 'results'}"
 else:
     _default_results = CELERY_BROKER_URL if CELERY_BROKER_URL.startswith("redis") else ""
+if CELERY_BROKER_URL.startswith("redis://"):
+    # kombu's Redis transport with one client per channel, not one per publish (graphadmin/runtime/redis_broker.py).
+    CELERY_BROKER_TRANSPORT = "graphadmin.runtime.redis_broker:Transport"
 CELERY_RESULT_BACKEND = env.str("CELERY_RESULT_BACKEND", default=_default_results) or None
 CELERY_RESULT_EXPIRES = 3600
 # Named queues, so workers can scale out per kind of work; `make run` and the tests consume all of them.
