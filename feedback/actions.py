@@ -417,20 +417,28 @@ def _teach(batch: UpdateBatch, session: AgentSession, evidence: dict[tuple[int, 
     if not merged:
         return 0
     if ("answered", graph.pk) not in memo:
-        memo[("answered", graph.pk)], _ = EdgeType.objects.get_or_create(
-            graph=graph, name=rules.ANSWERED, defaults={"priority": 0.0, "description": ANSWERED_DESCRIPTION}
-        )
-    edge_type = memo[("answered", graph.pk)]
+        memo[("answered", graph.pk)] = _answered_type(graph)
     keys = sorted(merged)
     params = {
         **ledger.history_params(batch),
-        "type": edge_type.pk,
+        "type": memo[("answered", graph.pk)],
         "questions": [q for q, _n in keys],
         "nodes": [n for _q, n in keys],
         "evidence": [merged[k] for k in keys],
     }
     queries.execute(queries.INSERT_ANSWERED, params)
     return queries.fetch(queries.TEACH, params)[0]
+
+
+def _answered_type(graph: Graph) -> int:
+    """The id of the graph's ``answered`` edge type, created on first use (one named SELECT when it exists)."""
+    found = queries.fetch(queries.EDGE_TYPE_ID, {"graph": graph.pk, "name": rules.ANSWERED})
+    if found is not None:
+        return found[0]
+    edge_type, _ = EdgeType.objects.get_or_create(
+        graph=graph, name=rules.ANSWERED, defaults={"priority": 0.0, "description": ANSWERED_DESCRIPTION}
+    )
+    return edge_type.pk
 
 
 # --------------------------------------------------------------------------------------------------
@@ -734,7 +742,7 @@ def do_link_co_used(session: AgentSession, *, actor, policy=None) -> Result:
     policy = policy or graph.current_policy()
     with transaction.atomic():
         # The session lock orders two links of the same session; ON CONFLICT (INSERT_LINKS), two sessions'.
-        AgentSession.objects.select_for_update(no_key=True).filter(graph_id=session.graph_id, pk=session.pk).first()
+        queries.fetch(queries.LOCK_SESSION, {"graph": session.graph_id, "session": session.pk})
         pairs = queries.co_used_pairs(session, policy.co_use_min_sessions, CO_USED)
         if not pairs:
             # The usual case after an accepted session: not worth a warning (fall_through logs one).

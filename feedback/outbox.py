@@ -35,7 +35,7 @@ from datetime import timedelta
 
 from django.contrib.auth import get_user_model
 from django.db import transaction
-from django.db.models import Exists, OuterRef, Q
+from django.db.models import Q
 
 from graphadmin import audit, clock
 from graphadmin.errors import DomainError
@@ -78,21 +78,15 @@ def record(user, session: AgentSession, report: Report) -> None:
     )
 
 
-def _claimable(graph_id: int, now):
-    """The graph's pending rows that may be applied now, oldest first: past their backoff, and not
-    behind an earlier row of their session that is still waiting out its own."""
-    held_back = PendingReport.objects.filter(
-        graph_id=graph_id, session_id=OuterRef("session_id"), state="pending", id__lt=OuterRef("pk"), not_before__gt=now
-    )
-    return (
-        PendingReport.objects.filter(graph_id=graph_id, state="pending", not_before__lte=now)
-        .filter(~Exists(held_back))
-        .order_by("id")
-    )
-
-
-def drain(graph_id: int, *, batch_size: int = BATCH_SIZE, seconds: float = DRAIN_SECONDS) -> dict:
+def drain(graph_id: int, *, batch_size: int = BATCH_SIZE, seconds: float = DRAIN_SECONDS, linger: float = 0.0) -> dict:
     """Apply the graph's pending reports, batch after batch, until none is left or ``seconds`` ran out.
+
+    ``linger``: once the outbox is empty after this drain applied something, keep the graph's drain
+    lock for up to that many seconds, looking for a new report every ``LINGER_STEP`` seconds, and
+    apply what comes in the same drain. A session's use report and its outcome arrive a few tens of
+    milliseconds apart; while the lock is held the outcome's poke finds the drain running and sends
+    no task (``reports._poke``), so at one agent a session costs one drain instead of two. The worker's
+    task passes ``OUTBOX_LINGER_SECONDS``; a caller in a request (an eager task) or a test passes 0.
 
     Returns counts by row state, ``busy`` (another drainer holds the graph: it will see these rows)
     and ``more`` (time ran out with rows left: the caller asks for another drain).
@@ -106,23 +100,41 @@ def drain(graph_id: int, *, batch_size: int = BATCH_SIZE, seconds: float = DRAIN
             if not queries.try_drain_lock(graph_id):
                 counts["busy"] = True
                 return counts
-            graph = graph or Graph.objects.select_related("organization").filter(pk=graph_id).first()
-            if graph is None:
-                return counts
-            claim = _claimable(graph_id, clock.now()).select_for_update(skip_locked=True, of=("self",))
-            rows = list(claim[:batch_size])
+            rows = queries.claim_reports(graph_id, clock.now(), batch_size)
+            if not rows and counts["batches"] and linger > 0:
+                rows = _linger(graph_id, batch_size, min(linger, seconds - (time.monotonic() - started)))
+                linger = 0.0  # once per drain: a drain that found work after it lingers no more
             if rows:
+                graph = graph or queries.drain_graph(graph_id)
+                if graph is None:
+                    return counts
                 counts["batches"] += 1
                 for state in _apply_batch(graph, rows):
                     counts[state] += 1
         if not rows:
             # The lock is released now. A report committed while we held it had its poke find the
             # lock taken, so look once more, in a new snapshot, before leaving.
-            if not _claimable(graph_id, clock.now()).exists():
+            if not queries.reports_claimable(graph_id, clock.now()):
                 return counts
         if time.monotonic() - started > seconds:
             counts["more"] = True
             return counts
+
+
+LINGER_STEP = 0.01  # seconds between two looks for a new report while a drain lingers
+
+
+def _linger(graph_id: int, batch_size: int, seconds: float) -> list[PendingReport]:
+    """Holding the drain lock, wait up to ``seconds`` for a claimable report (one cheap EXISTS per
+    ``LINGER_STEP``); claim and return them, or [] when none came."""
+    deadline = time.monotonic() + seconds
+    while time.monotonic() < deadline:
+        time.sleep(min(LINGER_STEP, max(0.0, deadline - time.monotonic())))
+        # Each statement of this READ COMMITTED transaction reads a new snapshot: a report committed
+        # since the last look is seen.
+        if queries.reports_claimable(graph_id, clock.now()):
+            return queries.claim_reports(graph_id, clock.now(), batch_size)
+    return []
 
 
 def _apply_batch(graph: Graph, rows: list[PendingReport]) -> list[str]:
@@ -134,9 +146,7 @@ def _apply_batch(graph: Graph, rows: list[PendingReport]) -> list[str]:
     refuses its report, in the intake's words). Rows not reached before ``BATCH_SECONDS`` are left
     as they were (claimed again by the next batch). Returns the new state of each row handled.
     """
-    sessions = {s.pk: s for s in AgentSession.objects.filter(graph_id=graph.pk, pk__in={r.session_id for r in rows})}
-    for s in sessions.values():
-        s.graph = graph  # one graph object for the batch
+    sessions = queries.drain_sessions(graph, {r.session_id for r in rows})
     policy = graph.current_policy()
     users = {u.pk: u for u in get_user_model().objects.filter(pk__in={r.user_id for r in rows if r.user_id})}
     reports = [Report.from_row(row) for row in rows]

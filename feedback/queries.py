@@ -1194,3 +1194,96 @@ def mark_reports(graph_id: int, rows) -> None:
                 "results": [json.dumps(r.result) for r in rows],
             },
         )
+
+
+# The graph's pending reports that may be applied now, oldest first, at most %(limit)s, each locked
+# (``FOR UPDATE SKIP LOCKED``: a row another drainer's transaction holds is left to it): past their
+# backoff, and not behind an earlier row of their session still waiting out its own. Every column of
+# the row, in the model's order (``claim_reports``). Plain SQL: the drain runs it for every batch, and
+# the ORM's compilation of the same query (a correlated NOT EXISTS) cost more than running it.
+CLAIM_REPORTS = _statement(
+    """
+    SELECT {columns} FROM {report} r
+    WHERE r.graph_id = %(graph)s AND r.state = 'pending' AND r.not_before <= %(now)s
+      AND NOT EXISTS (SELECT 1 FROM {report} e
+                      WHERE e.graph_id = %(graph)s AND e.session_id = r.session_id AND e.state = 'pending'
+                        AND e.id < r.id AND e.not_before > %(now)s)
+    ORDER BY r.id
+    LIMIT %(limit)s
+    FOR UPDATE OF r SKIP LOCKED
+    """,
+    columns=sql.SQL(", ").join(sql.Identifier("r", f.column) for f in PendingReport._meta.concrete_fields),
+)
+
+# Whether the graph has a report CLAIM_REPORTS would take now (without locking anything).
+REPORTS_CLAIMABLE = _statement("""
+    SELECT EXISTS (
+        SELECT 1 FROM {report} r
+        WHERE r.graph_id = %(graph)s AND r.state = 'pending' AND r.not_before <= %(now)s
+          AND NOT EXISTS (SELECT 1 FROM {report} e
+                          WHERE e.graph_id = %(graph)s AND e.session_id = r.session_id AND e.state = 'pending'
+                            AND e.id < r.id AND e.not_before > %(now)s))
+""")
+
+
+def claim_reports(graph_id: int, now: datetime, limit: int) -> list[PendingReport]:
+    """Lock and return up to ``limit`` of the graph's claimable reports (CLAIM_REPORTS), oldest first."""
+    fields = PendingReport._meta.concrete_fields
+    names = [f.attname for f in fields]
+    rows = []
+    for values in fetch_all(CLAIM_REPORTS, {"graph": graph_id, "now": now, "limit": limit}):
+        row = PendingReport.from_db(connection.alias, names, list(values))
+        # Django's connection reads jsonb as text (its JSONField decodes it): decoded here.
+        for name in ("payload", "result"):
+            value = getattr(row, name)
+            if isinstance(value, str):
+                setattr(row, name, json.loads(value))
+        rows.append(row)
+    return rows
+
+
+def reports_claimable(graph_id: int, now: datetime) -> bool:
+    """Whether ``claim_reports`` would find a report of the graph now (REPORTS_CLAIMABLE)."""
+    return fetch(REPORTS_CLAIMABLE, {"graph": graph_id, "now": now})[0]
+
+
+def _columns(model, alias: str) -> sql.Composed:
+    """Every column of ``model``'s rows, in the model's order, for ``_rows``."""
+    return sql.SQL(", ").join(sql.Identifier(alias, f.column) for f in model._meta.concrete_fields)
+
+
+def _rows(model, statement: sql.Composed, params: dict) -> list:
+    """Model instances of the rows ``statement`` returns (every column, in the model's order)."""
+    names = [f.attname for f in model._meta.concrete_fields]
+    return [model.from_db(connection.alias, names, list(values)) for values in fetch_all(statement, params)]
+
+
+# The graph a drain applies reports to (``drain_graph``), and the sessions of a drained batch
+# (``drain_sessions``): plain SQL, read once per drain and per batch, where the ORM's compilation of
+# the same queries cost more than running them.
+DRAIN_GRAPH = _statement(
+    "SELECT {columns} FROM {graph} g WHERE g.id = %(graph)s", graph=_table(Graph), columns=_columns(Graph, "g")
+)
+DRAIN_SESSIONS = _statement(
+    "SELECT {columns} FROM {session} s WHERE s.graph_id = %(graph)s AND s.id = ANY(%(sessions)s::bigint[])",
+    columns=_columns(AgentSession, "s"),
+)
+
+
+def drain_graph(graph_id: int) -> Graph | None:
+    """The graph (DRAIN_GRAPH), or None when it is gone."""
+    found = _rows(Graph, DRAIN_GRAPH, {"graph": graph_id})
+    return found[0] if found else None
+
+
+def drain_sessions(graph: Graph, ids: set[int]) -> dict[int, AgentSession]:
+    """The graph's sessions among ``ids`` by id (DRAIN_SESSIONS), each holding ``graph`` itself."""
+    sessions = {}
+    for session in _rows(AgentSession, DRAIN_SESSIONS, {"graph": graph.pk, "sessions": sorted(ids)}):
+        session.graph = graph  # one graph object for the batch
+        sessions[session.pk] = session
+    return sessions
+
+
+# The id of the graph's edge type of that name (``actions._answered_type``; no row: none yet).
+EDGE_TYPE_ID = _statement("SELECT t.id FROM {edge_type} t WHERE t.graph_id = %(graph)s AND t.name = %(name)s")
