@@ -52,9 +52,7 @@ def _weights(graph):
 
 
 @pytest.mark.django_db
-def test_one_drain_of_many_reports_moves_the_weights_as_one_drain_per_report(
-    acme_graph, small_graph, edges, ada, acme
-):
+def test_one_drain_of_many_reports_moves_the_weights_as_one_drain_per_report(acme_graph, small_graph, edges, ada, acme):
     runs = []
     for one_at_a_time in (False, True):
         savepoint = transaction.savepoint()
