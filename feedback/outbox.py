@@ -78,15 +78,17 @@ def record(user, session: AgentSession, report: Report) -> None:
     )
 
 
-def drain(graph_id: int, *, batch_size: int = BATCH_SIZE, seconds: float = DRAIN_SECONDS, linger: float = 0.0) -> dict:
+def drain(graph_id: int, *, batch_size: int = BATCH_SIZE, seconds: float = DRAIN_SECONDS, window: float = 0.0) -> dict:
     """Apply the graph's pending reports, batch after batch, until none is left or ``seconds`` ran out.
 
-    ``linger``: once the outbox is empty after this drain applied something, keep the graph's drain
-    lock for up to that many seconds, looking for a new report every ``LINGER_STEP`` seconds, and
-    apply what comes in the same drain. A session's use report and its outcome arrive a few tens of
-    milliseconds apart; while the lock is held the outcome's poke finds the drain running and sends
-    no task (``reports._poke``), so at one agent a session costs one drain instead of two. The worker's
-    task passes ``OUTBOX_LINGER_SECONDS``; a caller in a request (an eager task) or a test passes 0.
+    ``window`` (seconds): the coalescing window of a wake-up. When the first claim finds reports that
+    are younger than that, of sessions with no outcome claimed yet, the drain holds the graph's lock
+    and looks again every ``WINDOW_STEP`` until those sessions' outcomes are in or the youngest report
+    is ``window`` old, then applies everything in one batch. A session's use report and its outcome
+    arrive a few tens of milliseconds apart: while the lock is held the outcome's poke finds the drain
+    running and sends no task (``reports._poke``), so at one agent a session costs one drain and one
+    batch instead of two. The worker's task passes ``OUTBOX_COALESCE_SECONDS``; a caller in a request
+    (an eager task) or a test passes 0.
 
     Returns counts by row state, ``busy`` (another drainer holds the graph: it will see these rows)
     and ``more`` (time ran out with rows left: the caller asks for another drain).
@@ -101,9 +103,9 @@ def drain(graph_id: int, *, batch_size: int = BATCH_SIZE, seconds: float = DRAIN
                 counts["busy"] = True
                 return counts
             rows = queries.claim_reports(graph_id, clock.now(), batch_size)
-            if not rows and counts["batches"] and linger > 0:
-                rows = _linger(graph_id, batch_size, min(linger, seconds - (time.monotonic() - started)))
-                linger = 0.0  # once per drain: a drain that found work after it lingers no more
+            if window > 0 and rows:
+                rows = _coalesce(graph_id, rows, batch_size, window)
+            window = 0.0  # the wake-up's window only: later batches are a backlog, not a session in flight
             if rows:
                 graph = graph or queries.drain_graph(graph_id)
                 if graph is None:
@@ -111,9 +113,10 @@ def drain(graph_id: int, *, batch_size: int = BATCH_SIZE, seconds: float = DRAIN
                 counts["batches"] += 1
                 for state in _apply_batch(graph, rows):
                     counts[state] += 1
-        if not rows:
+        if len(rows) < batch_size:
             # The lock is released now. A report committed while we held it had its poke find the
-            # lock taken, so look once more, in a new snapshot, before leaving.
+            # lock taken, so look once more, in a new snapshot, before leaving (one statement; a full
+            # batch goes straight on to the next claim).
             if not queries.reports_claimable(graph_id, clock.now()):
                 return counts
         if time.monotonic() - started > seconds:
@@ -121,20 +124,26 @@ def drain(graph_id: int, *, batch_size: int = BATCH_SIZE, seconds: float = DRAIN
             return counts
 
 
-LINGER_STEP = 0.01  # seconds between two looks for a new report while a drain lingers
+WINDOW_STEP = 0.01  # seconds between two looks for a session's next report within the coalescing window
 
 
-def _linger(graph_id: int, batch_size: int, seconds: float) -> list[PendingReport]:
-    """Holding the drain lock, wait up to ``seconds`` for a claimable report (one cheap EXISTS per
-    ``LINGER_STEP``); claim and return them, or [] when none came."""
-    deadline = time.monotonic() + seconds
-    while time.monotonic() < deadline:
-        time.sleep(min(LINGER_STEP, max(0.0, deadline - time.monotonic())))
+def _coalesce(graph_id: int, rows: list[PendingReport], batch_size: int, window: float) -> list[PendingReport]:
+    """The claimed ``rows``, and what arrived within the coalescing window (``drain``): claimed again
+    every ``WINDOW_STEP`` (this transaction's own locked rows come back with the new ones, in order)
+    while the batch has room, some claimed session has no outcome yet, and the youngest row is not
+    ``window`` old."""
+    deadline = time.monotonic() + window  # a bound whatever the clock says
+    while len(rows) < batch_size:
+        open_sessions = {r.session_id for r in rows} - {r.session_id for r in rows if r.kind == "outcome"}
+        youngest = max(r.created_at for r in rows)
+        wait = min(window - (clock.now() - youngest).total_seconds(), deadline - time.monotonic())
+        if not open_sessions or wait <= 0:
+            break
+        time.sleep(min(WINDOW_STEP, wait))
         # Each statement of this READ COMMITTED transaction reads a new snapshot: a report committed
         # since the last look is seen.
-        if queries.reports_claimable(graph_id, clock.now()):
-            return queries.claim_reports(graph_id, clock.now(), batch_size)
-    return []
+        rows = queries.claim_reports(graph_id, clock.now(), batch_size)
+    return rows
 
 
 def _apply_batch(graph: Graph, rows: list[PendingReport]) -> list[str]:

@@ -1,5 +1,5 @@
 """The worker's drain: one drain of many reports moves the weights exactly as one drain per report,
-and a drain lingers briefly for a session's next report instead of leaving it to another task."""
+and a wake-up waits briefly for a session's outcome instead of leaving it to another drain."""
 
 import threading
 import time
@@ -77,15 +77,35 @@ def test_one_drain_of_many_reports_moves_the_weights_as_one_drain_per_report(acm
 
 
 @pytest.mark.django_db
-def test_a_drain_without_work_does_not_linger(acme_graph):
+def test_a_wake_up_without_work_does_not_wait(acme_graph):
     started = time.monotonic()
-    counts = outbox.drain(acme_graph.pk, linger=5.0)
+    counts = outbox.drain(acme_graph.pk, window=5.0)
     assert counts["batches"] == 0 and time.monotonic() - started < 2.0
 
 
 @pytest.mark.django_db
-@override_settings(OUTBOX_LINGER_SECONDS=5.0)
-def test_the_task_run_eagerly_does_not_linger(acme_graph, surfaced, small_graph, ada):
+def test_a_session_whose_outcome_is_claimed_is_not_waited_for(acme_graph, surfaced, small_graph, ada):
+    with transaction.atomic():
+        outbox.record(ada, surfaced, Report("uses", "k1", (UseItem("node", small_graph["c"].pk, "explicit"),)))
+        outbox.record(ada, surfaced, Report("outcome", "k2", outcome="accepted"))
+    started = time.monotonic()
+    counts = outbox.drain(acme_graph.pk, window=5.0)
+    assert (counts["applied"], counts["batches"]) == (2, 1) and time.monotonic() - started < 2.0
+
+
+@pytest.mark.django_db
+def test_the_window_ends_when_no_outcome_comes(acme_graph, surfaced, small_graph, ada):
+    with transaction.atomic():
+        outbox.record(ada, surfaced, Report("uses", "k1", (UseItem("node", small_graph["c"].pk, "explicit"),)))
+    started = time.monotonic()
+    counts = outbox.drain(acme_graph.pk, window=0.3)
+    elapsed = time.monotonic() - started
+    assert (counts["applied"], counts["batches"]) == (1, 1) and 0.2 < elapsed < 3.0
+
+
+@pytest.mark.django_db
+@override_settings(OUTBOX_COALESCE_SECONDS=5.0)
+def test_the_task_run_eagerly_does_not_wait(acme_graph, surfaced, small_graph, ada):
     with transaction.atomic():
         outbox.record(ada, surfaced, Report("uses", "k1", (UseItem("node", small_graph["c"].pk, "explicit"),)))
     started = time.monotonic()
@@ -94,7 +114,7 @@ def test_the_task_run_eagerly_does_not_linger(acme_graph, surfaced, small_graph,
 
 
 @pytest.mark.django_db(transaction=True)
-def test_a_report_arriving_while_the_drain_lingers_is_applied_by_that_drain(acme_graph, small_graph, edges, ada):
+def test_an_outcome_arriving_within_the_window_is_applied_in_the_same_batch(acme_graph, small_graph, edges, ada):
     n = small_graph
     session = make_session(acme_graph, "s1", [(n["b"], edges["ab"], True), (n["c"], edges["bc"], True)], ada)
     outbox.record(ada, session, Report("uses", "k1", (UseItem("node", n["c"].pk, "explicit"),)))
@@ -102,7 +122,7 @@ def test_a_report_arriving_while_the_drain_lingers_is_applied_by_that_drain(acme
 
     def drain():
         try:
-            result["counts"] = outbox.drain(acme_graph.pk, linger=10.0)
+            result["counts"] = outbox.drain(acme_graph.pk, window=10.0)
         finally:
             connection.close()
 
@@ -110,18 +130,17 @@ def test_a_report_arriving_while_the_drain_lingers_is_applied_by_that_drain(acme
     started = time.monotonic()
     worker.start()
     deadline = time.monotonic() + 10
-    while PendingReport.objects.filter(state="pending").exists() and time.monotonic() < deadline:
+    while not queries.drain_running(acme_graph.pk) and time.monotonic() < deadline:
         time.sleep(0.01)
-    # The use report is applied and committed; the drain now holds the graph's lock, waiting: the
-    # outcome's poke would find it running and send no task.
-    assert PendingReport.objects.get().state == "applied"
-    time.sleep(0.05)
+    # The drain holds the graph's lock and waits for the session's outcome, the use report claimed but
+    # not applied: the outcome's poke would find the drain running and send no task.
     assert queries.drain_running(acme_graph.pk)
+    assert PendingReport.objects.get().state == "pending"
     outbox.record(ada, session, Report("outcome", "k2", outcome="accepted"))
     worker.join(timeout=15)
     assert not worker.is_alive()
     counts = result["counts"]
-    assert (counts["applied"], counts["batches"], counts["busy"]) == (2, 2, False)
-    assert time.monotonic() - started < 8.0  # it stopped lingering once the outcome came
+    assert (counts["applied"], counts["batches"], counts["busy"]) == (2, 1, False)
+    assert time.monotonic() - started < 8.0  # it stopped waiting once the outcome came
     assert not queries.drain_running(acme_graph.pk)
     assert list(UpdateBatch.objects.order_by("id").values_list("kind", flat=True))[:2] == ["reinforce", "outcome"]
