@@ -33,7 +33,6 @@ import time
 from contextlib import nullcontext
 from datetime import timedelta
 
-from django.contrib.auth import get_user_model
 from django.db import transaction
 from django.db.models import Q
 
@@ -157,7 +156,7 @@ def _apply_batch(graph: Graph, rows: list[PendingReport]) -> list[str]:
     """
     sessions = queries.drain_sessions(graph, {r.session_id for r in rows})
     policy = graph.current_policy()
-    users = {u.pk: u for u in get_user_model().objects.filter(pk__in={r.user_id for r in rows if r.user_id})}
+    users = queries.drain_users({r.user_id for r in rows if r.user_id})
     reports = [Report.from_row(row) for row in rows]
     items = [i for r in reports for i in r.items]
     live_nodes, live_edges = queries.live_targets(
