@@ -3,6 +3,7 @@
     .venv/bin/python -m bench.profile_paths --sessions 100            # the stage table (docs/performance.md)
     .venv/bin/python -m bench.profile_paths --sessions 100 --tree     # pyinstrument's call tree instead
     .venv/bin/python -m bench.profile_paths --sessions 100 --cpu 40   # cProfile: top 40 functions by CPU
+    .venv/bin/python -m bench.profile_paths --sessions 60 --batch 1   # the drain one report per batch (one agent)
 
 Runs against the database of this checkout (``make run``'s demo graph; stop ``make run`` first, or at least
 its worker, so that it does not drain the reports made here). Each call goes through the whole request path
@@ -47,6 +48,14 @@ def main(argv=None) -> int:
         "functions by cumulative CPU. On a busy machine wall time is mostly waiting; CPU time is what 2 cores spend.",
     )
     parser.add_argument("--no-floors", action="store_true", help="Do not run each SELECT a second time for its floor.")
+    parser.add_argument(
+        "--batch",
+        type=int,
+        default=0,
+        help="Reports per drained batch (default: the drain's own, 50). 1 applies each report in a batch of its "
+        "own, as at one agent when a session's reports are drained apart; 2 a session's use report and outcome "
+        "together, as the worker's coalescing window does.",
+    )
     args = parser.parse_args(argv)
     setup_django()
 
@@ -95,7 +104,7 @@ def main(argv=None) -> int:
             reports[0] += report(name, bodies[name])
 
     def run_drain():
-        return outbox.drain(graph.pk)
+        return outbox.drain(graph.pk, batch_size=args.batch or outbox.BATCH_SIZE)
 
     if args.tree or args.cpu:
         for label, fn, per in (

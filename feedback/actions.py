@@ -209,7 +209,7 @@ def do_record_uses(
         params = _reinforce_params(batch, targets, events, lr, neg)
         edge_updates, node_updates = queries.fetch(queries.REINFORCE, params)
         # Counted apart (details.answered): edge_updates keeps counting what the report moved in the graph.
-        batch.details["answered"] = _teach(batch, session, _use_evidence(session, reported))
+        batch.details["answered"] = _teach(batch, session, *_use_evidence(session, reported))
         return ledger.finish(
             batch,
             actor,
@@ -232,8 +232,8 @@ def _replayed(graph, idempotency_key: str | None) -> Result | None:
 def _uncredited_targets(session: AgentSession, unique: list[UseItem], source: str) -> list[tuple[UseItem, str]]:
     """The reported items and the edges on the paths that surfaced them, as (item, source), without
     those already credited (or flagged) in this session."""
-    targets = [(i, source) for i in unique] + [(i, "path") for i in queries.path_credit(session, unique)]
-    credited = queries.already_credited(session, [i for i, _s in targets])
+    path, credited = queries.credit_targets(session, unique)
+    targets = [(i, source) for i in unique] + [(i, "path") for i in path]
     return [(i, s) for i, s in targets if (i.kind, i.id) not in credited]
 
 
@@ -361,36 +361,40 @@ def _question_of(graph: Graph, vector, model: str, query: str, session: AgentSes
     return node.pk
 
 
-def _use_evidence(session: AgentSession, items: list[UseItem]) -> dict[tuple[int, int], str]:
+def _use_evidence(session: AgentSession, items: list[UseItem]) -> tuple[dict[tuple[int, int], str], dict]:
     """(injection id, node id) -> evidence for reported node uses and flags: the injection the item names,
-    else every injection of the session that selected the node."""
+    else every injection of the session that selected the node; and the session's questions
+    (``queries.Shown.asked``, read in the same statement)."""
     nodes = [i for i in items if i.kind == "node"]
     if not nodes:
-        return {}
-    shown, _used, _flagged = queries.session_shown(session)
+        return {}, {}
+    session_shown = queries.session_shown(session)
     evidence = {}
     for item in nodes:
         what = rules.FLAGGED if item.signal == "negative" else rules.USED
-        injections = [item.injection_id] if item.injection_id else [i for i, ns in shown.items() if item.id in ns]
+        injections = (
+            [item.injection_id] if item.injection_id else [i for i, ns in session_shown.shown.items() if item.id in ns]
+        )
         for injection in injections:
             evidence[(injection, item.id)] = what
-    return evidence
+    return evidence, session_shown.asked
 
 
-def _outcome_evidence(session: AgentSession, outcome: str) -> dict[tuple[int, int], str]:
+def _outcome_evidence(session: AgentSession, outcome: str) -> tuple[dict[tuple[int, int], str], dict]:
     """(injection id, node id) -> evidence the outcome gives the notes shown and not reported
-    (``rules.session_evidence``)."""
-    shown, used, flagged = queries.session_shown(session)
+    (``rules.session_evidence``); and the session's questions (``queries.Shown.asked``)."""
+    found = queries.session_shown(session)
     evidence = {}
-    for injection, nodes in shown.items():
-        for node, what in rules.session_evidence(outcome, nodes, used, flagged).items():
+    for injection, nodes in found.shown.items():
+        for node, what in rules.session_evidence(outcome, nodes, found.used, found.flagged).items():
             evidence[(injection, node)] = what
-    return evidence
+    return evidence, found.asked
 
 
-def _teach(batch: UpdateBatch, session: AgentSession, evidence: dict[tuple[int, int], str]) -> int:
+def _teach(batch: UpdateBatch, session: AgentSession, evidence: dict[tuple[int, int], str], asked: dict) -> int:
     """Write question-conditional evidence in ``batch``: (injection id, node id) -> evidence
-    (``rules.EVIDENCE``). Each injection with a query vector maps to its question node (merged with
+    (``rules.EVIDENCE``). Each injection with a query vector (``asked``: injection id -> vector, model,
+    query, the session's as ``queries.session_shown`` read them) maps to its question node (merged with
     near-duplicates); the ``answered`` edges question -> note are created neutral where missing, then
     moved (``queries.TEACH``) with their history in the batch, so its rollback takes the evidence back.
     Returns the edge weights changed (the batch's ``details.answered``)."""
@@ -398,12 +402,7 @@ def _teach(batch: UpdateBatch, session: AgentSession, evidence: dict[tuple[int, 
         return 0
     graph = session.graph
     injections = {i for i, _n in evidence}
-    found = {
-        pk: (vector, model, query)
-        for pk, vector, model, query in queries.fetch_all(
-            queries.INJECTION_QUERIES, {"graph": graph.pk, "session": session.pk, "injections": sorted(injections)}
-        )
-    }
+    found = {pk: asked[pk] for pk in injections if pk in asked}
     if not found:
         return 0
     memo = _REUSED.get()
@@ -417,20 +416,28 @@ def _teach(batch: UpdateBatch, session: AgentSession, evidence: dict[tuple[int, 
     if not merged:
         return 0
     if ("answered", graph.pk) not in memo:
-        memo[("answered", graph.pk)], _ = EdgeType.objects.get_or_create(
-            graph=graph, name=rules.ANSWERED, defaults={"priority": 0.0, "description": ANSWERED_DESCRIPTION}
-        )
-    edge_type = memo[("answered", graph.pk)]
+        memo[("answered", graph.pk)] = _answered_type(graph)
     keys = sorted(merged)
     params = {
         **ledger.history_params(batch),
-        "type": edge_type.pk,
+        "type": memo[("answered", graph.pk)],
         "questions": [q for q, _n in keys],
         "nodes": [n for _q, n in keys],
         "evidence": [merged[k] for k in keys],
     }
     queries.execute(queries.INSERT_ANSWERED, params)
     return queries.fetch(queries.TEACH, params)[0]
+
+
+def _answered_type(graph: Graph) -> int:
+    """The id of the graph's ``answered`` edge type, created on first use (one named SELECT when it exists)."""
+    found = queries.fetch(queries.EDGE_TYPE_ID, {"graph": graph.pk, "name": rules.ANSWERED})
+    if found is not None:
+        return found[0]
+    edge_type, _ = EdgeType.objects.get_or_create(
+        graph=graph, name=rules.ANSWERED, defaults={"priority": 0.0, "description": ANSWERED_DESCRIPTION}
+    )
+    return edge_type.pk
 
 
 # --------------------------------------------------------------------------------------------------
@@ -490,7 +497,7 @@ def do_apply_outcome(
         _write_outcome(batch, session_id, outcome, alpha, score, started)
         # The session's row is locked and known: no need to read it again for its evidence.
         session = AgentSession(pk=session_id, graph=graph, external_id=external_id, outcome=outcome)
-        answered = _teach(batch, session, _outcome_evidence(session, outcome))
+        answered = _teach(batch, session, *_outcome_evidence(session, outcome))
         if answered:
             # Counted apart, as for a use report: edge_updates keeps counting the outcome EMA's changes.
             batch.details["answered"] = answered
@@ -734,7 +741,7 @@ def do_link_co_used(session: AgentSession, *, actor, policy=None) -> Result:
     policy = policy or graph.current_policy()
     with transaction.atomic():
         # The session lock orders two links of the same session; ON CONFLICT (INSERT_LINKS), two sessions'.
-        AgentSession.objects.select_for_update(no_key=True).filter(graph_id=session.graph_id, pk=session.pk).first()
+        queries.fetch(queries.LOCK_SESSION, {"graph": session.graph_id, "session": session.pk})
         pairs = queries.co_used_pairs(session, policy.co_use_min_sessions, CO_USED)
         if not pairs:
             # The usual case after an accepted session: not worth a warning (fall_through logs one).

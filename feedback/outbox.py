@@ -34,9 +34,8 @@ import time
 from contextlib import nullcontext
 from datetime import timedelta
 
-from django.contrib.auth import get_user_model
 from django.db import transaction
-from django.db.models import Exists, OuterRef, Q
+from django.db.models import Q
 
 from graphadmin import audit, clock
 from graphadmin.errors import DomainError
@@ -79,21 +78,17 @@ def record(user, session: AgentSession, report: Report) -> None:
     )
 
 
-def _claimable(graph_id: int, now):
-    """The graph's pending rows that may be applied now, oldest first: past their backoff, and not
-    behind an earlier row of their session that is still waiting out its own."""
-    held_back = PendingReport.objects.filter(
-        graph_id=graph_id, session_id=OuterRef("session_id"), state="pending", id__lt=OuterRef("pk"), not_before__gt=now
-    )
-    return (
-        PendingReport.objects.filter(graph_id=graph_id, state="pending", not_before__lte=now)
-        .filter(~Exists(held_back))
-        .order_by("id")
-    )
-
-
-def drain(graph_id: int, *, batch_size: int = BATCH_SIZE, seconds: float = DRAIN_SECONDS) -> dict:
+def drain(graph_id: int, *, batch_size: int = BATCH_SIZE, seconds: float = DRAIN_SECONDS, window: float = 0.0) -> dict:
     """Apply the graph's pending reports, batch after batch, until none is left or ``seconds`` ran out.
+
+    ``window`` (seconds): the coalescing window of a wake-up. When the first claim finds reports that
+    are younger than that, of sessions with no outcome claimed yet, the drain holds the graph's lock
+    and looks again every ``WINDOW_STEP`` until those sessions' outcomes are in or the youngest report
+    is ``window`` old, then applies everything in one batch. A session's use report and its outcome
+    arrive a few tens of milliseconds apart: while the lock is held the outcome's poke finds the drain
+    running and sends no task (``reports._poke``), so at one agent a session costs one drain and one
+    batch instead of two. The worker's task passes ``OUTBOX_COALESCE_SECONDS``; a caller in a request
+    (an eager task) or a test passes 0.
 
     Returns counts by row state, ``busy`` (another drainer holds the graph: it will see these rows)
     and ``more`` (time ran out with rows left: the caller asks for another drain).
@@ -107,23 +102,48 @@ def drain(graph_id: int, *, batch_size: int = BATCH_SIZE, seconds: float = DRAIN
             if not queries.try_drain_lock(graph_id):
                 counts["busy"] = True
                 return counts
-            graph = graph or Graph.objects.select_related("organization").filter(pk=graph_id).first()
-            if graph is None:
-                return counts
-            claim = _claimable(graph_id, clock.now()).select_for_update(skip_locked=True, of=("self",))
-            rows = list(claim[:batch_size])
+            rows = queries.claim_reports(graph_id, clock.now(), batch_size)
+            if window > 0 and rows:
+                rows = _coalesce(graph_id, rows, batch_size, window)
+            window = 0.0  # the wake-up's window only: later batches are a backlog, not a session in flight
             if rows:
+                graph = graph or queries.drain_graph(graph_id)
+                if graph is None:
+                    return counts
                 counts["batches"] += 1
                 for state in _apply_batch(graph, rows):
                     counts[state] += 1
-        if not rows:
+        if len(rows) < batch_size:
             # The lock is released now. A report committed while we held it had its poke find the
-            # lock taken, so look once more, in a new snapshot, before leaving.
-            if not _claimable(graph_id, clock.now()).exists():
+            # lock taken, so look once more, in a new snapshot, before leaving (one statement; a full
+            # batch goes straight on to the next claim).
+            if not queries.reports_claimable(graph_id, clock.now()):
                 return counts
         if time.monotonic() - started > seconds:
             counts["more"] = True
             return counts
+
+
+WINDOW_STEP = 0.01  # seconds between two looks for a session's next report within the coalescing window
+
+
+def _coalesce(graph_id: int, rows: list[PendingReport], batch_size: int, window: float) -> list[PendingReport]:
+    """The claimed ``rows``, and what arrived within the coalescing window (``drain``): claimed again
+    every ``WINDOW_STEP`` (this transaction's own locked rows come back with the new ones, in order)
+    while the batch has room, some claimed session has no outcome yet, and the youngest row is not
+    ``window`` old."""
+    deadline = time.monotonic() + window  # a bound whatever the clock says
+    while len(rows) < batch_size:
+        open_sessions = {r.session_id for r in rows} - {r.session_id for r in rows if r.kind == "outcome"}
+        youngest = max(r.created_at for r in rows)
+        wait = min(window - (clock.now() - youngest).total_seconds(), deadline - time.monotonic())
+        if not open_sessions or wait <= 0:
+            break
+        time.sleep(min(WINDOW_STEP, wait))
+        # Each statement of this READ COMMITTED transaction reads a new snapshot: a report committed
+        # since the last look is seen.
+        rows = queries.claim_reports(graph_id, clock.now(), batch_size)
+    return rows
 
 
 def _apply_batch(graph: Graph, rows: list[PendingReport]) -> list[str]:
@@ -135,11 +155,9 @@ def _apply_batch(graph: Graph, rows: list[PendingReport]) -> list[str]:
     refuses its report, in the intake's words). Rows not reached before ``BATCH_SECONDS`` are left
     as they were (claimed again by the next batch). Returns the new state of each row handled.
     """
-    sessions = {s.pk: s for s in AgentSession.objects.filter(graph_id=graph.pk, pk__in={r.session_id for r in rows})}
-    for s in sessions.values():
-        s.graph = graph  # one graph object for the batch
+    sessions = queries.drain_sessions(graph, {r.session_id for r in rows})
     policy = graph.current_policy()
-    users = {u.pk: u for u in get_user_model().objects.filter(pk__in={r.user_id for r in rows if r.user_id})}
+    users = queries.drain_users({r.user_id for r in rows if r.user_id})
     reports = [Report.from_row(row) for row in rows]
     items = [i for r in reports for i in r.items]
     live_nodes, live_edges = queries.live_targets(

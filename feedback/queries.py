@@ -35,6 +35,7 @@ import json
 from dataclasses import dataclass
 from datetime import UTC, datetime
 
+from django.contrib.auth import get_user_model
 from django.db import connection
 from psycopg import sql
 
@@ -666,33 +667,51 @@ TEACH = _statement("""
 """)
 
 
-# A session's selected candidates by injection, and the nodes its reports used or flagged (not path
-# credit): what its question evidence reads, in one statement (``session_shown``).
+# A session's selected candidates by injection, the nodes its reports used or flagged (not path
+# credit), and its injections' questions (those with a query vector): what its question evidence
+# reads and teaches, in one statement (``session_shown``).
 SESSION_SHOWN = _statement("""
-    SELECT 'shown', c.injection_id, c.node_id
+    SELECT 'shown', c.injection_id, c.node_id, NULL::real[], NULL::text, NULL::text
     FROM {candidate} c JOIN {injection} i ON i.id = c.injection_id
     WHERE c.graph_id = %(graph)s AND i.graph_id = %(graph)s AND i.session_id = %(session)s AND c.selected
     UNION ALL
-    SELECT CASE WHEN u.signal = 'negative' THEN 'flagged' ELSE 'used' END, NULL, u.node_id
+    SELECT CASE WHEN u.signal = 'negative' THEN 'flagged' ELSE 'used' END, NULL, u.node_id, NULL, NULL, NULL
     FROM {use_event} u
     WHERE u.graph_id = %(graph)s AND u.session_id = %(session)s AND u.node_id IS NOT NULL AND u.source <> 'path'
+    UNION ALL
+    SELECT 'query', i.id, NULL, i.query_embedding::real[], i.query_model::text, i.query::text
+    FROM {injection} i
+    WHERE i.graph_id = %(graph)s AND i.session_id = %(session)s AND i.query_embedding IS NOT NULL
 """)
 
 
-def session_shown(session: AgentSession) -> tuple[dict[int, set[int]], set[int], set[int]]:
-    """What a session was shown and reported, for its question evidence (one statement).
+@dataclass(frozen=True, slots=True)
+class Shown:
+    """What a session was shown and reported, for its question evidence (``session_shown``).
 
-    Returns (injection id -> selected node ids, node ids reported used (explicit or implicit, not path
-    credit), node ids flagged negative).
+    ``shown``: injection id -> selected node ids; ``used``: node ids reported used (explicit or
+    implicit, not path credit); ``flagged``: node ids flagged negative; ``asked``: injection id ->
+    (query vector, its model, query text) for the injections with a query vector.
     """
-    shown: dict[int, set[int]] = {}
-    used, flagged = set(), set()
-    for what, injection_id, node_id in fetch_all(SESSION_SHOWN, {"graph": session.graph_id, "session": session.pk}):
+
+    shown: dict[int, set[int]]
+    used: set[int]
+    flagged: set[int]
+    asked: dict[int, tuple]
+
+
+def session_shown(session: AgentSession) -> Shown:
+    """What a session was shown, reported and asked (one statement, SESSION_SHOWN)."""
+    found = Shown({}, set(), set(), {})
+    params = {"graph": session.graph_id, "session": session.pk}
+    for what, injection_id, node_id, vector, model, query in fetch_all(SESSION_SHOWN, params):
         if what == "shown":
-            shown.setdefault(injection_id, set()).add(node_id)
+            found.shown.setdefault(injection_id, set()).add(node_id)
+        elif what == "query":
+            found.asked[injection_id] = (vector, model, query)
         else:
-            (flagged if what == "flagged" else used).add(node_id)
-    return shown, used, flagged
+            (found.flagged if what == "flagged" else found.used).add(node_id)
+    return found
 
 
 # --------------------------------------------------------------------------------------------------
@@ -902,24 +921,37 @@ def live_targets(graph_id: int, nodes: set[int], edges: set[int]) -> tuple[set[i
     return live["node"], live["edge"]
 
 
-def path_credit(session: AgentSession, items: list[rules.UseItem]) -> list[rules.UseItem]:
-    """The edges a report credits besides its items (``rules.credit_paths``), from the session's
-    selected candidates of the reported nodes. One query."""
+def credit_targets(
+    session: AgentSession, items: list[rules.UseItem]
+) -> tuple[list[rules.UseItem], set[tuple[str, int]]]:
+    """What a use report of ``items`` credits, in one statement (PATH_AND_CREDITED): the edges it
+    credits besides its items (``rules.credit_paths``, from the session's selected candidates of the
+    reported nodes), and the (kind, id) of every node and edge already credited (or flagged) in the
+    session, which are skipped."""
     nodes = [i.id for i in items if i.kind == "node"]
-    if not nodes:
-        return []
-    rows = fetch_all(PATH_CANDIDATES, {"graph": session.graph_id, "session": session.pk, "nodes": nodes})
-    # Django's connection reads jsonb as text (its JSONField decodes it): decoded here.
-    rows = [(n, i, e, json.loads(f) if isinstance(f, str) else f) for n, i, e, f in rows]
-    return rules.credit_paths(items, rows)
+    candidates, credited = [], set()
+    for what, node, injection, edge, features in fetch_all(
+        PATH_AND_CREDITED, {"graph": session.graph_id, "session": session.pk, "nodes": nodes}
+    ):
+        if what == "candidate":
+            # Django's connection reads jsonb as text (its JSONField decodes it): decoded here.
+            candidates.append((node, injection, edge, json.loads(features) if isinstance(features, str) else features))
+        else:
+            credited.add(("node", node) if node else ("edge", edge))
+    return (rules.credit_paths(items, candidates) if nodes else []), credited
 
 
-# The session's selected candidates of the given nodes (``path_credit``).
-PATH_CANDIDATES = _statement("""
-    SELECT c.node_id, c.injection_id, c.edge_id, c.features
+# The session's selected candidates of the given nodes (``credit_targets``: the paths that surfaced
+# them), then the nodes and edges the session's use events already credited.
+PATH_AND_CREDITED = _statement("""
+    SELECT 'candidate', c.node_id, c.injection_id, c.edge_id, c.features
     FROM {candidate} c JOIN {injection} i ON i.id = c.injection_id
     WHERE c.graph_id = %(graph)s AND i.graph_id = %(graph)s AND i.session_id = %(session)s AND c.selected
       AND c.node_id = ANY(%(nodes)s::bigint[])
+    UNION ALL
+    SELECT 'credited', u.node_id, NULL, u.edge_id, NULL
+    FROM {use_event} u
+    WHERE u.graph_id = %(graph)s AND u.session_id = %(session)s
 """)
 
 
@@ -1072,24 +1104,6 @@ INSERT_REPORT = _statement("""
 """)
 
 
-def already_credited(session: AgentSession, items: list[rules.UseItem]) -> set[tuple[str, int]]:
-    """The (kind, id) among ``items`` that already have a use event in this session (one query)."""
-    nodes = [i.id for i in items if i.kind == "node"]
-    edges = [i.id for i in items if i.kind == "edge"]
-    found = fetch_all(
-        ALREADY_CREDITED, {"graph": session.graph_id, "session": session.pk, "nodes": nodes, "edges": edges}
-    )
-    return {("node", n) if n else ("edge", e) for n, e in found}
-
-
-# The session's use events of the given nodes and edges (``already_credited``).
-ALREADY_CREDITED = _statement("""
-    SELECT u.node_id, u.edge_id FROM {use_event} u
-    WHERE u.graph_id = %(graph)s AND u.session_id = %(session)s
-      AND (u.node_id = ANY(%(nodes)s::bigint[]) OR u.edge_id = ANY(%(edges)s::bigint[]))
-""")
-
-
 # Lock a session's row (``FOR NO KEY UPDATE``): the first step of every write on its reports.
 LOCK_SESSION = _statement("""
     SELECT s.id FROM {session} s WHERE s.graph_id = %(graph)s AND s.id = %(session)s FOR NO KEY UPDATE OF s
@@ -1098,13 +1112,6 @@ LOCK_SESSION = _statement("""
 # The id of the graph's batch with this idempotency key, if any.
 BATCH_BY_KEY = _statement("""
     SELECT b.id FROM {batch} b WHERE b.graph_id = %(graph)s AND b.idempotency_key = %(key)s
-""")
-
-# The session's injections (of ``%(injections)s``) that have a query vector: id, vector, model, query.
-INJECTION_QUERIES = _statement("""
-    SELECT i.id, i.query_embedding::real[], i.query_model, i.query FROM {injection} i
-    WHERE i.graph_id = %(graph)s AND i.session_id = %(session)s AND i.id = ANY(%(injections)s::bigint[])
-      AND i.query_embedding IS NOT NULL
 """)
 
 # Use events, one per aligned array element; their ids in that order.
@@ -1320,3 +1327,111 @@ def mark_reports(graph_id: int, rows) -> None:
                 "results": [json.dumps(r.result) for r in rows],
             },
         )
+
+
+# The graph's pending reports that may be applied now, oldest first, at most %(limit)s, each locked
+# (``FOR UPDATE SKIP LOCKED``: a row another drainer's transaction holds is left to it): past their
+# backoff, and not behind an earlier row of their session still waiting out its own. Every column of
+# the row, in the model's order (``claim_reports``). Plain SQL: the drain runs it for every batch, and
+# the ORM's compilation of the same query (a correlated NOT EXISTS) cost more than running it.
+CLAIM_REPORTS = _statement(
+    """
+    SELECT {columns} FROM {report} r
+    WHERE r.graph_id = %(graph)s AND r.state = 'pending' AND r.not_before <= %(now)s
+      AND NOT EXISTS (SELECT 1 FROM {report} e
+                      WHERE e.graph_id = %(graph)s AND e.session_id = r.session_id AND e.state = 'pending'
+                        AND e.id < r.id AND e.not_before > %(now)s)
+    ORDER BY r.id
+    LIMIT %(limit)s
+    FOR UPDATE OF r SKIP LOCKED
+    """,
+    columns=sql.SQL(", ").join(sql.Identifier("r", f.column) for f in PendingReport._meta.concrete_fields),
+)
+
+# Whether the graph has a report CLAIM_REPORTS would take now (without locking anything).
+REPORTS_CLAIMABLE = _statement("""
+    SELECT EXISTS (
+        SELECT 1 FROM {report} r
+        WHERE r.graph_id = %(graph)s AND r.state = 'pending' AND r.not_before <= %(now)s
+          AND NOT EXISTS (SELECT 1 FROM {report} e
+                          WHERE e.graph_id = %(graph)s AND e.session_id = r.session_id AND e.state = 'pending'
+                            AND e.id < r.id AND e.not_before > %(now)s))
+""")
+
+
+def claim_reports(graph_id: int, now: datetime, limit: int) -> list[PendingReport]:
+    """Lock and return up to ``limit`` of the graph's claimable reports (CLAIM_REPORTS), oldest first."""
+    fields = PendingReport._meta.concrete_fields
+    names = [f.attname for f in fields]
+    rows = []
+    for values in fetch_all(CLAIM_REPORTS, {"graph": graph_id, "now": now, "limit": limit}):
+        row = PendingReport.from_db(connection.alias, names, list(values))
+        # Django's connection reads jsonb as text (its JSONField decodes it): decoded here.
+        for name in ("payload", "result"):
+            value = getattr(row, name)
+            if isinstance(value, str):
+                setattr(row, name, json.loads(value))
+        rows.append(row)
+    return rows
+
+
+def reports_claimable(graph_id: int, now: datetime) -> bool:
+    """Whether ``claim_reports`` would find a report of the graph now (REPORTS_CLAIMABLE)."""
+    return fetch(REPORTS_CLAIMABLE, {"graph": graph_id, "now": now})[0]
+
+
+def _columns(model, alias: str) -> sql.Composed:
+    """Every column of ``model``'s rows, in the model's order, for ``_rows``."""
+    return sql.SQL(", ").join(sql.Identifier(alias, f.column) for f in model._meta.concrete_fields)
+
+
+def _rows(model, statement: sql.Composed, params: dict) -> list:
+    """Model instances of the rows ``statement`` returns (every column, in the model's order)."""
+    names = [f.attname for f in model._meta.concrete_fields]
+    return [model.from_db(connection.alias, names, list(values)) for values in fetch_all(statement, params)]
+
+
+# The graph a drain applies reports to (``drain_graph``), the sessions and users of a drained batch
+# (``drain_sessions``, ``drain_users``): plain SQL, read once per drain and per batch, where the ORM's compilation of
+# the same queries cost more than running them.
+DRAIN_GRAPH = _statement(
+    "SELECT {columns} FROM {graph} g WHERE g.id = %(graph)s", graph=_table(Graph), columns=_columns(Graph, "g")
+)
+DRAIN_SESSIONS = _statement(
+    "SELECT {columns} FROM {session} s WHERE s.graph_id = %(graph)s AND s.id = ANY(%(sessions)s::bigint[])",
+    columns=_columns(AgentSession, "s"),
+)
+
+
+DRAIN_USERS = _statement(
+    "SELECT {columns} FROM {user} u WHERE u.id = ANY(%(users)s::bigint[])",
+    user=_table(get_user_model()),
+    columns=_columns(get_user_model(), "u"),
+)
+
+
+def drain_users(ids: set[int]) -> dict:
+    """The users among ``ids`` by id (DRAIN_USERS: the reporters a drained batch names as actors); no
+    query for none."""
+    if not ids:
+        return {}
+    return {u.pk: u for u in _rows(get_user_model(), DRAIN_USERS, {"users": sorted(ids)})}
+
+
+def drain_graph(graph_id: int) -> Graph | None:
+    """The graph (DRAIN_GRAPH), or None when it is gone."""
+    found = _rows(Graph, DRAIN_GRAPH, {"graph": graph_id})
+    return found[0] if found else None
+
+
+def drain_sessions(graph: Graph, ids: set[int]) -> dict[int, AgentSession]:
+    """The graph's sessions among ``ids`` by id (DRAIN_SESSIONS), each holding ``graph`` itself."""
+    sessions = {}
+    for session in _rows(AgentSession, DRAIN_SESSIONS, {"graph": graph.pk, "sessions": sorted(ids)}):
+        session.graph = graph  # one graph object for the batch
+        sessions[session.pk] = session
+    return sessions
+
+
+# The id of the graph's edge type of that name (``actions._answered_type``; no row: none yet).
+EDGE_TYPE_ID = _statement("SELECT t.id FROM {edge_type} t WHERE t.graph_id = %(graph)s AND t.name = %(name)s")

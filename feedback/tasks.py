@@ -68,10 +68,13 @@ def _session(graph_id, external_id):
     )
 
 
-@shared_task(name="feedback.drain_reports", ignore_result=True)
-def drain_reports_task(graph_id: int) -> dict:
-    """Apply the graph's pending reports (``outbox.drain``); ask for another drain if time ran out."""
-    counts = outbox.drain(graph_id)
+@shared_task(name="feedback.drain_reports", ignore_result=True, bind=True)
+def drain_reports_task(self, graph_id: int) -> dict:
+    """Apply the graph's pending reports (``outbox.drain``); ask for another drain if time ran out.
+
+    In a worker the wake-up waits up to ``OUTBOX_COALESCE_SECONDS`` for a session's next report (its
+    coalescing window); run eagerly (inside a request, the tests) it does not, so no request waits."""
+    counts = outbox.drain(graph_id, window=0.0 if self.request.is_eager else settings.OUTBOX_COALESCE_SECONDS)
     if counts["more"]:
         drain_reports_task.delay(graph_id=graph_id)
     return counts

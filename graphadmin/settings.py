@@ -314,6 +314,10 @@ CELERY_BEAT_SCHEDULE_FILENAME = str(LOCAL_DIR / "celerybeat-schedule")
 OUTBOX_SWEEP_SECONDS = env.float("OUTBOX_SWEEP_SECONDS", default=15.0)
 OUTBOX_STALE_SECONDS = env.float("OUTBOX_STALE_SECONDS", default=30.0)
 OUTBOX_RETENTION_DAYS = env.int("OUTBOX_RETENTION_DAYS", default=7)
+# The coalescing window of the worker's drain (feedback/outbox.py, drain): how long a wake-up may wait,
+# holding the graph's drain lock, for the outcome of a session whose use report it claimed (an agent
+# sends it tens of ms later), so the two are applied in one batch. 0: no wait.
+OUTBOX_COALESCE_SECONDS = env.float("OUTBOX_COALESCE_SECONDS", default=0.05)
 
 REST_FRAMEWORK = {
     # Token first: a missing or bad token is then a 401 with a WWW-Authenticate challenge, not a 403.
