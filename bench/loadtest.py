@@ -104,18 +104,21 @@ class Http:
             self.conn = None
 
 
-def cpu_seconds_by_role() -> dict[str, float]:
-    """CPU seconds (user + system) used so far by this checkout's processes: web (gunicorn), worker
-    (celery worker), db (the embedded PostgreSQL's processes). Read from /proc; empty elsewhere.
+def cpu_by_process() -> dict[tuple[str, str, str], float]:
+    """CPU seconds (user + system) used so far by each of this checkout's processes, keyed by (role, pid,
+    start time): web (gunicorn), worker (celery worker), db (the embedded PostgreSQL's processes). Read from
+    /proc; empty elsewhere.
 
-    CPU per report is what a 2-core budget is spent on whatever else runs on the machine: the load
-    test reports it next to the wall-clock figures, which a busy shared machine inflates."""
+    CPU per session is what a 2-core budget is spent on whatever else runs on the machine: the load test
+    reports it next to the wall-clock figures, which a busy shared machine inflates. Counted per process
+    (``cpu_spent``), not as role totals: a database backend that exits during the run (a persistent
+    connection's idle timeout) would otherwise take everything it used before the run out of the total."""
     tick = os.sysconf("SC_CLK_TCK") if hasattr(os, "sysconf") else 100
     postmaster = None
     pid_file = ROOT / ".local" / "pgdata" / "postmaster.pid"
     if pid_file.exists():
         postmaster = pid_file.read_text().split("\n", 1)[0].strip()
-    totals = {"web": 0.0, "worker": 0.0, "db": 0.0}
+    found = {}
     proc = Path("/proc")
     if not proc.exists():
         return {}
@@ -125,9 +128,9 @@ def cpu_seconds_by_role() -> dict[str, float]:
         try:
             stat = (entry / "stat").read_text()
             fields = stat.rsplit(")", 1)[1].split()
-            ppid, cpu = fields[1], (int(fields[11]) + int(fields[12])) / tick
+            ppid, cpu, started = fields[1], (int(fields[11]) + int(fields[12])) / tick, fields[19]
             if postmaster and (entry.name == postmaster or ppid == postmaster):
-                totals["db"] += cpu
+                found["db", entry.name, started] = cpu
                 continue
             if os.readlink(entry / "cwd") != str(ROOT):
                 continue
@@ -135,10 +138,20 @@ def cpu_seconds_by_role() -> dict[str, float]:
         except (OSError, IndexError, ValueError):
             continue
         if "gunicorn" in cmd:
-            totals["web"] += cpu
+            found["web", entry.name, started] = cpu
         elif "celery" in cmd and " worker" in cmd:
-            totals["worker"] += cpu
-    return totals
+            found["worker", entry.name, started] = cpu
+    return found
+
+
+def cpu_spent(before: dict, after: dict) -> dict[str, float]:
+    """CPU seconds per role between two ``cpu_by_process`` readings: each process's growth (a process started
+    meanwhile counts whole). A process that exited meanwhile is not counted: what it used during the run is
+    lost (an undercount, never the negative total the role sums gave)."""
+    spent = {"web": 0.0, "worker": 0.0, "db": 0.0}
+    for key, cpu in after.items():
+        spent[key[0]] += cpu - before.get(key, 0.0)
+    return spent
 
 
 def percentile(values: list[float], p: float) -> float | None:
@@ -377,7 +390,7 @@ def run_agents(host, port, token, graph_id, n, seconds, max_sessions, seed=0) ->
         )
         for i in range(n)
     ]
-    cpu_before = cpu_seconds_by_role()
+    cpu_before = cpu_by_process()
     for t in threads:
         t.start()
     for t in threads:
@@ -386,8 +399,8 @@ def run_agents(host, port, token, graph_id, n, seconds, max_sessions, seed=0) ->
     for c in clients:
         c.close()
     probe.drain()
-    cpu_after = cpu_seconds_by_role()
-    result.cpu_ms_per_session = {k: _cpu_ms(cpu_after[k] - cpu_before.get(k, 0.0), result.sessions) for k in cpu_after}
+    spent = cpu_spent(cpu_before, cpu_by_process())
+    result.cpu_ms_per_session = {k: _cpu_ms(v, result.sessions) for k, v in spent.items()}
     result.lag_ms, result.lag_missing = probe.lags_ms()
     return result
 
@@ -477,16 +490,14 @@ def run_feedback(host, port, token, graph_id, rate, seconds, senders=8, seed=0) 
         client.close()
 
     threads = [threading.Thread(target=sender, daemon=True) for _ in range(senders)]
-    cpu_before = cpu_seconds_by_role()
+    cpu_before = cpu_by_process()
     for t in threads:
         t.start()
     for t in threads:
         t.join(timeout=seconds * 3 + 60)
     sent_seconds = time.monotonic() - start
     probe.drain()
-    cpu_after = cpu_seconds_by_role()
-    # A process that exited meanwhile (a database backend) takes its CPU with it: such a role reads None.
-    cpu_ms = {k: _cpu_ms(cpu_after[k] - cpu_before.get(k, 0.0), total) for k in cpu_after}
+    cpu_ms = {k: _cpu_ms(v, total) for k, v in cpu_spent(cpu_before, cpu_by_process()).items()}
     applied_at = sorted(probe.seen.values())
     lags, missing = probe.lags_ms()
     span = (applied_at[-1] - applied_at[0]) if len(applied_at) > 1 else 0.0
