@@ -955,22 +955,6 @@ PATH_AND_CREDITED = _statement("""
 """)
 
 
-def surfaced_targets(session: AgentSession) -> tuple[set[int], set[int]]:
-    """The nodes and edges the session's injections gave the agent (``rules.surfaced``): its selected
-    candidates with their paths. One query; a session holds a few injections of a budget each."""
-    rows = fetch_all(SURFACED, {"graph": session.graph_id, "session": session.pk})
-    # Django's connection reads jsonb as text (its JSONField decodes it): decoded here.
-    return rules.surfaced((n, e, json.loads(p) if isinstance(p, str) else p) for n, e, p in rows)
-
-
-# The session's selected candidates: node, edge and path (``surfaced_targets``).
-SURFACED = _statement("""
-    SELECT c.node_id, c.edge_id, c.features -> 'path'
-    FROM {candidate} c JOIN {injection} i ON i.id = c.injection_id
-    WHERE c.graph_id = %(graph)s AND i.graph_id = %(graph)s AND i.session_id = %(session)s AND c.selected
-""")
-
-
 def _session_columns() -> sql.Composed:
     return sql.SQL(", ").join(
         sql.SQL("s.{}").format(sql.Identifier(f.column)) for f in AgentSession._meta.concrete_fields
@@ -1026,7 +1010,7 @@ _REPORT_SESSION = """
     ) p ON true
     WHERE s.graph_id = %(graph)s AND s.external_id = %(external_id)s
 """
-# A use report: the session's selected candidates, node, edge and path (``SURFACED``), as one JSON array.
+# A use report: the session's selected candidates, node, edge and path, as one JSON array.
 _USES_NEED = """,
     (SELECT json_agg(json_build_array(c.node_id, c.edge_id, c.features -> 'path'))
      FROM {candidate} c JOIN {injection} i ON i.id = c.injection_id

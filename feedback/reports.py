@@ -96,11 +96,11 @@ def check_open(session: AgentSession, pending: tuple[str, str] | None = None) ->
         )
 
 
-def check_surfaced(session: AgentSession, items: tuple[UseItem, ...], surfaced=None) -> None:
+def check_surfaced(session: AgentSession, items: tuple[UseItem, ...], surfaced: tuple[set[int], set[int]]) -> None:
     """InputError naming the first item (resolved by ``resolve_use_items``) that the session's injections
     did not surface to the agent (``rules.first_unsurfaced``); ``surfaced``, the (nodes, edges) read with
-    the session (``queries.report_session``), or one query."""
-    nodes, edges = surfaced if surfaced is not None else queries.surfaced_targets(session)
+    the session (``queries.report_session``)."""
+    nodes, edges = surfaced
     unsurfaced = rules.first_unsurfaced([(i.kind, i.id) for i in items], nodes, edges)
     if unsurfaced is not None:
         index, kind, pk = unsurfaced
