@@ -1,4 +1,5 @@
-"""The agents' client moved to ``graphadmin.agents.client``; this name stays for agents' code written against it."""
+"""The agents' client is the graphadmin-client distribution (``graphadmin_client``, clients/python/); this name
+stays for agents' code written against it."""
 
-from graphadmin.agents.client import *  # noqa: F403
-from graphadmin.agents.client import __all__  # noqa: F401
+from graphadmin_client import *  # noqa: F403
+from graphadmin_client import __all__  # noqa: F401

@@ -526,7 +526,8 @@ def register_retrieval(server: MCPServer, run) -> None:
         hops: Annotated[
             int | None,
             Field(
-                description=f"Traversal depth, 1..{_HOPS['maximum']}; default and bound: the policy's max_hops.",
+                description=f"Traversal depth, {_HOPS['minimum']}..{_HOPS['maximum']} (0: entry points only); "
+                "default and bound: the policy's max_hops.",
                 json_schema_extra=_HOPS,
             ),
         ] = None,
@@ -538,7 +539,10 @@ def register_retrieval(server: MCPServer, run) -> None:
         whole candidate set is logged as a context injection (its id is `injection`), which your
         later feedback (graph_record_use, graph_improve) and graph_explain refer to. Returns `items`
         (rank, node id, key, title, kind, text, tokens, score, hops, how it entered and its path of
-        edge ids), plus budget, spent and how many candidates were considered. The session is
+        edge ids, and its cosine `vector_score`), plus budget, spent, how many candidates were considered,
+        the answer's `confidence` and `abstained`: when nothing in the graph is relevant to the question
+        (confidence below the graph's floor), `abstained` is true, `items` is empty and `note` says so;
+        answer without the graph then, and still report the outcome. The session is
         created on first use. Then report the items you used with graph_record_use: that credits
         them and the edges that led to them, so the next agent asking the same gets better context."""
         return await run(
@@ -600,7 +604,8 @@ def register_reports(server: MCPServer, run) -> None:
         similar question get what you used ranked higher. Give `items`, `response` (implicit use
         detection), or both. Only for the sessions you created (agent role; operators: any session),
         before their outcome, naming only items graph_context gave you. The update runs on the server's worker: the
-        answer is `queued` with a task id (or a no-op status such as unknown_session with its reason);
+        answer is `queued` with a task id (or a no-op status such as unknown_session, or graph_not_ready
+        when the session's context was answered before the graph's vectors were written, with its reason);
         graph_explain lists the resulting batches."""
         plain = [i.model_dump(exclude_none=True, mode="json") for i in items] if items else None
         return await run(feedback_tools.record_use, graph_id, session, plain, response, learning_rate, idempotency_key)
@@ -627,7 +632,7 @@ def register_reports(server: MCPServer, run) -> None:
         (agent role; operators: any session); after it the session takes no other report. Runs on the
         server's worker: the answer is `queued` with a task id, `duplicate` with the batch when this
         outcome was already applied, or a no-op status (unknown_session, no_injection,
-        nothing_surfaced) with its reason. graph_explain lists the resulting batch."""
+        nothing_surfaced, graph_not_ready) with its reason. graph_explain lists the resulting batch."""
         return await run(feedback_tools.improve, graph_id, session, outcome, alpha, idempotency_key)
 
 

@@ -1,4 +1,4 @@
-"""graphadmin.agents.client against the real service (pytest-django's live_server) and the real Celery worker."""
+"""graphadmin_client.GraphClient against the real service (pytest-django's live_server) and the real Celery worker."""
 
 from __future__ import annotations
 
@@ -14,8 +14,8 @@ import pytest
 from feedback.models import AgentSession, UpdateBatch
 from graphadmin import actions
 from graphadmin.accounts import create_token
-from graphadmin.agents.client import ApiError, GraphClient, ServerError
 from graphadmin.models import Edge, Node
+from graphadmin_client import ApiError, GraphClient, ServerError
 
 
 class CountingTransport(httpx.HTTPTransport):
@@ -69,6 +69,7 @@ def test_agent_session_through_the_client(live_server, rg, ada, celery_worker_pr
             "priority",
             "memory",
             "exploration",
+            "graph",
         }
 
         # The question only, one vector hit: what follows is reached along the graph's edges.

@@ -275,6 +275,7 @@ def test_full_agent_session_over_stdio_moves_the_weights(rg, ada, globex_graph, 
         "priority",
         "memory",
         "exploration",
+        "graph",
     }
     assert all("entry" in c and "path_text" in c for c in explained["candidates"])
     rank = wrong["rank"]  # compared with the one above it; the top candidate with the runner-up
