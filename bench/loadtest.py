@@ -290,6 +290,9 @@ class StepResult:
     seconds: float = 0.0
     sessions: int = 0
     errors: int = 0
+    # Context calls the service refused as busy (503 with Retry-After: it waited past WEB_QUEUE_BUDGET_MS for a
+    # thread); the agent waits as told and starts a new session. Not errors: the service said so in time.
+    shed: int = 0
     error_samples: list = field(default_factory=list)
     context_ms: list = field(default_factory=list)
     lag_ms: list = field(default_factory=list)
@@ -309,6 +312,7 @@ class StepResult:
             "context_p95": r(percentile(self.context_ms, 95)),
             "context_p99": r(percentile(self.context_ms, 99)),
             "errors": self.errors,
+            "shed": self.shed,
             "lag_n": len(self.lag_ms),
             "lag_p50": r(percentile(self.lag_ms, 50)),
             "lag_p95": r(percentile(self.lag_ms, 95)),
@@ -332,6 +336,11 @@ def agent_loop(client: Http, graph_id: int, questions, probe: LagProbe, result: 
             f"/api/graphs/{graph_id}/context/",
             {"session": session, "query": rng.choice(questions), "budget": 5},
         )
+        if status == 503 and isinstance(body, dict) and "retry_after" in body:
+            with lock:
+                result.shed += 1
+            time.sleep(body["retry_after"])
+            continue
         ok = status in (200, 201) and isinstance(body, dict)
         calls = []
         if ok:
@@ -345,7 +354,7 @@ def agent_loop(client: Http, graph_id: int, questions, probe: LagProbe, result: 
         failures = [] if ok else [("context", status, body)]
         stamps = []
         for name, payload in calls:
-            st, answer, _ = client.request("POST", f"{base}/{session}/{name}/", payload)
+            st, answer, _ = _report(client, f"{base}/{session}/{name}/", payload)
             if st == 202 and isinstance(answer, dict) and answer.get("idempotency_key"):
                 stamps.append(answer["idempotency_key"])
                 probe.add(answer["idempotency_key"], time.time())
@@ -359,6 +368,16 @@ def agent_loop(client: Http, graph_id: int, questions, probe: LagProbe, result: 
                 result.error_samples.extend(str(f)[:300] for f in failures)
             else:
                 result.sessions += 1
+
+
+def _report(client: Http, path: str, payload: dict, attempts: int = 5):
+    """A report sent as an agent sends it: again after the Retry-After of a busy 503 (it was not accepted)."""
+    for _ in range(attempts - 1):
+        status, answer, ms = client.request("POST", path, payload)
+        if not (status == 503 and isinstance(answer, dict) and "retry_after" in answer):
+            return status, answer, ms
+        time.sleep(answer["retry_after"])
+    return client.request("POST", path, payload)
 
 
 def run_agents(host, port, token, graph_id, n, seconds, max_sessions, seed=0) -> StepResult:
@@ -477,11 +496,8 @@ def run_feedback(host, port, token, graph_id, rate, seconds, senders=8, seed=0) 
             if delay > 0:
                 time.sleep(delay)
             session, node = work[i]
-            status, body, ms = client.request(
-                "POST",
-                f"/api/graphs/{graph_id}/sessions/{session}/uses/",
-                {"items": [{"node": node, "signal": "explicit"}]},
-            )
+            path = f"/api/graphs/{graph_id}/sessions/{session}/uses/"
+            status, body, ms = _report(client, path, {"items": [{"node": node, "signal": "explicit"}]})
             if status == 202 and isinstance(body, dict) and body.get("idempotency_key"):
                 probe.add(body["idempotency_key"], time.time())
                 post_ms.append(ms)
@@ -537,13 +553,14 @@ def _cpu_ms(seconds: float, reports: int):
 
 def table(rows: list[dict]) -> str:
     lines = [
-        "| agents | sessions | sessions/s | context p50 ms | p95 ms | p99 ms | errors | feedback lag p50 ms | p95 ms |",
-        "|---:|---:|---:|---:|---:|---:|---:|---:|---:|",
+        "| agents | sessions | sessions/s | context p50 ms | p95 ms | p99 ms | busy 503 | errors | feedback lag p50 ms "
+        "| p95 ms |",
+        "|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|",
     ]
     for r in rows:
         lines.append(
             f"| {r['agents']} | {r['sessions']} | {r['sessions_per_s']} | {r['context_p50']} | {r['context_p95']} "
-            f"| {r['context_p99']} | {r['errors']} | {r['lag_p50']} | {r['lag_p95']} |"
+            f"| {r['context_p99']} | {r.get('shed', 0)} | {r['errors']} | {r['lag_p50']} | {r['lag_p95']} |"
         )
     return "\n".join(lines)
 

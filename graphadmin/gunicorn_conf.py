@@ -7,7 +7,8 @@ and an idle keep-alive connection of an agent holds no thread. One process per c
 work is Python (the GIL makes a process's threads share one core), so more processes than cores
 only add switching, and each process has its own caches (query embeddings, tokens, graph roles and
 policies: graphadmin/hotcache.py) that more processes fill more times. Measured with the load test
-at N = 1 and 16 on 2 cores (docs/performance.md: 2, 3 and 4 processes, 4 and 8 threads).
+at N = 1 and 16 on 2 cores (docs/history/performance-agent-session.md, "Serving": 2, 3 and 4
+processes, 4 and 8 threads).
 SIGTERM (and ``make run``'s Ctrl-C) stops gracefully: workers finish the requests they
 have, within ``graceful_timeout`` seconds.
 """
@@ -18,7 +19,8 @@ _cores = os.cpu_count() or 1
 
 bind = [os.environ.get("RUN_ADDR", "127.0.0.1:8000")]
 workers = int(os.environ.get("WEB_CONCURRENCY", 0)) or max(2, _cores)
-worker_class = "gthread"
+# gthread, letting go of the port at once when the master dies (graphadmin/runtime/webworker.py).
+worker_class = "graphadmin.runtime.webworker.Worker"
 threads = int(os.environ.get("WEB_THREADS", 4))
 # A request still running after this many seconds is killed with its worker (and logged).
 timeout = int(os.environ.get("WEB_TIMEOUT", 60))
