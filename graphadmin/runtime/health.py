@@ -15,6 +15,15 @@ a time per process and its answer, pass or fail, is reused for ``HEALTH_CACHE_SE
 many callers ask (unauthenticated, as load balancers are) a process runs at most one probe per
 interval and every other caller gets the cached answer at once.
 
+Readiness must not flap. One failed probe of a check that passed a moment ago (a ping the worker
+answers late while it starts, a statement slowed by a busy second) is not a fault: a check counts as
+failed only when it has not passed for ``HEALTH_FAIL_GRACE`` seconds. The time of each check's last
+pass is shared through Django's cache (``CACHES``: a folder on the machine by default, Redis in
+production), so every web process answers alike: before, a gunicorn process whose first ping came
+late answered 503 a second after its sibling answered 200. Before any check ever passed, a failure is
+a failure (not ready yet); a fault that lasts is red within the grace plus ``HEALTH_CACHE_SECONDS``
+plus the check's bound.
+
 Both are unauthenticated and say nothing but ok or fail per check name: no versions, hosts, counts
 or error texts (the reason of a failure is logged, not answered).
 """
@@ -28,6 +37,7 @@ from concurrent.futures import ThreadPoolExecutor
 from concurrent.futures import TimeoutError as FutureTimeout
 
 from django.conf import settings
+from django.core.cache import cache
 from django.db import DEFAULT_DB_ALIAS, connections, transaction
 from django.db.migrations.executor import MigrationExecutor
 from django.http import JsonResponse
@@ -42,6 +52,7 @@ log = logging.getLogger(__name__)
 # serving), and a worker that answered is not pinged again for a few seconds.
 _migrations_ok = False
 _worker_ok_until = 0.0
+_worker_answered_at = 0.0  # wall-clock time of the last ping this process saw answered
 _lock = threading.Lock()
 # The last probe's answer (monotonic time, body, status) and the lock one probe at a time holds.
 _cached: tuple[float, dict, int] | None = None
@@ -85,14 +96,17 @@ def check_broker() -> bool:
 
 
 def check_worker() -> bool:
-    """A worker answers a control ping (the broadcast mailbox of the configured broker)."""
-    global _worker_ok_until
+    """A worker answers a control ping (the broadcast mailbox of the configured broker). Not pinged again
+    within ``HEALTH_WORKER_CACHE_SECONDS`` of an answer; ``_worker_answered_at`` keeps when it answered
+    (the pass shared with other processes is that time, not the time of a probe that did not ping)."""
+    global _worker_ok_until, _worker_answered_at
     if time.monotonic() < _worker_ok_until:
         return True
     replies = app.control.ping(timeout=settings.HEALTH_WORKER_TIMEOUT, limit=1)
     if replies:
         with _lock:
             _worker_ok_until = time.monotonic() + settings.HEALTH_WORKER_CACHE_SECONDS
+            _worker_answered_at = time.time()
     return bool(replies)
 
 
@@ -116,6 +130,50 @@ def _run(name, check) -> bool:
 THREADED = {"broker", "worker"}
 
 
+def _passed_key(name: str) -> str:
+    """Cache key of a check's last pass (wall-clock time), per database: the suite's processes and a `make run`
+    beside them share the cache folder, not their readiness."""
+    return f"readyz:passed:{settings.DATABASES[DEFAULT_DB_ALIAS]['NAME']}:{name}"
+
+
+def last_passes() -> dict[str, float]:
+    """Check name -> wall-clock time of its last pass in any process sharing the cache ({} if unreadable)."""
+    try:
+        found = cache.get_many([_passed_key(name) for name in READY_CHECKS])
+    except Exception:  # the shared cache is a help, never a reason to fail readiness
+        log.warning("readiness: the shared cache could not be read", exc_info=True)
+        return {}
+    return {name: found.get(_passed_key(name), 0.0) for name in READY_CHECKS}
+
+
+def _remember(passed: list[str], now: float) -> None:
+    """Record the passes for every process: now, or for the worker the time it last really answered."""
+    times = {name: (_worker_answered_at or now) if name == "worker" else now for name in passed}
+    try:
+        cache.set_many({_passed_key(name): at for name, at in times.items()}, timeout=None)
+    except Exception:
+        log.warning("readiness: the shared cache could not be written", exc_info=True)
+
+
+def _with_grace(checks: dict[str, bool]) -> dict[str, bool]:
+    """A failed check that passed within ``HEALTH_FAIL_GRACE`` seconds (here or in another process) counts
+    as passed; each pass is recorded for the others."""
+    now = time.time()
+    passed = [name for name, ok in checks.items() if ok]
+    if passed:
+        _remember(passed, now)
+    if all(checks.values()):
+        return checks
+    before = last_passes()
+    out = {}
+    for name, ok in checks.items():
+        recent = now - before.get(name, 0.0) < settings.HEALTH_FAIL_GRACE
+        if not ok and recent:
+            log.warning("readiness check %s failed once; passed %.1f s ago, still ready", name, now - before[name])
+        out[name] = ok or recent
+    return out
+
+
 def probe() -> tuple[dict, int]:
     """Run every check once (the broker and worker concurrently, each bounded) -> (body, status)."""
     started = {name: _pool.submit(_run, name, READY_CHECKS[name]) for name in READY_CHECKS if name in THREADED}
@@ -132,7 +190,7 @@ def probe() -> tuple[dict, int]:
         except FutureTimeout:
             log.warning("readiness check %s did not answer in time", name)
             checks[name] = False
-    checks = {name: checks[name] for name in READY_CHECKS}
+    checks = _with_grace({name: checks[name] for name in READY_CHECKS})
     ready = all(checks.values())
     body = {"status": "ok" if ready else "fail", "checks": {k: "ok" if v else "fail" for k, v in checks.items()}}
     return body, 200 if ready else 503

@@ -3,8 +3,8 @@
 kombu's Redis channel builds a new ``redis.Redis`` for every synchronous command it sends
 (``Channel._create_client``, through ``conn_or_acquire``): a publish's one LPUSH paid for a client object
 whose constructor copies redis-py's table of some 170 response callbacks, about a fifth of the publish's
-CPU (docs/performance.md, "Issue 27: the hot endpoints"). Every report's wake-up of the drain is such a
-publish (``feedback.reports``). The client holds no connection of its own (it borrows one from the
+CPU (docs/history/performance-agent-session.md, "Issue 27: the hot endpoints"). Every report's wake-up of
+the drain is such a publish (``feedback.reports``). The client holds no connection of its own (it borrows one from the
 channel's pool for each command, as before), so one per channel serves every synchronous command of it;
 the asynchronous client the worker consumes with is kombu's own, unchanged.
 """

@@ -9,6 +9,7 @@ import json
 import os
 import subprocess
 import sys
+import tempfile
 
 import pytest
 from django.db import connection
@@ -57,6 +58,7 @@ def _probe(**env) -> dict:
         "ALLOWED_HOSTS": "testserver",
         "LOG_LEVEL": "ERROR",
         "HEALTH_CACHE_SECONDS": "30",
+        "CACHE_URL": f"filecache://{tempfile.mkdtemp(prefix='readyz-cache-')}",  # no pass another process saw
         **env,
     }
     full_env.setdefault("SECRET_KEY", "test-only-insecure-key")
