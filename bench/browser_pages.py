@@ -28,7 +28,7 @@ from http.cookies import SimpleCookie
 
 from bench.common import setup_django
 
-AFTER_JS = "vendor/plotly/plotly-cartesian-4.1.1.min.js"
+AFTER_JS = "vendor/plotly/plotly-basic-4.1.1.min.js"
 BEFORE_JS = "plotly/plotly.min.js"
 
 TIMING = """() => {

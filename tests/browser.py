@@ -41,7 +41,7 @@ def login(browser, base_url: str, username: str, password: str):
     page.get_by_label("Username").fill(username)
     page.get_by_label("Password").fill(password)
     page.get_by_role("button", name="Log in").click()
-    page.wait_for_url(f"{base_url}/")
+    page.wait_for_url(f"{base_url}/", wait_until="domcontentloaded")
     return page
 
 
@@ -65,8 +65,7 @@ def watch_csp(page) -> list[str]:
     page.add_init_script(_CSP_WATCH)
 
     def on_console(msg):
-        # The browser asks for /favicon.ico on its own; the service has none.
-        if msg.type == "error" and not (msg.location or {}).get("url", "").endswith("/favicon.ico"):
+        if msg.type == "error":
             errors.append(f"{msg.text} ({(msg.location or {}).get('url', '')})")
 
     page.on("console", on_console)

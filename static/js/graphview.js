@@ -44,10 +44,18 @@
     return function (t) { return index[t] || "#6e7781"; };
   }
 
+  // How an entry point was found, in words (ranking.views.ENTRY_WORDS says the same on the page's tables).
+  var ENTRY = {
+    start: "a start node the agent named",
+    vector: "found by similarity to the question",
+    lexical: "found by words shared with the question",
+    triplet: "found through a link similar to the question",
+  };
+
   function describeNode(n) {
     var parts = [STATUS[n.status] ? STATUS[n.status].text : n.status];
     if (n.rank) parts.unshift("rank " + n.rank);
-    if (n.entry) parts.push("entry point (" + n.entry + ")");
+    if (n.entry) parts.push("entry point: " + (ENTRY[n.entry] || n.entry));
     if (n.archived) parts.push("archived");
     return parts.join(", ");
   }

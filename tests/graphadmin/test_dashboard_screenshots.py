@@ -71,5 +71,26 @@ def test_screenshots_of_every_page(live_server, monkeypatch):
         narrow.wait_for_selector("#learning-glance div.chart svg.main-svg", timeout=15000)
         narrow.screenshot(path=str(SHOTS / "mobile-overview.png"))
         narrow.close()
-    shots = [*pages, "restore", "mobile-overview"]
+        rank_chart = "div.chart[data-figure=impact-rank] svg.main-svg"
+        # A screenshot per user (docs/dashboard.md, "Screenshots"), each as the demo user of that role, on the
+        # page that answers their question: the reviewer's "why did #1 beat #2", the operator's policy and what-if,
+        # the analyst's "is memory getting better"; and the analyst's answer on a 390 px phone.
+        for name, (user, url, ready, width) in {
+            "user-reviewer": (
+                "reviewer",
+                f"/g/{g}/injections/{injection.pk}/?i=1&j=2",
+                "#injection-graph[data-state=ready]",
+                1400,
+            ),
+            "user-operator": ("operator", f"/g/{g}/tune/", "#policy-effects table", 1400),
+            "user-analyst": ("analyst", f"/g/{g}/impact/", rank_chart, 1400),
+            "user-analyst-mobile": ("analyst", f"/g/{g}/impact/", rank_chart, 390),
+        }.items():
+            as_user = login(browser, live_server.url, user, password)
+            as_user.set_viewport_size({"width": width, "height": 900})
+            assert as_user.goto(live_server.url + url).status == 200, name
+            as_user.wait_for_selector(ready, timeout=20000)
+            as_user.screenshot(path=str(SHOTS / f"{name}.png"), full_page=True)
+            as_user.close()
+    shots = [*pages, "restore", "mobile-overview", "user-reviewer", "user-operator", "user-analyst"]
     assert all((SHOTS / f"{name}.png").stat().st_size > 10_000 for name in shots)

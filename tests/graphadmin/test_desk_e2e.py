@@ -158,7 +158,7 @@ def test_the_admin_opens_the_batch_list_and_rolls_back(site, as_user):
     page = as_user("alice")
     page.goto(f"{site.url}/g/{g}/")
     page.get_by_role("link", name="Admin", exact=True).click()
-    page.wait_for_url(f"{site.url}/admin/")
+    page.wait_for_url(f"{site.url}/admin/", wait_until="domcontentloaded")
     assert "permission to view or edit anything" not in page.content()
     page.get_by_role("link", name="Update batches", exact=True).click()
     page.locator(f"input[name=_selected_action][value='{batch.pk}']").check()
@@ -253,7 +253,7 @@ def test_no_page_is_wider_than_a_390px_screen(site, browser):
     page.get_by_label("Username").fill("alice")
     page.get_by_label("Password").fill("pw-alice")
     page.get_by_role("button", name="Log in").click()
-    page.wait_for_url(f"{site.url}/")
+    page.wait_for_url(f"{site.url}/", wait_until="domcontentloaded")
     urls = [
         "/",
         f"/g/{g}/",

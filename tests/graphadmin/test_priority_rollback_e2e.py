@@ -157,11 +157,11 @@ def test_every_role_sees_and_filters_partially_rolled_back(site, as_user, userna
     page.goto(f"{site.url}/g/{g}/batches/")
     page.get_by_label("Status").select_option(label="partially rolled back")
     page.get_by_role("button", name="Filter").click()
-    page.wait_for_url("**status=partially_rolled_back**")
+    page.wait_for_url("**status=partially_rolled_back**", wait_until="domcontentloaded")
     rows = page.locator("table tbody tr")
     assert rows.count() == 1 and f"#{batch.pk}" in rows.first.inner_text()
     assert rows.first.locator("td.batch-status").inner_text() == "partially rolled back"
     page.get_by_label("Status").select_option(label="rolled back")
     page.get_by_role("button", name="Filter").click()
-    page.wait_for_url("**status=rolled_back**")
+    page.wait_for_url("**status=rolled_back**", wait_until="domcontentloaded")
     assert f"#{batch.pk}" not in page.locator("table tbody").inner_text()

@@ -259,3 +259,21 @@ def test_command_creates_the_graph_and_refuses_bad_paths(acme, tmp_path, vault):
         call_command("import_vault", str(tmp_path / "empty"), "--graph", "fresh", "--org", "acme")
     with pytest.raises(CommandError, match="No graph"):
         call_command("import_vault", str(vault), "--graph", "unknown")
+
+
+@pytest.mark.django_db
+def test_the_import_leaves_no_statement_text_in_psycopgs_prepare_count(acme_graph, tmp_path):
+    # psycopg keeps the text of the statements it counts towards preparing (its last 100); a run of new nodes
+    # is one INSERT with the notes' texts bound into it, a new statement each time, so a large vault's whole
+    # text stayed in memory there (docs/resilience.md). The import's statements are neither counted nor prepared.
+    root = tmp_path / "big"
+    root.mkdir()
+    for i in range(3):
+        (root / f"note-{i}.md").write_text(f"# Note {i}\n\nSee [[note-{(i + 1) % 3}]].\n\n" + f"word{i} " * 40_000)
+    connection.ensure_connection()
+    threshold = connection.connection.prepare_threshold
+    result = run(acme_graph, root, embed="sync")
+    assert result.as_dict()["counts"]["nodes_created"] == 3
+    counted = connection.connection._prepared._counts  # psycopg's count of statements seen (private, read only)
+    assert max((len(key[0]) for key in counted), default=0) < 100_000
+    assert connection.connection.prepare_threshold == threshold  # the connection's setting is back
