@@ -14,7 +14,7 @@ averaged; feedback.harness.scoring's definition) and hit@5 (a useful note in the
 * ``weighted_ts``: the same with ts_rank in BM25's place;
 * ``rrf``: reciprocal-rank fusion of the same two lists (rrf_k 60), weighted the same.
 
-Writes nothing. Measures in docs/performance.md ("Lexical entry points").
+Writes nothing. Measures in docs/history/performance-lexical.md.
 """
 
 from __future__ import annotations

@@ -2,8 +2,8 @@
 retrieval statements (ranking.queries ENTRY_SQL and EXPAND_SQL) are tested against, and the bench's floors.
 
 The product ran these, one round trip each, until ENTRY_SQL and EXPAND_SQL did all of it in two
-(docs/performance.md, "Issue 27: retrieval round trips and the candidate log"). They stay written
-whole here, outside the product module, because they are the readable specification of each side:
+(docs/history/performance-agent-session.md, "Issue 27: retrieval round trips and the candidate log"). They
+stay written whole here, outside the product module, because they are the readable specification of each side:
 tests/ranking/test_retrieval_statements.py checks that the two statements give what these give,
 tests/ranking/test_lexical.py checks ``lexical_hits`` against rank_bm25 (a reference BM25), and
 bench/run.py and bench/lexical_quality.py time them as floors (the bare HNSW query, BM25 alone).
@@ -15,6 +15,9 @@ bench/run.py and bench/lexical_quality.py time them as floors (the bare HNSW que
   nodes; over the lexical index the node table's triggers keep (graphadmin.models.NodeLexeme).
 * ``node_rows``: the same facts as a vector hit, for nodes given by id (start nodes, triplet ends).
 * ``question_evidence``: the ``answered`` edges of the question nodes nearest the query.
+* ``expansion``: the links expansion walks, both ways, level by level (OUT_LINKS_SQL and BACKLINKS_SQL for
+  each level, LINK_DEGREES_SQL for their ends, NODE_ROWS_SQL for the nodes they reach): what EXPAND_SQL's
+  part 'e' gives in one statement.
 
 Same conventions as ranking.queries: tables from ``_meta`` through ``statement``, values bound.
 """
@@ -23,10 +26,11 @@ from __future__ import annotations
 
 from django.db import connection, transaction
 
-from feedback.rules import ANSWERED, QUESTION_KIND
+from feedback.rules import ANSWERED, LEARNED_LINK_TYPES, QUESTION_KIND
 from ranking.queries import (
     BM25_B,
     BM25_K1,
+    MAX_EDGE_CANDIDATES,
     SIMILAR_QUESTIONS,
     EdgeCandidate,
     NodeRow,
@@ -259,3 +263,103 @@ def question_evidence(graph_id: int, query_vector, model: str, n: int = SIMILAR_
             Evidence(question_id=r[0], similarity=_finite(r[1]) or 0.0, node_id=r[2], weight=r[3], edge_id=r[4])
             for r in cur.fetchall()
         ]
+
+
+# The links of the nodes %(frontier)s as written (each from its source): for each of those nodes, its top
+# %(cap)s active links by stored weight (ties by id) to active nodes that are not questions (the learning's own
+# nodes: their ``answered`` links are evidence, not context), with the link type's name and priority. By
+# window function (row_number per source), where EXPAND_SQL takes each node's top links by LATERAL ... LIMIT.
+OUT_LINKS_SQL = statement(
+    """
+SELECT ranked.id, ranked.source_id, ranked.target_id, ranked.weight, ranked.feedback_weight, et.name, et.priority
+FROM (
+    SELECT e.*, row_number() OVER (PARTITION BY e.source_id ORDER BY e.weight DESC, e.id) AS place
+    FROM {edge} e
+    JOIN {node} t ON t.id = e.target_id AND t.graph_id = %(graph)s
+    WHERE e.graph_id = %(graph)s AND NOT e.archived AND e.source_id = ANY(%(frontier)s::bigint[])
+      AND NOT t.archived AND t.kind <> %(question)s
+) ranked
+JOIN {edgetype} et ON et.id = ranked.edge_type_id AND et.graph_id = %(graph)s
+WHERE ranked.place <= %(cap)s
+"""
+)
+
+# The backlinks of the nodes %(frontier)s: the links written to them, each walked from its target to its
+# source; for each of those nodes its top %(cap)s by stored weight, to active nodes that are not questions.
+# Rows as OUT_LINKS_SQL's, the second column the node walked from (the link's target), the third the node
+# reached (its source).
+BACKLINKS_SQL = statement(
+    """
+SELECT ranked.id, ranked.target_id, ranked.source_id, ranked.weight, ranked.feedback_weight, et.name, et.priority
+FROM (
+    SELECT e.*, row_number() OVER (PARTITION BY e.target_id ORDER BY e.weight DESC, e.id) AS place
+    FROM {edge} e
+    JOIN {node} s ON s.id = e.source_id AND s.graph_id = %(graph)s
+    WHERE e.graph_id = %(graph)s AND NOT e.archived AND e.target_id = ANY(%(frontier)s::bigint[])
+      AND NOT s.archived AND s.kind <> %(question)s
+) ranked
+JOIN {edgetype} et ON et.id = ranked.edge_type_id AND et.graph_id = %(graph)s
+WHERE ranked.place <= %(cap)s
+"""
+)
+
+# How many active links each of the nodes %(ids)s has, written from it or to it, whatever their other end
+# (ranking.scoring.link_specificity reads it): a link from a node to itself counts at both ends; the links the
+# learning writes itself (types %(learned)s: ``answered`` evidence, ``co_used``) are no authored link.
+LINK_DEGREES_SQL = statement(
+    """
+SELECT n.id,
+       count(e.id) FILTER (WHERE e.source_id = n.id) + count(e.id) FILTER (WHERE e.target_id = n.id) AS degree
+FROM unnest(%(ids)s::bigint[]) AS n(id)
+LEFT JOIN ({edge} e JOIN {edgetype} et ON et.id = e.edge_type_id AND et.name <> ALL(%(learned)s))
+       ON e.graph_id = %(graph)s AND NOT e.archived AND (e.source_id = n.id OR e.target_id = n.id)
+GROUP BY n.id
+"""
+)
+
+
+def expansion(graph_id: int, start_nodes, query_vector, hops: int, cap: int) -> list[EdgeCandidate]:
+    """The links expansion walks from ``start_nodes`` within ``hops``, both ways: what EXPAND_SQL's part 'e'
+    gives (ranking.queries.expand's edges), one statement per level and direction.
+
+    Level 1 walks the top ``cap`` links and the top ``cap`` backlinks of each start node; level n walks
+    those of each node first reached at level n-1 (never one reached before: each node is walked from once,
+    at its shortest depth). A link's ``reverse`` is true when walked from its target; ``source_id`` and
+    ``target_id`` are the walk's from and to. Each with ``degrees`` (its ends' active links), the reached
+    node's facts (``target``, NODE_ROWS_SQL) and its similarity to the query; ordered by level, stored
+    weight (highest first), link id and direction (as written first), at most MAX_EDGE_CANDIDATES.
+    """
+    frontier, seen, walked = sorted(set(start_nodes)), set(start_nodes), []
+    with connection.cursor() as cur:
+        for level in range(1, hops + 1):
+            if not frontier:
+                break
+            params = {"graph": graph_id, "frontier": frontier, "cap": cap, "question": QUESTION_KIND}
+            for reverse, text in ((False, OUT_LINKS_SQL), (True, BACKLINKS_SQL)):
+                cur.execute(text, params)
+                walked += [(level, reverse, r) for r in cur.fetchall()]
+            reached = {r[2] for lv, _reverse, r in walked if lv == level} - seen
+            seen |= reached
+            frontier = sorted(reached)
+        ends = sorted({end for _level, _reverse, r in walked for end in (r[1], r[2])})
+        cur.execute(LINK_DEGREES_SQL, {"graph": graph_id, "ids": ends, "learned": list(LEARNED_LINK_TYPES)})
+        degree = dict(cur.fetchall())
+    rows = {row.node_id: row for row in node_rows(graph_id, {r[2] for _level, _reverse, r in walked}, query_vector)}
+    walked.sort(key=lambda w: (w[0], -w[2][3], w[2][0], w[1]))
+    return [
+        EdgeCandidate(
+            edge_id=r[0],
+            source_id=r[1],
+            target_id=r[2],
+            hops=level,
+            weight=r[3],
+            feedback_weight=r[4],
+            edge_type=r[5],
+            priority=r[6],
+            similarity=rows[r[2]].vector,
+            reverse=reverse,
+            degrees=(degree[r[1]], degree[r[2]]),
+            target=rows[r[2]],
+        )
+        for level, reverse, r in walked[:MAX_EDGE_CANDIDATES]
+    ]

@@ -66,10 +66,11 @@ PAGES = {
     "injection-subgraph": ("GET", lambda s: {"injection_id": s["injection"]}, None),
     "members": ("GET", lambda s: {}, None),
     "export-vault": ("GET", lambda s: {}, None),
+    "health": ("GET", lambda s: {}, None),
 }
 # Dashboard routes that are actions, not pages: timed through the action they call (rollback below; a
 # restore is one policy write, graphadmin.actions.do_set_policy).
-ACTIONS = {"dashboard-rollback", "tune-restore"}
+ACTIONS = {"dashboard-rollback", "dashboard-finish-rollback", "tune-restore", "tune-calibrate"}
 
 # Floors of rank and context: the traversal written as one raw statement that also scores and
 # orders (each level: every source's active out-edges to active targets, top %(cap)s by weight; the

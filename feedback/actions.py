@@ -71,14 +71,16 @@ __all__ = [
     "do_normalize",
     "do_record_response",
     "do_record_uses",
+    "do_finish_rollback",
     "do_rollback_batch",
     "do_set_weights",
+    "preview_rollback",
     "fall_through",
 ]
 
 log = logging.getLogger(__name__)
 
-CO_USED = "co_used"
+CO_USED = rules.CO_USED
 CO_USED_DESCRIPTION = (
     "Learned: both notes were used in the same accepted sessions (created by feedback, not by an import)."
 )
@@ -207,7 +209,8 @@ def do_record_uses(
             transaction.set_rollback(True)
             return ledger.existing(done)
         params = _reinforce_params(batch, targets, events, lr, neg)
-        edge_updates, node_updates = queries.fetch(queries.REINFORCE, params)
+        edge_updates, node_updates, archived_edges, archived_nodes = queries.fetch(queries.REINFORCE, params)
+        _refuse_archived_meanwhile(items, reported, archived_edges, archived_nodes)
         # Counted apart (details.answered): edge_updates keeps counting what the report moved in the graph.
         batch.details["answered"] = _teach(batch, session, *_use_evidence(session, reported))
         return ledger.finish(
@@ -218,6 +221,20 @@ def do_record_uses(
             edge_updates=edge_updates,
             audit_extra={"session": session.external_id, "source": source},
         )
+
+
+def _refuse_archived_meanwhile(items, reported, archived_edges, archived_nodes) -> None:
+    """Refuse the report (``report.unknown_item``, as the intake and the drain's check would) when one of
+    its reported items was archived (a ``forget``) after it was checked: REINFORCE saw it under its row
+    lock. The caller's transaction rolls back what the statement wrote. Path edges archived since are
+    credited as before (the report did not name them)."""
+    gone = {("edge", pk) for pk in archived_edges} | {("node", pk) for pk in archived_nodes}
+    if not gone:
+        return
+    for item in reported:
+        if (item.kind, item.id) in gone:
+            index = next(i for i, x in enumerate(items) if (x.kind, x.id) == (item.kind, item.id))
+            raise unknown_item(index, item.kind, item.id)
 
 
 def _replayed(graph, idempotency_key: str | None) -> Result | None:
@@ -426,7 +443,40 @@ def _teach(batch: UpdateBatch, session: AgentSession, evidence: dict[tuple[int, 
         "evidence": [merged[k] for k in keys],
     }
     queries.execute(queries.INSERT_ANSWERED, params)
-    return queries.fetch(queries.TEACH, params)[0]
+    changed = queries.fetch(queries.TEACH, params)[0]
+    if changed:
+        _derive_evidence_similarity(graph.pk, memo[("answered", graph.pk)])
+    return changed
+
+
+# How many reported questions the evidence similarity reads (the latest), and their nearest others each.
+EVIDENCE_QUESTIONS = 300
+EVIDENCE_NEAREST = 10
+
+
+def _derive_evidence_similarity(graph_id: int, answered_type: int | None = None) -> None:
+    """Set the graph's evidence similarity (Graph.evidence_similarity, rules.evidence_similarity) from the
+    evidence that stands: after evidence is taught and after a rollback, in the same transaction, so the
+    similarity ranking reads is always the one the graph's current evidence gives (a rollback of what taught
+    it gives it back)."""
+    if answered_type is None:
+        found = queries.fetch(queries.EDGE_TYPE_ID, {"graph": graph_id, "name": rules.ANSWERED})
+        if found is None:
+            return
+        answered_type = found[0]
+    pairs = queries.fetch_all(
+        queries.QUESTION_PAIRS,
+        {
+            "graph": graph_id,
+            "kind": rules.QUESTION_KIND,
+            "type": answered_type,
+            "limit": EVIDENCE_QUESTIONS,
+            "near": EVIDENCE_NEAREST,
+            "used": rules.USED_WEIGHT,
+        },
+    )
+    similarity = rules.evidence_similarity((float(p), bool(a)) for p, a in pairs)
+    queries.execute(queries.SET_EVIDENCE_SIMILARITY, {"graph": graph_id, "similarity": similarity})
 
 
 def _answered_type(graph: Graph) -> int:
@@ -724,10 +774,10 @@ def do_set_weights(graph: Graph, values: list[ManualValue], *, actor, reason: st
 def do_link_co_used(session: AgentSession, *, actor, policy=None) -> Result:
     """Link what keeps being used together: a ``co_used`` edge for each pair of ``queries.co_used_pairs``.
 
-    Run after an accepted outcome. Co-use is symmetric and expansion follows edges forward, so each
-    pair gets an edge both ways, weight and feedback weight neutral (0.5), with its triplet
-    embedding. The edge type ``co_used`` (priority 0) is created on first use and tuned like any
-    other. One ``link`` batch (details: the edges and the pairs) and one audit event; rolling the
+    Run after an accepted outcome. Co-use is symmetric, so each pair gets an edge both ways (expansion
+    walks links both ways; each direction learns its own weight), weight and feedback weight neutral
+    (0.5), with its triplet embedding. The edge type ``co_used`` (priority 0) is created on first use
+    and tuned like any other. One ``link`` batch (details: the edges and the pairs) and one audit event; rolling the
     batch back archives the edges. A clean no-op when feedback is off, the session is not accepted
     or no pair qualifies.
     """
@@ -808,18 +858,37 @@ def do_rollback_batch(batch: UpdateBatch, *, actor, force: bool = False) -> Resu
     archived, changed ones get their text, key, tags back, archived ones are restored), with the same
     conflict rule and ``force``. An import recorded before imports kept their rows raises
     ``RollbackRefused`` (409 in the API, a message in the dashboard).
+
+    Retried whole when PostgreSQL picks it as a deadlock victim (``ledger.retry_transient``): a drain
+    batch holds the locks of every report it applied so far, and a report locks its question's
+    ``answered`` edges after its nodes (``_teach``), so a rollback taking its edges before its nodes
+    can cross it (docs/decisions/0001-deadlock-victims-retried.md). The retry reads the batch again:
+    what the drain changed meanwhile is a conflict, never overwritten.
     """
     started = time.perf_counter()
+    return ledger.retry_transient(
+        lambda: _rollback_once(batch, actor=actor, force=force, started=started), what=f"rollback of batch {batch.pk}"
+    )
+
+
+def _rollback_once(batch: UpdateBatch, *, actor, force: bool, started: float) -> Result:
+    """One attempt of ``do_rollback_batch``: its transaction."""
     with transaction.atomic():
         target = _rollback_target(batch)
         plan = _rollback_plan(target, force)
         force, links, kind = plan.force, plan.links, plan.kind
         new = ledger.start_batch(target.graph, "rollback", actor, rollback_of=target, details=plan.details)
         counts, conflicts, audit_extra = _undo(target, new, plan, actor=actor)
+        _derive_evidence_similarity(target.graph_id)  # from the evidence that stands now
         # Conflicts left alone (not forced) leave part of the batch standing: stored as partially rolled back.
         # A link batch's conflicts are edges already in the wanted state: nothing of it stands, rolled back.
         target.status = "partially_rolled_back" if conflicts and not force and not links else "rolled_back"
         UpdateBatch.objects.filter(graph_id=target.graph_id, pk=target.pk).update(status=target.status)
+        if target.details.get("finishes_rollback"):
+            # Undoing a forced finish puts back what it overwrote: the batch it finished is partial again.
+            UpdateBatch.objects.filter(graph_id=target.graph_id, pk=target.details["rollback_of"]).update(
+                status="partially_rolled_back"
+            )
         result = ledger.finish(
             new,
             actor,
@@ -836,9 +905,162 @@ def do_rollback_batch(batch: UpdateBatch, *, actor, force: bool = False) -> Resu
         return result
 
 
-def _rollback_target(batch: UpdateBatch) -> UpdateBatch:
-    """The batch's row, locked; RollbackRefused if it was rolled back already or is an import without records."""
-    target = UpdateBatch.objects.select_for_update().select_related("graph").get(graph_id=batch.graph_id, pk=batch.pk)
+@dataclass
+class RollbackPreview:
+    """What a rollback of a batch would do now (``preview_rollback``): the values or rows it would restore
+    (by node and edge), the conflicts it would leave alone, and how many of those a forced rollback would
+    overwrite. ``refused``: why the rollback would be refused (then the counts are 0). ``finishing``: the
+    partial rollback whose remaining rows a finish would force (``do_finish_rollback``), else None."""
+
+    batch: int
+    kind: str
+    node_updates: int = 0
+    edge_updates: int = 0
+    conflicts: int = 0
+    forced_updates: int = 0
+    conflict_ids: dict = field(default_factory=dict)
+    refused: str = ""
+    finishing: int | None = None
+
+    @property
+    def restores_nothing(self) -> bool:
+        return not (self.node_updates or self.edge_updates)
+
+    def as_dict(self) -> dict:
+        return {
+            "batch": self.batch,
+            "kind": self.kind,
+            "node_updates": self.node_updates,
+            "edge_updates": self.edge_updates,
+            "conflicts": self.conflicts,
+            "forced_updates": self.forced_updates,
+            "conflict_ids": self.conflict_ids,
+            "refused": self.refused,
+            "finishing": self.finishing,
+        }
+
+
+def preview_rollback(batch: UpdateBatch, *, finish: bool = False) -> RollbackPreview:
+    """What ``do_rollback_batch(batch)`` would restore now and which rows would conflict, writing nothing;
+    with ``finish``, what ``do_finish_rollback(batch)`` would force. Counted by the rollback's own rules
+    (``queries.rollback_preview`` beside ``rollback_restore``, ``records.plan``), so the rollback that
+    follows reports the same counts unless something is written in between. A read, not an action."""
+    preview = RollbackPreview(batch.pk, batch.kind)
+    try:
+        if finish:
+            target, rollback = _finish_target(batch, lock=False)
+            preview.finishing = rollback.pk
+            plan = _rollback_plan(target, True)
+        else:
+            target = _rollback_target(batch, lock=False)
+            plan = _rollback_plan(target, False)
+    except RollbackRefused as exc:
+        preview.refused = exc.body["reason"]
+        return preview
+    if plan.rows:
+        only = records.remaining(target, rollback) if finish else None
+        decided = records.plan(target, force=False, lock=False, only=only)
+        forced = records.plan(target, force=True, lock=False, only=only)
+        counts = decided.counts()
+        if finish:
+            counts = forced.counts()
+        preview.node_updates, preview.edge_updates = counts["node"], counts["edge"]
+        preview.conflicts = decided.conflicts()
+        preview.forced_updates = sum(forced.counts().values()) - sum(decided.counts().values())
+        preview.conflict_ids = {k: sorted(v)[: records.CONFLICT_SAMPLE] for k, v in decided.clashing.items() if v}
+        return preview
+    if plan.links:
+        changed = Edge.objects.filter(graph_id=target.graph_id, pk__in=plan.edges, archived=not plan.undo).count()
+        preview.edge_updates, preview.conflicts = changed, len(plan.edges) - changed
+        return preview
+    params = {
+        "graph": target.graph_id,
+        "rolled_back": target.pk,
+        "finishing": preview.finishing,
+        "conflict_sample": queries.CONFLICT_SAMPLE,
+    }
+    for kind, field_name in WEIGHT_FIELDS:
+        restored, conflicts, forced, ids = queries.fetch(
+            queries.rollback_preview(kind, field_name), {**params, "field": field_name}
+        )
+        written = restored + forced if finish else restored
+        if kind == "node":
+            preview.node_updates += written
+        else:
+            preview.edge_updates += written
+        preview.conflicts += conflicts
+        preview.forced_updates += forced
+        if ids:
+            preview.conflict_ids[f"{kind}.{field_name}"] = list(ids)
+    return preview
+
+
+def do_finish_rollback(batch: UpdateBatch, *, actor) -> Result:
+    """Finish a partial rollback: force the rows its rollback left alone (conflicts: changed since), as a new
+    ``rollback`` batch whose details name it a forced finish (``finishes_rollback``, ``forced``), audited as
+    ``batch.rollback`` with ``forced_finish``. ``batch`` is the partially rolled-back batch or its rollback.
+
+    The rows the first rollback restored are not touched again; each remaining one is set to the batch's
+    ``before`` (``rollback_forced`` in its history). The batch is then ``rolled_back``. Rolling the finish
+    back (``do_rollback_batch`` on it) re-applies the values it overwrote and marks the batch partially
+    rolled back again. Refused (``RollbackRefused``) for a batch that is not partially rolled back, and for
+    link batches (their conflicts are edges already as wanted: nothing remains).
+    """
+    started = time.perf_counter()
+    with transaction.atomic():
+        target, rollback = _finish_target(batch, lock=True)
+        plan = _rollback_plan(target, True)
+        details = {**plan.details, "force": True, "finishes_rollback": rollback.pk}
+        new = ledger.start_batch(target.graph, "rollback", actor, details=details)
+        if plan.rows:
+            only = records.remaining(target, rollback)
+            counts, conflicts, sample = records.rollback(target, new, actor=actor, force=True, only=only)
+        else:
+            counts, conflicts, sample = _restore_weights(
+                target, new, force=True, blocks=plan.blocks, finishing=rollback.pk
+            )
+        new.details["conflict_ids"] = sample
+        target.status = "rolled_back"
+        UpdateBatch.objects.filter(graph_id=target.graph_id, pk=target.pk).update(status=target.status)
+        return ledger.finish(
+            new,
+            actor,
+            started,
+            node_updates=counts["node"],
+            edge_updates=counts["edge"],
+            conflicts=conflicts,
+            audit_extra={
+                "rollback_of": target.pk,
+                "rolled_back_kind": plan.kind,
+                "forced": True,
+                "forced_finish": True,
+                "finishes_rollback": rollback.pk,
+                "conflict_ids": sample,
+            },
+        )
+
+
+def _finish_target(batch: UpdateBatch, *, lock: bool) -> tuple[UpdateBatch, UpdateBatch]:
+    """(the partially rolled-back batch, its rollback) for ``batch`` (either of them), the first locked with
+    ``lock``; RollbackRefused when there is nothing to finish."""
+    rows = UpdateBatch.objects.select_related("graph")
+    if lock:
+        rows = rows.select_for_update(of=("self",))
+    pk = batch.rollback_of_id if batch.rollback_of_id else batch.pk
+    target = rows.get(graph_id=batch.graph_id, pk=pk)
+    if target.status != "partially_rolled_back":
+        raise RollbackRefused(
+            f"batch {target.pk} is {target.get_status_display()}: there is no partial rollback to finish."
+        )
+    rollback = UpdateBatch.objects.get(graph_id=target.graph_id, rollback_of=target)
+    return target, rollback
+
+
+def _rollback_target(batch: UpdateBatch, *, lock: bool = True) -> UpdateBatch:
+    """The batch's row, locked (unless not ``lock``: a preview); RollbackRefused if it was rolled back already or
+    is an import without records."""
+    rows = UpdateBatch.objects.select_for_update() if lock else UpdateBatch.objects.all()
+    target = rows.select_related("graph").get(graph_id=batch.graph_id, pk=batch.pk)
     # do_rollback_batch is the only writer of rollback_of, and it marks the batch rolled_back in the
     # same transaction.
     if target.status in ROLLED_BACK:
@@ -907,13 +1129,19 @@ def _undo(target: UpdateBatch, new: UpdateBatch, plan: _RollbackPlan, *, actor) 
     return counts, conflicts, {"conflict_ids": sample}
 
 
-def _restore_weights(target: UpdateBatch, new: UpdateBatch, *, force: bool, blocks: bool) -> tuple[dict, int, dict]:
+WEIGHT_FIELDS = (("edge", "weight"), ("edge", "feedback_weight"), ("node", "feedback_weight"))
+
+
+def _restore_weights(
+    target: UpdateBatch, new: UpdateBatch, *, force: bool, blocks: bool, finishing: int | None = None
+) -> tuple[dict, int, dict]:
     """The weight part of a rollback: one ``queries.rollback_restore`` per (target, field), edges first.
-    Returns (changes per target kind, conflicts, conflicting ids by "kind.field")."""
+    Returns (changes per target kind, conflicts, conflicting ids by "kind.field"). ``finishing``: the
+    partial rollback whose remaining rows these are (``do_finish_rollback``)."""
     counts, conflicts, sample = {"node": 0, "edge": 0}, 0, {}
     # Every row first, edges then nodes, each in id order: the lock order of every writer.
     queries.lock_batch_rows(target.graph_id, target.pk)
-    for kind, field_name in (("edge", "weight"), ("edge", "feedback_weight"), ("node", "feedback_weight")):
+    for kind, field_name in WEIGHT_FIELDS:
         params = {
             **ledger.history_params(new),
             "rolled_back": target.pk,
@@ -921,6 +1149,7 @@ def _restore_weights(target: UpdateBatch, new: UpdateBatch, *, force: bool, bloc
             "field": field_name,
             "force": force,
             "blocks": blocks,
+            "finishing": finishing,
         }
         written, found, ids = queries.fetch(queries.rollback_restore(kind, field_name), params)
         counts[kind] += written

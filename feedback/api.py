@@ -33,20 +33,21 @@ from rest_framework.permissions import IsAuthenticated
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
-from graphadmin import clock
+from graphadmin import clock, readiness
 from graphadmin.api.permissions import ActAllowed
 from graphadmin.api.views import GRAPH_ID, GraphScopedMixin
-from graphadmin.params import optional, parse_id
+from graphadmin.params import optional, parse_bool, parse_id, parse_int
 from graphadmin.tenancy import NEEDS, graph_access
 from graphadmin.vault.parse import MAX_ARCHIVE_BYTES, parse_vault
 
-from . import actions, memory, metrics, reports, tasks
+from . import actions, health, memory, metrics, reports, tasks
 from .imports import do_import_vault, do_queue_import, runs_in_background
 from .models import DailyMetric, UpdateBatch, VaultImport, WeightHistory
 from .serializers import (
     AcceptedSerializer,
     DailyMetricSerializer,
     ForgetSerializer,
+    HealthSerializer,
     LinkSerializer,
     ManualSetSerializer,
     MemoryAnswerSerializer,
@@ -54,6 +55,7 @@ from .serializers import (
     RememberSerializer,
     ResponseTextSerializer,
     ResultSerializer,
+    RollbackPreviewSerializer,
     RollbackSerializer,
     UpdateBatchDetailSerializer,
     UpdateBatchSerializer,
@@ -208,6 +210,26 @@ class MetricsView(GraphScopedMixin, generics.ListAPIView):
         return super().get(request, *args, **kwargs)
 
 
+class HealthView(GraphScopedMixin, APIView):
+    """Learning health over the graph's last ``n`` injections (feedback.health): every role that reads the graph."""
+
+    @extend_schema(
+        parameters=[
+            GRAPH_ID,
+            OpenApiParameter(
+                "n",
+                int,
+                description=f"Last N injections (default {health.DEFAULT_INJECTIONS}, at most "
+                f"{health.MAX_INJECTIONS}).",
+            ),
+        ],
+        responses=HealthSerializer,
+    )
+    def get(self, request, graph_pk: int):
+        n = optional(request.query_params, "n", parse_int, low=1, high=health.MAX_INJECTIONS)
+        return Response(health.graph_health(self.graph(), n=n or health.DEFAULT_INJECTIONS))
+
+
 class BatchScopedMixin:
     """Batches of the caller's organizations; another organization's batch is a 404."""
 
@@ -302,6 +324,32 @@ class BatchRollbackView(BatchScopedMixin, APIView):
         serializer = RollbackSerializer(data=request.data)
         serializer.is_valid(raise_exception=True)
         result = actions.do_rollback_batch(self.batch(), actor=request.user, force=serializer.validated_data["force"])
+        return Response(result.as_dict())
+
+
+class BatchRollbackPreviewView(BatchScopedMixin, APIView):
+    """What rolling the batch back would restore and which rows would conflict, now; with ``?finish=1``, what
+    finishing its partial rollback would force. Writes nothing; readable by every role that reads the batch."""
+
+    @extend_schema(
+        parameters=[
+            BATCH_ID,
+            OpenApiParameter("finish", bool, description="Preview finishing a partial rollback (forcing the rest)."),
+        ],
+        responses=RollbackPreviewSerializer,
+    )
+    def get(self, request, pk: int):
+        finish = optional(request.query_params, "finish", parse_bool) or False
+        return Response(actions.preview_rollback(self.batch(), finish=finish).as_dict())
+
+
+class BatchFinishRollbackView(BatchScopedMixin, APIView):
+    """Finish a partial rollback (operators): force the rows its rollback left alone, as a new rollback batch
+    audited as a forced finish. The batch or its rollback may be named. A 409 when nothing is partial."""
+
+    @extend_schema(parameters=[BATCH_ID], request=None, responses={200: ResultSerializer, 409: AcceptedSerializer})
+    def post(self, request, pk: int):
+        result = actions.do_finish_rollback(self.batch(), actor=request.user)
         return Response(result.as_dict())
 
 
@@ -417,6 +465,11 @@ class ImportResultSerializer(serializers.Serializer):
         many=True, help_text="The same links grouped by reason: no such note, ambiguous, attachment missing."
     )
     warnings = serializers.ListField(child=serializers.CharField())
+    vectors_pending = serializers.IntegerField(
+        required=False,
+        help_text="The graph's vectors still to write once the import committed (embedding 'task': the Celery task "
+        "writes them; the graph's own vectors_pending says when it is 0).",
+    )
 
 
 class VaultImportSerializer(serializers.ModelSerializer):
@@ -495,7 +548,8 @@ class VaultImportView(GraphScopedMixin, generics.GenericAPIView):
         parsed = parse_vault(data["file"], create_missing=data["create_missing"])  # VaultError: a 400 on file
         result = do_import_vault(self.graph(), parsed, actor=request.user, dry_run=data["dry_run"])
         code = status.HTTP_200_OK if result.dry_run else status.HTTP_201_CREATED
-        return Response(ImportResultSerializer(result.as_dict()).data, status=code)
+        body = {**result.as_dict(), "vectors_pending": readiness.vectors_pending(self.graph().pk)}
+        return Response(ImportResultSerializer(body).data, status=code)
 
 
 class VaultImportStatusViewSet(GraphScopedMixin, viewsets.ReadOnlyModelViewSet):

@@ -7,16 +7,19 @@ daily metrics rollup (feedback.DailyMetric): charts never scan raw history.
 
 from __future__ import annotations
 
+import math
 from collections import defaultdict
 from collections.abc import Iterable, Sequence
 from datetime import date
 
 from feedback.models import DailyMetric
 
+# The legend sits at the bottom of the figure (``yref: container``): plotly reserves its rows there, and the axes'
+# ``automargin`` fits the tick labels and titles above it, so no label is drawn under the legend.
 _LAYOUT = {
-    "margin": {"l": 55, "r": 20, "t": 40, "b": 90},
-    "height": 340,
-    "legend": {"orientation": "h", "y": -0.3},
+    "margin": {"l": 55, "r": 20, "t": 40, "b": 10},
+    "height": 360,
+    "legend": {"orientation": "h", "yref": "container", "y": 0, "yanchor": "bottom", "x": 0},
     "font": {"family": "system-ui, sans-serif", "size": 12},
     "showlegend": True,  # a figure with one series still names it
 }
@@ -27,13 +30,15 @@ SYMBOLS = ["circle", "square", "diamond", "triangle-up", "x", "cross"]
 
 
 def figure(title: str, data: list[dict], **layout) -> dict:
-    """A figure dict with our shared layout."""
+    """A figure dict with our shared layout (axes always make room for their labels: ``automargin``)."""
+    for axis in ("xaxis", "yaxis"):
+        layout[axis] = {"automargin": True, **layout.get(axis, {})}
     return {"data": data, "layout": {**_LAYOUT, "title": {"text": title}, **layout}}
 
 
-# Daily rollups are categories (one per day with data), so a single day is not drawn as a time span.
-# Ticks slanted, with the margin they need, so a month of dates is never cut off.
-DAY_AXIS = {"type": "category", "title": {"text": "day"}, "tickangle": -45, "automargin": True}
+# Days on a date axis (so the policy-change marks, drawn at their time, line up with the days), ticks slanted
+# with the margin they need, so a month of dates is never cut off.
+DAY_AXIS = {"type": "date", "title": {"text": "day"}, "tickangle": -45, "automargin": True, "tickformat": "%b %d"}
 
 
 def line_series(name: str, x: Sequence, y: Sequence, index: int = 0, **extra) -> dict:
@@ -67,13 +72,25 @@ def bar_series(name: str, x: Sequence, y: Sequence, index: int = 0, **extra) -> 
     }
 
 
-def histogram_series(name: str, values: Iterable[float], index: int = 0) -> dict:
+HISTOGRAM_BINS = 20
+
+
+def histogram_series(name: str, values: Iterable[float], index: int = 0, bins: int = HISTOGRAM_BINS) -> dict:
+    """Counts of ``values`` (weights, in [0, 1]) in ``bins`` equal bins, as bars at the bins' centres: binned
+    here, so the pages need only plotly.js's basic bundle (scatter and bar), which has no histogram trace."""
+    counts = [0] * bins
+    for v in values:
+        counts[min(bins - 1, max(0, int(v * bins)))] += 1
+    centres = [round((i + 0.5) / bins, 4) for i in range(bins)]
     return {
-        "type": "histogram",
+        "type": "bar",
         "name": name,
-        "x": list(values),
+        "x": centres,
+        "y": counts,
+        "width": 1 / bins,
         "opacity": 0.65,
         "marker": {"color": PALETTE[index % len(PALETTE)], "pattern": {"shape": ["", "/", "x"][index % 3]}},
+        "hovertemplate": "%{x:.3f} ± " + f"{0.5 / bins:.3f}" + ": %{y}<extra>%{fullData.name}</extra>",
     }
 
 
@@ -349,5 +366,161 @@ def learning_at_a_glance(learning) -> dict:
         yaxis={"range": [0, 1.05], "title": {"text": "share / score"}},
         shapes=shapes,
         annotations=annotations,
-        margin={"l": 55, "r": 20, "t": 90, "b": 90},
+        margin={"l": 55, "r": 20, "t": 90, "b": 10},
+    )
+
+
+# ---------------------------------------------------------------------------------------------
+# Marks of policy changes on every time chart; the rank-dependent measures (feedback.analysis)
+
+
+def with_marks(fig: dict, marks: list[dict], *, labels: bool = True) -> dict:
+    """``fig`` with a vertical line at each mark's time (policy changes solid, decay runs dotted) and, with
+    ``labels``, the policy changes named at the foot of their line. Marks are ``learning.marks_between``'s."""
+    layout = fig["layout"]
+    shapes, annotations = list(layout.get("shapes", [])), list(layout.get("annotations", []))
+    for mark in marks:
+        colour, dash = MARK_STYLE[mark["kind"]]
+        at = mark["at"].isoformat()
+        shapes.append(
+            {
+                "type": "line",
+                "xref": "x",
+                "yref": "paper",
+                "x0": at,
+                "x1": at,
+                "y0": 0,
+                "y1": 1,
+                "line": {"color": colour, "dash": dash, "width": 1.5},
+                "name": mark["text"],
+            }
+        )
+        if labels and mark["kind"] == "policy":
+            annotations.append(
+                {
+                    "x": at,
+                    "xref": "x",
+                    "yref": "paper",
+                    "y": 1,
+                    "yanchor": "bottom",
+                    "xanchor": "left",
+                    "text": mark["label"],
+                    "hovertext": mark["text"],
+                    "showarrow": False,
+                    "font": {"size": 11, "color": colour},
+                }
+            )
+    layout["shapes"], layout["annotations"] = shapes, annotations
+    return fig
+
+
+def _error_bars(estimates) -> dict:
+    return {
+        "type": "data",
+        "symmetric": False,
+        "array": [None if e.value is None else e.high - e.value for e in estimates],
+        "arrayminus": [None if e.value is None else e.value - e.low for e in estimates],
+        "thickness": 1.2,
+        "width": 4,
+    }
+
+
+def rank_measures(periods, marks: list[dict], *, rolling: bool = False) -> dict:
+    """MRR of the first used item and the share of sessions whose top item was used, per week (or over the 7
+    days ending each day), each point with its 95% interval as an error bar and its n in the hover."""
+    x = [(p.end if rolling else p.start).isoformat() for p in periods]
+    series = []
+    for index, (name, key, fmt) in enumerate(
+        (("MRR of the first used item", "mrr", ".3f"), ("top item used (share of sessions)", "top", ".0%"))
+    ):
+        ests = [getattr(p, key) for p in periods]
+        series.append(
+            line_series(
+                name,
+                x,
+                [e.value for e in ests],
+                index,
+                error_y=_error_bars(ests),
+                text=[
+                    "no session" if e.value is None else f"n = {e.n}, 95% {e.low:{fmt}}–{e.high:{fmt}}" for e in ests
+                ],
+                hovertemplate="%{x}: %{y:" + fmt + "} (%{text})<extra>%{fullData.name}</extra>",
+            )
+        )
+    what = "7 days ending each day" if rolling else "per week"
+    fig = figure(
+        f"Where the first used item ranked, {what} (bars: 95% intervals; lines: policy changes)",
+        series,
+        xaxis={"type": "date", "title": {"text": "day" if rolling else "week starting"}, "tickformat": "%b %d"},
+        yaxis={"range": [0, 1.05], "title": {"text": "MRR / share"}},
+        margin={"l": 55, "r": 20, "t": 60, "b": 10},
+    )
+    return with_marks(fig, [m for m in marks if m["kind"] == "policy"])
+
+
+def before_after(ba) -> dict:
+    """Two series around a revision, day by day (days from the change: negative before, 0 and up after): each
+    day's MRR of the first used item, with the day's n; each window's mean as a horizontal line."""
+    series, shapes = [], []
+    for index, (name, group, sign) in enumerate(
+        ((f"before r{ba.revision}", ba.sessions_before, -1), (f"after r{ba.revision}", ba.sessions_after, 1))
+    ):
+        by_day: dict[int, list[float]] = {}
+        for s in group:
+            offset = math.floor((s.started - ba.at).total_seconds() / 86400)
+            by_day.setdefault(offset, []).append(s.reciprocal_rank)
+        days = sorted(by_day)
+        series.append(
+            line_series(
+                name,
+                days,
+                [sum(by_day[d]) / len(by_day[d]) for d in days],
+                index,
+                text=[f"n = {len(by_day[d])}" for d in days],
+                hovertemplate="day %{x}: MRR %{y:.3f} (%{text})<extra>%{fullData.name}</extra>",
+                mode="markers+lines",
+            )
+        )
+        period = ba.before if sign < 0 else ba.after
+        if period.mrr.value is not None:
+            x0, x1 = (-ba.days, 0) if sign < 0 else (0, ba.days)
+            shapes.append(
+                {
+                    "type": "line",
+                    "xref": "x",
+                    "yref": "y",
+                    "x0": x0,
+                    "x1": x1,
+                    "y0": period.mrr.value,
+                    "y1": period.mrr.value,
+                    "line": {"color": PALETTE[index], "width": 2, "dash": "dot"},
+                }
+            )
+    shapes.append(
+        {
+            "type": "line",
+            "xref": "x",
+            "yref": "paper",
+            "x0": 0,
+            "x1": 0,
+            "y0": 0,
+            "y1": 1,
+            "line": {"color": MARK_STYLE["policy"][0], "width": 1.5},
+        }
+    )
+    d = ba.mrr
+    diff = (
+        "no sessions on one side"
+        if d.value is None
+        else f"difference {d.value:+.3f} (95% {d.low:+.3f} to {d.high:+.3f})"
+    )
+    return figure(
+        f"MRR of the first used item, {ba.days} days either side of r{ba.revision}: {diff}",
+        series,
+        xaxis={
+            "title": {"text": f"days from r{ba.revision} (dotted: each window's mean)"},
+            "range": [-ba.days - 0.5, ba.days + 0.5],
+        },
+        yaxis={"range": [0, 1.05], "title": {"text": "MRR"}},
+        shapes=shapes,
     )

@@ -48,9 +48,12 @@ def do_import_vault(
     run on an unchanged vault writes nothing but its UpdateBatch and AuditEvent (rules: graphadmin.vault.plan).
     """
     clock = time.perf_counter()
-    with transaction.atomic():
-        # One import at a time per graph: the row lock queues a concurrent import behind this one.
-        graph = Graph.objects.select_for_update().get(pk=graph.pk)
+    with transaction.atomic(), apply.statements_not_prepared():
+        # One import at a time per graph: the row lock queues a concurrent import behind this one. NO KEY
+        # UPDATE, not UPDATE: the latter also blocks the foreign-key checks of every row inserted that
+        # points at the graph (an agent's report, a context call's session and injection) for the whole
+        # import (tests/feedback/test_import_beside_agents.py).
+        graph = Graph.objects.select_for_update(no_key=True).get(pk=graph.pk)
         plan = plan_import(parsed, *apply.current_rows(graph))
         if dry_run:
             transaction.set_rollback(True)
@@ -95,10 +98,11 @@ def do_import_vault(
             audit_extra={"counts": plan.counts, "unresolved": plan.unresolved[:50], "embedding": mode},
         )
         event, duration_ms = batch.audit_event, batch.duration_ms
+        embed_task = ""
         if mode == "task":
             graph_id = graph.pk
             # Through the task outbox: the vectors are filled even if the broker is down now.
-            task_outbox.send_on_commit(embed_graph.name, args=[graph_id], queue="embeddings")
+            embed_task = task_outbox.send_on_commit(embed_graph.name, args=[graph_id], queue="embeddings")
     return ImportResult(
         plan.counts,
         plan.unresolved,
@@ -107,6 +111,7 @@ def do_import_vault(
         audit_seq=event.seq,
         embedding=mode,
         duration_ms=duration_ms,
+        embed_task=embed_task,
     )
 
 
@@ -147,7 +152,7 @@ def do_queue_import(graph: Graph, upload, *, actor, dry_run: bool = False, creat
     """Record an uploaded vault as a VaultImport (state ``queued``) and enqueue its task on commit.
 
     The archive is stored with the row (the worker may run on another machine); the task empties it
-    once read. Nothing of the graph changes until the task runs ``do_import_vault``.
+    once the import has committed or failed. Nothing of the graph changes until the task runs ``do_import_vault``.
     """
     upload.seek(0)
     data = upload.read()
@@ -192,7 +197,8 @@ def run_queued_import(record: VaultImport, *, actor) -> VaultImport:
 
     A refused archive or any failure ends in state ``failed`` with the reason; the import's own
     transaction rolled back, so the graph is as it was. A record already finished is left alone
-    (a redelivered task).
+    (a redelivered task); one left ``parsing`` or ``importing`` by a worker that died is imported again
+    from its archive (the dead worker's transaction never committed).
     """
     if record.state in ("succeeded", "failed"):
         return record
@@ -208,7 +214,10 @@ def run_queued_import(record: VaultImport, *, actor) -> VaultImport:
     try:
         with _stored_archive(record) as archive:
             parsed = parse_vault(archive, progress=progress, create_missing=record.create_missing)
-        _set(record, state="importing", archive=b"")
+        # The archive stays with the row until the import has committed: a worker killed now (the OOM
+        # killer, a deploy) leaves the graph as it was and the row ``importing`` with its archive, which
+        # the task outbox's redelivery imports again from the start (tests/feedback/test_import_cancelled.py).
+        _set(record, state="importing")
         try:
             result = do_import_vault(record.graph, parsed, actor=actor, dry_run=record.dry_run)
         finally:
@@ -223,5 +232,5 @@ def run_queued_import(record: VaultImport, *, actor) -> VaultImport:
         raise
     else:
         body = result.as_dict()
-        _set(record, state="succeeded", counts=body["counts"], result=body, finished_at=clock.now())
+        _set(record, state="succeeded", counts=body["counts"], result=body, archive=b"", finished_at=clock.now())
     return record

@@ -75,6 +75,19 @@ def weekly(graph: Graph, *, now: datetime | None = None, weeks: int = WEEKS, age
     ):
         week = by_start[start]
         week.sessions, week.used, week.outcomes, week.mean_score = sessions, used, outcomes, mean_score
+    marks = marks_between(graph, since, until)
+    for mark in marks:
+        by_start[week_start(mark["at"].astimezone(UTC).date())].marks.append(mark)
+    weeks_shown = list(by_start.values())
+    # Weeks before the graph's first session or mark say nothing (a young graph, a demo's history).
+    while len(weeks_shown) > 1 and not (weeks_shown[0].sessions or weeks_shown[0].marks):
+        weeks_shown.pop(0)
+    return Learning(weeks=weeks_shown, marks=marks, window=weeks)
+
+
+def marks_between(graph: Graph, since: datetime, until: datetime) -> list[dict]:
+    """The policy changes (revisions after the first) and decay runs in [since, until), in time order, each
+    as {kind, at, label, text, revision or period}: what the time charts mark."""
     marks = []
     for kind, at, number, note, edges, rolled_back in queries.learning_marks(graph, since, until):
         if kind == "policy":
@@ -83,10 +96,4 @@ def weekly(graph: Graph, *, now: datetime | None = None, weeks: int = WEEKS, age
         else:
             text = f"decay, period {number}: {edges} edge(s)" + (" (rolled back)" if rolled_back else "")
             marks.append({"kind": kind, "at": at, "label": "decay", "text": text, "period": number})
-    for mark in marks:
-        by_start[week_start(mark["at"].astimezone(UTC).date())].marks.append(mark)
-    weeks_shown = list(by_start.values())
-    # Weeks before the graph's first session or mark say nothing (a young graph, a demo's history).
-    while len(weeks_shown) > 1 and not (weeks_shown[0].sessions or weeks_shown[0].marks):
-        weeks_shown.pop(0)
-    return Learning(weeks=weeks_shown, marks=marks, window=weeks)
+    return marks

@@ -20,6 +20,7 @@ from psycopg.types.json import Jsonb
 
 from graphadmin import audit, clock
 from graphadmin.models import Graph
+from graphadmin.runtime.errorpages import short_of_resources
 
 from . import queries
 from .models import UpdateBatch
@@ -240,6 +241,15 @@ def run_chunks(
     status = "applied" if summary["batches"] else ("duplicate" if summary["skipped_chunks"] else "nothing_to_change")
     batch_id = summary["batches"][0] if len(summary["batches"]) == 1 else None
     return Result(status, batch_id, 0, edges, 0, elapsed_ms(started), details=summary)
+
+
+def under_pressure(exc: BaseException) -> bool:
+    """Whether ``exc`` is the machine short of a resource, not a fault of the write itself: PostgreSQL's
+    class 53 (insufficient resources: ``disk_full`` 53100, ``out_of_memory`` 53200, too many connections,
+    a configuration limit) or this process's own ``MemoryError``. Such a write is worth trying again, as
+    often as it takes, once the pressure ends (``feedback.outbox``: never counted towards a report's
+    last attempt)."""
+    return isinstance(exc, MemoryError) or bool(short_of_resources(exc))
 
 
 def retry_transient(call, *, what: str, retries: int = DEADLOCK_RETRIES, backoff: float = RETRY_BACKOFF_S):

@@ -52,6 +52,12 @@ class AgentSession(models.Model):
     started_at = models.DateTimeField(default=clock.now, editable=False)
     outcome = models.CharField(max_length=20, null=True, blank=True, choices=[(o, o) for o in OUTCOMES])
     outcome_at = models.DateTimeField(null=True, blank=True)
+    vectors_pending = models.IntegerField(
+        default=0,
+        db_default=0,
+        help_text="The most vectors the graph's embeddings task still had to write when a question of this session "
+        "was answered (0: no answer came from a graph being built). Reports on a session above 0 teach nothing.",
+    )
 
     objects = TenantQuerySet.as_manager()
 
@@ -229,6 +235,17 @@ class UpdateBatch(models.Model):
 
     def __str__(self):
         return f"batch {self.pk} ({self.kind}, {self.status})"
+
+    @property
+    def restored_nothing(self) -> bool:
+        """A finished rollback that changed no value and no row (every row a conflict, or already as wanted)."""
+        return self.kind == "rollback" and self.finished_at is not None and not (self.node_updates or self.edge_updates)
+
+    def status_text(self) -> str:
+        """The status as people read it: an applied rollback that restored nothing says "nothing restored"."""
+        if self.status == "applied" and self.restored_nothing:
+            return "nothing restored"
+        return self.get_status_display()
 
     def get_absolute_url(self):
         """Its dashboard page (the admin's "View on site")."""

@@ -23,7 +23,12 @@ What happens to each row:
   since the 202): logged, never retried;
 - any other error (a deadlock victim after ``ledger.retry_transient``'s retries, a lost connection):
   the row stays ``pending`` with ``attempts``, ``last_error`` and a backoff (``not_before``); after
-  ``MAX_ATTEMPTS`` it is ``failed`` and logged as an error.
+  ``MAX_ATTEMPTS`` it is ``failed`` and logged as an error. An error of pressure (``ledger.under_pressure``:
+  the database's disk full or out of memory, this worker's ``MemoryError``) backs off the same way but
+  never fails the row: the report waits for the pressure to end, however long it lasts (a full disk
+  for the ten minutes the backoff's eight attempts add up to would otherwise lose every report
+  accepted before it). When the batch's own state write is refused too, its transaction rolls back
+  whole and the rows stay as they were (pending), for the sweeper.
 """
 
 from __future__ import annotations
@@ -42,7 +47,7 @@ from graphadmin.errors import DomainError
 from graphadmin.models import Graph
 
 from . import actions, queries
-from .ledger import Result, retry_transient
+from .ledger import Result, retry_transient, under_pressure
 from .models import AgentSession, PendingReport
 from .report import Report, stale_items
 
@@ -78,6 +83,8 @@ def record(user, session: AgentSession, report: Report) -> None:
     )
 
 
+# Named SQL on the whole drain path (docs/decisions/0002-named-sql-in-the-drain.md); the wake-up's
+# coalescing window (docs/decisions/0005-coalescing-window.md).
 def drain(graph_id: int, *, batch_size: int = BATCH_SIZE, seconds: float = DRAIN_SECONDS, window: float = 0.0) -> dict:
     """Apply the graph's pending reports, batch after batch, until none is left or ``seconds`` ran out.
 
@@ -242,11 +249,12 @@ def _apply_row(
             raise  # the savepoint could not be rolled back: the batch's transaction is lost, its rows stay pending
         row.attempts += 1
         row.last_error = f"{type(exc).__name__}: {exc}"[:2000]
-        if row.attempts >= MAX_ATTEMPTS:
+        if row.attempts >= MAX_ATTEMPTS and not under_pressure(exc):
             row.state = "failed"
             log.error("report failed; not retried again", exc_info=True, extra={"attempts": row.attempts, **context})
         else:
-            delay = min(BACKOFF_MAX_S, BACKOFF_S * 2 ** (row.attempts - 1))
+            # Capped exponent: under pressure the attempts grow without bound.
+            delay = min(BACKOFF_MAX_S, BACKOFF_S * 2 ** min(row.attempts - 1, 16))
             row.not_before = clock.now() + timedelta(seconds=delay)
             log.warning(
                 "report failed; retried later", exc_info=True, extra={"attempts": row.attempts, "retry_in_s": delay}

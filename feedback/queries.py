@@ -63,6 +63,7 @@ def _table(model) -> sql.Identifier:
 
 
 TABLES = {
+    "graphs": _table(Graph),
     "edge": _table(Edge),
     "node": _table(Node),
     "edge_type": _table(EdgeType),
@@ -147,10 +148,12 @@ INSERT_BATCH_ONCE = _statement(
 # ``rules.weaken``), with one WeightChange per change naming its use event. Inputs: three aligned
 # arrays per target (ids, signals, use event ids; empty for none). Each step locks its rows in id
 # order and reads ``before`` after the lock, so no concurrent report's change is lost. Returns (edge
-# changes, node changes).
+# changes, node changes, ids of the locked edges then nodes that are archived): a note forgotten after
+# the caller checked its items is seen here, under the lock, and the caller refuses the report (its
+# transaction rolls back) instead of moving a forgotten note's weight.
 REINFORCE = _statement("""
     WITH edge_locked AS MATERIALIZED (
-        SELECT i.id, i.signal, i.use_event_id, t.weight AS before
+        SELECT i.id, i.signal, i.use_event_id, t.weight AS before, t.archived
         FROM {edge} t
         JOIN unnest(%(edge_ids)s::bigint[], %(edge_signals)s::text[], %(edge_events)s::bigint[])
              AS i(id, signal, use_event_id) ON i.id = t.id
@@ -176,7 +179,7 @@ REINFORCE = _statement("""
     ),
     edge_count AS (SELECT count(*) AS n FROM edge_history),
     node_locked AS MATERIALIZED (
-        SELECT i.id, i.signal, i.use_event_id, t.feedback_weight AS before
+        SELECT i.id, i.signal, i.use_event_id, t.feedback_weight AS before, t.archived
         FROM {node} t
         JOIN unnest(%(node_ids)s::bigint[], %(node_signals)s::text[], %(node_events)s::bigint[])
              AS i(id, signal, use_event_id) ON i.id = t.id
@@ -200,7 +203,9 @@ REINFORCE = _statement("""
         FROM node_updated u
         RETURNING 1
     )
-    SELECT (SELECT n FROM edge_count), (SELECT count(*) FROM node_history)
+    SELECT (SELECT n FROM edge_count), (SELECT count(*) FROM node_history),
+           ARRAY(SELECT id FROM edge_locked WHERE archived ORDER BY id),
+           ARRAY(SELECT id FROM node_locked WHERE archived ORDER BY id)
 """)
 
 
@@ -504,7 +509,9 @@ def rollback_restore(target: str, field: str) -> sql.Composed:
     (then overwritten, with event ``rollback_forced``). The history has the shape of the batch's:
     rows, or blocks when ``blocks`` (one of the two INSERTs writes, the other's WHERE is false).
     Locks the rows in id order and reads the current value after the lock. Returns (changes
-    written, conflicts, sample of conflicting ids).
+    written, conflicts, sample of conflicting ids). With ``finishing`` (a partial rollback's batch id,
+    else NULL), only the rows that rollback did not write: the remaining ones, which ``force`` then
+    overwrites (``actions.do_finish_rollback``).
     """
     table, column, target_column = _weight(target, field)
     return _statement(
@@ -514,7 +521,11 @@ def rollback_restore(target: str, field: str) -> sql.Composed:
             FROM {table} t
             JOIN (SELECT w.{target_column} AS id, w.before AS restore, w.after AS expected FROM {history} w
                   WHERE w.graph_id = %(graph)s AND w.batch_id = %(rolled_back)s AND w.field = %(field)s
-                    AND w.{target_column} IS NOT NULL) h
+                    AND w.{target_column} IS NOT NULL
+                    AND (%(finishing)s::bigint IS NULL OR NOT EXISTS (
+                         SELECT 1 FROM {history} r
+                         WHERE r.graph_id = %(graph)s AND r.batch_id = %(finishing)s AND r.field = %(field)s
+                           AND r.{target_column} = w.{target_column}))) h
                  ON h.id = t.id
             WHERE t.graph_id = %(graph)s
             ORDER BY t.id FOR NO KEY UPDATE OF t
@@ -549,6 +560,44 @@ def rollback_restore(target: str, field: str) -> sql.Composed:
                (SELECT count(*) FROM decided WHERE NOT matches),
                (SELECT coalesce(array_agg(id ORDER BY id), ARRAY[]::bigint[])
                 FROM (SELECT id FROM decided WHERE NOT matches ORDER BY id LIMIT %(conflict_sample)s) first)
+        """,
+        table=table,
+        column=column,
+        target_column=target_column,
+    )
+
+
+def rollback_preview(target: str, field: str) -> sql.Composed:
+    """What ``rollback_restore`` would do now, without a lock or a write: (values it would restore,
+    conflicts, conflicts a forced rollback would overwrite, sample of conflicting ids).
+
+    The same rows and the same rule as ``rollback_restore`` (a row is restored where its current
+    value still equals the batch's ``after``, and written only where that changes it), so the preview
+    and the rollback that follows report the same counts when nothing is written in between. Takes
+    the same ``finishing`` parameter. A plain read; the rollback itself re-reads under its locks.
+    """
+    table, column, target_column = _weight(target, field)
+    return _statement(
+        """
+        WITH decided AS (
+            SELECT t.id, t.{column} AS now, h.restore, t.{column} IS NOT DISTINCT FROM h.expected AS matches
+            FROM {table} t
+            JOIN (SELECT w.{target_column} AS id, w.before AS restore, w.after AS expected FROM {history} w
+                  WHERE w.graph_id = %(graph)s AND w.batch_id = %(rolled_back)s AND w.field = %(field)s
+                    AND w.{target_column} IS NOT NULL
+                    AND (%(finishing)s::bigint IS NULL OR NOT EXISTS (
+                         SELECT 1 FROM {history} r
+                         WHERE r.graph_id = %(graph)s AND r.batch_id = %(finishing)s AND r.field = %(field)s
+                           AND r.{target_column} = w.{target_column}))) h
+                 ON h.id = t.id
+            WHERE t.graph_id = %(graph)s
+        )
+        SELECT count(*) FILTER (WHERE matches AND restore IS DISTINCT FROM now),
+               count(*) FILTER (WHERE NOT matches),
+               count(*) FILTER (WHERE NOT matches AND restore IS DISTINCT FROM now),
+               (SELECT coalesce(array_agg(id ORDER BY id), ARRAY[]::bigint[])
+                FROM (SELECT id FROM decided WHERE NOT matches ORDER BY id LIMIT %(conflict_sample)s) first)
+        FROM decided
         """,
         table=table,
         column=column,
@@ -619,6 +668,46 @@ NEAREST_QUESTION = _statement("""
       AND n.embedding_model = %(model)s
     ORDER BY n.embedding <=> %(query)s::vector
     LIMIT 1
+""")
+
+# Pairs of reported questions, for the graph's evidence similarity (rules.evidence_similarity): the
+# %(limit)s latest question nodes with a reported use (an ``answered`` edge of type %(type)s at weight
+# %(used)s, rules.USED_WEIGHT), each with its %(near)s nearest such questions (cosine), and whether the two
+# share a used note. Each pair once. Named SQL: the nearest-neighbour walk and the set test are one pass in the
+# database (the ORM has neither the vector distance in a lateral join nor the correlated EXISTS).
+QUESTION_PAIRS = _statement("""
+    WITH asked AS MATERIALIZED (
+        SELECT n.id, n.embedding
+        FROM {node} n
+        WHERE n.graph_id = %(graph)s AND n.kind = %(kind)s AND NOT n.archived AND n.embedding IS NOT NULL
+          AND EXISTS (SELECT 1 FROM {edge} e WHERE e.graph_id = %(graph)s AND e.source_id = n.id
+                      AND e.edge_type_id = %(type)s AND NOT e.archived AND e.weight >= %(used)s)
+        ORDER BY n.id DESC
+        LIMIT %(limit)s
+    ),
+    pairs AS (
+        SELECT DISTINCT LEAST(a.id, b.id) AS a, GREATEST(a.id, b.id) AS b, b.similarity
+        FROM asked a
+        CROSS JOIN LATERAL (
+            SELECT o.id, 1 - (o.embedding <=> a.embedding) AS similarity
+            FROM asked o WHERE o.id <> a.id
+            ORDER BY o.embedding <=> a.embedding
+            LIMIT %(near)s
+        ) b
+    )
+    SELECT p.similarity,
+           EXISTS (SELECT 1 FROM {edge} x JOIN {edge} y ON y.target_id = x.target_id
+                   WHERE x.graph_id = %(graph)s AND y.graph_id = %(graph)s
+                     AND x.source_id = p.a AND y.source_id = p.b
+                     AND x.edge_type_id = %(type)s AND y.edge_type_id = %(type)s
+                     AND NOT x.archived AND NOT y.archived AND x.weight >= %(used)s AND y.weight >= %(used)s) AS agree
+    FROM pairs p
+""")
+
+# The graph's evidence similarity (rules.evidence_similarity), NULL when there is none yet.
+SET_EVIDENCE_SIMILARITY = _statement("""
+    UPDATE {graphs} SET evidence_similarity = %(similarity)s
+    WHERE id = %(graph)s AND evidence_similarity IS DISTINCT FROM %(similarity)s
 """)
 
 # The ``answered`` edges (type %(type)s) from question to note for the aligned arrays, neutral (0.5:
@@ -721,9 +810,10 @@ def session_shown(session: AgentSession) -> Shown:
 # The changes of one node or edge (``{target_column}``: ``node_id`` or ``edge_id``), newest first, as
 # rows of the view ``feedback_weighthistory`` (model WeightHistory, the same columns). Not a filter on
 # the view: the view unnests each block whole, and a block holds up to BLOCK_SPAN changes, so on an
-# edge decayed a hundred times the view takes about twenty times longer (docs/performance.md). Here
-# rows come from the (graph, target, time) index; a block is read only when its id bounds hold the
-# target, and only at the target's position (``array_position``). ``only_field``: the field or NULL
+# edge decayed a hundred times the view takes about twenty times longer
+# (docs/history/performance-first-build.md, "One target's history"). Here rows come from the (graph,
+# target, time) index; a block is read only when its id bounds hold the target, and only at the
+# target's position (``array_position``). ``only_field``: the field or NULL
 # for both; ``latest``: at most that many (NULL: all).
 def _history_of(target_column: sql.Identifier) -> sql.Composed:
     return _statement(
@@ -1235,6 +1325,68 @@ def weekly_learning(
     return fetch_all(WEEKLY_LEARNING, params)
 
 
+# One row per session whose first injection falls in [since, until): where the first item it used was ranked,
+# for the rank-dependent measures of feedback.analysis (mean reciprocal rank of the first used item, the share
+# of sessions whose top item was used) and the per-session CSV. "Used" is what WEEKLY_LEARNING counts (an
+# explicit or implicit use, not path credit) of a candidate the session was given (selected); the rank is the
+# candidate log's, the best over the session's injections. The outcome is scored by the policy revision in
+# effect when it was reported, as in WEEKLY_LEARNING; the revision is the one the first injection ran under.
+# A statement of its own: a per-session minimum over a join of three ledgers, with the two laterals.
+# Its ranks MATERIALIZED: docs/decisions/0010-session-ranks-materialized.md
+SESSION_RANKS = _statement("""
+    WITH first_seen AS MATERIALIZED (
+        SELECT j.session_id, min(j.created_at) AS at FROM {injection} j
+        WHERE j.graph_id = %(graph)s
+        GROUP BY j.session_id
+        HAVING min(j.created_at) >= %(since)s AND min(j.created_at) < %(until)s
+    ),
+    -- Computed once for all the sessions (MATERIALIZED): inlined, a planner without statistics (a graph
+    -- just filled) ran it once per session over every first_seen row, seconds instead of milliseconds.
+    ranks AS MATERIALIZED (
+        SELECT j.session_id, min(c.rank) AS first_used_rank
+        FROM {injection} j
+        JOIN {candidate} c ON c.injection_id = j.id AND c.graph_id = %(graph)s AND c.selected
+        WHERE j.graph_id = %(graph)s AND j.session_id IN (SELECT session_id FROM first_seen)
+          AND EXISTS (
+              SELECT 1 FROM {use_event} u
+              WHERE u.session_id = j.session_id AND u.graph_id = %(graph)s
+                AND u.signal IN ('explicit', 'implicit') AND u.source <> 'path'
+                AND (c.node_id = u.node_id OR c.edge_id = u.edge_id)
+          )
+        GROUP BY j.session_id
+    )
+    SELECT s.id, s.external_id, s.owner_id, f.at, s.outcome, score.value, rev.revision, r.first_used_rank
+    FROM first_seen f
+    JOIN {session} s ON s.id = f.session_id AND s.graph_id = %(graph)s
+    LEFT JOIN ranks r ON r.session_id = f.session_id
+    LEFT JOIN LATERAL (
+        SELECT p.revision FROM {injection} j JOIN {policy} p ON p.id = j.policy_revision_id
+        WHERE j.session_id = f.session_id AND j.graph_id = %(graph)s
+        ORDER BY j.created_at, j.id LIMIT 1
+    ) rev ON true
+    LEFT JOIN LATERAL (
+        SELECT CASE s.outcome WHEN 'accepted' THEN p.outcome_accepted WHEN 'rework' THEN p.outcome_rework
+                              WHEN 'rejected' THEN p.outcome_rejected END AS value
+        FROM {policy} p
+        WHERE p.graph_id = %(graph)s AND (p.created_at <= s.outcome_at OR p.revision = 1)
+        ORDER BY p.revision DESC LIMIT 1
+    ) score ON s.outcome IS NOT NULL
+    WHERE %(owners)s::bigint[] IS NULL OR s.owner_id = ANY(%(owners)s::bigint[])
+          OR (%(unowned)s AND s.owner_id IS NULL)
+    ORDER BY f.at, s.id
+""")
+
+
+def session_ranks(
+    graph, since: datetime, until: datetime, owners: list[int] | None = None, unowned: bool = False
+) -> list[tuple]:
+    """Rows of SESSION_RANKS: (session id, external id, owner id, first injection time, outcome, outcome score
+    or None, policy revision of the first injection, first used rank or None), in time order."""
+    params = {"graph": getattr(graph, "pk", graph), "since": since, "until": until}
+    params.update(owners=owners, unowned=unowned)
+    return fetch_all(SESSION_RANKS, params)
+
+
 def learning_marks(graph, since: datetime, until: datetime) -> list[tuple]:
     """Rows of LEARNING_MARKS: (kind, time, revision or period, note, edges changed, all rolled back)."""
     return fetch_all(LEARNING_MARKS, {"graph": getattr(graph, "pk", graph), "since": since, "until": until})
@@ -1317,7 +1469,8 @@ def mark_reports(graph_id: int, rows) -> None:
 # (``FOR UPDATE SKIP LOCKED``: a row another drainer's transaction holds is left to it): past their
 # backoff, and not behind an earlier row of their session still waiting out its own. Every column of
 # the row, in the model's order (``claim_reports``). Plain SQL: the drain runs it for every batch, and
-# the ORM's compilation of the same query (a correlated NOT EXISTS) cost more than running it.
+# the ORM's compilation of the same query (a correlated NOT EXISTS) cost more than running it
+# (docs/decisions/0002-named-sql-in-the-drain.md).
 CLAIM_REPORTS = _statement(
     """
     SELECT {columns} FROM {report} r
@@ -1419,3 +1572,119 @@ def drain_sessions(graph: Graph, ids: set[int]) -> dict[int, AgentSession]:
 
 # The id of the graph's edge type of that name (``actions._answered_type``; no row: none yet).
 EDGE_TYPE_ID = _statement("SELECT t.id FROM {edge_type} t WHERE t.graph_id = %(graph)s AND t.name = %(name)s")
+
+
+# --------------------------------------------------------------------------------------------------
+# Learning health (feedback.health): what the candidate log and the weight history say about learning
+
+# The window: the graph's last ``n`` injections (the index injection_graph_recent), and their candidates by
+# injection (the unique index on injection, rank, created_at), the partitions pruned by the window's first time.
+_HEALTH_WINDOW = """
+    WITH inj AS MATERIALIZED (
+        SELECT i.id, i.created_at FROM {injection} i
+        WHERE i.graph_id = %(graph)s ORDER BY i.created_at DESC, i.id DESC LIMIT %(n)s
+    ),
+    cand AS MATERIALIZED (
+        SELECT c.injection_id, c.node_id, c.hops, c.total, c.selected, c.components, c.features
+        FROM {candidate} c JOIN inj ON inj.id = c.injection_id
+        WHERE c.graph_id = %(graph)s AND c.created_at >= (SELECT min(created_at) FROM inj)
+    )
+"""
+
+# Per score component: in how many candidates (and selected items) of the window taking the component out of
+# the total moves the candidate's place in its injection's order (and takes a selected item that is among the
+# first ``selected`` places out of them). Orders are row_number over (total desc, hops, node id), the log's tie
+# rule, both with and without the component, so only the component's own effect counts. ORM: no window function
+# over a jsonb_each.
+HEALTH_COMPONENTS = _statement(
+    """{window},
+    flat AS MATERIALIZED (
+        SELECT c.injection_id, c.node_id, c.hops, c.selected, k.key AS component,
+               round(c.total * 1e12) AS with_key,
+               round((c.total - coalesce((k.value ->> 'contribution')::double precision, 0)) * 1e12) AS without_key,
+               coalesce((k.value ->> 'contribution')::double precision, 0) AS contribution
+        FROM cand c CROSS JOIN LATERAL jsonb_each(c.components) k
+        WHERE jsonb_typeof(k.value) = 'object'
+    ),
+    per AS (
+        SELECT f.selected, f.component, f.contribution,
+               row_number() OVER (PARTITION BY f.injection_id, f.component
+                                  ORDER BY f.with_key DESC, f.hops, f.node_id) AS with_rank,
+               row_number() OVER (PARTITION BY f.injection_id, f.component
+                                  ORDER BY f.without_key DESC, f.hops, f.node_id) AS without_rank,
+               count(*) FILTER (WHERE f.selected) OVER (PARTITION BY f.injection_id, f.component) AS n_selected
+        FROM flat f
+    )
+    SELECT component,
+           count(*) AS candidates,
+           count(*) FILTER (WHERE contribution <> 0) AS nonzero,
+           count(*) FILTER (WHERE with_rank <> without_rank) AS moved,
+           count(*) FILTER (WHERE selected) AS selected,
+           count(*) FILTER (WHERE selected AND with_rank <= n_selected AND without_rank > n_selected) AS selected_moved
+    FROM per GROUP BY component ORDER BY component
+    """,
+    window=sql.SQL(_HEALTH_WINDOW).format(**TABLES),
+)
+
+# The window's size, time span and how its candidates (and selected items) were reached: how they entered
+# (vector, lexical, triplet, start, expansion, memory) and, for those reached by following links from an entry
+# point (path_hops > 0), the type of the last link. A triplet hit carries its link as its path but entered
+# directly (0 hops): it is not "reached through a link".
+HEALTH_REACH = _statement(
+    """{window}
+    SELECT coalesce(c.features ->> 'entry', '') AS entry,
+           CASE WHEN coalesce((c.features ->> 'path_hops')::int, 0) > 0
+                THEN coalesce(nullif(c.features ->> 'edge_type', ''), '?') END AS edge_type,
+           count(*) AS candidates, count(*) FILTER (WHERE c.selected) AS selected,
+           (SELECT count(*) FROM inj) AS injections,
+           (SELECT min(created_at) FROM inj) AS since, (SELECT max(created_at) FROM inj) AS until
+    FROM cand c GROUP BY 1, 2 ORDER BY 1, 2 NULLS FIRST
+    """,
+    window=sql.SQL(_HEALTH_WINDOW).format(**TABLES),
+)
+
+# Distinct weights that moved since each of two times, by weight (target, field) and by the kind of batch
+# that moved them, beside the live rows holding that weight. The history view (rows and blocks) by graph and
+# time; rolled-back batches count (a move is a move).
+HEALTH_MOVED = _statement("""
+    WITH moved AS (
+        SELECT CASE WHEN h.node_id IS NOT NULL THEN 'node' ELSE 'edge' END AS target, h.field, b.kind,
+               coalesce(h.node_id, h.edge_id) AS id, h.created_at
+        FROM {history} h JOIN {batch} b ON b.id = h.batch_id AND b.graph_id = %(graph)s
+        WHERE h.graph_id = %(graph)s AND h.created_at >= %(since_long)s AND h.before IS DISTINCT FROM h.after
+    )
+    SELECT target, field, kind,
+           count(DISTINCT id) FILTER (WHERE created_at >= %(since_short)s) AS short,
+           count(DISTINCT id) AS long
+    FROM moved GROUP BY target, field, kind ORDER BY target, field, kind
+    """)
+
+HEALTH_LIVE = _statement("""
+    SELECT (SELECT count(*) FROM {node} WHERE graph_id = %(graph)s AND NOT archived),
+           (SELECT count(*) FROM {edge} WHERE graph_id = %(graph)s AND NOT archived)
+    """)
+
+# Per edge type: its live edges, how many still hold the default weight and feedback weight, and the means.
+HEALTH_EDGE_TYPES = _statement("""
+    SELECT et.name, count(e.id) AS edges,
+           count(e.id) FILTER (WHERE e.weight = %(default)s) AS weight_default,
+           count(e.id) FILTER (WHERE e.feedback_weight = %(default)s) AS feedback_default,
+           avg(e.weight) AS mean_weight, avg(e.feedback_weight) AS mean_feedback
+    FROM {edge_type} et
+    LEFT JOIN {edge} e ON e.edge_type_id = et.id AND e.graph_id = %(graph)s AND NOT e.archived
+    WHERE et.graph_id = %(graph)s
+    GROUP BY et.name ORDER BY et.name
+    """)
+
+
+def health_rows(graph_id: int, n: int, since_short: datetime, since_long: datetime) -> dict[str, list[tuple]]:
+    """The learning-health figures of a graph (feedback.health): components, reach, moved weights, live rows,
+    edge types, each one named statement above."""
+    params = {"graph": graph_id, "n": n, "since_short": since_short, "since_long": since_long, "default": 0.5}
+    return {
+        "components": fetch_all(HEALTH_COMPONENTS, params),
+        "reach": fetch_all(HEALTH_REACH, params),
+        "moved": fetch_all(HEALTH_MOVED, params),
+        "live": fetch_all(HEALTH_LIVE, params),
+        "edge_types": fetch_all(HEALTH_EDGE_TYPES, params),
+    }

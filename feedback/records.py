@@ -12,6 +12,8 @@ rollback back re-applies the batch.
 
 from __future__ import annotations
 
+from dataclasses import dataclass, field
+
 from django.conf import settings
 from django.db import transaction
 
@@ -71,27 +73,40 @@ def has_records(batch: UpdateBatch) -> bool:
     return RecordChange.objects.filter(graph_id=batch.graph_id, batch=batch).exists()
 
 
-def rollback(target: UpdateBatch, new: UpdateBatch, *, actor, force: bool) -> tuple[dict, int, dict]:
-    """Restore what ``target`` changed, as the rollback batch ``new``; returns (changes per kind, conflicts,
-    conflicting ids per kind).
+@dataclass
+class RowPlan:
+    """What undoing a batch's row changes would do, per target kind: the rows to restore (id -> wanted
+    fields) and the rows in conflict, with the rows' current fields."""
 
-    Per row: the ``before`` of its first change in the batch, where the row still holds the ``after``
-    of its last one. A key another node has taken since is a conflict even with ``force`` (two notes
-    cannot share a key). Restored titles and texts are embedded again: here for a few, by the
-    embeddings task for more (as an import does).
+    wanted: dict[str, dict[int, dict]] = field(default_factory=dict)
+    clashing: dict[str, list[int]] = field(default_factory=dict)
+    current: dict[str, dict[int, dict]] = field(default_factory=dict)
+
+    def counts(self) -> dict[str, int]:
+        return {kind: len(self.wanted.get(kind, {})) for kind in ("node", "edge")}
+
+    def conflicts(self) -> int:
+        return sum(len(ids) for ids in self.clashing.values())
+
+
+def plan(target: UpdateBatch, *, force: bool, lock: bool, only: dict[str, set[int]] | None = None) -> RowPlan:
+    """What a rollback of ``target``'s row changes restores and which rows conflict (``rollback``'s rule).
+
+    With ``lock`` the rows are locked in the writers' order (the rollback); without, a plain read (the
+    preview), so both count by the same code. ``only`` (kind -> ids) restricts it to those rows: the ones a
+    partial rollback left (``feedback.actions.do_finish_rollback``).
     """
     graph = target.graph
     changes = list(RecordChange.objects.filter(graph_id=target.graph_id, batch=target).order_by("pk"))
-    counts, conflicts, sample = {"node": 0, "edge": 0}, 0, {}
-    retexted: list[int] = []
+    result = RowPlan()
     for kind in ("edge", "node"):
         first: dict[int, dict] = {}
         last: dict[int, dict] = {}
         for change in changes:
-            if change.target == kind:
+            if change.target == kind and (only is None or change.record_id in only.get(kind, ())):
                 first.setdefault(change.record_id, change.before)
                 last[change.record_id] = change.after
-        current = snapshot(kind, graph.pk, first, lock=True)
+        current = snapshot(kind, graph.pk, first, lock=lock)
         wanted, clashing = {}, []
         for pk, before in first.items():
             now = current.get(pk)
@@ -105,19 +120,53 @@ def rollback(target: UpdateBatch, new: UpdateBatch, *, actor, force: bool) -> tu
             clashing += _key_clashes(graph, wanted, current)
             for pk in clashing:
                 wanted.pop(pk, None)
+        result.wanted[kind], result.clashing[kind], result.current[kind] = wanted, clashing, current
+    return result
+
+
+def rollback(
+    target: UpdateBatch, new: UpdateBatch, *, actor, force: bool, only: dict[str, set[int]] | None = None
+) -> tuple[dict, int, dict]:
+    """Restore what ``target`` changed, as the rollback batch ``new``; returns (changes per kind, conflicts,
+    conflicting ids per kind).
+
+    Per row: the ``before`` of its first change in the batch, where the row still holds the ``after``
+    of its last one. A key another node has taken since is a conflict even with ``force`` (two notes
+    cannot share a key). Restored titles and texts are embedded again: here for a few, by the
+    embeddings task for more (as an import does). ``only``: see ``plan``.
+    """
+    graph = target.graph
+    decided = plan(target, force=force, lock=True, only=only)
+    sample: dict[str, list[int]] = {}
+    retexted: list[int] = []
+    for kind in ("edge", "node"):
+        wanted, current, clashing = decided.wanted[kind], decided.current[kind], decided.clashing[kind]
+        if kind == "node":
             retexted = [pk for pk, before in wanted.items() if _text_of(before) != _text_of(current[pk])]
         if wanted:
             core.do_restore_records(
                 graph, MODELS[kind], {pk: _changed(current[pk], before) for pk, before in wanted.items()}, actor=actor
             )
             record(new, kind, "restore", {pk: current[pk] for pk in wanted}, wanted)
-        counts[kind] = len(wanted)
-        conflicts += len(clashing)
         if clashing:
             sample[kind] = sorted(clashing)[:CONFLICT_SAMPLE]
     if retexted:
         embed_again(graph, retexted)
-    return counts, conflicts, sample
+    return decided.counts(), decided.conflicts(), sample
+
+
+def remaining(target: UpdateBatch, rollback_batch: UpdateBatch) -> dict[str, set[int]]:
+    """The rows of ``target``'s row changes its (partial) rollback ``rollback_batch`` did not restore, by kind."""
+    done = set(
+        RecordChange.objects.filter(graph_id=target.graph_id, batch=rollback_batch).values_list("target", "record_id")
+    )
+    left: dict[str, set[int]] = {"node": set(), "edge": set()}
+    for kind, pk in RecordChange.objects.filter(graph_id=target.graph_id, batch=target).values_list(
+        "target", "record_id"
+    ):
+        if (kind, pk) not in done:
+            left[kind].add(pk)
+    return left
 
 
 def _text_of(fields: dict) -> tuple:

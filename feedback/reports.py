@@ -6,7 +6,8 @@ idempotency key, and returns the answer's body. Its ``status`` is ``queued`` (th
 ``feedback.report.Report``, is stored in the outbox in the caller's transaction, ``feedback.outbox``,
 and the graph's drain is poked on commit unless a drainer is running), a logged no-op
 (``feedback_disabled``, ``unknown_session``,
-``no_injection``, ``nothing_surfaced``: ``actions.fall_through``) or ``duplicate`` (an outcome equal
+``no_injection``, ``nothing_surfaced``: ``actions.fall_through``; ``graph_not_ready``: ``not_ready``)
+or ``duplicate`` (an outcome equal
 to the session's current one, with its batch). Items that are not live nodes or edges of the graph,
 or one item with two signals, raise ``InputError`` naming the item; nothing is stored.
 
@@ -76,6 +77,27 @@ def check_reporter(user, graph, session: AgentSession) -> None:
     owner, or an operator or admin of the graph's organization."""
     role = getattr(graph, "user_role", None) or organization_role(user, graph.organization_id)
     require_session(role, user.pk, session.owner_id, session.external_id)
+
+
+def not_ready(session: AgentSession) -> dict | None:
+    """The logged no-op ``graph_not_ready`` when a question of this session was answered while the graph's
+    vectors were still being written (``AgentSession.vectors_pending``, set by the context call), else None.
+
+    Learning never starts silently from a half-built graph: such an answer ranked without the notes a
+    question could not reach yet, so what the agent used, did not use or thought of it says little about
+    the ready graph, and what was learned from it stayed (issue 36). Refused rather than deferred: waiting
+    does not change what the session was shown. Nothing is stored; the answer says why.
+    """
+    if not session.vectors_pending:
+        return None
+    result = actions.fall_through(
+        "graph_not_ready",
+        f"the session's context was answered while {session.vectors_pending} vectors were still being written: "
+        "nothing is learned from it",
+        graph=session.graph_id,
+        session=session.external_id,
+    )
+    return {**_no_op(result), "vectors_pending": session.vectors_pending}
 
 
 def check_open(session: AgentSession, pending: tuple[str, str] | None = None) -> None:
@@ -172,6 +194,8 @@ def report_uses(user, graph, external_id: str, data: dict, client_key: str = "")
         return _no_op(skipped)
     session = found.session
     check_reporter(user, graph, session)
+    if refused := not_ready(session):
+        return refused
     check_open(session, found.pending)
     items = resolve_use_items(graph, data["items"])
     check_surfaced(session, items, found.surfaced)
@@ -186,6 +210,8 @@ def report_response(user, graph, external_id: str, data: dict, client_key: str =
         return _no_op(skipped)
     session = found.session
     check_reporter(user, graph, session)
+    if refused := not_ready(session):
+        return refused
     check_open(session, found.pending)
     return _accept(user, session, Report("response", _key(client_key, "response", session), response=data["response"]))
 
@@ -198,6 +224,8 @@ def report_outcome(user, graph, external_id: str, data: dict, client_key: str = 
         return _no_op(skipped)
     session, pending = found.session, found.pending
     check_reporter(user, graph, session)
+    if refused := not_ready(session):
+        return refused
     context = {"graph": session.graph_id, "session": external_id, "outcome": outcome}
     if session.outcome == outcome:
         previous = UpdateBatch.objects.filter(trigger_session=session, kind="outcome").order_by("-id").first()

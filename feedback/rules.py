@@ -9,8 +9,9 @@ the numbers these functions give.
 
 from __future__ import annotations
 
+import math
 import re
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 
@@ -223,13 +224,24 @@ def distinctive_grams(text: str) -> set[str]:
     return grams
 
 
+# A sentence of a note quoted or closely paraphrased in a response is a use even when the rest of the note is
+# not: at least QUOTE_MIN_GRAMS of the sentence's distinctive grams (the note's own, as below), and at least
+# QUOTE_SHARE of them (or the policy's threshold, if higher) in the response. A note of several sentences of
+# which the answer kept one covers too little of the whole note to pass the note-wide share.
+QUOTE_MIN_GRAMS = 4
+QUOTE_SHARE = 0.6
+SENTENCE_END = re.compile(r"(?<=[.!?])\s+|\n+")
+
+
 def detect_implicit(candidates: list[dict], response: str, threshold: float, min_grams: int = 2) -> list[dict]:
     """The candidates a response text used, by overlap of their *distinctive* word n-grams.
 
     An item's distinctive grams are its title and text grams (``distinctive_grams``) minus those it
     shares with any other surfaced candidate, so boilerplate common to the context proves nothing.
     It counts as used when at least ``threshold`` of them (the policy's ``implicit_threshold``)
-    appear in the response, and it has at least ``min_grams`` of them (too little text decides nothing).
+    appear in the response, and it has at least ``min_grams`` of them (too little text decides nothing);
+    or when one of its sentences is quoted or closely paraphrased (``QUOTE_MIN_GRAMS``, ``QUOTE_SHARE``).
+    ``share`` is the larger of the two figures.
     """
     grams = {c["node_id"]: distinctive_grams(f"{c['title']} {c['text']}") for c in candidates}
     seen_by: dict[str, int] = {}
@@ -240,11 +252,14 @@ def detect_implicit(candidates: list[dict], response: str, threshold: float, min
     used = []
     for c in candidates:
         own = {g for g in grams[c["node_id"]] if seen_by[g] == 1}
-        if len(own) < min_grams:
-            continue
-        share = len(own & reply) / len(own)
-        if share >= threshold:
-            used.append({**c, "share": round(share, 4)})
+        share = len(own & reply) / len(own) if len(own) >= min_grams else 0.0
+        quoted = 0.0
+        for sentence in SENTENCE_END.split(c["text"] or ""):
+            mine = distinctive_grams(sentence) & own
+            if len(mine) >= QUOTE_MIN_GRAMS:
+                quoted = max(quoted, len(mine & reply) / len(mine))
+        if share >= threshold or quoted >= max(threshold, QUOTE_SHARE):
+            used.append({**c, "share": round(max(share, quoted), 4)})
     return used
 
 
@@ -267,9 +282,18 @@ def vector_text(vector) -> str | None:
 
 QUESTION_KIND = "question"
 ANSWERED = "answered"
+# The link the graph learns between notes used together in accepted sessions (feedback.actions.do_link_co_used).
+CO_USED = "co_used"
+# The link types the learning writes itself: neither counts in a note's degree (ranking.scoring.link_specificity),
+# which measures how much of a hub the vault's own links make a note. A note agents used with others gains co_used
+# links; counted, they faded the links its author wrote, and what agents used lost the context those links carried
+# (LoCoMo 50, full reports: a test question's useful note, reached over a ``follows`` link of a used note, fell
+# from rank 3 to 23). docs/decisions/0013-degree-counts-authored-links.md
+LEARNED_LINK_TYPES = (ANSWERED, CO_USED)
 # Questions at least this alike are one question (its node is reused): a near-duplicate, tighter than
-# the near-repeat threshold (0.9, ranking.scoring.NEGATIVE_SIMILARITY) so two different questions that
-# negative evidence may pass between keep their own evidence.
+# the near-repeat threshold (0.9, ranking.scoring.NEAR_REPEAT_SIMILARITY) so two different questions that
+# a use may pass between keep their own evidence. Flags and what only an outcome said count from this
+# similarity only (ranking.scoring.SAME_QUESTION).
 MERGE_SIMILARITY = 0.95
 
 # The evidence a session gives a note, and the weight each moves the ``answered`` edge to:
@@ -278,6 +302,12 @@ FLAGGED = "flagged"  # reported wrong: w = 0
 NOT_USED = "not_used"  # shown, not used, in a session not accepted: halfway to 0
 SHOWN_ACCEPTED = "shown_accepted"  # shown in an accepted session that reported no use at all: halfway to 1
 EVIDENCE = (USED, FLAGGED, NOT_USED, SHOWN_ACCEPTED)
+# The weight of a reported use (``answered_after(w, USED)``). The evidence similarity is derived from these
+# only: notes shown in accepted sessions (``SHOWN_ACCEPTED``, below 1 however often) agree between two similar
+# questions by construction (similar questions are shown the same notes), so counting them would let an
+# outcome-only graph derive a low threshold from its own retrieval and pass that evidence to questions
+# nobody reported. docs/decisions/0009-evidence-similarity-from-reported-uses.md
+USED_WEIGHT = 1.0
 
 
 def answered_after(weight: float, evidence: str) -> float:
@@ -329,3 +359,95 @@ def merge_evidence(pairs: Iterable[tuple[int, int, str]]) -> dict[tuple[int, int
         if key not in merged or EVIDENCE.index(evidence) < EVIDENCE.index(merged[key]):
             merged[key] = evidence
     return merged
+
+
+# What a derived evidence similarity needs: pairs of reported questions (each question's nearest others), and
+# the share of pairs at or above the threshold that used a note in common.
+EVIDENCE_MIN_PAIRS = 20
+EVIDENCE_PRECISION = 0.5
+
+
+# Derived from reported uses only: docs/decisions/0009-evidence-similarity-from-reported-uses.md
+def evidence_similarity(
+    pairs: Iterable[tuple[float, bool]], precision: float = EVIDENCE_PRECISION, min_pairs: int = EVIDENCE_MIN_PAIRS
+) -> float | None:
+    """The lowest similarity at which two reported questions mostly used the same notes, or None.
+
+    ``pairs``: (cosine of two distinct reported questions, whether a note was used for both). Walking the pairs
+    from the most alike down, the figure is the lowest similarity at which the pairs at or above it still
+    agreed at least ``precision`` of the time (counted once ``min_pairs // 4`` pairs are in): above it, what
+    agents used for one question is more likely than not useful for the other, so evidence may cross between
+    them; below it, it would push in notes more often wrong than right (in a conversation between the same two
+    people, questions about different events are alike in words). None with fewer than ``min_pairs`` pairs, or
+    when even the most alike pairs disagree: too little of the graph's own history (near-repeats only).
+    """
+    ordered = sorted(pairs, key=lambda p: -p[0])
+    if len(ordered) < min_pairs:
+        return None
+    agreed = 0
+    found = None
+    for i, (similarity, agree) in enumerate(ordered, start=1):
+        agreed += 1 if agree else 0
+        last_of_its_value = i == len(ordered) or ordered[i][0] != similarity  # "at or above" takes ties whole
+        if last_of_its_value and i >= min_pairs // 4 and agreed / i >= precision:
+            found = similarity
+    return None if found is None else round(float(found), 6)
+
+
+# --- abstention: the floor of a context answer's confidence (ranking.abstention) ---------------------------------
+
+
+@dataclass(frozen=True)
+class FloorCalibration:
+    """A floor calibrated at a target recall, with what it does to the answers it was calibrated on."""
+
+    floor: float
+    target_recall: float
+    positives: int  # answers whose items were used or whose session was accepted
+    negatives: int  # answers of rejected sessions with nothing used
+    recall: float  # share of the positives kept (confidence >= floor)
+    abstained_negatives: float | None  # share of the negatives that abstain (None: no negatives)
+
+    def as_dict(self) -> dict:
+        """The calibration as plain values (audit note, command output, API answer)."""
+        return {
+            "floor": self.floor,
+            "target_recall": self.target_recall,
+            "positives": self.positives,
+            "negatives": self.negatives,
+            "recall": self.recall,
+            "abstained_negatives": self.abstained_negatives,
+        }
+
+
+def binomial_tail(n: int, p: float, r: int) -> float:
+    """P(X >= r) for X ~ Binomial(n, p)."""
+    return max(0.0, 1.0 - sum(math.comb(n, k) * p**k * (1 - p) ** (n - k) for k in range(r)))
+
+
+def floor_at_recall(
+    positives: Sequence[float], negatives: Sequence[float], target_recall: float, assurance: float = 0.9
+) -> FloorCalibration:
+    """The highest floor that keeps at least ``target_recall`` of the answers like the ``positives`` (confidences
+    of answers that helped) with probability ``assurance``, rounded down to 4 places; the ``negatives`` (answers
+    that did not) are only measured.
+
+    A distribution-free lower tolerance bound: the floor is the r-th lowest positive, r the largest with
+    P(Binomial(n, 1 - target) >= r) >= assurance (the share of future useful answers below the r-th of n is
+    Beta(r, n - r + 1)). The plain quantile (r = floor((1 - target) * n) + 1) keeps the target only half the
+    time on a sample of a few dozen; with too few positives for the assurance, r = 1: the lowest positive.
+    Raises ValueError without positives or for a target or an assurance outside (0, 1].
+    """
+    if not 0 < target_recall <= 1 or not 0 < assurance <= 1:
+        raise ValueError("target_recall and assurance must be in (0, 1].")
+    ordered = sorted(max(p, 0.0) for p in positives)
+    if not ordered:
+        raise ValueError("No positive answers to calibrate on.")
+    n, r = len(ordered), 1
+    while r < n and binomial_tail(n, 1 - target_recall, r + 1) >= assurance:
+        r += 1
+    floor = math.floor(ordered[r - 1] * 10_000) / 10_000
+    kept = sum(p >= floor for p in ordered) / n
+    neg = list(negatives)
+    abstained = sum(v < floor for v in neg) / len(neg) if neg else None
+    return FloorCalibration(floor, target_recall, n, len(neg), kept, abstained)

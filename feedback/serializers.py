@@ -109,6 +109,42 @@ class RollbackSerializer(serializers.Serializer):
     )
 
 
+class HealthSerializer(serializers.Serializer):
+    """Learning health (feedback.health.graph_health): shares are fractions in [0, 1], null when there is nothing
+    to divide by."""
+
+    graph = serializers.IntegerField()
+    injections = serializers.IntegerField(help_text="Injections in the window (at most n).")
+    window = serializers.DictField(help_text="n, and the first and last injection time of the window.")
+    components = serializers.ListField(
+        child=serializers.DictField(),
+        help_text="Per score component: candidates, contributed (share non-zero), changed_order (share of "
+        "candidates it moves), selected, changed_selection (share of selected items it keeps selected), inert.",
+    )
+    reach = serializers.DictField(help_text="Share of candidates and selected items reached through an edge, by type.")
+    weights_moved = serializers.ListField(
+        child=serializers.DictField(), help_text="Per weight: share of live ones moved in 7 and 30 days, by batch kind."
+    )
+    edge_types = serializers.ListField(
+        child=serializers.DictField(), help_text="Per edge type: edges, means, share at default, never_left_default."
+    )
+    flags = serializers.ListField(child=serializers.CharField(), help_text="Inert parts of learning, in plain words.")
+
+
+class RollbackPreviewSerializer(serializers.Serializer):
+    """What a rollback (or, ``finishing`` set, the finish of a partial one) would do now; writes nothing."""
+
+    batch = serializers.IntegerField()
+    kind = serializers.CharField()
+    node_updates = serializers.IntegerField(help_text="Node values (or notes) it would restore.")
+    edge_updates = serializers.IntegerField(help_text="Edge values (or links) it would restore.")
+    conflicts = serializers.IntegerField(help_text="Rows changed since, left alone unless forced.")
+    forced_updates = serializers.IntegerField(help_text="Of the conflicts, rows a forced rollback would overwrite.")
+    conflict_ids = serializers.JSONField(help_text='The first conflicting ids by "kind.field" (or kind).')
+    refused = serializers.CharField(help_text="Why the rollback would be refused; empty when it would run.")
+    finishing = serializers.IntegerField(allow_null=True, help_text="The partial rollback a finish completes.")
+
+
 class AcceptedSerializer(serializers.Serializer):
     """The answer to a report: queued (202) with the task and its idempotency key, or a no-op status."""
 
@@ -117,6 +153,10 @@ class AcceptedSerializer(serializers.Serializer):
     idempotency_key = serializers.CharField(required=False)
     batch = serializers.IntegerField(required=False, allow_null=True)
     reason = serializers.CharField(required=False)
+    vectors_pending = serializers.IntegerField(
+        required=False,
+        help_text="graph_not_ready: the vectors the graph still had to write when the session's question was answered.",
+    )
 
 
 class ResultSerializer(serializers.Serializer):

@@ -17,6 +17,7 @@ api_urlpatterns = [
     path("graphs/<int:graph_pk>/normalize/", api.NormalizeView.as_view(), name="graph-normalize"),
     path("graphs/<int:graph_pk>/weights/", api.ManualWeightsView.as_view(), name="graph-weights"),
     path("graphs/<int:graph_pk>/metrics/", api.MetricsView.as_view(), name="graph-metrics"),
+    path("graphs/<int:graph_pk>/health/", api.HealthView.as_view(), name="graph-health"),
     path("graphs/<int:graph_pk>/memory/remember/", api.RememberView.as_view(), name="memory-remember"),
     path("graphs/<int:graph_pk>/memory/link/", api.LinkView.as_view(), name="memory-link"),
     path("graphs/<int:graph_pk>/memory/forget/", api.ForgetView.as_view(), name="memory-forget"),
@@ -35,6 +36,8 @@ api_urlpatterns = [
     path("batches/<int:pk>/", api.BatchDetailView.as_view(), name="batch-detail"),
     path("batches/<int:pk>/changes/", api.BatchChangesView.as_view(), name="batch-changes"),
     path("batches/<int:pk>/rollback/", api.BatchRollbackView.as_view(), name="batch-rollback"),
+    path("batches/<int:pk>/rollback-preview/", api.BatchRollbackPreviewView.as_view(), name="batch-rollback-preview"),
+    path("batches/<int:pk>/finish-rollback/", api.BatchFinishRollbackView.as_view(), name="batch-finish-rollback"),
 ]
 
 page_urlpatterns = [
@@ -44,7 +47,13 @@ page_urlpatterns = [
     path("g/<int:graph_id>/batches/", views.batch_list, name="batches"),
     path("g/<int:graph_id>/batches/<int:batch_id>/", views.batch_detail, name="batch"),
     path("g/<int:graph_id>/batches/<int:batch_id>/rollback/", views.batch_rollback, name="dashboard-rollback"),
+    path(
+        "g/<int:graph_id>/batches/<int:batch_id>/finish-rollback/",
+        views.batch_finish_rollback,
+        name="dashboard-finish-rollback",
+    ),
     path("g/<int:graph_id>/impact/", views.impact, name="impact"),
+    path("g/<int:graph_id>/health/", views.health_page, name="health"),
     path("g/<int:graph_id>/policy/effects/", views.policy_effects, name="policy-effects"),
     path("g/<int:graph_id>/sessions/", views.session_list, name="sessions"),
     # A session id is the agent's own string: any character but the path separator is kept as given.

@@ -4,7 +4,7 @@ the node and edge records with their weight history, and the agent sessions (lis
 from __future__ import annotations
 
 import csv
-from datetime import date
+from datetime import UTC, date, datetime, timedelta
 
 from django.contrib import messages
 from django.contrib.auth.decorators import login_required
@@ -12,9 +12,11 @@ from django.core.paginator import Paginator
 from django.db.models import Count
 from django.http import HttpResponse
 from django.shortcuts import get_object_or_404, redirect, render
+from django.urls import reverse
+from django.utils.http import urlencode
 from django.views.decorators.http import require_POST
 
-from feedback import actions, charts, learning, memory, metrics, queries, revisions
+from feedback import actions, analysis, charts, health, learning, memory, metrics, queries, revisions
 from feedback.models import (
     BATCH_KINDS,
     BATCH_STATUSES,
@@ -30,11 +32,12 @@ from feedback.models import (
     VaultImport,
     WeightHistory,
 )
-from graphadmin import audit
+from graphadmin import audit, readiness
 from graphadmin.errors import InputError
-from graphadmin.models import Edge, Node
+from graphadmin.models import Edge, EdgeType, Node, PolicyRevision
 from graphadmin.notes.links import render_node_text
-from graphadmin.params import date_filters
+from graphadmin.notes.neighbourhood import DEFAULT_EDGES, MAX_EDGES, edge_type_param
+from graphadmin.params import date_filters, optional, parse_int
 from graphadmin.tenancy import graph_access
 
 HISTORY_LIMIT = 500
@@ -69,12 +72,20 @@ def overview(request, graph_id):
     batches = UpdateBatch.objects.filter(graph=graph).order_by("-started_at")[:10]
     glance = learning.weekly(graph, agents=agents)
     figures = (
-        [
-            ("fig-scores", charts.score_distribution(rows), "Traversal-score percentiles and spread per day"),
-            ("fig-updates", charts.updates_by_kind(rows), "Weight updates per day by batch kind"),
-            ("fig-top-used", charts.top_used_fraction(rows), "Share of sessions whose top-ranked candidates were used"),
-            ("fig-weights", charts.weight_distribution(rows), "Edge weight histogram by edge type"),
-        ]
+        _marked(
+            [
+                ("fig-scores", charts.score_distribution(rows), "Traversal-score percentiles and spread per day"),
+                ("fig-updates", charts.updates_by_kind(rows), "Weight updates per day by batch kind"),
+                (
+                    "fig-top-used",
+                    charts.top_used_fraction(rows),
+                    "Share of sessions whose top-ranked candidates were used",
+                ),
+                ("fig-weights", charts.weight_distribution(rows), "Edge weight histogram by edge type"),
+            ],
+            _policy_marks(graph, all_rows[0].day, all_rows[-1].day),
+            keep=("fig-weights",),  # not a time chart
+        )
         if rows
         else []
     )
@@ -85,6 +96,8 @@ def overview(request, graph_id):
             "access": access,
             "counts": counts,
             "counted_at": totals.computed_at if totals else None,
+            # Live, not from the rollup: it says whether the graph is ready now (graphadmin.readiness).
+            "ready": readiness.readiness(graph.pk),
             "batches": batches,
             "glance": glance,
             "glance_figure": charts.learning_at_a_glance(glance) if glance.has_sessions else None,
@@ -174,6 +187,43 @@ def _conflict_rows(graph, rollback) -> list[dict]:
 
 
 @login_required
+def health_page(request, graph_id):
+    """Learning health (feedback.health) over the last ``n`` injections: every role that reads the graph."""
+    access = graph_access(request.user, graph_id, "read")
+    error = ""
+    try:
+        n = optional(request.GET, "n", parse_int, low=1, high=health.MAX_INJECTIONS) or health.DEFAULT_INJECTIONS
+    except InputError as exc:
+        n, error = health.DEFAULT_INJECTIONS, f"{exc} Showing the last {health.DEFAULT_INJECTIONS}."
+    data = health.graph_health(access.graph, n=n)
+    return render(request, "feedback/health.html", {"access": access, "health": data, "n": n, "error": error})
+
+
+def _named_conflicts(graph, conflict_ids: dict) -> list[dict]:
+    """The first CONFLICTS_SHOWN conflicting rows of a preview by name: [{kind, id, name, field}] (two queries)."""
+    wanted = {"node": set(), "edge": set()}
+    listed = []
+    for key, ids in (conflict_ids or {}).items():
+        kind, _, field = key.partition(".")
+        for target_id in ids:
+            if kind in wanted and len(listed) < CONFLICTS_SHOWN:
+                wanted[kind].add(target_id)
+                listed.append((kind, target_id, field))
+    names = {
+        ("node", pk): title
+        for pk, title in Node.objects.filter(graph=graph, pk__in=wanted["node"]).values_list("pk", "title")
+    }
+    for e in Edge.objects.filter(graph=graph, pk__in=wanted["edge"]).values(
+        "pk", "source__title", "edge_type__name", "target__title"
+    ):
+        names[("edge", e["pk"])] = f"{e['source__title']} -{e['edge_type__name']}-> {e['target__title']}"
+    return [
+        {"kind": kind, "id": pk, "name": names.get((kind, pk), f"{kind} {pk}"), "field": field or "row"}
+        for kind, pk, field in listed
+    ]
+
+
+@login_required
 def batch_detail(request, graph_id, batch_id):
     access = graph_access(request.user, graph_id)
     batch = get_object_or_404(
@@ -182,7 +232,11 @@ def batch_detail(request, graph_id, batch_id):
         ),
         pk=batch_id,
     )
-    changes = WeightHistory.objects.filter(graph=access.graph, batch=batch).select_related("node", "edge").in_order()
+    changes = (
+        WeightHistory.objects.filter(graph=access.graph, batch=batch)
+        .select_related("node", "edge__source", "edge__target", "edge__edge_type")
+        .in_order()
+    )
     page = Paginator(changes, 100).get_page(request.GET.get("page"))
     # The distribution chart samples at most 5,000 changes so a million-row batch stays fast.
     sample = list(changes.values_list("before", "after")[:5000])
@@ -202,8 +256,28 @@ def batch_detail(request, graph_id, batch_id):
     # What a memory or import batch (or their rollback) wrote: its row changes, the fields each changed.
     row_changes = RecordChange.objects.filter(graph_id=access.graph.pk, batch=batch).order_by("pk")
     records = list(row_changes[:200])
+    # Every edge the page lists (row changes, created or archived links) by name: "A -> type -> B" (one query).
+    details = batch.details or {}
+    edge_ids = {r.record_id for r in records if r.target == "edge"}
+    edge_ids.update(details.get("created_edges") or details.get("edges") or [])
+    edge_names = {
+        e.pk: e.label
+        for e in Edge.objects.filter(graph=access.graph, pk__in=edge_ids).select_related(
+            "source", "target", "edge_type"
+        )
+    }
+    node_names = dict(
+        Node.objects.filter(
+            graph=access.graph, pk__in=[r.record_id for r in records if r.target == "node"]
+        ).values_list("pk", "title")
+    )
     for r in records:
         r.fields = sorted(k for k in r.after if r.before.get(k) != r.after[k])
+        r.name = (edge_names if r.target == "edge" else node_names).get(r.record_id) or f"{r.target} {r.record_id}"
+    listed_edges = [
+        {"id": e, "name": edge_names.get(e, f"edge {e}")}
+        for e in (details.get("created_edges") or details.get("edges") or [])
+    ]
     # A rollback that left conflicts alone undid only part of the batch, stored as its status
     # (partially_rolled_back): said so, with the conflicts, on both batches' pages.
     rollback = batch if batch.rollback_of_id else getattr(batch, "rolled_back_by", None)
@@ -211,8 +285,16 @@ def batch_detail(request, graph_id, batch_id):
     partial = bool(rollback and undone.status == "partially_rolled_back")
     conflicts = _conflict_rows(access.graph, rollback) if partial else []
     context = {"access": access, "batch": batch, "page": page, "figure": figure, "records": records}
+    context["listed_edges"] = listed_edges
     context["records_total"] = row_changes.count() if len(records) == 200 else len(records)
     context.update(rollback=rollback, partial=partial, conflict_rows=conflicts)
+    # Previews (writing nothing): finishing a partial rollback always; a rollback when asked (?preview=1).
+    context["finish_preview"] = actions.preview_rollback(batch, finish=True) if partial else None
+    if batch.status == "applied" and request.GET.get("preview") == "1":
+        context["preview"] = actions.preview_rollback(batch)
+        context["preview_conflicts"] = _named_conflicts(access.graph, context["preview"].conflict_ids)
+    context["undoes"] = batch.rollback_of if batch.rollback_of_id else None
+    context["finishes"] = (batch.details or {}).get("finishes_rollback")
     return render(request, "feedback/batch.html", context)
 
 
@@ -224,34 +306,72 @@ def batch_rollback(request, graph_id, batch_id):
     batch = get_object_or_404(UpdateBatch.objects.filter(graph=access.graph), pk=batch_id)
     force = request.POST.get("force") == "on"
     result = actions.do_rollback_batch(batch, actor=request.user, force=force)  # refused: a message (middleware)
+    what = "Undid rollback" if batch.kind == "rollback" else "Rolled back batch"
+    restored = f"{result.edge_updates} edge and {result.node_updates} node value(s) restored"
+    if not (result.edge_updates or result.node_updates):
+        restored = "nothing restored"
     if result.conflicts and not force:
         messages.warning(
             request,
-            f"Partially rolled back batch #{batch.pk}: {result.edge_updates} edge and {result.node_updates} node "
-            f"value(s) restored; {result.conflicts} conflict(s) left as they were (changed since: listed below).",
+            f"{what} #{batch.pk} only in part: {restored}; {result.conflicts} conflict(s) left as they were "
+            "(changed since: listed below).",
         )
+    elif not (result.edge_updates or result.node_updates):
+        messages.warning(request, f"{what} #{batch.pk}: nothing restored (every value was already as wanted).")
     else:
-        messages.success(
-            request,
-            f"Rolled back batch #{batch.pk}: {result.edge_updates} edge and {result.node_updates} node value(s) "
-            "restored.",
-        )
+        messages.success(request, f"{what} #{batch.pk}: {restored}.")
     return redirect("batch", graph_id=access.graph.pk, batch_id=result.batch_id)
 
 
-def _range(request) -> tuple[date, date, str]:
-    """The requested days (same rules as the metrics API); a bad range shows the last 30 days and why."""
+@login_required
+@require_POST
+def batch_finish_rollback(request, graph_id, batch_id):
+    """Finish a partial rollback (operators): force the rows it left alone, with the same action as the API."""
+    access = graph_access(request.user, graph_id, "operate")
+    batch = get_object_or_404(UpdateBatch.objects.filter(graph=access.graph), pk=batch_id)
+    result = actions.do_finish_rollback(batch, actor=request.user)  # refused: a message (middleware)
+    restored = f"{result.edge_updates} edge and {result.node_updates} node value(s)"
+    if not (result.edge_updates or result.node_updates):
+        restored = "nothing (the remaining values were already as wanted)"
+    messages.success(request, f"Finished the rollback of batch #{batch.rollback_of_id or batch.pk}: forced {restored}.")
+    return redirect("batch", graph_id=access.graph.pk, batch_id=result.batch_id)
+
+
+IMPACT_DEFAULT_DAYS = 84  # the impact page's default range: 12 weeks, so a policy change of last month shows
+
+
+def _range(request, default_days: int = metrics.DEFAULT_RANGE_DAYS) -> tuple[date, date, str]:
+    """The requested days (same rules as the metrics API; ``default_days`` when ``from`` is not given); a bad
+    range shows the default and why."""
+    since = request.GET.get("from")
+    until = request.GET.get("to")
     try:
-        return (*metrics.day_range(request.GET.get("from"), request.GET.get("to")), "")
+        if not since:
+            end = metrics.day_range(None, until)[1]
+            since = (end - timedelta(days=default_days - 1)).isoformat()
+        return (*metrics.day_range(since, until), "")
     except metrics.RangeError as exc:
-        return (*metrics.day_range(), f"{exc} Showing the last {metrics.DEFAULT_RANGE_DAYS} days.")
+        end = metrics.day_range()[1]
+        return end - timedelta(days=default_days - 1), end, f"{exc} Showing the last {default_days} days."
+
+
+def _policy_marks(graph, since: date, until: date) -> list[dict]:
+    """The policy changes and decay runs of the days [since, until], for the time charts' marks."""
+    return learning.marks_between(graph, *analysis.day_bounds(since, until))
+
+
+def _marked(figures, marks, keep=()):
+    """``figures`` ((id, figure, label), ...) with the marks drawn on each time chart (ids not in ``keep``)."""
+    return [(i, fig if i in keep else charts.with_marks(fig, marks), label) for i, fig, label in figures]
 
 
 @login_required
 def impact(request, graph_id):
-    """Feedback impact (analysts): trend charts from the daily rollups, a date range, and CSV export."""
+    """Feedback impact (analysts): the rank-dependent measures per week or over a rolling 7 days, with their
+    intervals and n; before and after a revision over a chosen window; trend charts from the daily rollups with
+    the policy changes marked; a date range, the agent filter and CSV export."""
     access = graph_access(request.user, graph_id, "analyze")
-    since, until, error = _range(request)
+    since, until, error = _range(request, IMPACT_DEFAULT_DAYS)
     all_rows = charts.rollup_rows(access.graph, since, until)
     agents, agent_error = _agents(request, all_rows)
     rows = metrics.for_agents(all_rows, agents)
@@ -262,12 +382,39 @@ def impact(request, graph_id):
         effects = revisions.revision_effects(access.graph, agents)
         csv.writer(response).writerows(charts.csv_export(rows, glance, effects, agents))
         return response
-    figures = [
-        ("impact-weights", charts.mean_weights_by_type(rows), "Mean weight and feedback weight by edge type over time"),
-        ("impact-top-used", charts.top_used_fraction(rows), "Share of sessions whose top-ranked candidates were used"),
-        ("impact-outcomes", charts.outcomes_per_day(rows), "Session outcomes per day"),
-        ("impact-updates", charts.updates_by_kind(rows), "Weight changes per day by batch kind"),
+    marks = _policy_marks(access.graph, since, until)
+    every = "rolling" if request.GET.get("every") == "rolling" else "week"
+    # The sessions of the range (and, for the before/after, of the window either side of the revision).
+    compare, compare_error = _before_after_choice(request, access.graph)
+    lo, hi = analysis.day_bounds(since, until)
+    if compare:
+        lo = min(lo, compare["at"] - timedelta(days=compare["days"]))
+        hi = max(hi, compare["at"] + timedelta(days=compare["days"]))
+    sessions = analysis.load(access.graph, lo, hi, agents)
+    in_range = [
+        s for s in sessions if analysis.day_bounds(since, until)[0] <= s.started < analysis.day_bounds(since, until)[1]
     ]
+    periods = (
+        analysis.rolling(in_range, since, until) if every == "rolling" else analysis.weekly(in_range, since, until)
+    )
+    ba = analysis.before_after(sessions, compare["revision"], compare["at"], compare["days"]) if compare else None
+    figures = _marked(
+        [
+            (
+                "impact-weights",
+                charts.mean_weights_by_type(rows),
+                "Mean weight and feedback weight by edge type over time",
+            ),
+            (
+                "impact-top-used",
+                charts.top_used_fraction(rows),
+                "Share of sessions whose top-ranked candidates were used",
+            ),
+            ("impact-outcomes", charts.outcomes_per_day(rows), "Session outcomes per day"),
+            ("impact-updates", charts.updates_by_kind(rows), "Weight changes per day by batch kind"),
+        ],
+        marks,
+    )
     return render(
         request,
         "feedback/impact.html",
@@ -275,14 +422,56 @@ def impact(request, graph_id):
             "access": access,
             "since": since,
             "until": until,
-            "error": error,
+            "error": error or compare_error,
             "rows": rows,
             "figures": figures,
             "agents": agents,
             "agent_error": agent_error,
             "keep": [("from", since.isoformat()), ("to", until.isoformat())],
+            "every": every,
+            "periods": periods,
+            "rank_figure": charts.rank_measures(periods, marks, rolling=every == "rolling") if in_range else None,
+            "compare": compare,
+            "before_after": ba,
+            "before_after_figure": charts.before_after(ba) if ba else None,
+            "revisions": list(
+                PolicyRevision.objects.filter(graph=access.graph, revision__gt=1)
+                .order_by("-revision")
+                .values_list("revision", "created_at", "note")
+            ),
+            "windows": analysis.WINDOWS,
+            "sessions_csv": access.can_analyze,
         },
     )
+
+
+def _before_after_choice(request, graph) -> tuple[dict | None, str]:
+    """The revision (``?revision=N``, default the latest after r1) and window (``?window=7|14|30``, default 14)
+    of the before/after comparison; None when the graph has no revision after its first. A bad value: the
+    default, and why."""
+    error = ""
+    raw_rev, raw_window = request.GET.get("revision", ""), request.GET.get("window", "")
+    window = 14
+    if raw_window:
+        try:
+            window = int(raw_window)
+            if window not in analysis.WINDOWS:
+                raise ValueError
+        except ValueError:
+            error, window = f"window: expected one of {', '.join(map(str, analysis.WINDOWS))} days (not applied).", 14
+    revisions_ = PolicyRevision.objects.filter(graph=graph, revision__gt=1)
+    chosen = None
+    if raw_rev:
+        try:
+            chosen = revisions_.filter(revision=parse_int(raw_rev, "revision", low=2)).first()
+        except InputError:
+            chosen = None
+        if chosen is None:
+            error = "; ".join(filter(None, [error, "revision: no such revision after r1 (showing the latest)."]))
+    chosen = chosen or revisions_.order_by("-revision").first()
+    if chosen is None:
+        return None, error
+    return {"revision": chosen.revision, "at": chosen.created_at, "days": window, "note": chosen.note}, error
 
 
 def _history_figure(title: str, changes) -> dict:
@@ -325,7 +514,14 @@ def _record_page(request, access, kind: str, record, title: str, **context):
             "access": access,
             kind: record,
             "changes": latest[:20],
-            "history": _history_figure(title, latest[::-1]) if latest else None,
+            "history": charts.with_marks(
+                _history_figure(title, latest[::-1]),
+                learning.marks_between(
+                    access.graph, latest[-1].created_at, latest[0].created_at + timedelta(seconds=1)
+                ),
+            )
+            if latest
+            else None,
             **context,
         },
     )
@@ -351,12 +547,36 @@ def node_detail(request, graph_id, node_id):
         "node",
         node,
         f"History of {node.title}",
+        **_neighbourhood_filters(request, access.graph.pk, node.pk),
         outgoing=outgoing,
         incoming=incoming,
         note_html=render_node_text(node),
         written_by=node.created_by.get_username() if node.created_by_id else None,
         versions=memory.node_versions(node),
     )
+
+
+def _neighbourhood_filters(request, graph_id: int, node_id: int) -> dict:
+    """The node page's graph-view filters (``hops``, ``type``, ``limit``; bad ones fall back to the defaults,
+    said on the page) and the URL of the graph view's JSON under them."""
+    error = ""
+    values = {"hops": 2, "type": "", "limit": DEFAULT_EDGES}
+    try:
+        values["hops"] = parse_int(request.GET.get("hops") or "2", "hops", low=1, high=2)
+        values["limit"] = parse_int(request.GET.get("limit") or str(DEFAULT_EDGES), "limit", low=1, high=MAX_EDGES)
+        values["type"] = edge_type_param(graph_id, request.GET.get("type", ""))
+    except InputError as exc:
+        error = f"{exc} Showing the defaults."
+        values = {"hops": 2, "type": "", "limit": DEFAULT_EDGES}
+    url = reverse("graph-neighbourhood", args=[graph_id, node_id]) + "?" + urlencode(values)
+    types = EdgeType.objects.filter(graph_id=graph_id).order_by("name").values_list("name", flat=True)
+    return {
+        "graph_url": url,
+        "graph_filters": values,
+        "graph_filter_error": error,
+        "edge_types": list(types),
+        "max_edges": MAX_EDGES,
+    }
 
 
 @login_required
@@ -399,6 +619,8 @@ def session_list(request, graph_id):
                 "session_id"
             )
         )
+    if request.GET.get("format") == "csv":
+        return _sessions_csv(request, access.graph, sessions)
     page = Paginator(sessions.order_by("-started_at", "-id"), SESSION_PAGE).get_page(request.GET.get("page"))
     ids = [s.pk for s in page.object_list]
     # Per page only (grouped queries): injections and their first question, use reports, batches.
@@ -431,6 +653,43 @@ def session_list(request, graph_id):
         "feedback/sessions.html",
         {"access": access, "page": page, "filters": filters, "outcomes": OUTCOMES, "error": error},
     )
+
+
+SESSIONS_CSV_HEADER = ["session", "agent", "started", "outcome", "policy_revision", "first_used_rank", "top_item_used"]
+
+
+def _sessions_csv(request, graph, sessions):
+    """The sessions of the list's filters, one line each (analysts): session, agent (the owner's user name),
+    started, outcome, the policy revision of its first retrieval, the rank of the first item it used and
+    whether that was the top item (empty for a session with no retrieval; "none" rank when nothing given was used)."""
+    access = graph_access(request.user, graph.pk, "analyze")
+    ranks = {
+        r.session_id: r
+        for r in analysis.load(graph, datetime(1970, 1, 1, tzinfo=UTC), datetime.now(UTC) + timedelta(days=1))
+    }
+    rows = list(
+        sessions.order_by("started_at", "id").values_list(
+            "pk", "external_id", "owner__username", "started_at", "outcome"
+        )
+    )
+    response = HttpResponse(content_type="text/csv")
+    response["Content-Disposition"] = f'attachment; filename="{access.graph.slug}-sessions.csv"'
+    writer = csv.writer(response)
+    writer.writerow(SESSIONS_CSV_HEADER)
+    for pk, external_id, agent, started, outcome in rows:
+        r = ranks.get(pk)
+        writer.writerow(
+            [
+                charts.csv_cell(external_id),
+                charts.csv_cell(agent or ""),
+                started.isoformat(),
+                outcome or "",
+                r.revision if r else "",
+                (r.first_used_rank or "none") if r else "",
+                ("yes" if r.top_used else "no") if r else "",
+            ]
+        )
+    return response
 
 
 def _is_date(value: str) -> bool:

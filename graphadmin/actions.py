@@ -167,7 +167,13 @@ def do_delete_edge_type(edge_type: EdgeType, *, actor) -> None:
 
 @transaction.atomic
 def do_set_policy(
-    graph: Graph, changes: dict, *, actor, note: str = "", priorities: dict[EdgeType, float] | None = None
+    graph: Graph,
+    changes: dict,
+    *,
+    actor,
+    note: str = "",
+    priorities: dict[EdgeType, float] | None = None,
+    base_revision: int | None = None,
 ) -> PolicyRevision:
     """Write a new policy revision from the current one plus ``changes`` (policy numbers) and ``priorities``
     (edge type -> new priority); the one write path of both. The revision records the graph's priority set
@@ -176,10 +182,19 @@ def do_set_policy(
     ``priorities``) and the note, plus one edgetype.priority.update (before/after) per priority changed.
 
     Values are validated by the caller's serializer or form and again by database check constraints.
+
+    ``base_revision``: the revision the caller's change was made against (what the operator saw). When
+    another change was saved since, nothing is written and ``Conflict`` names the revisions missed (a
+    409 in the API, a message on the tune page): of two operators saving at once, one wins and the other
+    is told, instead of the second silently undoing what the first set (``stale_policy``).
     """
-    # Lock the graph row so two concurrent changes cannot both claim the same revision number.
-    Graph.objects.select_for_update().get(pk=graph.pk)
-    current = graph.current_policy()
+    # Lock the graph row so two concurrent changes cannot both claim the same revision number; read the
+    # newest revision after the lock (not the per-process cache): a change that waited sees the one before it.
+    # NO KEY UPDATE: it queues the next change without blocking agents' inserts that point at the graph.
+    Graph.objects.select_for_update(no_key=True).get(pk=graph.pk)
+    current = PolicyRevision.objects.filter(graph=graph).order_by("-revision").select_related("created_by").first()
+    if base_revision is not None:
+        _check_base_revision(graph, base_revision, current)
     values = current.numbers() if current else {}
     diff = {k: {"before": values.get(k), "after": v} for k, v in changes.items() if values.get(k) != v}
     values.update(changes)
@@ -211,6 +226,26 @@ def do_set_policy(
         payload["priorities"] = priority_diff
     audit.append(graph.organization_id, actor, "policy.update", payload, scope=scope)
     return revision
+
+
+def _check_base_revision(graph: Graph, base_revision: int, current: PolicyRevision | None) -> None:
+    """Refuse a change made against ``base_revision`` when the graph's newest revision is another one."""
+    newest = current.revision if current else 0
+    if base_revision == newest:
+        return
+    if base_revision > newest or base_revision < 1:
+        message = f"Graph {graph.pk} has no policy revision {base_revision} (newest: {newest})."
+        raise InputError({"base_revision": [message]})
+    missed = list(range(base_revision + 1, newest + 1))
+    by = getattr(current.created_by, "username", "") or "a task"
+    message = (
+        f"The policy changed since revision {base_revision}: revision {newest} was saved meanwhile (by {by}"
+        f"{': ' + current.note if current.note else ''}). Nothing was saved: start again from revision {newest}."
+    )
+    raise Conflict(
+        message,
+        body={"detail": message, "base_revision": base_revision, "current_revision": newest, "missed": missed},
+    )
 
 
 def _kind(model_or_record) -> str:

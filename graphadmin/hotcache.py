@@ -22,6 +22,8 @@ An entry is never built from a transaction that has changed one of those models 
 thread reads the database as before. Callers get copies of the cached model instances.
 """
 
+# Why a per-process cache, and what it was measured to save: docs/decisions/0006-per-process-hot-cache.md
+
 from __future__ import annotations
 
 import copy

@@ -36,6 +36,16 @@ def parse_date(raw: str, name: str) -> date:
         raise InputError({name: ["Expected a date, YYYY-MM-DD."]}) from None
 
 
+def parse_bool(raw: str, name: str) -> bool:
+    """``raw`` as a yes/no flag: 1, true, yes, on or 0, false, no, off; InputError naming ``name`` otherwise."""
+    value = raw.strip().lower() if isinstance(raw, str) else ""
+    if value in ("1", "true", "yes", "on"):
+        return True
+    if value in ("0", "false", "no", "off"):
+        return False
+    raise InputError({name: ["Expected 1 or 0 (true or false)."]})
+
+
 def optional(params, name: str, parse, **kwargs):
     """``parse(params[name], name, **kwargs)`` when the parameter is given and not blank, else None."""
     raw = params.get(name, "")

@@ -107,6 +107,9 @@ MIDDLEWARE = [
     "django.middleware.security.SecurityMiddleware",
     "csp.middleware.CSPMiddleware",
     "whitenoise.middleware.WhiteNoiseMiddleware",
+    # Before any work of the request's own (its session, user, queries): a request that waited past
+    # WEB_QUEUE_BUDGET_MS for a web thread is answered 503 (the security and CSP headers still added).
+    "graphadmin.runtime.admission.AdmissionMiddleware",
     "django.contrib.sessions.middleware.SessionMiddleware",
     "django.middleware.common.CommonMiddleware",
     "django.middleware.csrf.CsrfViewMiddleware",
@@ -208,7 +211,7 @@ USE_I18N = True
 USE_TZ = True
 
 STATIC_URL = "static/"
-# The pages load plotly.js's smaller cartesian bundle from static/vendor/plotly/; the installed plotly package's
+# The pages load plotly.js's smaller basic bundle from static/vendor/plotly/; the installed plotly package's
 # full plotly.min.js (same version as the Python side) is served too, for the simulation reports. No CDN.
 STATICFILES_DIRS = [BASE_DIR / "static", ("plotly", Path(__import__("plotly").__file__).parent / "package_data")]
 STATIC_ROOT = env.path("STATIC_ROOT", default=str(LOCAL_DIR / "staticfiles"))
@@ -216,7 +219,7 @@ Path(STATIC_ROOT).mkdir(parents=True, exist_ok=True)
 # WhiteNoise serves static/ directly (no collectstatic step needed for one machine); a deployment
 # behind a CDN or with many web processes may run collectstatic and set WHITENOISE_USE_FINDERS=false.
 WHITENOISE_USE_FINDERS = env.bool("WHITENOISE_USE_FINDERS", default=True)
-# A vendored file with its version in its name (static/vendor/plotly/plotly-cartesian-4.1.1.min.js) never
+# A vendored file with its version in its name (static/vendor/plotly/plotly-basic-4.1.1.min.js) never
 # changes under that name: cached for a year, immutable, even with DEBUG on (where WhiteNoise's max-age is 0).
 WHITENOISE_IMMUTABLE_FILE_TEST = r"/vendor/.+-\d+\.\d+\.\d+(\.min)?\.js$"
 LOGIN_URL = "/accounts/login/"
@@ -305,8 +308,13 @@ HEALTH_WORKER_TIMEOUT = env.float("HEALTH_WORKER_TIMEOUT", default=0.8)
 # /readyz: the bound of each other check (database lock and statement timeouts, broker connect), and how long
 # one probe's answer (pass or fail) is reused by every caller of this process.
 HEALTH_CHECK_TIMEOUT = env.float("HEALTH_CHECK_TIMEOUT", default=0.5)
-HEALTH_CACHE_SECONDS = env.float("HEALTH_CACHE_SECONDS", default=3.0)
-HEALTH_WORKER_CACHE_SECONDS = env.float("HEALTH_WORKER_CACHE_SECONDS", default=5.0)
+HEALTH_CACHE_SECONDS = env.float("HEALTH_CACHE_SECONDS", default=1.0)
+HEALTH_WORKER_CACHE_SECONDS = env.float("HEALTH_WORKER_CACHE_SECONDS", default=1.0)
+# /readyz: a check that passed (in any process sharing CACHES) within this many seconds still counts as passed
+# when one probe fails it: a slow ping while the worker starts or a busy second is not a fault, and every web
+# process answers alike. A fault that lasts is red within about this + HEALTH_CACHE_SECONDS + the check's
+# bound (under 5 s with the defaults).
+HEALTH_FAIL_GRACE = env.float("HEALTH_FAIL_GRACE", default=2.0)
 CELERY_BEAT_SCHEDULE_FILENAME = str(LOCAL_DIR / "celerybeat-schedule")
 # The report outbox (feedback/outbox.py): how often beat looks for reports left pending, how old a
 # pending report must be to be drained again (its poke lost with a worker), and the days applied
@@ -317,6 +325,7 @@ OUTBOX_RETENTION_DAYS = env.int("OUTBOX_RETENTION_DAYS", default=7)
 # The coalescing window of the worker's drain (feedback/outbox.py, drain): how long a wake-up may wait,
 # holding the graph's drain lock, for the outcome of a session whose use report it claimed (an agent
 # sends it tens of ms later), so the two are applied in one batch. 0: no wait.
+# docs/decisions/0005-coalescing-window.md
 OUTBOX_COALESCE_SECONDS = env.float("OUTBOX_COALESCE_SECONDS", default=0.05)
 
 REST_FRAMEWORK = {
@@ -528,6 +537,10 @@ LOCK_TIMEOUT_MS = env.int("LOCK_TIMEOUT_MS", default=10_000)
 IDLE_IN_TRANSACTION_TIMEOUT_MS = env.int("IDLE_IN_TRANSACTION_TIMEOUT_MS", default=60_000)
 # Retry-After (seconds) of the 503 a request gets when the database is unreachable or a lock wait ran out.
 DATABASE_RETRY_AFTER_SECONDS = env.int("DATABASE_RETRY_AFTER_SECONDS", default=5)
+# Under overload a request waits in gunicorn's queue for a thread: past this many milliseconds (0: no limit) it is
+# answered 503 with Retry-After (WEB_BUSY_RETRY_AFTER_SECONDS) before any of its work (graphadmin.runtime.admission).
+WEB_QUEUE_BUDGET_MS = env.int("WEB_QUEUE_BUDGET_MS", default=500)
+WEB_BUSY_RETRY_AFTER_SECONDS = env.int("WEB_BUSY_RETRY_AFTER_SECONDS", default=1)
 WORKER_STATEMENT_TIMEOUT_MS = env.int("WORKER_STATEMENT_TIMEOUT_MS", default=600_000)
 # Vault uploads larger than this (bytes of the zip) import in a Celery task (queue 'embeddings') with a time
 # limit and a progress record (VaultImport) the API and the dashboard show; smaller ones stay in the request.

@@ -7,7 +7,9 @@ schema and Swagger UI (both behind login). Then the admin and the login pages.
 
 from django.contrib import admin
 from django.contrib.auth.decorators import login_required
+from django.templatetags.static import static
 from django.urls import include, path
+from django.views.generic import RedirectView
 from drf_spectacular.views import SpectacularAPIView, SpectacularSwaggerSplitView
 
 from feedback import urls as feedback_urls
@@ -32,6 +34,8 @@ urlpatterns = [
     path("", views.home, name="home"),
     path("healthz", health.healthz, name="healthz"),
     path("readyz", health.readyz, name="readyz"),
+    # Pages name static/favicon.svg in <link rel="icon">; a client that asks for /favicon.ico anyway is sent there.
+    path("favicon.ico", RedirectView.as_view(url=static("favicon.svg"), permanent=True)),
     path("", include(page_urlpatterns)),
     path("", include(feedback_urls.page_urlpatterns)),
     path("", include(ranking_urls.page_urlpatterns)),

@@ -21,7 +21,7 @@ from django.views.decorators.http import require_POST
 
 from graphadmin import actions, audit
 from graphadmin.admin import administered_users
-from graphadmin.errors import InputError
+from graphadmin.errors import Conflict, InputError
 from graphadmin.forms import TuneForm
 from graphadmin.models import AuditEvent, EdgeType, Graph, Membership, PolicyRevision
 from graphadmin.models.policy import priorities_to_restore, revision_changes
@@ -129,7 +129,11 @@ def audit_trail(request, graph_id):
 
 
 def _initial(current: PolicyRevision, edge_types) -> dict:
-    return {**current.numbers(), **{f"priority_{et.pk}": et.priority for et in edge_types}}
+    return {
+        **current.numbers(),
+        **{f"priority_{et.pk}": et.priority for et in edge_types},
+        "base_revision": current.revision,
+    }
 
 
 def _revision_diffs(graph):
@@ -156,9 +160,19 @@ def tune(request, graph_id):
             changes, priorities = form.changes(current), form.priority_changes()
             if changes or priorities:
                 # Numbers and priorities in one revision, with the note typed beside them.
-                new = actions.do_set_policy(
-                    graph, changes, actor=request.user, note=form.cleaned_data["note"], priorities=priorities
-                )
+                try:
+                    new = actions.do_set_policy(
+                        graph,
+                        changes,
+                        actor=request.user,
+                        note=form.cleaned_data["note"],
+                        priorities=priorities,
+                        base_revision=form.cleaned_data["base_revision"],
+                    )
+                except Conflict as exc:
+                    # Someone saved since this page was opened: back to the page, which shows their revision.
+                    messages.error(request, str(exc))
+                    return redirect("tune", graph_id=graph.pk)
                 messages.success(
                     request,
                     f"Saved as r{new.revision}: {len(changes)} policy value(s), {len(priorities)} priority(ies).",
@@ -171,7 +185,15 @@ def tune(request, graph_id):
     return render(
         request,
         "graphadmin/tune.html",
-        {"access": access, "form": form, "current": current, "revisions": _revision_diffs(graph)},
+        {
+            "access": access,
+            "form": form,
+            "current": current,
+            "revisions": _revision_diffs(graph),
+            # The what-if's session selection (ranking.whatif.MAX_WHATIF_SESSIONS; the core does not import ranking).
+            "whatif_default": 50,
+            "whatif_max": 200,
+        },
     )
 
 

@@ -22,6 +22,7 @@ from rest_framework import generics, status
 from rest_framework.response import Response
 
 from feedback.models import ContextInjection
+from graphadmin import readiness
 from graphadmin.api.views import GRAPH_ID, GraphScopedMixin
 from graphadmin.errors import Conflict
 from graphadmin.tenancy import NEEDS
@@ -32,10 +33,11 @@ from . import service
 # The response bodies, shared by the views below and the MCP tools (ranking.mcp).
 
 
-def search_payload(result: service.SearchResult) -> dict:
-    """The body of a search answer (SearchResponseSerializer)."""
+def search_payload(result: service.SearchResult, vectors_pending: int = 0) -> dict:
+    """The body of a search answer (SearchResponseSerializer); ``vectors_pending``: graphadmin.readiness."""
     return {
         "policy_revision": result.policy_revision.revision,
+        "vectors_pending": vectors_pending,
         "results": [
             {
                 "rank": hit.rank,
@@ -45,6 +47,7 @@ def search_payload(result: service.SearchResult) -> dict:
                 "title": hit.row.title,
                 "kind": hit.row.kind,
                 "vector_score": hit.row.vector,
+                "bm25": hit.bm25,
                 "hops": hit.scored.candidate.hops,
                 "entry": hit.entry,
                 "path": list(hit.path),
@@ -69,6 +72,9 @@ def context_payload(result: service.ContextResult, session_id: str) -> dict:
         "budget": inj.budget,
         "spent": inj.spent,
         "considered": result.considered,
+        "vectors_pending": result.vectors_pending,
+        "confidence": result.confidence,
+        "abstained": result.abstained,
         "items": result.selected,
     }
 
@@ -140,7 +146,7 @@ class SearchView(_RankingView):
     def post(self, request, graph_pk=None):
         self.parse()
         result = service.search(self.graph(), self._serializer.to_request())
-        return Response(search_payload(result))
+        return Response(search_payload(result, readiness.vectors_pending(self.graph().pk)))
 
 
 CONTEXT_IDEMPOTENCY = OpenApiParameter(
@@ -216,7 +222,8 @@ class ContextView(_RankingView):
 
 
 class WhatIfView(_RankingView):
-    """Replay the last N injections' frozen candidates under a draft policy and the current one. Writes nothing."""
+    """Replay the logged sessions' retrievals under a draft policy and the current one (rescored or retrieved
+    again, the rest named as not modelled: ranking.whatif). Writes nothing."""
 
     serializer_class = s.WhatIfRequestSerializer
     write_act = "read"  # a POST that replays the injection log and writes nothing
@@ -230,6 +237,9 @@ class WhatIfView(_RankingView):
             priorities=data["edge_type_priorities"],
             n=data["n"],
             k=data["k"],
+            agent=data.get("agent") or None,
+            since=data.get("since"),
+            until=data.get("until"),
         )
         return Response(result)
 

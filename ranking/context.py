@@ -1,8 +1,9 @@
 """Context, the pipeline's last stages: the budget and the log.
 
-``assemble_context`` takes the retrieval's candidates (ranking.retrieval) in score order, fills the
-budget, and freezes the whole candidate set as a ContextInjection (which explanations and what-if
-replays read); the only stage that writes.
+``assemble_context`` takes the retrieval's candidates (ranking.retrieval) in score order, gates the whole
+answer on the graph's floor (ranking.abstention: an answer with nothing relevant abstains and gives no
+item), fills the budget, and freezes the whole candidate set as a ContextInjection (which explanations
+and what-if replays read); the only stage that writes.
 """
 
 from __future__ import annotations
@@ -14,23 +15,28 @@ from django.conf import settings
 from django.db import transaction
 
 from feedback.models import ContextInjection
-from graphadmin.agents.client import RetrievalRequest
+from graphadmin import readiness
 from graphadmin.models import Graph
 from graphadmin.tenancy import require_session
+from graphadmin_client import RetrievalRequest
 
+from . import abstention, scoring
 from . import queries as sql
-from . import scoring
 from .retrieval import Candidate, RankingInputError, as_request, policy_of, query_model, query_vector, retrieve
 
 
 @dataclass
 class ContextResult:
-    """The logged injection, whether the session was new, and the selected items with their text."""
+    """The logged injection, whether the session was new, and the selected items with their text; the answer's
+    ``confidence`` and whether it ``abstained`` (ranking.abstention)."""
 
     injection: ContextInjection
     session_created: bool
     selected: list[dict] = field(default_factory=list)
     considered: int = 0
+    vectors_pending: int = 0  # the graph's vectors still to write when it answered (graphadmin.readiness)
+    confidence: float = 0.0
+    abstained: bool = False
 
 
 def assemble_context(
@@ -51,6 +57,11 @@ def assemble_context(
     frozen in the log with its path and components. The selected nodes are counted as surfaced and
     the edges on their paths as traversed (set-based).
 
+    The whole answer is gated first: its confidence (the best entry point's similarity and lexical match,
+    ``ranking.abstention.confidence``) below the policy's ``abstain_floor`` makes it abstain: no item is
+    selected (every candidate is cut as ``abstained``), nothing is counted as surfaced, and the injection is
+    still logged with every candidate and the confidence, so that it can be learned from and calibrated on.
+
     ``owner`` (the caller, with its ``role`` in the graph's organization) owns a session this call
     creates; adding to an existing session needs ``graphadmin.tenancy.may_act_on_session`` (its
     owner, or an operator), else Forbidden and nothing is written. Without an owner (internal
@@ -67,14 +78,30 @@ def assemble_context(
         budget = revision.default_budget_items if req.budget_unit == "items" else revision.default_budget_tokens
     qvec = query_vector(req.query, req.vector, graph)
     ordered = retrieve(graph, req, now=now, policy=(revision, policy), qvec=qvec).items
-    selection = _select(ordered, req.budget_unit, budget, policy)
+    confidence = abstention.confidence((item.entry, item.row.vector, item.bm25) for item in ordered)
+    abstained = abstention.abstains(confidence, revision.abstain_floor, directed=bool(req.start_nodes or req.anchors))
+    if abstained:
+        selection = scoring.Selection([False] * len(ordered), ["abstained"] * len(ordered), 0)
+    else:
+        selection = _select(ordered, req.budget_unit, budget, policy)
+    gate = {"confidence": confidence, "abstained": abstained, "abstain_floor": revision.abstain_floor}
+    # Whether the graph is ready: probes of partial indexes, empty when it is (graphadmin.readiness).
+    ready = readiness.readiness(graph.pk)
     # Every check has passed: write. No savepoint of its own: an error rolls back the caller's transaction.
     with transaction.atomic(savepoint=False):
         injection, created, chosen = _log_injection(
-            graph, req, owner, role, revision, policy, budget, qvec, ordered, selection
+            graph, req, owner, role, revision, policy, budget, qvec, ordered, selection, gate, ready
         )
     selected = _selected_items(graph, ordered, selection, chosen)
-    return ContextResult(injection, created, selected, considered=len(ordered))
+    return ContextResult(
+        injection,
+        created,
+        selected,
+        considered=len(ordered),
+        vectors_pending=ready.pending,
+        confidence=confidence,
+        abstained=abstained,
+    )
 
 
 def _select(ordered: list[Candidate], budget_unit: str, budget: int, policy: scoring.Policy):
@@ -90,10 +117,18 @@ def _select(ordered: list[Candidate], budget_unit: str, budget: int, policy: sco
     return selection
 
 
-def _log_injection(graph, req, owner, role, revision, policy, budget, qvec, ordered, selection):
+def _log_injection(graph, req, owner, role, revision, policy, budget, qvec, ordered, selection, gate, ready=None):
     """Write the session (if new), the ContextInjection, its candidate log and the counters of the selected
     nodes and edges; return (injection, session created, the selected candidates). In the caller's transaction.
+    ``gate`` (confidence, abstained, the floor compared with) is kept with the request's parameters: what
+    calibration (ranking.calibration) and what-if read.
+
+    ``ready``: the graph's ``graphadmin.readiness.Readiness``. A question (``qvec``) answered while an
+    embeddings task is writing the graph's vectors marks the session: its reports teach nothing
+    (feedback.reports.not_ready). An answer from start nodes alone does not depend on vectors, and rows no
+    task will write (created without a vector) are no build to wait for: neither marks it.
     """
+    ready = ready or readiness.Readiness()
     params = {
         "start_nodes": list(req.start_nodes),
         "anchors": list(req.anchors),
@@ -102,17 +137,22 @@ def _log_injection(graph, req, owner, role, revision, policy, budget, qvec, orde
         "k": req.k,
         "hops": req.hops,
         "vector": req.vector is not None,
+        **gate,
     }
     # The candidate log keeps the best MAX_CANDIDATES_PER_INJECTION ranks and every selected one (uses are
     # credited through it); how many were considered and how many were stored is kept with the request.
     cap = settings.MAX_CANDIDATES_PER_INJECTION
     logged = [(p, item) for p, item in enumerate(ordered, start=1) if p <= cap or selection.selected[p - 1]]
     params["candidates"], params["candidates_logged"] = len(ordered), len(logged)
+    if ready.pending:
+        params["vectors_pending"] = ready.pending
     session_id, session_owner, created = sql.agent_session(graph.pk, req.session, owner.pk if owner else None)
     if owner is not None and not created:
         # Checked on the row found, inside the transaction: a session another user created a moment ago
         # is refused too.
         require_session(role, owner.pk, session_owner, req.session)
+    if ready.building and qvec is not None:
+        sql.mark_session_unready(graph.pk, session_id, ready.pending)
     injection = ContextInjection.objects.create(
         graph=graph,
         session_id=session_id,
@@ -132,6 +172,8 @@ def _log_injection(graph, req, owner, role, revision, policy, budget, qvec, orde
     return injection, created, chosen
 
 
+# Positional rows in COPY column order: docs/decisions/0007-positional-hot-tuples.md and
+# docs/decisions/0004-candidate-log-copy-msgspec.md
 def _candidate_rows(logged: list[tuple[int, Candidate]], selection, policy: scoring.Policy) -> list[tuple]:
     """The candidate log's rows (ranking.queries.copy_candidates): (rank, selected, node, edge, hops, tokens,
     total, features with the cut reason last, components) of each logged (rank, candidate)."""
@@ -140,6 +182,7 @@ def _candidate_rows(logged: list[tuple[int, Candidate]], selection, policy: scor
     for p, item in logged:
         scored = item.scored
         features = item.features()
+        features["similarity"] = item.row.vector  # the raw cosine (``vector`` is the fused, per-query one)
         features["cut"] = reasons[p - 1]
         rows.append(
             (
@@ -175,6 +218,7 @@ def _selected_items(graph: Graph, ordered: list[Candidate], selection, chosen: l
                 "text": node["text"],
                 "tokens": item.row.tokens,
                 "total": item.scored.total,
+                "vector_score": item.row.vector,
                 "hops": item.scored.candidate.hops,
                 "entry": item.entry,
                 "path": list(item.path),

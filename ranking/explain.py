@@ -33,7 +33,7 @@ def candidate_dict(
         "hops": f.get("hops", c.hops),
         "entry": entry,
         "path": path,
-        "path_text": path_text(path, c.node_id, edges or {}, titles or {}),
+        "path_text": path_text(path, c.node_id, edges or {}, titles or {}, entry),
         "cut": f.get("cut", ""),
         "tokens": c.tokens,
         "total": c.total,
@@ -64,16 +64,37 @@ def learned_from(evidence, taught: dict) -> list[dict]:
     return rows
 
 
-def path_text(path, node_id: int, edges: dict, titles: dict) -> str:
-    """A path of edge ids in words: ``A -type-> B -type-> C`` (empty when the node entered without an edge)."""
+def path_text(path, node_id: int, edges: dict, titles: dict, entry: str = "expansion") -> str:
+    """A path of edge ids in words: ``A -type-> B <-type- C`` (empty when the node entered without an edge).
+
+    Expansion walks links both ways, so a path is read from where it started (``walk_start``): a link walked
+    as written shows ``-type->``, a backlink ``<-type-``. A triplet hit's path is its link, as written."""
     if not path or any(e not in edges for e in path):
         return ""
-    first_source = edges[path[0]][0]
-    parts = [titles.get(first_source, str(first_source))]
+    at = walk_start(path, node_id, edges, entry)
+    parts = [titles.get(at, str(at))]
     for e in path:
-        _source, etype, target = edges[e]
-        parts.append(f"-{etype}-> {titles.get(target, str(target))}")
+        source, etype, target = edges[e]
+        if source == at:
+            parts.append(f"-{etype}-> {titles.get(target, str(target))}")
+            at = target
+        else:
+            parts.append(f"<-{etype}- {titles.get(source, str(source))}")
+            at = source
     return " ".join(parts)
+
+
+def walk_start(path, node_id: int, edges: dict, entry: str = "expansion") -> int:
+    """The node a path (edge ids, each in ``edges`` as (source id, type, target id)) started from: followed
+    back from ``node_id``, link by link, whichever way each was walked; a triplet hit's (not walked) is its
+    link's source."""
+    if entry != "expansion":
+        return edges[path[0]][0]
+    at = node_id
+    for e in reversed(path):
+        source, _etype, target = edges[e]
+        at = source if at == target else target
+    return at
 
 
 def _path_words(graph_id: int, cands) -> tuple[dict, dict]:
@@ -107,6 +128,8 @@ def explain(injection: ContextInjection, i: int | None = None, j: int | None = N
         "budget_unit": injection.budget_unit,
         "budget": injection.budget,
         "spent": injection.spent,
+        "confidence": (injection.params or {}).get("confidence"),
+        "abstained": bool((injection.params or {}).get("abstained")),
         "created_at": injection.created_at,
         "candidates": [candidate_dict(c, edges, titles, taught) for c in cands],
     }

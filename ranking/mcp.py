@@ -7,6 +7,7 @@ input, the same service functions answer, the same payloads come back.
 from __future__ import annotations
 
 from feedback.models import ContextInjection, UpdateBatch
+from graphadmin import readiness
 from graphadmin.agents.mcp_tools import graph_for, invalid, validated
 from graphadmin.errors import NotFound
 from graphadmin.tenancy import NEEDS, graph_access
@@ -19,17 +20,37 @@ def search(user, graph_id: int, args: dict) -> dict:
     """graph_search: POST /api/graphs/{id}/search/ (agents, reviewers and up); logs nothing."""
     graph = graph_for(user, graph_id, "retrieve")
     result = service.search(graph, validated(rs.SearchRequestSerializer, args, request=True))
-    return search_payload(result)
+    return _noticed(search_payload(result, readiness.vectors_pending(graph.pk)))
 
 
 def context(user, graph_id: int, args: dict) -> dict:
     """graph_context: POST /api/graphs/{id}/context/ (agents, operators and up); logs the injection in
-    the caller's own session (another user's session is refused unless the caller is an operator)."""
+    the caller's own session (another user's session is refused unless the caller is an operator). An
+    answer that abstained also carries a ``note`` saying so in words."""
     access = graph_access(user, graph_id, "context")
     graph = access.graph
     req = validated(rs.ContextRequestSerializer, args, request=True)
     result = service.assemble_context(graph, req, owner=user, role=access.role)
-    return context_payload(result, req.session)
+    payload = context_payload(result, req.session)
+    if result.abstained:
+        payload["note"] = abstained_text(result.confidence, result.injection.params.get("abstain_floor", 0.0))
+    return _noticed(payload)
+
+
+def _noticed(payload: dict) -> dict:
+    """The answer, with a ``notice`` first in plain words while the graph's vectors are still being written:
+    an agent reads the tool's text, and a count alone is easy to pass over."""
+    notice = readiness.pending_notice(payload["vectors_pending"])
+    return {"notice": notice, **payload} if notice else payload
+
+
+def abstained_text(confidence: float, floor: float) -> str:
+    """What the tool says when the answer abstained (the agent reads the text, not only the keys)."""
+    return (
+        f"Abstained: nothing in this graph is relevant to the question (confidence {confidence:.3f} is below "
+        f"the graph's floor {floor:.3f}), so no items are given. Answer without the graph's context or ask "
+        "differently; the injection is logged, so still report the session's outcome with graph_improve."
+    )
 
 
 def explain(user, injection_id: int, i, j, node) -> dict:

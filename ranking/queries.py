@@ -40,7 +40,7 @@ from django.db import connection
 from psycopg import sql
 
 from feedback.models import AgentSession, ContextInjection, InjectionCandidate, UseEvent, WeightChange
-from feedback.rules import ANSWERED, QUESTION_KIND
+from feedback.rules import ANSWERED, LEARNED_LINK_TYPES, QUESTION_KIND
 from graphadmin import clock
 from graphadmin.models import Edge, EdgeStats, EdgeType, Node, NodeLexeme, NodeLexicon, NodeStats
 
@@ -111,6 +111,8 @@ class _PreparedCursor(psycopg.Cursor):
         return self._query
 
 
+# Prepared for EXPAND_SQL, never for ENTRY_SQL (a generic plan of it skips the HNSW indexes):
+# docs/decisions/0003-prepared-statements.md
 def prepared_cursor():
     """A cursor for a statement run on every request: prepared (``_PreparedCursor``) on the request's
     connection, or Django's cursor when DATABASE_PREPARED_STATEMENTS is off. Both go through Django's
@@ -434,10 +436,114 @@ WHERE near.similarity >= %(min_similarity)s
 """
 )
 
-# The expansion of EXPANSION_SQL (the edges within %(hops)s of %(starts)s, part 'e') and the facts of
-# the nodes %(extra)s (part 'x': the notes similar questions' evidence may bring in), each row with
-# its node's BM25 for the query (NULL: none, or %(lexical)s false), in one statement. Columns as
-# EXPANSION_SQL's, then bm25.
+# The retrieval's expansion, level by level: from every node first reached at the level before (f0 the
+# start nodes, f1 and f2 the new ends of the level before), its top %(cap)s out-links by stored weight AND its
+# top %(cap)s in-links (backlinks), to active nodes (start nodes included: a better seed's link may lift a
+# weaker one, ranking.scoring.spread; question nodes, the learning's own, excluded: their ``answered`` links
+# are evidence, not context). A link is walked both ways: a note's neighbour is as near whichever of the two
+# wrote the link (the turn a question answers links back to the question, an index note links to its
+# members). ``reverse``: walked from the stored target to the stored source; ``source_id``/``target_id`` are
+# the walk's from and to. A level deeper than %(hops)s has a false one-time filter. ``degree``: every end's
+# number of active links (ranking.scoring.link_specificity), the links the learning writes itself left out
+# (%(learned)s: ``answered`` evidence and ``co_used`` links, feedback.rules.LEARNED_LINK_TYPES): a note shown to or
+# used by many sessions is no hub; counted, they faded every link its author wrote.
+# Why both ways, and the carry: docs/decisions/0008-expansion-both-ways-carried-relevance.md
+EXPAND_LEVELS = """
+f0 AS (SELECT DISTINCT unnest(%(starts)s::bigint[]) AS id),
+l1 AS MATERIALIZED (
+    SELECT x.*, 1 AS hops, false AS reverse
+    FROM f0 f
+    CROSS JOIN LATERAL (
+        SELECT e.id, e.source_id, e.target_id, e.edge_type_id, e.weight, e.feedback_weight
+        FROM {edge} e
+        JOIN {node} t ON t.id = e.target_id AND t.graph_id = %(graph)s AND NOT t.archived AND t.kind <> %(question)s
+        WHERE e.graph_id = %(graph)s AND e.source_id = f.id AND NOT e.archived
+        ORDER BY e.weight DESC, e.id
+        LIMIT %(cap)s
+    ) x
+    UNION ALL
+    SELECT x.*, 1 AS hops, true AS reverse
+    FROM f0 f
+    CROSS JOIN LATERAL (
+        SELECT e.id, e.target_id AS source_id, e.source_id AS target_id, e.edge_type_id, e.weight, e.feedback_weight
+        FROM {edge} e
+        JOIN {node} t ON t.id = e.source_id AND t.graph_id = %(graph)s AND NOT t.archived AND t.kind <> %(question)s
+        WHERE e.graph_id = %(graph)s AND e.target_id = f.id AND NOT e.archived
+        ORDER BY e.weight DESC, e.id
+        LIMIT %(cap)s
+    ) x
+),
+f1 AS (SELECT DISTINCT target_id AS id FROM l1 EXCEPT SELECT id FROM f0),
+l2 AS MATERIALIZED (
+    SELECT x.*, 2 AS hops, false AS reverse
+    FROM f1 f
+    CROSS JOIN LATERAL (
+        SELECT e.id, e.source_id, e.target_id, e.edge_type_id, e.weight, e.feedback_weight
+        FROM {edge} e
+        JOIN {node} t ON t.id = e.target_id AND t.graph_id = %(graph)s AND NOT t.archived AND t.kind <> %(question)s
+        WHERE e.graph_id = %(graph)s AND e.source_id = f.id AND NOT e.archived
+        ORDER BY e.weight DESC, e.id
+        LIMIT %(cap)s
+    ) x
+    WHERE %(hops)s >= 2
+    UNION ALL
+    SELECT x.*, 2 AS hops, true AS reverse
+    FROM f1 f
+    CROSS JOIN LATERAL (
+        SELECT e.id, e.target_id AS source_id, e.source_id AS target_id, e.edge_type_id, e.weight, e.feedback_weight
+        FROM {edge} e
+        JOIN {node} t ON t.id = e.source_id AND t.graph_id = %(graph)s AND NOT t.archived AND t.kind <> %(question)s
+        WHERE e.graph_id = %(graph)s AND e.target_id = f.id AND NOT e.archived
+        ORDER BY e.weight DESC, e.id
+        LIMIT %(cap)s
+    ) x
+    WHERE %(hops)s >= 2
+),
+f2 AS (SELECT DISTINCT target_id AS id FROM l2 EXCEPT SELECT id FROM f1 EXCEPT SELECT id FROM f0),
+l3 AS MATERIALIZED (
+    SELECT x.*, 3 AS hops, false AS reverse
+    FROM f2 f
+    CROSS JOIN LATERAL (
+        SELECT e.id, e.source_id, e.target_id, e.edge_type_id, e.weight, e.feedback_weight
+        FROM {edge} e
+        JOIN {node} t ON t.id = e.target_id AND t.graph_id = %(graph)s AND NOT t.archived AND t.kind <> %(question)s
+        WHERE e.graph_id = %(graph)s AND e.source_id = f.id AND NOT e.archived
+        ORDER BY e.weight DESC, e.id
+        LIMIT %(cap)s
+    ) x
+    WHERE %(hops)s >= 3
+    UNION ALL
+    SELECT x.*, 3 AS hops, true AS reverse
+    FROM f2 f
+    CROSS JOIN LATERAL (
+        SELECT e.id, e.target_id AS source_id, e.source_id AS target_id, e.edge_type_id, e.weight, e.feedback_weight
+        FROM {edge} e
+        JOIN {node} t ON t.id = e.source_id AND t.graph_id = %(graph)s AND NOT t.archived AND t.kind <> %(question)s
+        WHERE e.graph_id = %(graph)s AND e.target_id = f.id AND NOT e.archived
+        ORDER BY e.weight DESC, e.id
+        LIMIT %(cap)s
+    ) x
+    WHERE %(hops)s >= 3
+),
+expanded AS MATERIALIZED (SELECT * FROM l1 UNION ALL SELECT * FROM l2 UNION ALL SELECT * FROM l3),
+ends AS (SELECT source_id AS id FROM expanded UNION SELECT target_id FROM expanded),
+learned_types AS (SELECT et.id FROM {edgetype} et WHERE et.graph_id = %(graph)s AND et.name = ANY(%(learned)s)),
+degree AS MATERIALIZED (
+    SELECT n.id,
+           (SELECT count(*) FROM {edge} e WHERE e.graph_id = %(graph)s AND e.source_id = n.id AND NOT e.archived
+              AND e.edge_type_id NOT IN (SELECT id FROM learned_types))
+           + (SELECT count(*) FROM {edge} e WHERE e.graph_id = %(graph)s AND e.target_id = n.id AND NOT e.archived
+              AND e.edge_type_id NOT IN (SELECT id FROM learned_types))
+           AS degree
+    FROM ends n
+)
+""".strip()
+
+
+# The retrieval's expansion (EXPAND_LEVELS: the links within %(hops)s of %(starts)s, both ways, part 'e') and
+# the facts of the nodes %(extra)s (part 'x': the notes similar questions' evidence may bring in), each row
+# with its node's BM25 for the query (NULL: none, or %(lexical)s false), in one statement. Columns as
+# EXPANSION_SQL's, then reverse and the two ends' degrees (NULL in part 'x'), then bm25.
 EXPAND_SQL = statement(
     """
 WITH {levels},
@@ -447,12 +553,15 @@ edges AS MATERIALIZED (
                 ELSE 1 - (t.embedding <=> %(query)s::vector) END AS similarity,
            t.key, t.title, t.kind,
            GREATEST(1, CEIL((char_length(t.title) + 1 + char_length(t.text)) / 4.0))::int AS tokens,
-           t.feedback_weight AS target_feedback_weight, t.tags, GREATEST(t.updated_at, s.last_used_at) AS touched_at
+           t.feedback_weight AS target_feedback_weight, t.tags, GREATEST(t.updated_at, s.last_used_at) AS touched_at,
+           a.reverse, df.degree AS source_degree, dt.degree AS target_degree
     FROM expanded a
     JOIN {node} t ON t.id = a.target_id AND t.graph_id = %(graph)s
     JOIN {edgetype} et ON et.id = a.edge_type_id AND et.graph_id = %(graph)s
+    JOIN degree df ON df.id = a.source_id
+    JOIN degree dt ON dt.id = a.target_id
     LEFT JOIN {nodestats} s ON s.node_id = t.id AND s.graph_id = %(graph)s
-    ORDER BY a.hops, a.weight DESC, a.id
+    ORDER BY a.hops, a.weight DESC, a.id, a.reverse
     LIMIT %(max_edges)s
 ),
 q AS (
@@ -485,14 +594,14 @@ SELECT 'x', NULL, NULL, t.id, NULL, NULL, NULL, NULL, NULL,
             ELSE 1 - (t.embedding <=> %(query)s::vector) END,
        t.key, t.title, t.kind,
        GREATEST(1, CEIL((char_length(t.title) + 1 + char_length(t.text)) / 4.0))::int,
-       t.feedback_weight, t.tags, GREATEST(t.updated_at, s.last_used_at), b.bm25
+       t.feedback_weight, t.tags, GREATEST(t.updated_at, s.last_used_at), NULL, NULL, NULL, b.bm25
 FROM {node} t
 LEFT JOIN {nodestats} s ON s.node_id = t.id AND s.graph_id = %(graph)s
 LEFT JOIN bm25 b ON b.node_id = t.id
 WHERE t.graph_id = %(graph)s AND t.id = ANY(%(extra)s::bigint[]) AND NOT t.archived
-ORDER BY 1, 5, 6 DESC, 2, 4
+ORDER BY 1, 5, 6 DESC, 2, 18, 4
 """,
-    levels=EXPANSION_LEVELS,
+    levels=EXPAND_LEVELS,
 )
 
 
@@ -606,8 +715,10 @@ def _entry_from_rows(found) -> Entry:
     )
 
 
-def _expansion_edge(r) -> EdgeCandidate:
+def _expansion_edge(r, reverse: bool = False, degrees: tuple = (None, None)) -> EdgeCandidate:
     return EdgeCandidate(
+        reverse=bool(reverse),
+        degrees=degrees,
         edge_id=r[0],
         source_id=r[1],
         target_id=r[2],
@@ -643,9 +754,10 @@ def expand(
     config: str = "simple",
     lexical: bool = False,
 ) -> tuple[list[EdgeCandidate], dict[int, NodeRow], dict[int, float]]:
-    """The expansion (``edge_candidates``: the edges within ``hops`` of the start nodes, best first),
-    the NodeRow of the active nodes among ``extra``, and the BM25 for ``text`` of every node these
-    reach (the edges' targets and ``extra``; only those with one), in one statement (EXPAND_SQL)."""
+    """The expansion (the links within ``hops`` of the start nodes, walked both ways: ``reverse`` and
+    ``degrees`` set; by level, then stored weight), the NodeRow of the active nodes among ``extra``, and the
+    BM25 for ``text`` of every node these reach (the links' far ends and ``extra``; only those with one), in
+    one statement (EXPAND_SQL)."""
     if not 1 <= hops <= EXPANSION_MAX_HOPS:
         raise ValueError(f"hops must be 1..{EXPANSION_MAX_HOPS}, not {hops}")
     lexical = bool(lexical and text and text.strip())
@@ -657,6 +769,8 @@ def expand(
         "query": vector_literal(query_vector),
         "max_edges": MAX_EDGE_CANDIDATES,
         "extra": sorted(set(extra)),
+        "question": QUESTION_KIND,
+        "learned": list(LEARNED_LINK_TYPES),
         "lexical": lexical,
         "text": text or "",
         "config": config,
@@ -671,10 +785,10 @@ def expand(
         found = cur.fetchall()
     edges, rows, bm25 = [], {}, {}
     for r in found:
-        if r[17] is not None:
-            bm25[r[3]] = float(r[17])
+        if r[20] is not None:
+            bm25[r[3]] = float(r[20])
         if r[0] == "e":
-            edges.append(_expansion_edge(r[1:17]))
+            edges.append(_expansion_edge(r[1:17], reverse=r[17], degrees=(r[18], r[19])))
         else:
             edge = _expansion_edge(r[1:17])
             rows[edge.target_id] = edge.target
@@ -855,7 +969,8 @@ CANDIDATE_COLUMNS = (
     "created_at",
 )
 
-# Every candidate of an injection, one COPY (far cheaper than a bulk INSERT of JSON rows: docs/performance.md).
+# Every candidate of an injection, one COPY (far cheaper than a bulk INSERT of JSON rows:
+# docs/decisions/0004-candidate-log-copy-msgspec.md).
 COPY_CANDIDATES_SQL = (
     sql.SQL("COPY {candidate} ({columns}) FROM STDIN")
     .format(candidate=_TABLES["candidate"], columns=sql.SQL(", ").join(map(sql.Identifier, CANDIDATE_COLUMNS)))
@@ -863,7 +978,8 @@ COPY_CANDIDATES_SQL = (
 )
 
 
-# The candidate log's JSON encoder (msgspec: a tenth of json.dumps' time on these dicts; the same JSON values).
+# The candidate log's JSON encoder (msgspec: a tenth of json.dumps' time on these dicts; the same JSON values;
+# docs/decisions/0004-candidate-log-copy-msgspec.md).
 _encode_json = msgspec.json.Encoder().encode
 
 
@@ -933,6 +1049,22 @@ def agent_session(graph_id: int, external_id: str, owner_id: int | None) -> tupl
     return row[0], row[1], row[2]
 
 
+# The session answered a question while the graph still had %(pending)s vectors to write (graphadmin.readiness):
+# its reports teach nothing (feedback.reports.check_ready). Only run then, so a ready graph's answers skip it.
+SESSION_UNREADY_SQL = statement(
+    """
+UPDATE {session} SET vectors_pending = GREATEST(vectors_pending, %(pending)s)
+WHERE graph_id = %(graph)s AND id = %(session)s
+"""
+)
+
+
+def mark_session_unready(graph_id: int, session_id: int, pending: int) -> None:
+    """Remember on the session that a question of it was answered with ``pending`` vectors still to write."""
+    with connection.cursor() as cur:
+        cur.execute(SESSION_UNREADY_SQL, {"graph": graph_id, "session": session_id, "pending": pending})
+
+
 # Each node in %(ids)s surfaced once more (and traversed when it is in %(through)s: it came along a path),
 # each edge in %(edges)s surfaced and traversed once more (decay spares a traversed edge): one statement (the
 # nodes' INSERT, a data-modifying WITH, runs to completion though nothing reads it).
@@ -967,3 +1099,34 @@ def bump_counters(graph_id: int, node_ids, through, edge_ids) -> None:
     params = {"graph": graph_id, "ids": list(node_ids), "through": list(through), "edges": list(edge_ids), "at": at}
     with connection.cursor() as cur:
         cur.execute(COUNTERS_SQL, params)
+
+
+# ---------------------------------------------------------------------------------------------
+# What-if: the frozen score inputs of many injections' candidates
+
+# Each logged candidate's score inputs (ranking.retrieval.Candidate.features), as columns: a what-if over 200
+# sessions reads about 10,000 of them, and decoding every features document in Python (its paths and evidence
+# included) was most of its time. Candidates by injection, in rank order; the partitions pruned by time.
+WHATIF_CANDIDATES_SQL = statement(
+    """
+    SELECT c.injection_id, c.node_id, c.edge_id,
+           (c.features ->> 'vector')::float8, (c.features ->> 'hops')::int, (c.features ->> 'age_days')::float8,
+           (c.features ->> 'persona')::float8, (c.features ->> 'feedback_weight')::float8,
+           (c.features ->> 'path_weight')::float8, (c.features ->> 'priority')::float8, c.features ->> 'edge_type',
+           (c.features ->> 'novelty')::float8, (c.features ->> 'memory')::float8, (c.features ->> 'lexical')::float8,
+           (c.features ->> 'inherited')::float8
+    FROM {candidate} c
+    WHERE c.graph_id = %(graph)s AND c.injection_id = ANY(%(ids)s::bigint[]) AND c.created_at >= %(since)s
+    ORDER BY c.injection_id, c.rank
+    """
+)
+
+
+def whatif_candidates(graph_id: int, injection_ids, since: datetime) -> list[tuple]:
+    """(injection, node, edge, vector, hops, age_days, persona, feedback_weight, path_weight, priority, edge_type,
+    novelty, memory, lexical, inherited) of the logged candidates of ``injection_ids`` (logged since ``since``)."""
+    if not injection_ids:
+        return []
+    with connection.cursor() as cur:
+        cur.execute(WHATIF_CANDIDATES_SQL, {"graph": graph_id, "ids": list(injection_ids), "since": since})
+        return cur.fetchall()

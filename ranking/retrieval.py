@@ -1,7 +1,7 @@
 """Retrieval, the pipeline's first stages: entry points, best-first expansion and node scores.
 
 ``retrieve`` is the one pipeline behind search, context and the MCP tools; ``rank`` scores the edges
-around start nodes (the traversal view). Both read a ``RetrievalRequest`` (graphadmin.agents.client: the
+around start nodes (the traversal view). Both read a ``RetrievalRequest`` (graphadmin_client: the
 object the serializers build, the client sends and the MCP tools pass). Bad input raises
 ``RankingInputError`` with a dict of field -> messages, which the API turns into a 400; nothing here
 writes.
@@ -12,10 +12,10 @@ from __future__ import annotations
 from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
 
-from graphadmin.agents.client import RetrievalRequest
 from graphadmin.embeddings import check_comparable, configured_model, embed_query
 from graphadmin.errors import InputError
 from graphadmin.models import Graph, PolicyRevision
+from graphadmin_client import RetrievalRequest
 
 from . import queries as sql
 from . import scoring
@@ -144,7 +144,7 @@ TRIPLET_K = 50  # triplet entry points (edges by their "source -> type -> target
 EXPANSION_SEEDS = 10  # the best entry points expansion grows from (start nodes always)
 MAX_EXPANDED = 50  # new nodes best-first expansion may add
 EXPANSION_FANOUT = (
-    10  # out-edges per reached node expansion considers (its top by weight; the policy's fanout_cap bounds it too)
+    10  # links, and backlinks, per reached node expansion considers (its top by weight; fanout_cap bounds it too)
 )
 MAX_EXCLUDE = 1000
 # Tie-break between two equally good ways in: a start node is the caller's; then a triplet hit, so a
@@ -212,6 +212,9 @@ class Candidate:
             "edge_source": edge.source_id if edge else None,
             "edge_target": edge.target_id if edge else None,
             "traversal": self.edge.total if self.edge else None,
+            "reverse": edge.reverse if edge else None,
+            "specificity": edge.specificity if edge else None,
+            "inherited": c.inherited,
             "evidence": [[e.question_id, e.similarity, e.weight, e.edge_id] for e in self.evidence],
         }
 
@@ -244,11 +247,13 @@ def retrieve(
        Vector and BM25 are fused into the node score's ``vector`` and ``lexical`` raws
        (scoring.fuse_entry: a weighted sum of per-query-normalised scores, or reciprocal-rank fusion).
     2. Expansion (one statement, EXPAND_SQL, with the notes evidence brings and the BM25 of all):
-       best-first by traversal score from the start nodes and the best EXPANSION_SEEDS
+       best-first by carried relevance (scoring.spread) from the start nodes and the best EXPANSION_SEEDS
        entry points, up to ``hops`` (the policy's max_hops) and MAX_EXPANDED new nodes, over each
-       node's top EXPANSION_FANOUT out-edges by weight (and at most the policy's ``fanout_cap``).
+       node's top EXPANSION_FANOUT links and top EXPANSION_FANOUT backlinks by weight (and at most the
+       policy's ``fanout_cap``), never to a question node.
     3. Every node reached is scored (``scoring.score_node``); a node reached several ways keeps its
-       best. Its hops are the edges from its entry point or, with anchors, its distance from them.
+       best. Its hops are the edges from its entry point or, with anchors, its distance from them; what
+       its path carried is its ``graph`` component.
     4. ``exclude`` (ids the caller already holds) are dropped from the result (they still expand).
     Writes nothing. Bad input raises RankingInputError naming the field.
     """
@@ -262,7 +267,8 @@ def retrieve(
     now = now or datetime.now(UTC)
     pool = _pool_from_entry(run, entry)
     seeds = _expansion_seeds(run, pool, now)
-    recall = scoring.recall_questions(entry.evidence)  # the answered edges of similar past questions
+    # The answered edges of past questions that asked the same thing (the graph's derived similarity).
+    recall = scoring.recall_questions(entry.evidence, graph.evidence_similarity)
     _expand_and_bring(run, pool, seeds, hops, recall)
     ranked = _score_pool(run, pool, recall, now)
     return SearchResult(revision, ranked, considered=len(ranked))
@@ -355,26 +361,31 @@ def _pool_from_entry(run: _Run, entry) -> _Pool:
     return pool
 
 
-def _expansion_seeds(run: _Run, pool: _Pool, now: datetime) -> dict[int, scoring.Reach]:
-    """Seeds of the expansion: the start nodes and the best entry points by a provisional score."""
+def _expansion_seeds(run: _Run, pool: _Pool, now: datetime) -> dict[int, tuple[scoring.Reach, float]]:
+    """Seeds of the expansion: the start nodes and the best entry points by a provisional score, each with
+    its relevance where it entered (``NodeScores.relevance`` at hop 0: what its links may carry on)."""
     rows, ways, pol = pool.rows, pool.ways, run.pol
     fused = scoring.fuse_entry({n: r.vector for n, r in rows.items()}, pool.lexical, pol.rrf_k)
     scores = run.scores
     provisional = {}  # node id -> its sort key (scoring.sort_key)
+    bases = {}
     for n, options in ways.items():
         if n in rows:
             age, affinity = _facts(run, pool, n, now)
-            base = scores.base(*fused[n], affinity, age, rows[n].feedback_weight, None, None)
+            base = bases[n] = scores.base(*fused[n], affinity, age, rows[n].feedback_weight, None, None)
             provisional[n] = _best(scores, n, options, base)[0]
-    seeds: dict[int, scoring.Reach] = {n: scoring.Reach(n, 0) for n in run.start_nodes if n in rows}
+    seeds: dict[int, tuple[scoring.Reach, float]] = {
+        n: (scoring.Reach(n, 0), scores.relevance(bases[n], 0)) for n in run.start_nodes if n in rows
+    }
     for n in sorted(provisional, key=provisional.__getitem__):
         if len(seeds) >= len(run.start_nodes) + EXPANSION_SEEDS:
             break
-        seeds.setdefault(n, min(ways[n], key=lambda w: len(w[1].path))[1])  # expansion grows from the node itself
+        if n not in seeds:  # expansion grows from the node itself
+            seeds[n] = (min(ways[n], key=lambda w: len(w[1].path))[1], scores.relevance(bases[n], 0))
     return seeds
 
 
-def _expand_and_bring(run: _Run, pool: _Pool, seeds: dict[int, scoring.Reach], hops: int, recall) -> None:
+def _expand_and_bring(run: _Run, pool: _Pool, seeds: dict[int, tuple[scoring.Reach, float]], hops: int, recall) -> None:
     """Add to the pool the nodes best-first expansion reaches and the notes similar questions' evidence brings."""
     rows = pool.rows
     # Discovery: a note similar questions' agents used joins the pool even when no entry side found it.
@@ -382,7 +393,7 @@ def _expand_and_bring(run: _Run, pool: _Pool, seeds: dict[int, scoring.Reach], h
     extra_rows: dict[int, sql.NodeRow] = {}
     if (seeds and hops) or may_bring:
         # One statement: the expansion, the facts of the notes evidence may bring, and the BM25 of both.
-        # At most 50 new nodes are taken, so each node's top EXPANSION_FANOUT out-edges by weight are
+        # At most 50 new nodes are taken, so each node's top EXPANSION_FANOUT links each way by weight are
         # plenty to choose from (the full fan-out of 10 seeds over 2 hops would be up to 25,000 rows).
         edges, extra_rows, more_bm25 = sql.expand(
             run.graph.pk,
@@ -397,15 +408,47 @@ def _expand_and_bring(run: _Run, pool: _Pool, seeds: dict[int, scoring.Reach], h
         )
         pool.bm25.update(more_bm25)
         if seeds and hops:
+            edges = _with_specificity(edges)
             scored_edges = scoring.score_edges(edges, run.pol)
             targets = {e.target_id: e.target for e in edges}
-            for node_id, reach in scoring.expand_best_first(seeds, scored_edges, hops, MAX_EXPANDED).items():
+            match = _match(run, pool, targets)
+            found = scoring.spread(seeds, scored_edges, match, run.scores, hops, MAX_EXPANDED, set(run.start_nodes))
+            for node_id, reach in found.items():
                 rows.setdefault(node_id, targets[node_id])
                 pool.way(node_id, "expansion", reach)
     brought = [n for n in may_bring if n not in rows and n in extra_rows]
     for node_id in brought:
         rows[node_id] = extra_rows[node_id]
         pool.way(node_id, "memory", scoring.Reach(node_id, 0))
+
+
+def _with_specificity(edges: list[scoring.EdgeCandidate]) -> list[scoring.EdgeCandidate]:
+    """The expansion's links with their specificity (``scoring.link_specificity``), the reference degree being
+    the median degree of the nodes they join: what is ordinary in this neighbourhood of the graph."""
+    degrees = {}
+    for e in edges:
+        degrees[e.source_id], degrees[e.target_id] = e.degrees
+    known = sorted(d for d in degrees.values() if d)
+    if not known:
+        return edges
+    reference = known[len(known) // 2]
+    return [
+        replace(e, specificity=scoring.link_specificity(*e.degrees, reference)) if all(e.degrees) else e for e in edges
+    ]
+
+
+def _match(run: _Run, pool: _Pool, targets: dict) -> dict[int, float]:
+    """The vector and lexical contributions of every node the expansion's links reach (its own match to the
+    query, before hops): the cosine, and the BM25 over the query's best (the lexical side's top hit), as the
+    weighted-sum fusion gives them (``scoring.fuse_entry``; with reciprocal-rank fusion a provisional figure
+    for the order of the walk: the final scores fuse by rank)."""
+    coef_vector, coef_lexical = run.scores.coefficients[0], run.scores.coefficients[1]
+    best = max(pool.lexical.values(), default=0.0) if pool.lexical else 0.0
+    match = {}
+    for node_id, row in targets.items():
+        lexical = pool.bm25.get(node_id, 0.0) / best if best > 0 else 0.0
+        match[node_id] = coef_vector * (row.vector or 0.0) + coef_lexical * lexical
+    return match
 
 
 def _score_pool(run: _Run, pool: _Pool, recall, now: datetime) -> list[Candidate]:
@@ -430,7 +473,7 @@ def _score_pool(run: _Run, pool: _Pool, recall, now: datetime) -> list[Candidate
         memory, novel = recall.memory.get(node_id), novelty.get(node_id)
         base = scores.base(vector, lexical_raw, affinity, age, row.feedback_weight, memory, novel)
         anchor_hops = distances.get(node_id) if distances is not None else None
-        key, total, (hops, weight, priority), (entry, reach) = _best(
+        key, total, (hops, weight, priority, inherited), (entry, reach) = _best(
             scores, node_id, options, base, distances is not None, anchor_hops
         )
         candidate = scoring.NodeCandidate(
@@ -445,8 +488,9 @@ def _score_pool(run: _Run, pool: _Pool, recall, now: datetime) -> list[Candidate
             priority=priority,
             novelty=novel,
             memory=memory,
+            inherited=inherited,
         )
-        scored = scores.scored(candidate, scores.raws(base, hops, weight, priority), total)
+        scored = scores.scored(candidate, scores.raws(base, hops, weight, priority, inherited), total)
         keyed.append(
             (
                 key,
@@ -493,24 +537,24 @@ def _path_of(reach: scoring.Reach) -> tuple:
 
 def _best(scores: scoring.NodeScores, node_id: int, options, base, anchored=False, anchor_hops=None):
     """The best-scoring way a node was reached, by sort key, then ENTRY_ORDER (the first of equals):
-    (its sort key, its total, (hops, path weight, priority), (entry, Reach)). ``base``: the node's terms
-    that do not depend on the way in (scoring.NodeScores.base).
+    (its sort key, its total, (hops, path weight, priority, inherited), (entry, Reach)). ``base``: the node's
+    terms that do not depend on the way in (scoring.NodeScores.base).
 
-    Ways in differ only in the contributions of their hop, path and priority: ways with the same hops
-    and the same two other contributions have the same total (math.fsum is exact, so a zero's sign does
-    not change a non-zero sum) and are summed once. A total of zero is summed for each way, its sign
-    being the way's own."""
+    Ways in differ only in the contributions of their hop, path, priority and graph lift: ways with the same
+    hops and the same three other contributions have the same total (math.fsum is exact, so a zero's sign does
+    not change a non-zero sum) and are summed once. A total of zero is summed for each way, its sign being the
+    way's own."""
     if len(options) == 1:  # most nodes are reached one way: nothing to compare
         entry, reach = options[0]
-        alike = (anchor_hops if anchored else reach.hops, *_path_of(reach))
-        total = scores.total(base, scores.way(*alike))
+        alike = (anchor_hops if anchored else reach.hops, *_path_of(reach), reach.inherited)
+        total = scores.total(base, scores.way(*alike, base))
         return scoring.node_key(total, alike[0], node_id), total, alike, (entry, reach)
     best = None
-    done: dict[tuple, tuple] = {}  # (hops, path and priority contributions) -> (sort key, total)
+    done: dict[tuple, tuple] = {}  # (hops, path, priority and graph contributions) -> (sort key, total)
     for entry, reach in options:
-        alike = (anchor_hops if anchored else reach.hops, *_path_of(reach))
-        way = scores.way(*alike)
-        same = (alike[0], way[1], way[2])
+        alike = (anchor_hops if anchored else reach.hops, *_path_of(reach), reach.inherited)
+        way = scores.way(*alike, base)
+        same = (alike[0], way[1], way[2], way[3])
         scored = done.get(same)
         if scored is None or not scored[1]:
             total = scores.total(base, way)

@@ -47,8 +47,9 @@ the metrics of a what-if replay (rank changes, top-1 flips, Kendall tau, MRR, hi
 from __future__ import annotations
 
 import heapq
+import itertools
 import math
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Collection, Iterable, Mapping, Sequence
 from dataclasses import asdict, dataclass, field, fields, replace
 
 TIE_DIGITS = 12
@@ -72,6 +73,7 @@ RANKING_POLICY_NUMBERS = (
     "coef_path",
     "coef_memory",
     "exploration",
+    "carry",
 )
 
 NEUTRAL = 0.5  # the default of every learned weight: a bias of zero
@@ -98,6 +100,7 @@ class Policy:
     coef_path: float = 0.0
     coef_memory: float = 0.2
     exploration: float = 0.03
+    carry: float = 0.9
 
     @classmethod
     def from_mapping(cls, values: Mapping[str, object]) -> Policy:
@@ -144,6 +147,12 @@ class EdgeCandidate:
     priority: float
     similarity: float | None = None
     edge_type: str = ""
+    # Expansion walks links both ways: ``reverse`` when it went from the stored target to the stored source
+    # (``source_id`` and ``target_id`` are then the way it walked: from, to). ``specificity`` (0, 1]: how
+    # specific the link is to its two ends (``link_specificity``; 1 unless read with their degrees).
+    reverse: bool = False
+    specificity: float = 1.0
+    degrees: tuple = field(default=(None, None), compare=False, repr=False)  # links at (from, to), when read
     # The node at the edge's far end as the database read it (ranking.queries.NodeRow), when read with it
     # (expansion); not a score input.
     target: object | None = field(default=None, compare=False, repr=False)
@@ -167,6 +176,9 @@ class NodeCandidate:
     similar questions made of it (``recall_questions``; None: no evidence). ``novelty``: 1 when no similar
     question has evidence about it and a near-repeat's context failed (exploration), else None.
     ``lexical``: its fused BM25 score for the query in [0, 1] (``fuse_entry``; 0: no query term in it).
+    ``inherited``: the relevance its path carried to it from the node it was reached from (``edge_carry`` times
+    that node's relevance; None: not reached through a link). It lifts the node to that level when its own
+    relevance is lower (the ``graph`` component), so a neighbour of a strong hit competes with the entry points.
     """
 
     node_id: int
@@ -180,6 +192,7 @@ class NodeCandidate:
     novelty: float | None = None
     memory: float | None = None
     lexical: float = 0.0
+    inherited: float | None = None
 
     @property
     def stable_id(self) -> str:
@@ -199,9 +212,11 @@ NODE_COMPONENTS = (
     "priority",
     "memory",
     "exploration",
+    "graph",
 )
 
 
+# Components as three parallel tuples, not Component objects: docs/decisions/0007-positional-hot-tuples.md
 @dataclass(frozen=True)
 class Scored:
     """A candidate with its total and its components, in the order they are summed.
@@ -281,6 +296,49 @@ def persona_affinity(kind: str, tags: Iterable[str], affinities: Mapping[str, fl
     return max(matched) if matched else 0.0
 
 
+# A link's learned weight is a global prior (every question whose hit it leaves is moved by what other questions
+# taught it): it moves the link's carry by a fifth of its traversal weight term, at most +-0.05 by default.
+# Measured on LoCoMo 30 (full reports, 5 rounds): the whole term pushed neighbours into 3 of 41 unreported
+# questions' top 5 (test -5.4 points against round 1); a fifth, with the node bound below, none (docs/learning.md).
+WEIGHT_CARRY = 0.2
+# How far below neutral a node's own outcome EMA can pull it: the EMA of a note shown in sessions that found
+# nothing is a global prior too (the session failed, not necessarily the note); one rejection's worth (0.05 of
+# weight) says "flagged or failing", more would push the note down for questions nobody reported.
+FEEDBACK_BOUND = 0.05
+
+# The largest share of a node's relevance one link can carry: below 1, so relevance strictly fades along a
+# path and a neighbour never outranks the hit it was reached from on that hit's relevance alone.
+MAX_CARRY = 0.99
+
+
+# edge_carry, link_specificity and spread: docs/decisions/0008-expansion-both-ways-carried-relevance.md
+def edge_carry(policy: Policy, weight: float | None, priority: float, specificity: float = 1.0) -> float:
+    """How much of a node's relevance a link passes to the node it reaches, in [0, MAX_CARRY].
+
+    ``carry`` (the policy's share for an untouched link of priority 0), raised or lowered by the link's
+    reinforcement weight around neutral (``coef_weight``) and its type's priority (``coef_priority``): the
+    link's learned and tuned worth, the same two terms as its traversal score. Times the link's
+    ``specificity`` (``link_specificity``): a link to or from a hub says little about either end. A policy
+    ``carry`` of 0 turns carrying off (0 for every link, however learned or tuned): what expansion reaches then
+    competes on its own match only, as the policy documents it.
+    """
+    if not policy.carry:
+        return 0.0
+    w = NEUTRAL if weight is None else float(weight)
+    learned = WEIGHT_CARRY * float(policy.coef_weight) * (w - NEUTRAL)
+    c = float(policy.carry) + learned + float(policy.coef_priority) * float(priority)
+    return max(0.0, min(MAX_CARRY, c)) * float(specificity)
+
+
+def link_specificity(degree_a: int, degree_b: int, reference: float) -> float:
+    """min(1, reference / sqrt(degree_a * degree_b)): the symmetric degree normalisation of graph
+    propagation (as in personalised PageRank and graph convolutions). A link between two ordinary notes
+    (degrees near ``reference``, the neighbourhood's median) keeps its whole carry; a link to an index
+    note of 30 links keeps a fraction."""
+    product = max(1, int(degree_a)) * max(1, int(degree_b))
+    return min(1.0, float(reference) / math.sqrt(product)) if reference > 0 else 1.0
+
+
 # ---------------------------------------------------------------------------------------------
 # Scores
 
@@ -341,6 +399,7 @@ class NodeScores:
             float(policy.coef_priority),
             float(policy.coef_memory),
             float(policy.exploration),
+            1.0,  # graph: the lift a path carries is already in relevance units
         )
         self.hop_floor = float(policy.hop_floor)
         self.hop_factors = {h: float(hop_factor(h, policy)) for h in range(max(0, int(policy.max_hops)) + 1)}
@@ -364,7 +423,7 @@ class NodeScores:
             float(lexical),
             float(persona),
             float(recency_factor(age_days, self.half_life)),
-            float(min(0.0, feedback_weight - NEUTRAL)),
+            float(max(-FEEDBACK_BOUND, min(0.0, feedback_weight - NEUTRAL))),
             float(memory or 0.0),
             float(novelty or 0.0),
         )
@@ -377,23 +436,36 @@ class NodeScores:
             return self.hop_factors.get(hops, self.hop_floor)
         return float(hop_factor(hops, self.policy))
 
-    def way(self, hops: int | None, path_weight: float | None, priority: float) -> tuple[float, float, float]:
-        """The contributions of the terms that depend on the way in: hop, path, priority."""
+    def relevance(self, base, hops: int | None) -> float:
+        """A node's own match to the query at ``hops`` from where it entered: its vector, lexical and hop
+        contributions. What a link carries to a neighbour, and what the neighbour's carried relevance lifts."""
+        v, lx = base[1][0], base[1][1]
+        return math.fsum([v, lx, self.hop(hops) * self.coefficients[2]])
+
+    def way(
+        self, hops: int | None, path_weight: float | None, priority: float, inherited: float | None = None, base=None
+    ) -> tuple[float, float, float, float]:
+        """The contributions of the terms that depend on the way in: hop, path, priority and graph (the lift
+        ``inherited`` gives over the node's own ``relevance``; 0 without one; ``base`` needed with one)."""
         k = self.coefficients
         path = 0.0 if path_weight is None else float(path_weight - NEUTRAL)
-        return self.hop(hops) * k[2], path * k[6], float(priority) * k[7]
+        graph = max(0.0, float(inherited) - self.relevance(base, hops)) if inherited is not None else 0.0
+        return self.hop(hops) * k[2], path * k[6], float(priority) * k[7], graph
 
-    def total(self, base, way: tuple[float, float, float]) -> float:
-        """The total of a node (``base``) reached a way (``way``): math.fsum of the ten contributions in order."""
+    def total(self, base, way: tuple[float, float, float, float]) -> float:
+        """The total of a node (``base``) reached a way (``way``): math.fsum of the eleven contributions in order."""
         v, lx, pe, rc, fb, me, ex = base[1]
-        hop, path, priority = way
-        return math.fsum([v, lx, hop, pe, rc, fb, path, priority, me, ex])
+        hop, path, priority, graph = way
+        return math.fsum([v, lx, hop, pe, rc, fb, path, priority, me, ex, graph])
 
-    def raws(self, base, hops: int | None, path_weight: float | None, priority: float) -> tuple[float, ...]:
-        """The ten raws (NODE_COMPONENTS order) of a node (``base``) reached this way."""
+    def raws(
+        self, base, hops: int | None, path_weight: float | None, priority: float, inherited: float | None = None
+    ) -> tuple[float, ...]:
+        """The eleven raws (NODE_COMPONENTS order) of a node (``base``) reached this way."""
         v, lx, pe, rc, fb, me, ex = base[0]
         path = 0.0 if path_weight is None else float(path_weight - NEUTRAL)
-        return (v, lx, self.hop(hops), pe, rc, fb, path, float(priority), me, ex)
+        graph = max(0.0, float(inherited) - self.relevance(base, hops)) if inherited is not None else 0.0
+        return (v, lx, self.hop(hops), pe, rc, fb, path, float(priority), me, ex, graph)
 
     def scored(self, c: NodeCandidate, raws: tuple[float, ...], total: float) -> Scored:
         """The Scored of a candidate whose raws and total were computed here."""
@@ -404,8 +476,8 @@ class NodeScores:
         base = self.base(c.vector, c.lexical, c.persona, c.age_days, c.feedback_weight, c.memory, c.novelty)
         return self.scored(
             c,
-            self.raws(base, c.hops, c.path_weight, c.priority),
-            self.total(base, self.way(c.hops, c.path_weight, c.priority)),
+            self.raws(base, c.hops, c.path_weight, c.priority, c.inherited),
+            self.total(base, self.way(c.hops, c.path_weight, c.priority, c.inherited, base)),
         )
 
 
@@ -545,11 +617,27 @@ def best_first_order(scored: Sequence[Scored], start_nodes: Iterable[int]) -> li
     return order
 
 
-# Reference similarities for question-conditional evidence: positive evidence counts from
-# similar questions (cosine >= 0.7), negative only from near-repeats (>= 0.9), each ramped from 0 at
-# its threshold to 1 at an identical question. Reference values, not tuned to any evaluation set.
-POSITIVE_SIMILARITY = 0.7
-NEGATIVE_SIMILARITY = 0.9
+# Question-conditional evidence counts for a new question only where past questions asked the same thing.
+# A reported use counts from the similarity the graph derives from its own reported sessions
+# (Graph.evidence_similarity, feedback.rules.evidence_similarity: the lowest similarity at which two reported
+# questions mostly used the same notes); until the graph has that figure, from near-repeats only
+# (NEAR_REPEAT_SIMILARITY). Each is ramped from 0 at its threshold to 1 at an identical question.
+# POSITIVE_SIMILARITY is the lowest threshold a derived figure may set (the candidate log's filter).
+POSITIVE_SIMILARITY = 0.5
+NEAR_REPEAT_SIMILARITY = 0.9
+# What only a session's outcome said about a note (shown and not used in a session that failed, shown in an
+# accepted one that reported nothing: a weight strictly between a flag's 0 and a use's 1) is about the context
+# as a whole, not about the note: it counts for the same question only, the similarity at which the graph
+# merges two questions into one node (feedback.rules.MERGE_SIMILARITY). Crossing at the near-repeat threshold
+# it pushed in the other notes an accepted session was shown, and set off exploration, for questions nobody
+# reported (LoCoMo 26, outcome only: 2 of 75 test questions lost their useful note, -2.0 points).
+# docs/decisions/0011-outcome-evidence-same-question-only.md
+# A flag (a note reported as not useful) counts for the same question only too: a near-repeat is often the same
+# question about another fact ("when did she paint the lake" beside "when did she paint the sunrise"), whose
+# answer the other flagged. Crossing at the near-repeat threshold, a train question's flag took a test question's
+# only useful note out of its top 5 and set off exploration for it (LoCoMo 49, full reports).
+# docs/decisions/0012-flags-same-question-only.md
+SAME_QUESTION = 0.95  # = feedback.rules.MERGE_SIMILARITY (no import: this module is pure; a test holds them equal)
 
 
 def evidence_ramp(similarity: float, threshold: float) -> float:
@@ -580,17 +668,25 @@ class Evidence:
         return 2.0 * self.weight - 1.0
 
     @property
-    def ramp(self) -> float:
-        """Its strength for this question: positive evidence from similar questions (>= POSITIVE_SIMILARITY),
-        negative only from near-repeats (>= NEGATIVE_SIMILARITY), each ramped by similarity."""
-        threshold = POSITIVE_SIMILARITY if self.value >= 0 else NEGATIVE_SIMILARITY
+    def reported(self) -> bool:
+        """Whether an agent reported it (a use: weight 1; a flag: weight 0), not only the session's outcome."""
+        return self.weight >= 1.0 or self.weight <= 0.0
+
+    def ramp(self, positive: float | None = None) -> float:
+        """Its strength for this question: a reported use from questions at least ``positive`` alike (the
+        graph's derived figure; None: near-repeats only, >= NEAR_REPEAT_SIMILARITY), a flag and what only an
+        outcome said from the same question (>= SAME_QUESTION), each ramped by similarity."""
+        if not self.reported or self.value < 0:
+            threshold = SAME_QUESTION
+        else:
+            threshold = NEAR_REPEAT_SIMILARITY if positive is None else max(POSITIVE_SIMILARITY, float(positive))
         return evidence_ramp(self.similarity, threshold)
 
 
 @dataclass
 class Recall:
     """The question-conditional evidence for one query: ``memory`` per node, the rows behind it, and
-    whether a near-repeat's context failed (``failed``: the only case where exploration applies)."""
+    whether the same question's context failed (``failed``: the only case where exploration applies)."""
 
     memory: dict[int, float] = field(default_factory=dict)
     rows: dict[int, list[Evidence]] = field(default_factory=dict)
@@ -601,19 +697,20 @@ class Recall:
         return node_id not in self.rows
 
 
-def recall_questions(evidence: Iterable[Evidence]) -> Recall:
+def recall_questions(evidence: Iterable[Evidence], positive: float | None = None) -> Recall:
     """``memory`` of each note from the ``answered`` edges of the similar past questions.
 
-    memory = sum(ramp * value) / max(1, sum(ramp)) over the questions whose evidence counts (``Evidence.ramp``
-    > 0): an identical question where the note was used once gives 1 (full strength on first report),
-    weaker similarity gives less, several questions average. ``failed`` when a near-repeat question
-    holds negative evidence (its context was shown and not used in a session that failed). Notes
-    without counting evidence have no memory. No evidence: an empty Recall (a frozen graph's answer).
+    memory = sum(ramp * value) / max(1, sum(ramp)) over the questions whose evidence counts
+    (``Evidence.ramp`` > 0; ``positive``: the graph's derived similarity for positive evidence): an identical
+    question where the note was used once gives 1 (full strength on first report), weaker similarity gives
+    less, several questions average. ``failed`` when the same question holds negative evidence (a flag, or
+    its context shown and not used in a session that failed). Notes without counting evidence have no
+    memory. No evidence: an empty Recall (a frozen graph's answer).
     """
     recall = Recall()
     sums: dict[int, list[float]] = {}
     for e in evidence:
-        r = e.ramp
+        r = e.ramp(positive)
         if r <= 0.0 or e.value == 0.0:
             continue
         recall.rows.setdefault(e.node_id, []).append(e)
@@ -628,47 +725,82 @@ def recall_questions(evidence: Iterable[Evidence]) -> Recall:
 
 @dataclass(frozen=True)
 class Reach:
-    """How expansion reached a node: its hops from the seed it grew from, and the edges on the way."""
+    """How a node was reached: its hops from the seed it grew from, the edges on the way, and the relevance
+    its path carried to it (``inherited``; None for an entry point or a start node)."""
 
     node_id: int
     hops: int
     path: tuple[int, ...] = ()
     via: Scored | None = None  # the traversal score of the last edge on the path
+    inherited: float | None = None
 
 
-def expand_best_first(
-    seeds: Mapping[int, Reach], edges: Sequence[Scored], max_hops: int, limit: int
+# Best-first by carried relevance, links walked both ways: docs/decisions/0008-expansion-both-ways-carried-relevance.md
+def spread(
+    seeds: Mapping[int, tuple[Reach, float]],
+    edges: Sequence[Scored],
+    match: Mapping[int, float],
+    scores: NodeScores,
+    max_hops: int,
+    limit: int,
+    keep: Collection[int] = (),
 ) -> dict[int, Reach]:
-    """Best-first expansion from ``seeds`` over the scored edges: the nodes it reaches and how.
+    """Best-first expansion from ``seeds`` that carries relevance along the links: the nodes it reaches and how.
 
-    The frontier starts with the edges leaving the seeds; the best edge (by ``sort_key``) is taken
-    next, its target is reached (hops and path one longer than its source's) and, while under
-    ``max_hops``, the edges leaving it join the frontier. A node is reached once, by the best edge
-    that gets to it first; seeds are never re-reached. Stops after ``limit`` new nodes. Returns the
-    new nodes only, in the order they were reached (dicts keep insertion order).
+    ``seeds``: node id -> (its Reach, its relevance: ``NodeScores.relevance`` where it entered). ``edges``: the
+    scored links around them, each walked from ``source_id`` to ``target_id`` (expansion reads both
+    directions), with ``specificity``. ``match``: the vector and lexical contributions of every node the
+    links reach that has any (its own match to the query; absent: 0).
+
+    A node reached from ``m`` over link ``e`` at ``h`` hops has relevance max(its own match plus the hop term
+    at ``h``, edge_carry(e) * relevance(m)): a link passes on a share of what its source is worth to the
+    question, so a turn next to the best hit competes with the fifth entry point, and a learned or tuned link
+    passes more. The frontier is ordered by that relevance (highest first, then fewer hops, then the node
+    id), so each node is settled by its best way, as in Dijkstra's algorithm over a product of carries below
+    1. A seed starts at its own relevance and is settled through a link only when a better seed's link
+    carries more than that; the seeds in ``keep`` (the caller's start nodes) always keep their own way.
+    Expansion stops at ``max_hops`` and after ``limit`` nodes settled through a link.
+    Returns the nodes settled through a link, in that order, each with ``inherited`` = the relevance its
+    last link carried to it.
     """
     by_source: dict[int, list[Scored]] = {}
     for s in edges:
         by_source.setdefault(s.candidate.source_id, []).append(s)
-    frontier: list[tuple] = []
+    policy = scores.policy
+    hop_k = scores.coefficients[2]
+    # A seed's own entry has edge id 0 in its heap row; a row through a link has the link's id (positive).
+    order = itertools.count()  # the last tie-break: the order rows were pushed
+    frontier: list[tuple] = [(-relevance, 0, n, 0, next(order), reach) for n, (reach, relevance) in seeds.items()]
+    heapq.heapify(frontier)
+    settled: set[int] = set()
     reached: dict[int, Reach] = {}
 
-    def push(reach: Reach) -> None:
+    def push(reach: Reach, relevance: float) -> None:
         if reach.hops >= max_hops:
             return
+        hops = reach.hops + 1
         for s in by_source.get(reach.node_id, ()):
-            heapq.heappush(frontier, (sort_key(s), id(s), s, reach))
+            e = s.candidate
+            if e.target_id in settled or e.target_id in keep:
+                continue
+            carried = edge_carry(policy, e.weight, e.priority, e.specificity) * relevance
+            seed = seeds.get(e.target_id)
+            if seed is not None and carried <= seed[1]:
+                continue  # a seed keeps its own way unless a better one carries more
+            own = match.get(e.target_id, 0.0) + scores.hop(hops) * hop_k
+            best = max(carried, own)
+            path = (*reach.path, e.edge_id)
+            row = (-best, hops, e.target_id, e.edge_id, next(order), Reach(e.target_id, hops, path, s, carried))
+            heapq.heappush(frontier, row)
 
-    for node_id in sorted(seeds):
-        push(seeds[node_id])
     while frontier and len(reached) < limit:
-        _key, _i, s, parent = heapq.heappop(frontier)
-        target = s.candidate.target_id
-        if target in seeds or target in reached:
+        negative, _hops, node_id, edge_id, _order, reach = heapq.heappop(frontier)
+        if node_id in settled:
             continue
-        reach = Reach(target, parent.hops + 1, (*parent.path, s.candidate.edge_id), s)
-        reached[target] = reach
-        push(reach)
+        settled.add(node_id)
+        if edge_id:
+            reached[node_id] = reach
+        push(reach, -negative)
     return reached
 
 

@@ -6,13 +6,14 @@ import math
 
 from rest_framework import serializers
 
-from graphadmin.agents.client import RetrievalRequest
 from graphadmin.api.fields import EmbeddingField, FiniteFloatField, IdField
-from graphadmin.models.policy import POLICY_NUMBERS
+from graphadmin.models.policy import CEILING_MODES, POLICY_NUMBERS
+from graphadmin_client import RetrievalRequest
 
 from . import retrieval
-from .scoring import RANKING_POLICY_NUMBERS
-from .whatif import MAX_WHATIF_INJECTIONS, MAX_WHATIF_PRIORITIES
+from .whatif import MAX_WHATIF_PRIORITIES, MAX_WHATIF_SESSIONS, WHATIF_FIELDS
+
+# The numbers a what-if draft may change: the ranking's, and the abstention floor (replayed on logged confidences).
 
 
 class NodeIdListField(serializers.ListField):
@@ -92,6 +93,10 @@ class ExcludeField(serializers.ListField):
         super().__init__(**kwargs)
 
 
+# Search and context: 0 is the ablation "entry points only" (no expansion along edges).
+HOPS_HELP = "Expansion depth; 0: entry points only, no expansion. Default and upper bound: the policy's max_hops."
+
+
 class RetrievalRequestMixin(QueryMixin):
     """A search or context request; ``to_request()`` is the validated data as the one request object."""
 
@@ -108,6 +113,14 @@ class SearchRequestSerializer(RetrievalRequestMixin):
     anchors = NodeIdListField(required=False, default=list, help_text="Hops (proximity) are measured from these.")
     exclude = ExcludeField()
     persona = PersonaField(required=False, default=dict, help_text="Affinity in [-1, 1] by node kind or tag.")
+    hops = serializers.IntegerField(
+        min_value=0,
+        max_value=retrieval.MAX_HOPS,
+        required=False,
+        allow_null=True,
+        default=None,
+        help_text=HOPS_HELP,
+    )
 
 
 class ContextRequestSerializer(RetrievalRequestMixin):
@@ -132,7 +145,12 @@ class ContextRequestSerializer(RetrievalRequestMixin):
         min_value=1, max_value=retrieval.MAX_SEARCH_K, default=50, help_text="Node vector hits taken as entry points."
     )
     hops = serializers.IntegerField(
-        min_value=1, max_value=retrieval.MAX_HOPS, required=False, allow_null=True, default=None
+        min_value=0,
+        max_value=retrieval.MAX_HOPS,
+        required=False,
+        allow_null=True,
+        default=None,
+        help_text=HOPS_HELP,
     )
 
     def validate(self, attrs):
@@ -164,25 +182,39 @@ class PrioritiesField(serializers.DictField):
 
 
 class DraftPolicySerializer(serializers.Serializer):
-    locals().update({name: _draft_field(name) for name in RANKING_POLICY_NUMBERS})
+    """Any policy number (ranking numbers are replayed; learning numbers are named in the answer's
+    ``not_modelled``), and the ceiling mode."""
+
+    locals().update({name: _draft_field(name) for name in POLICY_NUMBERS})
+    ceiling_mode = serializers.ChoiceField(choices=CEILING_MODES, required=False)
 
 
 class WhatIfRequestSerializer(serializers.Serializer):
     policy = DraftPolicySerializer(required=False, default=dict)
     edge_type_priorities = PrioritiesField(required=False, default=dict)
     n = serializers.IntegerField(
-        min_value=1, max_value=MAX_WHATIF_INJECTIONS, default=20, help_text="Last N injections."
+        min_value=1,
+        max_value=MAX_WHATIF_SESSIONS,
+        default=20,
+        help_text="The last N logged sessions (by their latest retrieval); their retrievals are replayed.",
     )
+    agent = serializers.CharField(
+        required=False, allow_blank=True, max_length=150, help_text="Only the sessions of this agent (user name)."
+    )
+    since = serializers.DateField(required=False, help_text="Only retrievals from this day (UTC, inclusive).")
+    until = serializers.DateField(required=False, help_text="Only retrievals up to this day (UTC, inclusive).")
     k = serializers.IntegerField(min_value=1, max_value=100, default=5, help_text="k of hit@k.")
 
     def validate(self, attrs):
         unknown = (
-            sorted(set(self.initial_data.get("policy") or {}) - set(RANKING_POLICY_NUMBERS))
+            sorted(set(self.initial_data.get("policy") or {}) - set(WHATIF_FIELDS))
             if isinstance(self.initial_data.get("policy"), dict)
             else []
         )
         if unknown:
-            raise serializers.ValidationError({"policy": [f"Not a ranking number: {unknown}"]})
+            raise serializers.ValidationError({"policy": [f"Not a policy number: {unknown}"]})
+        if attrs.get("since") and attrs.get("until") and attrs["since"] > attrs["until"]:
+            raise serializers.ValidationError({"until": ["On or after since."]})
         return attrs
 
 
@@ -232,6 +264,9 @@ class SearchHitSerializer(serializers.Serializer):
     vector_score = serializers.FloatField(
         allow_null=True, help_text="Raw cosine similarity to the query (null: no embedding)."
     )
+    bm25 = serializers.FloatField(
+        help_text="The note's raw BM25 for the query's words, before fusion (0: none of its words, or lexical off)."
+    )
     hops = serializers.IntegerField(
         allow_null=True,
         help_text="Edges from its entry point, or with anchors its undirected "
@@ -245,6 +280,10 @@ class SearchHitSerializer(serializers.Serializer):
 
 class SearchResponseSerializer(serializers.Serializer):
     policy_revision = serializers.IntegerField()
+    vectors_pending = serializers.IntegerField(
+        help_text="The graph's nodes and edges still without their vector (a large import's embeddings task is "
+        "writing them): while above 0, a question cannot find them and the answer may miss them. 0: ready."
+    )
     results = SearchHitSerializer(many=True)
 
 
@@ -256,7 +295,14 @@ class SelectedItemSerializer(serializers.Serializer):
     kind = serializers.CharField()
     text = serializers.CharField()
     tokens = serializers.IntegerField()
-    total = serializers.FloatField()
+    total = serializers.FloatField(
+        help_text="The item's score: a sum that includes bias terms, for ordering this answer's items only "
+        "(not comparable across questions)."
+    )
+    vector_score = serializers.FloatField(
+        allow_null=True,
+        help_text="The item's raw cosine similarity to the question (null: no embedding, or no query vector).",
+    )
     hops = serializers.IntegerField(allow_null=True)
     entry = serializers.ChoiceField(
         choices=["start", "vector", "lexical", "triplet", "expansion"], help_text="How it entered the candidates."
@@ -276,7 +322,20 @@ class ContextResponseSerializer(serializers.Serializer):
     budget = serializers.IntegerField()
     spent = serializers.IntegerField()
     considered = serializers.IntegerField()
-    items = SelectedItemSerializer(many=True)
+    vectors_pending = serializers.IntegerField(
+        help_text="The graph's nodes and edges still without their vector (a large import's embeddings task is "
+        "writing them): while above 0, a question cannot find them and the answer may miss them. 0: ready."
+    )
+    confidence = serializers.FloatField(
+        help_text="How well the answer matches the question: its best entry point's cosine similarity plus a "
+        "small share (at most 0.1) for a strong lexical match. Comparable across questions of one graph and "
+        "embedder; the policy's abstain_floor is compared with it."
+    )
+    abstained = serializers.BooleanField(
+        help_text="True when the confidence is below the graph's abstain_floor (and no start nodes or anchors "
+        "were given): nothing relevant, items is empty. The injection is still logged with every candidate."
+    )
+    items = SelectedItemSerializer(many=True, help_text="The selected items in rank order; empty when abstained.")
 
 
 class LearnedFromSerializer(serializers.Serializer):
@@ -298,7 +357,9 @@ class CandidateSerializer(serializers.Serializer):
     entry = serializers.CharField(help_text="start, vector, lexical, triplet, expansion or memory")
     path = serializers.ListField(child=serializers.IntegerField())
     path_text = serializers.CharField(help_text="The path in words: A -type-> B -type-> C")
-    cut = serializers.CharField(help_text="Why it was not selected: budget, duplicate; empty when selected.")
+    cut = serializers.CharField(
+        help_text="Why it was not selected: budget, duplicate, explore, displaced, abstained; empty when selected."
+    )
     tokens = serializers.IntegerField()
     total = serializers.FloatField()
     features = serializers.DictField()
@@ -333,6 +394,10 @@ class ExplainResponseSerializer(serializers.Serializer):
     budget_unit = serializers.CharField()
     budget = serializers.IntegerField()
     spent = serializers.IntegerField()
+    confidence = serializers.FloatField(
+        allow_null=True, help_text="The answer's confidence (null: logged before confidences were)."
+    )
+    abstained = serializers.BooleanField(help_text="The answer abstained: nothing was given (every candidate cut).")
     created_at = serializers.DateTimeField()
     candidates = CandidateSerializer(many=True)
     comparison = ComparisonSerializer(allow_null=True)
@@ -349,17 +414,78 @@ class WhatIfInjectionSerializer(serializers.Serializer):
     top1_flip = serializers.BooleanField()
     kendall_tau = serializers.FloatField()
     moved = serializers.IntegerField()
+    dropped = serializers.IntegerField(help_text="Candidates found today and not under the draft (retrieval re-run).")
+    added = serializers.IntegerField(help_text="Candidates found only under the draft (retrieval re-run).")
+    candidates_draft = serializers.IntegerField()
+    first_used_rank_current = serializers.IntegerField(allow_null=True)
+    first_used_rank_draft = serializers.IntegerField(allow_null=True)
     changes = serializers.ListField(child=serializers.DictField())
     used = serializers.ListField(child=serializers.CharField())
     mrr_current = serializers.FloatField(allow_null=True)
     mrr_draft = serializers.FloatField(allow_null=True)
     hit_current = serializers.FloatField(allow_null=True)
     hit_draft = serializers.FloatField(allow_null=True)
+    confidence = serializers.FloatField(
+        allow_null=True, help_text="The answer's logged confidence (null: logged before confidences were)."
+    )
+    abstained_current = serializers.BooleanField(help_text="Below the current policy's abstain_floor.")
+    abstained_draft = serializers.BooleanField(help_text="Below the draft's abstain_floor.")
+
+
+class NotModelledSerializer(serializers.Serializer):
+    field = serializers.CharField()
+    reason = serializers.CharField()
+
+
+class FlippedSerializer(serializers.Serializer):
+    session = serializers.CharField()
+    injection = serializers.IntegerField()
+    top_now = serializers.CharField(allow_null=True)
+    top_draft = serializers.CharField(allow_null=True)
+    top_now_used = serializers.BooleanField()
+    top_draft_used = serializers.BooleanField()
+
+
+class FirstUsedRankSerializer(serializers.Serializer):
+    injections = serializers.IntegerField(help_text="Injections with a used item ranked under both policies.")
+    sessions = serializers.IntegerField()
+    current = serializers.FloatField(allow_null=True, help_text="Mean rank of the first used item now.")
+    draft = serializers.FloatField(allow_null=True, help_text="Mean rank of the first used item under the draft.")
+    difference = serializers.FloatField(allow_null=True, help_text="Mean of draft - now (negative: used items rise).")
+    interval = serializers.ListField(
+        child=serializers.FloatField(), allow_null=True, help_text="95% bootstrap interval of the difference."
+    )
+    lost = serializers.IntegerField(help_text="Injections whose used items the draft's retrieval no longer finds.")
+    gained = serializers.IntegerField(help_text="Injections whose used items only the draft's retrieval finds.")
+
+
+class AbstainedSerializer(serializers.Serializer):
+    current = serializers.IntegerField(help_text="Replayed answers below the current policy's abstain_floor.")
+    draft = serializers.IntegerField(help_text="Replayed answers below the draft's abstain_floor.")
+    current_used = serializers.IntegerField(help_text="Of those below the current floor, answers with used items.")
+    draft_used = serializers.IntegerField(help_text="Of those below the draft's floor, answers whose items were used.")
+    without_confidence = serializers.IntegerField(help_text="Answers logged before confidences were (in neither).")
 
 
 class WhatIfResponseSerializer(serializers.Serializer):
     policy_revision = serializers.IntegerField()
     draft = serializers.DictField()
+    selection = serializers.DictField(help_text="n, agent, since, until, and the sessions and injections replayed.")
+    method = serializers.ChoiceField(choices=["rescore", "retrieve"])
+    retrievals = serializers.IntegerField(help_text="Retrieval runs made: each distinct question once per policy.")
+    replayed = serializers.ListField(child=serializers.CharField(), help_text="The draft's numbers the replay models.")
+    rescored = serializers.ListField(child=serializers.CharField())
+    retrieved = serializers.ListField(child=serializers.CharField())
+    gated = serializers.ListField(
+        child=serializers.CharField(),
+        help_text="Numbers that decide whether an answer is given (abstain_floor), replayed on the logged confidences.",
+    )
+    not_modelled = NotModelledSerializer(many=True)
+    approximations = serializers.ListField(child=serializers.DictField())
+    skipped = serializers.ListField(child=serializers.DictField())
     hit_k = serializers.IntegerField()
+    first_used_rank = FirstUsedRankSerializer()
     aggregate = serializers.DictField()
+    flipped = FlippedSerializer(many=True)
+    abstained = AbstainedSerializer()
     injections = WhatIfInjectionSerializer(many=True)

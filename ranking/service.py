@@ -1,7 +1,7 @@
 """The ranking service: the pipeline's stages behind one import, for the API, the dashboard and the MCP tools.
 
 The stages live in their own modules, each around the one request object
-(``graphadmin.agents.client.RetrievalRequest``, built by ranking.serializers from the JSON):
+(``graphadmin_client.RetrievalRequest``, built by ranking.serializers from the JSON):
 
 * ranking.retrieval: entry points, best-first expansion and node scores (``retrieve``, ``search``),
   and the traversal view (``rank``); reads only.
@@ -16,7 +16,7 @@ Bad input raises ``RankingInputError`` with a dict of field -> messages, which t
 from __future__ import annotations
 
 from .context import ContextResult, assemble_context
-from .explain import candidate_dict, compare, explain, path_text
+from .explain import candidate_dict, compare, explain, path_text, walk_start
 from .retrieval import (
     ENTRY_ORDER,
     EXPANSION_FANOUT,
@@ -44,7 +44,7 @@ from .retrieval import (
     retrieve,
     search,
 )
-from .whatif import MAX_WHATIF_INJECTIONS, MAX_WHATIF_PRIORITIES, USED_SIGNALS, whatif
+from .whatif import MAX_WHATIF_INJECTIONS, MAX_WHATIF_PRIORITIES, MAX_WHATIF_SESSIONS, USED_SIGNALS, whatif
 
 __all__ = [
     "ENTRY_ORDER",
@@ -61,6 +61,7 @@ __all__ = [
     "MAX_START_NODES",
     "MAX_WHATIF_INJECTIONS",
     "MAX_WHATIF_PRIORITIES",
+    "MAX_WHATIF_SESSIONS",
     "TRIPLET_K",
     "USED_SIGNALS",
     "Candidate",
@@ -75,6 +76,7 @@ __all__ = [
     "compare",
     "explain",
     "path_text",
+    "walk_start",
     "policy_of",
     "query_model",
     "query_vector",

@@ -17,6 +17,7 @@ page_urlpatterns = [
     path("g/<int:graph_id>/explain/", views.injection_list, name="explain"),
     path("g/<int:graph_id>/injections/<int:injection_id>/", views.injection_detail, name="injection"),
     path("g/<int:graph_id>/tune/preview/", views.tune_preview, name="tune-preview"),
+    path("g/<int:graph_id>/tune/calibrate/", views.tune_calibrate, name="tune-calibrate"),
     path("g/<int:graph_id>/tune/revisions/<int:revision>/preview/", views.restore_preview, name="tune-restore-preview"),
     path(
         "g/<int:graph_id>/injections/<int:injection_id>/graph.json",

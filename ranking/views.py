@@ -1,13 +1,15 @@
-"""Pages of ranking: recent injections, one injection's candidates and why one beat another, the what-if preview."""
+"""Pages of ranking: recent injections, one injection's candidates and why one beat another, the what-if preview,
+and the abstention floor's calibration (a button of the tune page)."""
 
 from __future__ import annotations
 
 import re
 
+from django.contrib import messages
 from django.contrib.auth.decorators import login_required
 from django.core.paginator import Paginator
 from django.db.models import Count, Q
-from django.shortcuts import get_object_or_404, render
+from django.shortcuts import get_object_or_404, redirect, render
 from django.views.decorators.http import require_POST
 
 from feedback import charts
@@ -17,11 +19,12 @@ from graphadmin.errors import InputError
 from graphadmin.forms import TuneForm
 from graphadmin.models import Edge, EdgeType, Node, PolicyRevision
 from graphadmin.models.policy import priorities_to_restore
-from graphadmin.params import date_filters
+from graphadmin.params import date_filters, optional, parse_date, parse_int
 from graphadmin.tenancy import graph_access
-from ranking import service
+from ranking import calibration, service
 
-PREVIEW_INJECTIONS = 20
+PREVIEW_INJECTIONS = 20  # a revision's restore preview: the last 20 sessions
+PREVIEW_SESSIONS = 50  # the tune form's what-if, unless the form says otherwise
 NODE_ID = re.compile(r"[0-9]{1,18}")  # an id within bigint, ASCII digits only
 
 
@@ -69,14 +72,27 @@ def _components_figure(candidates: list[dict], titles: dict) -> dict:
     for c in candidates:
         names.extend(n for n in c["components"] if n not in names)
     labels = [f"#{c['rank']} {titles.get(c['node'], c['node'])}"[:40] for c in candidates]
+    # Horizontal bars: each candidate's label on its own line at the left (never slanted under the legend),
+    # #1 at the top; the legend below the axis title, with the height each label and legend row needs.
     series = [
         charts.bar_series(
-            name, labels, [c["components"].get(name, {}).get("contribution", 0.0) for c in candidates], index
+            component_words(name),
+            [c["components"].get(name, {}).get("contribution", 0.0) for c in candidates],
+            labels,
+            index,
+            orientation="h",
         )
         for index, name in enumerate(names)
     ]
     return charts.figure(
-        "Score components (contribution to the total)", series, barmode="relative", xaxis={"tickangle": -30}
+        "Score components (contribution to the total)",
+        series,
+        barmode="relative",
+        height=140 + 24 * len(candidates) + 22 * ((len(names) + 2) // 3),
+        margin={"l": 10, "r": 20, "t": 40, "b": 10},
+        xaxis={"title": {"text": "contribution"}, "automargin": True},
+        yaxis={"autorange": "reversed", "automargin": True, "type": "category"},
+        legend={"orientation": "h", "yref": "container", "y": 0, "yanchor": "bottom"},
     )
 
 
@@ -84,14 +100,14 @@ def _components_figure(candidates: list[dict], titles: dict) -> dict:
 ENTRY_WORDS = {
     "start": "a start node the agent named",
     "vector": "found by its similarity to the question",
-    "lexical": "found by the question's words (BM25)",
-    "triplet": "found by the similarity of an edge (source, type, target) to the question",
+    "lexical": "found by the words it shares with the question (full-text match)",
+    "triplet": "found by the similarity of a link (note, link type, note) to the question",
     "expansion": "reached by following edges from an entry point",
 }
 # The raw factors a comparison sets side by side (feature name, words); the components are the weighted ones.
 FACTORS = (
     ("vector", "similarity to the question"),
-    ("bm25", "BM25 of the question's words"),
+    ("bm25", "full-text match with the question's words"),
     ("hops", "hops from an entry point"),
     ("path_weight", "weight of the path that reached it"),
     ("feedback_weight", "feedback weight (from outcomes)"),
@@ -127,14 +143,25 @@ def _path_edges(graph, candidates: list[dict]) -> dict[int, dict]:
 
 
 def _path_steps(c: dict, edges: dict[int, dict]) -> list[dict]:
-    """The candidate's path as alternating node and edge steps (each a link on the page); [] without a path."""
+    """The candidate's path as alternating node and edge steps (each a link on the page); [] without a path.
+    Read from where the walk started (expansion walks links both ways): a backlink's step is ``backward``."""
     path = [edges[e] for e in c["path"] if e in edges]
     if not path or len(path) != len(c["path"]):
         return []
-    steps = [{"node": path[0]["source"], "title": path[0]["source_title"]}]
+    at = _walk_start(c, edges)
+    titles = {e[end]: e[f"{end}_title"] for e in path for end in ("source", "target")}
+    steps = [{"node": at, "title": titles[at]}]
     for e in path:
-        steps += [{"edge": e["id"], "type": e["type"]}, {"node": e["target"], "title": e["target_title"]}]
+        backward = e["source"] != at
+        at = e["source"] if backward else e["target"]
+        steps += [{"edge": e["id"], "type": e["type"], "backward": backward}, {"node": at, "title": titles[at]}]
     return steps
+
+
+def _walk_start(c: dict, edges: dict[int, dict]) -> int:
+    """Where the candidate's path (all of whose edges are in ``edges``) started (service.walk_start)."""
+    ends = {e: (edges[e]["source"], edges[e]["type"], edges[e]["target"]) for e in c["path"]}
+    return service.walk_start(c["path"], c["node"], ends, c["entry"])
 
 
 def _entry_text(c: dict, edges: dict[int, dict]) -> str:
@@ -145,7 +172,10 @@ def _entry_text(c: dict, edges: dict[int, dict]) -> str:
         return f"{words} ({similarity:.2f})"
     if c["entry"] == "expansion" and c["path"] and c["path"][0] in edges:
         hops = len(c["path"])
-        return f"{words}: from {edges[c['path'][0]]['source_title']}, {hops} hop{'s' if hops != 1 else ''}"
+        first = edges[c["path"][0]]
+        walked = all(e in edges for e in c["path"])
+        title = first["target_title"] if walked and _walk_start(c, edges) != first["source"] else first["source_title"]
+        return f"{words}: from {title}, {hops} hop{'s' if hops != 1 else ''}"
     return words
 
 
@@ -326,15 +356,43 @@ def tune_preview(request, graph_id):
     access = graph_access(request.user, graph_id, "tune")
     edge_types = list(EdgeType.objects.filter(graph=access.graph).order_by("name"))
     form = TuneForm(request.POST, edge_types=edge_types)
-    result = None
-    if form.is_valid():
+    result, selection_errors = None, {}
+    selection = _selection(request.POST, selection_errors)
+    if form.is_valid() and not selection_errors:
         changes = form.changes(access.graph.current_policy())
-        changes.pop("ceiling_mode", None)  # does not affect ranking
         priorities = {et.name: value for et, value in form.priority_changes().items()}
-        result = _titled(
-            access.graph, service.whatif(access.graph, changes=changes, priorities=priorities, n=PREVIEW_INJECTIONS)
-        )
-    return render(request, "ranking/_whatif.html", {"access": access, "form": form, "result": result})
+        try:
+            result = _titled(
+                access.graph, service.whatif(access.graph, changes=changes, priorities=priorities, **selection)
+            )
+        except InputError as exc:
+            selection_errors = exc.errors
+    context = {"access": access, "form": form, "result": result, "selection_errors": selection_errors}
+    return render(request, "ranking/_whatif.html", context)
+
+
+def _selection(data, errors: dict) -> dict:
+    """The what-if's session selection from the tune form (``whatif_n``, ``whatif_agent``, ``whatif_since``,
+    ``whatif_until``); a bad value is named in ``errors`` (as the API's field names)."""
+    selection = {"n": PREVIEW_SESSIONS}
+    for name, key, parse, kwargs in (
+        ("n", "whatif_n", parse_int, {"low": 1, "high": service.MAX_WHATIF_SESSIONS}),
+        ("since", "whatif_since", parse_date, {}),
+        ("until", "whatif_until", parse_date, {}),
+    ):
+        try:
+            value = optional(data, key, parse, **kwargs)
+        except InputError as exc:
+            errors[name] = [str(m) for ms in exc.errors.values() for m in ms]
+            continue
+        if value is not None:
+            selection[name] = value
+    agent = (data.get("whatif_agent") or "").strip()
+    if agent:
+        selection["agent"] = agent
+    if selection.get("since") and selection.get("until") and selection["since"] > selection["until"]:
+        errors["until"] = ["On or after the first day."]
+    return selection
 
 
 def _titled(graph, result: dict | None) -> dict | None:
@@ -342,8 +400,10 @@ def _titled(graph, result: dict | None) -> dict | None:
     if not result:
         return result
     ids = {"node": set(), "edge": set()}
-    for row in result["injections"]:
-        for key in ("top1_current", "top1_draft"):
+    named = [(row, ("top1_current", "top1_draft")) for row in result["injections"]]
+    named += [(row, ("top_now", "top_draft")) for row in result.get("flipped", ())]
+    for row, keys in named:
+        for key in keys:
             kind, _, pk = str(row.get(key) or "").partition(":")
             if kind in ids and pk.isdigit():
                 ids[kind].add(int(pk))
@@ -355,9 +415,9 @@ def _titled(graph, result: dict | None) -> dict | None:
         "pk", "source__title", "edge_type__name", "target__title"
     ):
         names[f"edge:{e['pk']}"] = f"{e['source__title']} -{e['edge_type__name']}-> {e['target__title']}"
-    for row in result["injections"]:
-        row["top1_current_title"] = names.get(row.get("top1_current"), row.get("top1_current"))
-        row["top1_draft_title"] = names.get(row.get("top1_draft"), row.get("top1_draft"))
+    for row, keys in named:
+        for key in keys:
+            row[f"{key}_title"] = names.get(row.get(key), row.get(key))
     return result
 
 
@@ -378,7 +438,7 @@ def restore_preview(request, graph_id, revision):
     changes = restore_changes(current, target)
     # Its recorded edge-type priorities, restored with its numbers (name -> (now, restored)).
     priority_changes = {et.name: values for et, values in priorities_to_restore(target).items()}
-    ranking_changes = {k: after for k, (_before, after) in changes.items() if k != "ceiling_mode"}
+    ranking_changes = {k: after for k, (_before, after) in changes.items()}
     priorities = {name: after for name, (_before, after) in priority_changes.items()}
     result = (
         service.whatif(access.graph, changes=ranking_changes, priorities=priorities, n=PREVIEW_INJECTIONS)
@@ -390,3 +450,29 @@ def restore_preview(request, graph_id, revision):
     context["priority_changes"] = priority_changes
     template = "ranking/_restore_preview.html" if request.headers.get("HX-Request") else "ranking/restore_preview.html"
     return render(request, template, context)
+
+
+@login_required
+@require_POST
+def tune_calibrate(request, graph_id):
+    """Calibrate the abstention floor from the graph's logged answers at the form's target recall and save it as
+    a new policy revision (operators; ranking.calibration.do_calibrate_floor, audited); back to the tune page
+    with what it did, or with the reason nothing was written."""
+    access = graph_access(request.user, graph_id, "tune")
+    raw = request.POST.get("target_recall", "").strip() or str(calibration.DEFAULT_TARGET_RECALL)
+    try:
+        target = float(raw)
+        revision, result = calibration.do_calibrate_floor(access.graph, actor=request.user, target_recall=target)
+    except ValueError as exc:  # InputError is a ValueError too
+        errors = exc.errors if isinstance(exc, InputError) else {"target_recall": ["A number, e.g. 0.95."]}
+        text = "; ".join(f"{k}: {' '.join(v)}" for k, v in errors.items())
+        messages.error(request, f"Abstention floor not calibrated: {text}")
+        return redirect("tune", graph_id=access.graph.pk)
+    measured = f"floor {result.floor} keeps {result.recall:.1%} of {result.positives} answers that helped"
+    if result.abstained_negatives is not None:
+        measured += f"; {result.abstained_negatives:.1%} of {result.negatives} rejected answers would abstain"
+    if revision is None:
+        messages.info(request, f"Abstention floor unchanged ({measured}).")
+    else:
+        messages.success(request, f"Abstention floor calibrated and saved as r{revision.revision}: {measured}.")
+    return redirect("tune", graph_id=access.graph.pk)

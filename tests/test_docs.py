@@ -2,10 +2,12 @@
 
 - The README stays short: under 220 lines; the manuals live in docs/.
 - docs/README.md indexes every page of docs/.
-- Every relative link of the README and of docs/*.md leads to a file that exists and, with an
+- Every relative link of the README and of every page under docs/ leads to a file that exists and, with an
   ``#anchor``, to a heading of that page.
 - Every environment variable the product reads is in docs/configuration.md.
 - Every management command and every make target is in docs/running.md.
+- Every repository path docs/conventions.md names exists (in its tree, a name under a top folder is looked
+  for under that folder), and every decision record the code cites exists.
 
 Read from the files (``ast`` for the code), nothing is imported and no database is used.
 """
@@ -25,6 +27,13 @@ README_MAX_LINES = 220
 # [text](target) or ![alt](target), not inside inline code; the target ends at a space or ")".
 LINK = re.compile(r"!?\[[^\]]*\]\(([^)\s]+)\)")
 HEADING = re.compile(r"^(#{1,6})\s+(.*?)\s*#*\s*$")
+# A repository path in prose: a file name with its extension, or a folder ending in "/", with or without the
+# folders before it; not inside a URL or a placeholder (`/api/graphs/{id}/`, `templates/<app>/`), not a dotted
+# folder (.venv/, .local/) and not a MIME type in quotes.
+REPO_PATH = re.compile(r'(?<![\w./<{:"-])((?:[\w-]+/)*[\w-]+\.(?:py|md|html|toml|json|cfg|ini|txt|sh)\b|(?:[\w-]+/)+)')
+# Where a path cannot point: caches and the local state of a checkout.
+NOT_REPOSITORY = {".git", ".venv", ".local", "node_modules", "__pycache__"}
+DECISION = re.compile(r"docs/decisions/\d{4}-[\w-]+\.md")
 
 
 def _without_code(text: str) -> str:
@@ -106,6 +115,50 @@ def environment_reads(source: str) -> set[str]:
     return names
 
 
+def repository_names(root: Path) -> set[str]:
+    """Every file and folder of the checkout (folders with a trailing "/"), relative to ``root``."""
+    names = set()
+    for path in root.rglob("*"):
+        rel = path.relative_to(root)
+        if NOT_REPOSITORY & set(rel.parts):
+            continue
+        names.add(rel.as_posix() + ("/" if path.is_dir() else ""))
+    return names
+
+
+def missing_paths(text: str, root: Path = ROOT) -> list[str]:
+    """The paths a page names that lead nowhere in ``root``.
+
+    A path starting with a top-level folder of the repository must exist as written. In a fenced tree
+    (```text), a name on an indented line is under the top folder of the block's last unindented line
+    (``settings.py`` under ``graphadmin/``), and is found when some path under that folder ends with it;
+    elsewhere a bare name (``permissions.py`` after ``graphadmin/api/views.py``) is found when some path of
+    the repository ends with it.
+    """
+    names = repository_names(root)
+    tops = {n.split("/")[0] for n in names}
+
+    def found(token: str, under: str) -> bool:
+        if "/" in token and token.split("/")[0] in tops:
+            return (root / token).exists()
+        prefix = under if under else ""
+        return any(n.startswith(prefix) and (n == prefix + token or n.endswith("/" + token)) for n in names)
+
+    missing = []
+    in_block, top = False, ""
+    for line in text.splitlines():
+        if line.startswith("```"):
+            in_block, top = not in_block, ""
+            continue
+        if in_block and line.strip() and not line.startswith(" "):
+            first = line.split()[0].rstrip(",")
+            top = first if first.endswith("/") else ""
+        under = top if in_block and line.startswith(" ") else ""
+        where = under or "repository"
+        missing += [f"{token} ({where})" for token in REPO_PATH.findall(line) if not found(token, under)]
+    return missing
+
+
 def product_modules() -> list[Path]:
     """Every module of the three apps but their migrations."""
     return [p for app in APPS for p in sorted((ROOT / app).rglob("*.py")) if "migrations" not in p.parts]
@@ -125,9 +178,24 @@ def test_the_index_lists_every_page():
 
 
 def test_every_link_leads_somewhere():
-    pages = [ROOT / "README.md", *sorted(DOCS.glob("*.md"))]
+    pages = [ROOT / "README.md", *sorted(DOCS.rglob("*.md"))]
     broken = [b for page in pages for b in broken_links(page)]
     assert broken == [], "\n".join(broken)
+
+
+def test_every_path_the_conventions_name_exists():
+    text = (DOCS / "conventions.md").read_text()
+    assert len(REPO_PATH.findall(text)) > 100  # the page's tree and prose are read, not skipped
+    missing = missing_paths(text)
+    assert missing == [], "docs/conventions.md names paths that do not exist: " + ", ".join(missing)
+
+
+def test_every_decision_the_code_cites_exists():
+    sources = [*product_modules(), *sorted((ROOT / "bench").glob("*.py"))]
+    cited = {(m, p.relative_to(ROOT)) for p in sources for m in DECISION.findall(p.read_text())}
+    assert cited, "no code cites a decision record"
+    missing = sorted(f"{m} (cited in {p})" for m, p in cited if not (ROOT / m).exists())
+    assert missing == [], ", ".join(missing)
 
 
 def test_every_environment_variable_is_documented():
@@ -172,6 +240,21 @@ def test_the_checks_see_what_they_look_for(tmp_path):
         "`[code](nowhere.md)` [self](#nope)\n"
     )
     found = [b.split(": ", 1)[1] for b in broken_links(page, tmp_path)]
+    (tmp_path / "app" / "sub").mkdir(parents=True)
+    (tmp_path / "templates").mkdir()
+    (tmp_path / "app" / "here.py").write_text("")
+    (tmp_path / "app" / "sub" / "deep.py").write_text("")
+    page_text = (
+        "`app/here.py`, `app/gone.py`, `here.py`, `nowhere.py`, `app/sub/`, `app/none/`, `.venv/bin/python`,\n"
+        '`/api/graphs/{id}/items/`, `templates/<app>/`, `type="application/json"`\n'
+        "```text\napp/          the app\n  here.py    ok\n  sub/       deep.py, lost.py\n```\n"
+    )
+    assert missing_paths(page_text, tmp_path) == [
+        "app/gone.py (repository)",
+        "nowhere.py (repository)",
+        "app/none/ (repository)",
+        "lost.py (app/)",
+    ]
     assert found == [
         "missing.md (no such file)",
         "other.md#there (no heading #there in other.md)",

@@ -25,6 +25,7 @@ class EvaluationError(Exception):
 class Question:
     q: str
     useful: list[str]
+    category: str = ""  # the set's own grouping of its questions (LoCoMo's: multi-hop, temporal, ...), if any
 
 
 @dataclass
@@ -84,7 +85,7 @@ class EvaluationConfig:
 
 
 def load_questions(path: str | os.PathLike) -> list[Question]:
-    """Read ``{"questions": [{"q": "...", "useful": ["note key", ...]}, ...]}``.
+    """Read ``{"questions": [{"q": "...", "useful": ["note key", ...], "category": "..."}, ...]}`` (category optional).
 
     Anything else is refused with the reason.
     """
@@ -103,7 +104,10 @@ def load_questions(path: str | os.PathLike) -> list[Question]:
             raise EvaluationError(f"{path}: question {i}: 'q' must be a non-empty string.")
         if not isinstance(useful, list) or not useful or not all(isinstance(k, str) and k for k in useful):
             raise EvaluationError(f"{path}: question {i}: 'useful' must be a non-empty list of note keys.")
-        out.append(Question(q.strip(), list(dict.fromkeys(useful))))
+        category = item.get("category", "")
+        if not isinstance(category, str):
+            raise EvaluationError(f"{path}: question {i}: 'category' must be a string.")
+        out.append(Question(q.strip(), list(dict.fromkeys(useful)), category))
     return out
 
 

@@ -2,11 +2,12 @@
 
 ``evaluate(client, vault, questions, cfg)`` is what ``manage.py evaluate_learning`` runs against a
 running server (``make run``): it uses nothing but the public REST API through
-``graphadmin.agents.client.GraphClient``, so it measures exactly what an agent gets. It
+``graphadmin_client.GraphClient``, so it measures exactly what an agent gets. It
 
 1. creates two fresh graphs in the organization (``eval-<run>-learning`` and ``eval-<run>-frozen``),
-   imports the vault into both through the import API (zipped in memory) and waits until every
-   node and edge has its embedding; applies the same ``--set`` policy changes to both;
+   imports the vault into both through the import API (zipped in memory) and waits until the graph is
+   ready (every node and edge has its embedding, nothing pending in the graph's API answer); applies the
+   same ``--set`` policy changes to both;
 2. splits the questions into train and test with the seed (a seeded shuffle, no stratification);
 3. for round 0..N: asks every question of both graphs with ``context`` (the question only: no
    start nodes, no anchors, a fresh session id per call) and scores the top 5 selected items against
@@ -17,6 +18,13 @@ running server (``make run``): it uses nothing but the public REST API through
 
 The simulated agent is ``agent.agent_turn``; the metrics are ``scoring.score`` (hit@5, recall@5, MRR@5
 of the top 5 selected items, distinct notes in rank order), each averaged over the split.
+
+Beside the rounds, on the frozen twin at round 0: the two baselines (``measure_baselines``: plain cosine and
+the plain hybrid, cosine + BM25 fused by ``scoring.hybrid_keys``, both over one search of the entry points) and
+the ablation (``measure_ablation``: every question asked once more with ``hops: 0``, entry points only). Each
+question's row keeps its category, every round's top 5 and recall@5, and how each selected item was reached
+(``ways``: the edge type it came through, or None for an entry point), so the report can give every figure per
+question category (``report.EvaluationReport.summary``).
 """
 
 from __future__ import annotations
@@ -33,14 +41,14 @@ from dataclasses import asdict, dataclass
 from datetime import UTC, datetime
 from pathlib import Path
 
-from graphadmin.agents.client import ApiError, GraphClient
+from graphadmin_client import ApiError, GraphClient
 
 from .agent import agent_turn
 from .config import FEEDBACK_MODES, EvaluationConfig, EvaluationError, Question
 from .report import GRAPHS, SPLITS, EvaluationReport
-from .scoring import METRICS, K, mean_of, ranked_keys, score
+from .scoring import METRICS, K, edge_way, hybrid_keys, mean_of, ranked_keys, score
 
-PLAIN_K = 200  # search hits read for the plain-cosine baseline (the API's MAX_SEARCH_K)
+PLAIN_K = 200  # search hits read for the baselines (the API's MAX_SEARCH_K), entry points only (hops 0)
 Log = Callable[[str], None]
 
 
@@ -123,8 +131,17 @@ def _setup_graph(client: GraphClient, cfg: EvaluationConfig, slug: str, archive:
     return {"id": graph["id"], "slug": slug, "import": result}
 
 
-def _wait_embedded(client: GraphClient, graph_id: int, cfg: EvaluationConfig) -> list[dict]:
-    """The graph's active nodes, once every active node and edge has its embedding (a large import embeds in a task)."""
+def pending_of(graph: dict) -> dict[str, int]:
+    """The graph API answer's counts of work still pending (every key with ``pending`` in its name and a
+    positive whole number: vectors being written, edges being derived, ...), by key."""
+    return {
+        k: v for k, v in graph.items() if "pending" in k and isinstance(v, int) and not isinstance(v, bool) and v > 0
+    }
+
+
+def _wait_ready(client: GraphClient, graph_id: int, cfg: EvaluationConfig) -> list[dict]:
+    """The graph's active nodes, once the graph is ready: every active node and edge has its embedding (a large
+    import embeds in a task) and the graph's API answer has nothing pending (``pending_of``)."""
     deadline = time.monotonic() + cfg.wait_timeout
     while True:
         nodes = [n for n in client.nodes(graph_id) if not n["archived"]]
@@ -132,12 +149,13 @@ def _wait_embedded(client: GraphClient, graph_id: int, cfg: EvaluationConfig) ->
         missing = sum(1 for n in nodes if not n.get("embedded", True)) + sum(
             1 for e in edges if not e.get("embedded", True)
         )
-        if not missing:
+        pending = pending_of(client.graph(graph_id))
+        if not missing and not pending:
             return nodes
         if time.monotonic() > deadline:
             raise EvaluationError(
-                f"graph {graph_id}: {missing} nodes and edges still without embeddings after "
-                f"{cfg.wait_timeout:.0f}s; is a Celery worker serving the 'embeddings' queue?"
+                f"graph {graph_id}: not ready after {cfg.wait_timeout:.0f}s ({missing} nodes and edges without "
+                f"embeddings; pending {pending or 'nothing'}); is a Celery worker serving the 'embeddings' queue?"
             )
         time.sleep(cfg.poll_interval)
 
@@ -191,6 +209,7 @@ def wait_applied(
     responses = sum(1 for r in pending if r.what == "response")
     responses_left = 0
     by_session: dict[str, list[SentReport]] = {}
+    settled: set[int] = set()  # reports whose resend the server refused with 409 (their session settled)
     for report in pending:
         by_session.setdefault(report.session, []).append(report)
     while by_session:
@@ -228,7 +247,19 @@ def wait_applied(
                             f"{report.session}: {report.what} report not applied, nothing applied for "
                             f"{cfg.resend_after:.0f}s: sent again (same idempotency key {report.server_key})"
                         )
-                        send_report(client, graph_id, report)
+                        try:
+                            send_report(client, graph_id, report)
+                        except ApiError as exc:
+                            if exc.status_code != 409:
+                                raise
+                            # The session was settled meanwhile (its outcome applied): the server keeps
+                            # what it had; this copy is refused, so nothing more is waited for.
+                            log(f"{report.session}: the resent {report.what} report was refused (409): {exc.errors}")
+                            settled.add(id(report))
+            for session in list(by_session):
+                by_session[session] = [r for r in by_session[session] if id(r) not in settled]
+                if not by_session[session]:
+                    del by_session[session]
         time.sleep(cfg.poll_interval)
     return {
         "wait_s": round(time.monotonic() - started, 2),
@@ -259,13 +290,14 @@ def check_config(cfg: EvaluationConfig) -> None:
 def make_graphs(
     client: GraphClient, vault, questions: list[Question], cfg: EvaluationConfig, run: str, log: Log
 ) -> dict:
-    """Step 1: both graphs created, imported, embedded and given the policy changes; every useful key checked."""
+    """Step 1: both graphs created, imported, ready (embedded, nothing pending) and given the policy changes;
+    every useful key checked."""
     archive = zip_vault(vault)
     note = f"evaluate_learning {run}: --set {json.dumps(cfg.policy, sort_keys=True)}"
     graphs = {name: _setup_graph(client, cfg, f"eval-{run}-{name}", archive, note, log) for name in GRAPHS}
     keys = {}
     for name, g in graphs.items():
-        nodes = _wait_embedded(client, g["id"], cfg)
+        nodes = _wait_ready(client, g["id"], cfg)
         keys[name] = {n["key"] for n in nodes}
         g["nodes"] = len(nodes)
         g["policy_revision"] = client.policy(g["id"])["revision"]
@@ -296,8 +328,10 @@ def new_report(
                 "q": q.q,
                 "useful": q.useful,
                 "split": "train" if i in is_train else "test",
+                "category": q.category,
                 "top": {name: [] for name in GRAPHS},
                 "recall5": {name: [] for name in GRAPHS},
+                "ways": {name: [] for name in GRAPHS},
             }
             for i, q in enumerate(questions)
         ],
@@ -310,24 +344,57 @@ def _split_means(scores: dict[str, list[dict]]) -> dict:
     return {s: {m: mean_of(scores[s], m) for m in METRICS} | {"n": len(scores[s])} for s in SPLITS}
 
 
-def measure_plain(client: GraphClient, questions: list[Question], report: EvaluationReport) -> None:
-    """The plain-cosine baseline: node vectors alone, asked once of the frozen twin.
+def measure_baselines(client: GraphClient, questions: list[Question], report: EvaluationReport) -> None:
+    """The baselines, asked once of the frozen twin: plain cosine (node vectors alone) and the plain hybrid
+    (cosine + BM25, reciprocal-rank fusion of the two raw rankings, ``scoring.hybrid_keys``).
 
-    Search logs nothing, so it does not touch the frozen twin's history; cosine does not change between rounds.
+    One search per question with ``hops: 0`` (the entry points: the node-vector and BM25 top ``PLAIN_K``, no
+    expansion), read for its hits' ``vector_score`` and ``bm25``. Search logs nothing, so it does not touch the
+    frozen twin's history; neither baseline changes between rounds.
     """
     is_train = set(report.train)
-    plain_scores: dict[str, list[dict]] = {s: [] for s in SPLITS}
+    scores: dict[str, dict[str, list[dict]]] = {b: {s: [] for s in SPLITS} for b in ("plain", "hybrid")}
     for i, q in enumerate(questions):
         try:
-            hits = client.search(report.graphs["frozen"]["id"], q.q, k=PLAIN_K)["results"]
+            hits = client.search(report.graphs["frozen"]["id"], q.q, k=PLAIN_K, hops=0)["results"]
         except ApiError as exc:
             raise EvaluationError(f"search refused on frozen ({exc.status_code}: {exc.errors}).") from exc
-        ranked = plain_cosine_keys(hits)
+        side = "train" if i in is_train else "test"
+        for name, ranked in (("plain", plain_cosine_keys(hits)), ("hybrid", hybrid_keys(hits))):
+            scored = score(ranked, q.useful)
+            scores[name][side].append(scored)
+            report.questions[i][f"{name}_top"] = ranked[:K]
+            report.questions[i][f"{name}_recall5"] = scored["recall5"]
+    report.plain = _split_means(scores["plain"])
+    report.hybrid = _split_means(scores["hybrid"])
+
+
+def measure_ablation(
+    client: GraphClient, questions: list[Question], report: EvaluationReport, cfg: EvaluationConfig
+) -> None:
+    """The ablation: every question asked once more of the frozen twin at round 0 with ``hops: 0`` (entry points
+    only, no expansion), a fresh session each; its recall@5 and top 5 go beside round 0's (the default hops)."""
+    run, gid = report.config["run"], report.graphs["frozen"]["id"]
+    scores: dict[str, list[dict]] = {s: [] for s in SPLITS}
+    is_train = set(report.train)
+    for i, q in enumerate(questions):
+        try:
+            ctx = client.context(gid, f"eval-{run}-frozen-hops0-q{i}", q.q, budget=cfg.budget, hops=0)
+        except ApiError as exc:
+            raise EvaluationError(f"context with hops 0 refused on frozen ({exc.status_code}: {exc.errors}).") from exc
+        ranked = ranked_keys(ctx["items"])
         scored = score(ranked, q.useful)
-        plain_scores["train" if i in is_train else "test"].append(scored)
-        report.questions[i]["plain_top"] = ranked[:K]
-        report.questions[i]["plain_recall5"] = scored["recall5"]
-    report.plain = _split_means(plain_scores)
+        scores["train" if i in is_train else "test"].append(scored)
+        report.questions[i]["hops0_top"] = ranked[:K]
+        report.questions[i]["hops0_recall5"] = scored["recall5"]
+        report.questions[i]["hops0_ways"] = item_ways(ctx["items"])
+    report.hops0 = _split_means(scores)
+
+
+def item_ways(items: list[dict]) -> list[str | None]:
+    """How each selected item of a context answer was reached, in rank order: the edge type it came
+    through (``scoring.edge_way``), or None for an entry point."""
+    return [edge_way(i) for i in sorted(items, key=lambda i: i["rank"])]
 
 
 def measure_round(
@@ -355,6 +422,7 @@ def measure_round(
             scores[name][side].append(scored)
             report.questions[i]["top"][name].append(ranked[:K])
             report.questions[i]["recall5"][name].append(scored["recall5"])
+            report.questions[i]["ways"][name].append(item_ways(ctx["items"]))
             if name == "learning" and side == "train":
                 given[i] = (session, ctx["items"])
     return {"round": r, **{name: _split_means(scores[name]) for name in GRAPHS}}, given
@@ -431,10 +499,12 @@ def evaluate(
     graphs = make_graphs(client, vault, questions, cfg, run, log)
     report = new_report(vault, questions, cfg, run, graphs, started)
     agent_rng = random.Random(cfg.seed + 1_000_003)
-    measure_plain(client, questions, report)
+    measure_baselines(client, questions, report)
     for r in range(cfg.rounds + 1):
         t0 = time.monotonic()
         row, given = measure_round(client, questions, report, cfg, r)
+        if r == 0:  # after round 0's own questions, before any feedback
+            measure_ablation(client, questions, report, cfg)
         if r < cfg.rounds:
             row["feedback"] = send_feedback(client, questions, report, given, cfg, agent_rng, r, log)
         else:  # the last round only measures

@@ -101,3 +101,63 @@ def write_evaluation_plot(report: EvaluationReport, path: str | os.PathLike) -> 
     fig.tight_layout()
     fig.savefig(path)
     plt.close(fig)
+
+
+def write_learning_curves(runs: list[tuple[str, str, EvaluationReport]], path: str | os.PathLike) -> None:
+    """The learning-curve figure of evaluate_all: one panel per set, recall@5 per round of the learning graph for
+    every mode (train solid, test dashed; each the mean over the mode's seeds) and the frozen twin (grey, all
+    modes' mean). ``runs``: (set, mode, report). Only our own figures: no question text, no note."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    sets = list(dict.fromkeys(r[0] for r in runs))
+    cols = min(4, len(sets)) or 1
+    rows = (len(sets) + cols - 1) // cols or 1
+    fig, axes = plt.subplots(rows, cols, figsize=(4.2 * cols, 3.4 * rows), dpi=110, squeeze=False)
+    colors = ["tab:blue", "tab:orange", "tab:green", "tab:red", "tab:purple", "tab:brown"]
+
+    def mean_curve(reports, graph, side):
+        n = min(len(r.rounds) for r in reports)
+        return [sum(r.rounds[i][graph][side]["recall5"] for r in reports) / len(reports) for i in range(n)]
+
+    for index, set_name in enumerate(sets):
+        ax = axes[index // cols][index % cols]
+        of_set = [r for r in runs if r[0] == set_name and r[2].rounds]
+        for c, mode in enumerate(dict.fromkeys(r[1] for r in of_set)):
+            reports = [r[2] for r in of_set if r[1] == mode]
+            for side, line in (("train", "-"), ("test", "--")):
+                curve = mean_curve(reports, "learning", side)
+                ax.plot(
+                    range(len(curve)),
+                    curve,
+                    line,
+                    color=colors[c % len(colors)],
+                    marker="o",
+                    markersize=3,
+                    label=f"{mode}, {side}",
+                )
+        if of_set:
+            frozen = [r[2] for r in of_set]
+            for side, line in (("train", "-"), ("test", "--")):
+                curve = mean_curve(frozen, "frozen", side)
+                ax.plot(range(len(curve)), curve, line, color="grey", linewidth=1, label=f"frozen, {side}")
+        rounds = max((len(r[2].rounds) for r in of_set), default=1)
+        ax.set_xticks(range(rounds))
+        ax.set_title(set_name, fontsize=9)
+        ax.set_xlabel("round", fontsize=8)
+        ax.set_ylabel("recall@5", fontsize=8)
+        ax.set_ylim(0, 1.02)
+        ax.grid(alpha=0.3)
+        ax.legend(fontsize=6, loc="lower right")
+    for index in range(len(sets), rows * cols):
+        axes[index // cols][index % cols].axis("off")
+    fig.suptitle(
+        "evaluate_all: recall@5 per round, train (solid) and test (dashed);\n"
+        "the learning graph by mode, the frozen twin in grey",
+        fontsize=8,
+    )
+    fig.tight_layout()
+    fig.savefig(path)
+    plt.close(fig)

@@ -14,7 +14,7 @@ from rest_framework.views import exception_handler as drf_exception_handler
 from rest_framework.views import set_rollback
 
 from graphadmin.errors import Conflict, Forbidden, InputError, NotFound, TooManyRequests
-from graphadmin.runtime.errorpages import UNAVAILABLE_DETAIL, database_unavailable
+from graphadmin.runtime.errorpages import PRESSURE_DETAIL, UNAVAILABLE_DETAIL, database_unavailable, short_of_resources
 
 
 def exception_handler(exc, context):
@@ -64,6 +64,15 @@ def exception_handler(exc, context):
             {"detail": f"The request took longer than the {settings.STATEMENT_TIMEOUT_MS} ms a statement may run."},
             status=status.HTTP_503_SERVICE_UNAVAILABLE,
         )
+    if resource := short_of_resources(exc):
+        # The database refuses writes (disk full, out of memory): a 503 the client retries; the request's
+        # transaction rolled back, and the reports accepted before are rows it did not touch.
+        set_rollback()
+        response = Response(
+            {"detail": PRESSURE_DETAIL.format(resource=resource)}, status=status.HTTP_503_SERVICE_UNAVAILABLE
+        )
+        response["Retry-After"] = str(settings.DATABASE_RETRY_AFTER_SECONDS)
+        return response
     if database_unavailable(exc):
         # The connection was refused or lost (graphadmin.runtime.errorpages): a 503 the client retries, never a 500.
         set_rollback()

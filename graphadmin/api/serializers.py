@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from rest_framework import serializers
 
+from graphadmin import readiness
 from graphadmin.models import AuditEvent, Edge, EdgeType, Graph, Node, Organization, PolicyRevision
 from graphadmin.models.policy import CEILING_MODES, POLICY_NUMBERS
 from graphadmin.vault.parse import EDGE_TYPE_NAME, EDGE_TYPE_NAME_RULE
@@ -17,6 +18,10 @@ class StringListField(serializers.ListField):
 
 class GraphSerializer(serializers.ModelSerializer):
     organization = serializers.SlugRelatedField(slug_field="slug", queryset=Organization.objects.none())
+    vectors_pending = serializers.SerializerMethodField(
+        help_text="Active nodes and edges without their vector yet (a large import's embeddings task writes them); "
+        "0 when the graph is ready."
+    )
 
     class Meta:
         model = Graph
@@ -28,6 +33,7 @@ class GraphSerializer(serializers.ModelSerializer):
             "description",
             "feedback_enabled",
             "text_search_config",
+            "vectors_pending",
             "created_at",
             "updated_at",
         ]
@@ -41,6 +47,11 @@ class GraphSerializer(serializers.ModelSerializer):
         self.fields["organization"].queryset = Organization.objects.for_user(user)
         if self.instance is not None and not isinstance(self.instance, (list, tuple)) and hasattr(self.instance, "pk"):
             self.fields["organization"].read_only = True
+
+    def get_vectors_pending(self, obj) -> int:
+        # The view counts a whole page in one query (GraphViewSet.get_serializer); alone, one query.
+        counted = self.context.get("vectors_pending") or {}
+        return counted[obj.pk] if obj.pk in counted else readiness.vectors_pending(obj.pk)
 
     def validate(self, attrs):
         org = attrs.get("organization") or getattr(self.instance, "organization", None)
@@ -103,6 +114,7 @@ class NodeSerializer(serializers.ModelSerializer):
         source="created_by",
         slug_field="username",
         read_only=True,
+        allow_null=True,  # in the schema too: imported notes have none (bench.fuzz found the schema saying string)
         help_text="The agent (or person) that wrote the note through the memory API; null for imported notes.",
     )
 
@@ -251,10 +263,27 @@ class PolicySerializer(serializers.ModelSerializer):
         help_text="Edge-type priorities by name. Read: the set recorded with the revision (null if it predates "
         "priority sets). Write: the types to change, in the same new revision.",
     )
+    base_revision = serializers.IntegerField(
+        write_only=True,
+        required=False,
+        min_value=1,
+        help_text="The revision this change was made against (the one you read). If another change was saved "
+        "since, nothing is written and the answer is a 409 naming the revisions missed (current_revision, "
+        "missed). Without it, the change applies to whatever revision is current.",
+    )
 
     class Meta:
         model = PolicyRevision
-        fields = ["revision", "created_at", "created_by", "note", "ceiling_mode", *POLICY_NUMBERS, "priorities"]
+        fields = [
+            "revision",
+            "created_at",
+            "created_by",
+            "note",
+            "ceiling_mode",
+            *POLICY_NUMBERS,
+            "priorities",
+            "base_revision",
+        ]
         read_only_fields = ["revision", "created_at", "created_by"]
 
     def to_representation(self, instance):
@@ -270,6 +299,15 @@ class PolicySerializer(serializers.ModelSerializer):
             known = names[instance.graph_id]
             data["priorities"] = {known.get(pk, f"#{pk} (deleted)"): value for pk, value in recorded.items()}
         return data
+
+
+class PolicyConflictSerializer(serializers.Serializer):
+    """A policy change refused because another was saved since its ``base_revision`` (409)."""
+
+    detail = serializers.CharField()
+    base_revision = serializers.IntegerField()
+    current_revision = serializers.IntegerField()
+    missed = serializers.ListField(child=serializers.IntegerField(), help_text="The revisions saved since.")
 
 
 class AuditEventSerializer(serializers.ModelSerializer):

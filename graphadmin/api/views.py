@@ -11,7 +11,7 @@ from rest_framework.exceptions import ValidationError
 from rest_framework.permissions import IsAuthenticated
 from rest_framework.response import Response
 
-from graphadmin import actions, audit
+from graphadmin import actions, audit, readiness
 from graphadmin.models import AuditEvent, Edge, EdgeType, Graph, Node, Organization, PolicyRevision
 from graphadmin.tenancy import NEEDS, Access, graph_access, organization_role, require
 
@@ -23,6 +23,7 @@ from .serializers import (
     EdgeTypeSerializer,
     GraphSerializer,
     NodeSerializer,
+    PolicyConflictSerializer,
     PolicySerializer,
 )
 
@@ -40,6 +41,16 @@ class GraphViewSet(viewsets.ModelViewSet):
 
     def get_queryset(self):
         return Graph.objects.for_user(self.request.user).select_related("organization").order_by("id")
+
+    def get_serializer(self, *args, **kwargs):
+        # Each graph's vectors_pending, for a whole page at once (one query: graphadmin.readiness.pending_of).
+        if args and args[0] is not None:
+            graphs = [args[0]] if isinstance(args[0], Graph) else list(args[0])
+            kwargs["context"] = {
+                **self.get_serializer_context(),
+                "vectors_pending": readiness.pending_of(g.pk for g in graphs),
+            }
+        return super().get_serializer(*args, **kwargs)
 
     def check_access(self, act: str) -> None:
         # Reads go through the queryset; a write to one graph needs ``administer`` there. Creating is
@@ -220,20 +231,27 @@ class PolicyViewSet(GraphScopedMixin, mixins.ListModelMixin, viewsets.GenericVie
     def current(self, request, graph_pk=None):
         return Response(self.get_serializer(self.get_object()).data)
 
-    @extend_schema(parameters=[GRAPH_ID], request=PolicySerializer, responses={201: PolicySerializer})
+    @extend_schema(
+        parameters=[GRAPH_ID],
+        request=PolicySerializer,
+        responses={201: PolicySerializer, 409: PolicyConflictSerializer},
+    )
     def change(self, request, graph_pk=None):
         serializer = self.get_serializer(self.get_object(), data=request.data, partial=True)
         serializer.is_valid(raise_exception=True)
         changes = dict(serializer.validated_data)
         note = changes.pop("note", "")
         wanted = changes.pop("priorities", None) or {}
+        base_revision = changes.pop("base_revision", None)
         graph = self.graph()
         edge_types = {et.name: et for et in EdgeType.objects.filter(graph=graph, name__in=list(wanted))}
         unknown = sorted(set(wanted) - set(edge_types))
         if unknown:
             raise ValidationError({"priorities": [f"Unknown edge type(s) in this graph: {', '.join(unknown)}"]})
         priorities = {edge_types[name]: value for name, value in wanted.items()}
-        revision = actions.do_set_policy(graph, changes, actor=request.user, note=note, priorities=priorities)
+        revision = actions.do_set_policy(
+            graph, changes, actor=request.user, note=note, priorities=priorities, base_revision=base_revision
+        )
         return Response(self.get_serializer(revision).data, status=status.HTTP_201_CREATED)
 
     @extend_schema(parameters=[GRAPH_ID])

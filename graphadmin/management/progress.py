@@ -6,11 +6,12 @@ import sys
 
 from tqdm import tqdm
 
-PHASES = {"read": "notes read", "link": "notes linked", "embed": "texts embedded"}
+PHASES = {"read": "notes read", "link": "notes linked", "embed": "texts embedded", "vectors": "vectors written"}
 
 
 class Progress:
-    """One tqdm bar per phase (notes read, linked, embedded), on stderr; silent when not a terminal."""
+    """One tqdm bar per phase (notes read, linked, embedded; vectors written, while an import waits for its
+    embeddings task), on stderr; silent when not a terminal."""
 
     def __init__(self, enabled: bool | None):
         self.enabled = enabled

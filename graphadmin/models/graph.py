@@ -52,6 +52,14 @@ class Graph(models.Model):
         help_text="PostgreSQL text-search configuration of the lexical index and of queries: english (stemmed, "
         "English stop words) or simple (lower-cased words, for other languages).",
     )
+    evidence_similarity = models.FloatField(
+        null=True,
+        blank=True,
+        editable=False,
+        help_text="The similarity at which a past question's reported uses count as evidence for a new question, "
+        "derived from the graph's own reported sessions (feedback.rules.evidence_similarity); empty: not enough "
+        "reported questions yet (near-repeats only).",
+    )
     created_at = models.DateTimeField(default=clock.now, editable=False)
     updated_at = models.DateTimeField(auto_now=True)
 
@@ -154,6 +162,14 @@ class Node(models.Model):
         indexes = [
             # Retrieval reads the min and max model of a graph from it (graphadmin.embeddings.stored_models).
             models.Index(fields=["graph", "embedding_model"], name="node_graph_embedding_model"),
+            # The vectors still to write (a large import's, until its embeddings task has run): what the graph's
+            # ``vectors_pending`` counts (graphadmin.readiness). Empty for a ready graph, so the count every
+            # context answer carries is one probe of an empty index.
+            models.Index(
+                fields=["graph"],
+                name="node_vector_pending",
+                condition=models.Q(embedding__isnull=True, archived=False),
+            ),
             # m=24, ef_construction=128: on a large graph of tight clusters, m=16/64 left some queries with a
             # low recall whatever ef_search; this denser build does not (bench figures: docs/performance.md).
             HnswIndex(
@@ -198,6 +214,11 @@ class NodeStats(models.Model):
         verbose_name_plural = "node stats"
 
 
+def edge_label(source: str, edge_type: str, target: str) -> str:
+    """An edge in plain words: "A -> type -> B" (the pages name edges this way, never by id)."""
+    return f"{source} -> {edge_type} -> {target}"
+
+
 class Edge(models.Model):
     """A directed, typed link between two nodes of the same graph, with its learned weights."""
 
@@ -240,6 +261,13 @@ class Edge(models.Model):
         indexes = [
             models.Index(fields=["graph", "id"], name="edge_graph_id"),
             models.Index(fields=["graph", "embedding_model"], name="edge_graph_embedding_model"),
+            # By type too: the question-evidence edges (type ``answered``) have no vector by design, and the count
+            # skips their range (graphadmin.readiness).
+            models.Index(
+                fields=["graph", "edge_type"],
+                name="edge_vector_pending",
+                condition=models.Q(triplet_embedding__isnull=True, archived=False),
+            ),
             models.Index(fields=["graph", "source"], name="edge_graph_source"),
             models.Index(fields=["graph", "target"], name="edge_graph_target"),
             HnswIndex(
@@ -253,6 +281,13 @@ class Edge(models.Model):
 
     def __str__(self):
         return f"{self.source_id} -[{self.edge_type_id}]-> {self.target_id}"
+
+    @property
+    def label(self) -> str:
+        """The edge as people read it, "Source title -> type -> Target title" (select_related the three)."""
+        return edge_label(
+            self.source.title or self.source.key, self.edge_type.name, self.target.title or self.target.key
+        )
 
     def get_absolute_url(self):
         """Its dashboard page (the admin's "View on site")."""

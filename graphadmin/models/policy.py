@@ -65,6 +65,14 @@ POLICY_NUMBERS: dict[str, tuple[float, float, float, bool, str]] = {
         False,
         "Bonus for candidates that similar past retrievals rarely surfaced; 0 changes no order.",
     ),
+    "carry": (
+        0.9,
+        0.0,
+        0.99,
+        False,
+        "Share of a note's relevance a link passes to the note it reaches in expansion (raised by the link's "
+        "weight and type priority, lowered at hubs); 0: what expansion reaches competes on its own match only.",
+    ),
     "recency_half_life_days": (30.0, 1.0, 3650.0, False, "Days after which the recency factor halves."),
     "hop_decay": (0.6, 0.01, 1.0, False, "Hop factor base: max(hop_floor, hop_decay ** hops)."),
     "hop_floor": (0.25, 0.0, 1.0, False, "Hop factor for far or unreachable nodes."),
@@ -105,6 +113,15 @@ POLICY_NUMBERS: dict[str, tuple[float, float, float, bool, str]] = {
     "decay_period_days": (7, 1, 365, True, "Length of a decay period in days."),
     "weight_floor": (0.1, 0.0, 0.5, False, "Decay never takes a weight below this floor."),
     # Context assembly.
+    "abstain_floor": (
+        0.0,
+        0.0,
+        1.0,
+        False,
+        "A context answer whose confidence (its best entry point's cosine similarity, plus a little for a strong "
+        "lexical match) is below this floor abstains: no items, still logged. 0: never. Calibrate it from the "
+        "graph's own sessions (manage.py calibrate_floor, or the tune page), per embedder.",
+    ),
     "default_budget_items": (10, 1, 200, True, "Default context budget in items."),
     "default_budget_tokens": (2000, 16, 100000, True, "Default context budget in tokens."),
 }

@@ -13,10 +13,11 @@ from __future__ import annotations
 
 import time
 from collections.abc import Iterator
+from contextlib import contextmanager
 from datetime import UTC, datetime
 
 from django.conf import settings
-from django.db import transaction
+from django.db import connection, transaction
 from django.db.models import Q
 
 from graphadmin import audit
@@ -102,6 +103,26 @@ def apply_plan(graph: Graph, plan: ImportPlan, *, mode: str, progress: ProgressF
         Node.objects.filter(graph=graph, id__in=[row["id"] for row in plan.gone]).update(archived=True, updated_at=now)
     edges = _write_edges(graph, plan, created, embedder, now)
     return {"nodes": [pk for pk, _title in created.values()], "edges": edges}
+
+
+@contextmanager
+def statements_not_prepared() -> Iterator[None]:
+    """Within the block (an import's transaction: ``feedback.imports.do_import_vault``), psycopg neither
+    prepares nor counts this connection's statements.
+
+    To choose what to prepare, psycopg keeps the text of each statement it counts (its last 100). A run of
+    new nodes, and the import's record of them, is one INSERT with up to TEXT_CHUNK_BYTES of note text bound
+    into it (Django binds on the client), a new statement each time: a vault's whole text stayed in that
+    count, and a 480 MiB import passed 877 MB of memory and kept growing (docs/resilience.md). The import's
+    statements run once each; nothing is lost by not preparing them."""
+    connection.ensure_connection()
+    raw = connection.connection
+    before = raw.prepare_threshold
+    raw.prepare_threshold = None
+    try:
+        yield
+    finally:
+        raw.prepare_threshold = before
 
 
 def _create_nodes(graph: Graph, plan: ImportPlan, embedder: _Embedder) -> dict[str, tuple[int, str]]:

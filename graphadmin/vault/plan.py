@@ -53,6 +53,7 @@ class ImportResult:
     audit_seq: int | None = None
     embedding: str = "sync"  # "sync", "task" (enqueued on commit) or "none" (dry run)
     duration_ms: float = 0.0
+    embed_task: str = ""  # the embeddings task's id when ``embedding`` is "task" (what ``import_vault`` waits for)
 
     def as_dict(self) -> dict:
         return {

@@ -36,7 +36,7 @@ def _reports(graph, small_graph, edges, ada):
 
 
 def _weights(graph):
-    """Every weight of the graph and the history, in order: compared bit for bit (floats by ==)."""
+    """Every weight of the graph and the history: compared bit for bit (floats by ==)."""
     nodes = list(Node.objects.filter(graph=graph).order_by("key").values_list("key", "feedback_weight"))
     edges = list(
         Edge.objects.filter(graph=graph)
@@ -45,7 +45,9 @@ def _weights(graph):
     )
     history = list(
         WeightChange.objects.filter(graph=graph)
-        .order_by("id")
+        # In batch order, and within a batch by what changed: the order of one statement's rows (an UPDATE's
+        # RETURNING) follows where PostgreSQL found them, which differs between two runs of the same writes.
+        .order_by("batch_id", "node__key", "edge__source__key", "edge__target__key", "field", "id")
         .values_list("batch__idempotency_key", "node__key", "edge__target__key", "field", "before", "after", "event")
     )
     return nodes, edges, history

@@ -30,3 +30,22 @@ def test_threshold_decides():
 def test_shared_words_prove_nothing():
     # "postgres" is in node 1 and node 3, so it is not distinctive of either.
     assert detect_implicit(CANDIDATES, "postgres postgres postgres", threshold=0.05) == []
+
+
+def test_a_quoted_sentence_of_a_long_note_is_a_use():
+    long_note = {
+        "node_id": 4,
+        "title": "D13-1",
+        "text": "Jon (8:29 pm on 13 June, 2023): Hey Gina, thanks for being there for me and believing in me. "
+        "The dance studio opening went better than expected, with forty students signed up already. "
+        "Next month we start evening classes for beginners and a weekend workshop on choreography. "
+        "Gina promised to bring her friends from the clothing store to the first class on Saturday.",
+    }
+    quote = "The dance studio opening went better than expected, with forty students signed up already."
+    own = distinctive_grams(long_note["title"] + " " + long_note["text"])
+    assert len(own & distinctive_grams(quote)) / len(own) < 0.35  # the note-wide share alone would miss it
+    used = detect_implicit([*CANDIDATES, long_note], quote, threshold=0.35)
+    assert [u["node_id"] for u in used] == [4]
+    assert used[0]["share"] == 1.0
+    # A few words of the sentence are not a quote.
+    assert detect_implicit([*CANDIDATES, long_note], "The studio opening was nice.", threshold=0.35) == []

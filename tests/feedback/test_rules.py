@@ -146,3 +146,23 @@ def test_merge_evidence_keeps_the_strongest_per_question_and_note():
         [(1, 10, rules.NOT_USED), (1, 10, rules.USED), (1, 11, rules.SHOWN_ACCEPTED), (1, 11, rules.FLAGGED)]
     )
     assert merged == {(1, 10): rules.USED, (1, 11): rules.FLAGGED}
+
+
+# --- the graph's evidence similarity (rules.evidence_similarity) -------------------------------------
+
+
+def test_evidence_similarity_is_the_lowest_similarity_where_pairs_still_mostly_agree():
+    from feedback.rules import evidence_similarity
+
+    pairs = [(0.95, True)] * 6 + [(0.9, True)] * 4 + [(0.85, False)] * 4 + [(0.8, True)] * 2 + [(0.75, False)] * 10
+    # From the top: 10 of 10 agree at 0.9, 10 of 14 at 0.85, 12 of 16 at 0.8, 12 of 26 (< half) at 0.75.
+    assert evidence_similarity(pairs) == 0.8
+    assert evidence_similarity(pairs, precision=0.8) == 0.9
+
+
+def test_evidence_similarity_needs_enough_pairs_and_some_agreement():
+    from feedback.rules import evidence_similarity
+
+    assert evidence_similarity([(0.99, True)] * 19) is None  # too little history
+    assert evidence_similarity([(0.99, False)] * 40) is None  # even the most alike disagree
+    assert evidence_similarity([(0.7, True)] * 40) == 0.7

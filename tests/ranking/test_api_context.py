@@ -46,6 +46,7 @@ def test_items_budget_selects_best_first_and_logs_every_candidate(rg, api, ada):
             "priority",
             "memory",
             "exploration",
+            "graph",
         }
         assert c.total == pytest.approx(sum(x["contribution"] for x in c.components.values()))
         assert (
@@ -114,6 +115,7 @@ def test_question_only_with_anchors(rg, api, ada):
         ({"budget_unit": "tokens", "budget": 100001}, "budget"),
         ({"budget_unit": "words"}, "budget_unit"),
         ({"hops": 3}, "hops"),
+        ({"hops": -1}, "hops"),
         ({"session": ""}, "session"),
         ({"vector": [0.5] * 12}, "vector"),
     ],
@@ -184,3 +186,18 @@ def test_another_agent_may_not_add_context_to_a_session_an_operator_may(rg, api,
     assert post(api(oscar), rg, session="ada-1").status_code == 201  # operators may, on any session
     session = AgentSession.objects.get(external_id="ada-1")
     assert session.owner == ada and session.injections.count() == 2
+
+
+def test_hops_zero_gives_entry_points_only(rg, api, ada):
+    """The ablation: hops 0 expands along no edge, so nothing selected came through one; the default does."""
+    client = api(ada)
+    ask = {"query": "vector search in postgres", "k": 1, "budget": 7}
+    default = post(client, rg, session="h-default", **ask)
+    zero = post(client, rg, session="h-zero", hops=0, **ask)
+    assert default.status_code == zero.status_code == 201, (default.content, zero.content)
+    assert any(i["entry"] == "expansion" for i in default.json()["items"])
+    items = zero.json()["items"]
+    assert items and all(i["entry"] != "expansion" for i in items)
+    inj = ContextInjection.objects.get(pk=zero.json()["injection"])
+    assert inj.params["hops"] == 0
+    assert all(c.features["entry"] != "expansion" for c in InjectionCandidate.objects.filter(injection=inj))

@@ -24,12 +24,26 @@ def test_explain_lists_every_candidate_with_components(injection, api, rita):
     assert [c["rank"] for c in body["candidates"]] == list(range(1, 8))
     assert [c["selected"] for c in body["candidates"]] == [True] * 3 + [False] * 4
     assert [c["cut"] for c in body["candidates"]] == [""] * 3 + ["budget"] * 4
-    names = {"vector", "lexical", "hop", "persona", "recency", "feedback", "path", "priority", "memory", "exploration"}
+    names = {
+        "vector",
+        "lexical",
+        "hop",
+        "persona",
+        "recency",
+        "feedback",
+        "path",
+        "priority",
+        "memory",
+        "exploration",
+        "graph",
+    }
     assert all(set(c["components"]) == names for c in body["candidates"])
     for c in body["candidates"]:
         assert c["entry"] in ("start", "vector", "lexical", "triplet", "expansion")
-        # A candidate that came along an edge says so in words: "A -type-> B ...".
-        assert bool(c["path"]) == bool(c["path_text"]) and c["path_text"].count("->") == len(c["path"])
+        # A candidate that came along an edge says so in words: "A -type-> B ...", a link expansion walked from
+        # its target (a backlink, since expansion walks links both ways) "A <-type- B": one arrow per edge.
+        arrows = c["path_text"].count("->") + c["path_text"].count("<-")
+        assert bool(c["path"]) == bool(c["path_text"]) and arrows == len(c["path"])
 
 
 def test_explain_pair_gives_the_component_differences_largest_first(injection, api, rita):

@@ -38,6 +38,7 @@ def test_search_returns_every_factor_and_the_raw_vector_score(rg, api, rita):
             "priority",
             "memory",
             "exploration",
+            "graph",
         }
         assert x["components"]["vector"]["raw"] == x["vector_score"]
         assert x["stable_id"] == f"node:{x['node']}"
@@ -119,3 +120,27 @@ def test_search_tenancy_and_query_count(rg, api, rita, mallory, django_assert_ma
     with django_assert_max_num_queries(16):
         r = client.post(url(rg["graph"]), {"query": "ranking", "anchors": [rg["nodes"]["a"].pk]}, format="json")
     assert r.status_code == 200
+
+
+def test_hops_zero_searches_entry_points_only_and_hits_carry_bm25(rg, api, rita):
+    client = api(rita)
+    ask = {"query": "vector search in postgres", "k": 10}
+    # Search takes every node of this small graph as a vector entry point: e and g, without a vector and
+    # without the query's words, can only be reached along edges (c -> e -> g).
+    Node.objects.filter(pk__in=[rg["nodes"]["e"].pk, rg["nodes"]["g"].pk]).update(embedding=None)
+    default = {x["key"]: x for x in client.post(url(rg["graph"]), ask, format="json").json()["results"]}
+    zero = {x["key"]: x for x in client.post(url(rg["graph"]), {**ask, "hops": 0}, format="json").json()["results"]}
+    assert default["e"]["entry"] == "expansion" and default["e"]["path"]
+    assert zero and "e" not in zero and "g" not in zero and all(x["entry"] != "expansion" for x in zero.values())
+    full = client.post(url(rg["graph"]), ask, format="json").json()["results"]
+    assert all(isinstance(x["bm25"], float) and x["bm25"] >= 0 for x in full)
+    # The raw BM25 before fusion: a note has a lexical raw (whichever fusion the policy picks) exactly when it has
+    # the query's words, and the ranking by bm25 is the lexical side's.
+    assert max(x["bm25"] for x in full) > 0
+    for x in full:
+        assert (x["bm25"] > 0) == (x["components"]["lexical"]["raw"] > 0)
+    by_bm25 = sorted((x for x in full if x["bm25"] > 0), key=lambda x: -x["bm25"])
+    raws = [x["components"]["lexical"]["raw"] for x in by_bm25]
+    assert raws == sorted(raws, reverse=True)
+    bad = client.post(url(rg["graph"]), {**ask, "hops": -1}, format="json")
+    assert bad.status_code == 400 and "hops" in bad.json()

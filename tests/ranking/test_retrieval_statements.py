@@ -104,7 +104,13 @@ def test_one_expand_statement_gives_the_expansion_the_extra_rows_and_their_bm25(
         edges, rows, bm25 = sql.expand(
             graph.pk, starts, q, 2, 10, extra=extra, text=QUESTION, config="english", lexical=True
         )
-    assert edges == sql.edge_candidates(graph.pk, starts, q, 2, 10)
+    # Expansion walks links both ways: the reference walks each level's links and backlinks in a statement
+    # each (bench.reference_sql.expansion), with the same direction, degrees and reached nodes' facts.
+    reference = ref.expansion(graph.pk, starts, q, 2, 10)
+    assert edges == reference
+    assert [(e.degrees, e.target) for e in edges] == [(e.degrees, e.target) for e in reference]
+    assert any(e.reverse for e in edges)  # e.g. a <- b, walked from b
+    assert eg["question"].pk not in {e.target_id for e in edges}  # d's backlink from the question: not walked
     assert set(rows) == {nodes["g"].pk}  # x is archived
     assert rows[nodes["g"].pk] == ref.node_rows(graph.pk, [nodes["g"].pk], q)[0]
     reached = {e.target_id for e in edges} | set(extra)

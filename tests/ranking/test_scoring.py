@@ -26,7 +26,7 @@ def test_module_imports_nothing_from_django():
             imported |= {a.name.split(".")[0] for a in node.names}
         elif isinstance(node, ast.ImportFrom):
             imported.add((node.module or "").split(".")[0])
-    assert imported <= {"__future__", "collections", "heapq", "math", "dataclasses", "typing"}
+    assert imported <= {"__future__", "collections", "heapq", "itertools", "math", "dataclasses", "typing"}
 
 
 def test_policy_from_mapping_ignores_other_numbers():
@@ -116,6 +116,7 @@ def test_hybrid_score_by_hand():
         "priority",
         "memory",
         "exploration",
+        "graph",
     ]
     # Untouched learned numbers (0.5) and no path or history add nothing.
     assert all(s.component(n).contribution == 0.0 for n in ("feedback", "path", "priority", "memory", "exploration"))
@@ -128,35 +129,98 @@ def test_learned_components_are_biases_around_neutral():
     )
     P = scoring.Policy(coef_path=0.3)  # the path term is off by default (docs/ranking.md)
     s = scoring.score_node(learned, P)
-    assert s.component("feedback").raw == approx(-0.3) and s.component("feedback").contribution == approx(-0.09)
+    # The node's own EMA pulls at most FEEDBACK_BOUND below neutral (a global prior, bounded).
+    assert s.component("feedback").raw == approx(-0.05) and s.component("feedback").contribution == approx(-0.015)
     assert s.component("path").raw == approx(-0.2) and s.component("path").contribution == approx(-0.06)
     assert s.component("priority").contribution == approx(0.075)
     assert s.component("exploration").contribution == approx(0.03)
-    assert s.total - scoring.score_node(base, P).total == approx(-0.09 - 0.06 + 0.075 + 0.03)
+    assert s.total - scoring.score_node(base, P).total == approx(-0.015 - 0.06 + 0.075 + 0.03)
     # The node's own EMA only lowers (it rises with exposure, see score_node).
     assert scoring.score_node(NodeCandidate(node_id=5, vector=0.9, hops=1, feedback_weight=0.9), P).total == approx(
         scoring.score_node(base, P).total
     )
     # A weight below neutral lowers a candidate, never removes it.
     low = NodeCandidate(node_id=5, vector=0.9, hops=1, feedback_weight=0.0)
-    assert scoring.score_node(low, P).total == approx(scoring.score_node(base, P).total - 0.15)
+    assert scoring.score_node(low, P).total == approx(scoring.score_node(base, P).total - 0.015)
+    slightly = NodeCandidate(node_id=5, vector=0.9, hops=1, feedback_weight=0.47)
+    assert scoring.score_node(slightly, P).component("feedback").raw == approx(-0.03)
 
 
-def test_expansion_is_best_first_bounded_and_carries_the_path():
+def _spread(seeds, edges, match=None, policy=P, max_hops=2, limit=10):
     from ranking.scoring import Reach
 
+    scored = [scoring.score_edge(e, policy) for e in edges]
+    scores = scoring.NodeScores(policy)
+    return scoring.spread({n: (Reach(n, 0), r) for n, r in seeds.items()}, scored, match or {}, scores, max_hops, limit)
+
+
+def test_expansion_carries_relevance_best_first_bounded_with_the_path():
     edges = [
         EdgeCandidate(1, 10, 11, 1, weight=0.9, feedback_weight=0.5, priority=0.0),
         EdgeCandidate(2, 10, 12, 1, weight=0.2, feedback_weight=0.5, priority=0.0),
         EdgeCandidate(3, 11, 13, 2, weight=0.5, feedback_weight=0.5, priority=0.0),
         EdgeCandidate(4, 13, 14, 3, weight=0.5, feedback_weight=0.5, priority=0.0),
         EdgeCandidate(5, 12, 10, 2, weight=0.9, feedback_weight=0.5, priority=0.0),
-    ]  # back to the seed: ignored
-    scored = [scoring.score_edge(e, P) for e in edges]
-    reached = scoring.expand_best_first({10: Reach(10, 0)}, scored, max_hops=2, limit=10)
-    assert list(reached) == [11, 13, 12]  # 11 (w .9), then 13 through it (w .5) beats 12 (w .2); 14 is beyond 2 hops
+    ]  # back to the seed: it keeps its own way (nothing carries more than its own relevance)
+    reached = _spread({10: 1.0}, edges)
+    carry11 = scoring.edge_carry(P, 0.9, 0.0)  # 0.9 + WEIGHT_CARRY * 0.5 * 0.4
+    carry12 = scoring.edge_carry(P, 0.2, 0.0)  # 0.9 - WEIGHT_CARRY * 0.5 * 0.3
+    assert (carry11, carry12) == (approx(0.94), approx(0.87))
+    # 11 carries 0.94 of 10's relevance, 12 0.87; 13 through 11: 0.94 * 0.9 (less than 12); 14 is beyond 2 hops.
+    assert list(reached) == [11, 12, 13]
+    assert reached[11].inherited == approx(0.94)
+    assert reached[12].inherited == approx(0.87)
     assert (reached[13].hops, reached[13].path) == (2, (1, 3)) and reached[13].via.candidate.edge_id == 3
-    assert list(scoring.expand_best_first({10: Reach(10, 0)}, scored, max_hops=2, limit=1)) == [11]
+    assert reached[13].inherited == approx(0.94 * 0.9)
+    assert list(_spread({10: 1.0}, edges, limit=1)) == [11]
+
+
+def test_a_node_that_matches_on_its_own_keeps_its_own_relevance_in_the_walk():
+    edges = [
+        EdgeCandidate(1, 10, 11, 1, weight=0.5, feedback_weight=0.5, priority=0.0),
+        EdgeCandidate(2, 10, 12, 1, weight=0.5, feedback_weight=0.5, priority=0.0),
+        EdgeCandidate(3, 12, 13, 2, weight=0.5, feedback_weight=0.5, priority=0.0),
+    ]
+    # 12 matches the query itself (0.8 + hop term 0.2 * 0.6) more than 10 carries to it (0.9 * 0.9 * 0.5).
+    reached = _spread({10: 0.5}, edges, match={12: 0.8})
+    assert list(reached)[0] == 12
+    assert reached[13].inherited == approx(0.9 * (0.8 + 0.2 * 0.6))  # what 12 carries on is its own worth
+
+
+def test_a_weaker_seed_is_lifted_only_when_a_better_one_carries_more():
+    edges = [
+        EdgeCandidate(1, 10, 11, 1, weight=0.5, feedback_weight=0.5, priority=0.0),
+        EdgeCandidate(2, 10, 12, 1, weight=0.5, feedback_weight=0.5, priority=0.0),
+    ]
+    reached = _spread({10: 1.0, 11: 0.5, 12: 0.95}, edges)
+    assert set(reached) == {11}  # 0.9 lifts 11 (0.5); 12 keeps its own 0.95 (0.9 * 0.9 is less)
+    assert reached[11].inherited == approx(0.9)
+
+
+def test_edge_carry_rises_with_the_links_weight_and_priority_and_fades_at_hubs():
+    assert scoring.edge_carry(P, None, 0.0) == approx(0.9)
+    assert scoring.edge_carry(P, 0.7, 0.0) == approx(0.9 + 0.2 * 0.5 * 0.2)  # a learned weight moves it a little
+    assert scoring.edge_carry(P.with_changes({"carry": 0.98}), 1.0, 1.0) == approx(0.99)  # capped below 1
+    assert scoring.edge_carry(P, 0.5, -1.0) == approx(0.75)
+    assert scoring.edge_carry(P, 0.5, 0.0, specificity=0.5) == approx(0.45)
+    assert scoring.edge_carry(P.with_changes({"carry": 0.0}), 0.5, -1.0) == 0.0
+    # carry 0 turns carrying off: a learned (weight 0.9), tuned (priority 1) link carries nothing either.
+    assert scoring.edge_carry(P.with_changes({"carry": 0.0}), 0.9, 1.0) == 0.0
+    assert scoring.link_specificity(3, 3, 3) == 1.0
+    assert scoring.link_specificity(27, 3, 3) == approx(1 / 3)
+    assert scoring.link_specificity(0, 0, 3) == 1.0  # unknown degrees count as one link
+
+
+def test_the_graph_component_is_the_lift_over_the_nodes_own_relevance():
+    own = NodeCandidate(node_id=5, vector=0.5, hops=1)
+    lifted = NodeCandidate(node_id=5, vector=0.5, hops=1, inherited=0.9)
+    base = scoring.score_node(own, P)
+    s = scoring.score_node(lifted, P)
+    relevance = 0.6 * 0.5 + 0.2 * 0.6
+    assert s.component("graph").contribution == approx(0.9 - relevance)
+    assert s.total == approx(base.total + 0.9 - relevance)
+    below = NodeCandidate(node_id=5, vector=0.5, hops=1, inherited=0.1)
+    assert scoring.score_node(below, P).total == approx(base.total)  # never lowers
 
 
 @pytest.mark.parametrize(
@@ -335,23 +399,31 @@ def test_aggregate():
     assert scoring.aggregate([])["mean_kendall_tau"] is None
 
 
-def test_recall_questions_positive_from_similar_negative_only_from_near_repeats():
+def test_recall_questions_uses_from_similar_questions_flags_and_misses_from_the_same_question():
     E = scoring.Evidence
     rows = [
         E(1, 1.0, 10, 1.0),  # the same question used 10: full strength
         E(1, 1.0, 11, 0.25),  # and was shown 11 in a failed session: -0.5
         E(2, 0.8, 12, 1.0),  # a similar question used 12: ramp (0.8 - 0.7) / 0.3
         E(2, 0.8, 13, 0.0),  # and flagged 13: not a near-repeat, does not count
-        E(3, 0.95, 13, 0.25),  # a near-repeat missed 13: ramp (0.95 - 0.9) / 0.1 = 0.5
+        E(3, 0.975, 13, 0.25),  # the same question (merged at 0.95) missed 13: ramp (0.975 - 0.95) / 0.05 = 0.5
         E(4, 0.69, 14, 1.0),  # below 0.7: nothing
         E(1, 1.0, 15, 0.5),  # neutral: no evidence
+        E(5, 0.92, 16, 0.25),  # a near-repeat missed 16: only its outcome said so, which is for the same question
+        E(5, 0.92, 17, 0.0),  # and flagged 17: a flag is for the same question only (decision 0012)
+        E(6, 0.92, 18, 0.75),  # shown in an accepted session that reported nothing: the same question only
+        E(3, 0.975, 19, 0.0),  # the same question flagged 19: ramp 0.5
     ]
-    recall = scoring.recall_questions(rows)
+    recall = scoring.recall_questions(rows, 0.7)  # the graph's derived evidence similarity: 0.7
     assert recall.memory[10] == approx(1.0) and recall.memory[11] == approx(-0.5)
     assert recall.memory[12] == approx(1 / 3)
     assert recall.memory[13] == approx(-0.25)  # -0.5 * 0.5 / max(1, 0.5)
-    assert 14 not in recall.memory and 15 not in recall.memory
+    assert recall.memory[19] == approx(-0.5)
+    assert not {14, 15, 16, 17, 18} & set(recall.memory)
     assert recall.failed and recall.novel(14) and not recall.novel(10)
+    # Until the graph has derived one, positive evidence counts from near-repeats only.
+    cautious = scoring.recall_questions(rows)
+    assert 12 not in cautious.memory and cautious.memory[10] == approx(1.0)
     # Several questions average, weighted by their ramp.
     both = scoring.recall_questions([E(1, 1.0, 10, 1.0), E(2, 1.0, 10, 0.25)])
     assert both.memory[10] == approx((1.0 - 0.5) / 2)
@@ -359,6 +431,9 @@ def test_recall_questions_positive_from_similar_negative_only_from_near_repeats(
     empty = scoring.recall_questions([])
     assert empty.memory == {} and not empty.failed
     assert not scoring.recall_questions([E(1, 1.0, 10, 1.0)]).failed
+    # A near-repeat's flag neither counts nor sets off exploration; the same question's does.
+    assert not scoring.recall_questions([E(5, 0.92, 17, 0.0)]).failed
+    assert scoring.recall_questions([E(5, 0.97, 17, 0.0)]).failed
 
 
 def test_explore_slot_gives_the_last_place_to_the_best_unseen_candidate():
@@ -374,3 +449,9 @@ def test_explore_slot_gives_the_last_place_to_the_best_unseen_candidate():
     # Tokens: the unseen candidate must fit in what the displaced one frees.
     sel = scoring.select_within_budget([1, 2, 3], [5, 5, 9], 10)
     assert scoring.explore_slot(sel, [False, False, True], [5, 5, 9], 10) == sel
+
+
+def test_the_same_question_is_the_graphs_merge_threshold():
+    from feedback.rules import MERGE_SIMILARITY
+
+    assert scoring.SAME_QUESTION == MERGE_SIMILARITY

@@ -4,7 +4,9 @@ The reference below is the per-candidate code as it was before (one Component pe
 their contributions, the sort key built from the stable id's text, every way in scored): it is kept here,
 not in the product, so the pool path (``scoring.NodeScores``, ``scoring.score_edge``, ``scoring.sort_key``,
 ``ranking.retrieval._best``) is compared with it on random pools, with ties and zeros made likely. No
-database.
+database. It has since gained the eleventh component, ``graph`` (the lift of the relevance a node's path
+carried, ``inherited``, over its own vector, lexical and hop contributions), written here from the formula in
+docs/ranking.md, not from ``NodeScores.relevance``, so it stays an independent check.
 """
 
 from __future__ import annotations
@@ -37,17 +39,25 @@ def ref_component(name, raw, coefficient):
 
 def ref_score_node(c: NodeCandidate, p: Policy):
     path = 0.0 if c.path_weight is None else c.path_weight - NEUTRAL
+    vector = ref_component("vector", c.vector, p.coef_vector)
+    lexical = ref_component("lexical", c.lexical, p.coef_lexical)
+    hop = ref_component("hop", scoring.hop_factor(c.hops, p), p.coef_hop)
+    # graph: the lift the relevance its path carried (``inherited``) gives over the node's own relevance
+    # (its vector, lexical and hop contributions), never below 0; its coefficient is 1 (relevance units).
+    own = math.fsum([vector.contribution, lexical.contribution, hop.contribution])
+    graph = 0.0 if c.inherited is None else max(0.0, c.inherited - own)
     components = (
-        ref_component("vector", c.vector, p.coef_vector),
-        ref_component("lexical", c.lexical, p.coef_lexical),
-        ref_component("hop", scoring.hop_factor(c.hops, p), p.coef_hop),
+        vector,
+        lexical,
+        hop,
         ref_component("persona", c.persona, p.coef_persona),
         ref_component("recency", scoring.recency_factor(c.age_days, p.recency_half_life_days), p.coef_recency),
-        ref_component("feedback", min(0.0, c.feedback_weight - NEUTRAL), p.feedback_influence),
+        ref_component("feedback", max(-0.05, min(0.0, c.feedback_weight - NEUTRAL)), p.feedback_influence),
         ref_component("path", path, p.coef_path),
         ref_component("priority", c.priority, p.coef_priority),
         ref_component("memory", c.memory or 0.0, p.coef_memory),
         ref_component("exploration", c.novelty or 0.0, p.exploration),
+        ref_component("graph", graph, 1.0),
     )
     return math.fsum(x.contribution for x in components), components
 
@@ -93,6 +103,7 @@ def ref_best(node_id, options, vector, lexical, age, affinity, feedback_weight, 
             priority=priority,
             novelty=novelty,
             memory=memory,
+            inherited=reach.inherited,
         )
         total, components = ref_score_node(cand, p)
         key = (ref_sort_key(total, cand.hops, f"node:{node_id}"), retrieval.ENTRY_ORDER[entry])
@@ -159,6 +170,7 @@ def random_node(rng, node_id, p: Policy) -> NodeCandidate:
         priority=pick(rng, 0.0, 0.0, 0.5, -1),
         novelty=pick(rng, None, 1.0),
         memory=pick(rng, None, 0.0, 1.0, rng.uniform(-1, 1)),
+        inherited=pick(rng, None, None, 0.0, 0.5, rng.random(), rng.uniform(0, 2)),
     )
 
 
@@ -225,7 +237,11 @@ def test_the_way_retrieval_keeps_is_the_reference_way(seed):
         if rng.random() < 0.7:
             options.append(("triplet", Reach(node_id, 0, (edge.candidate.edge_id,), edge)))
         else:
-            options.append(("expansion", Reach(node_id, rng.randint(1, 2), (7, edge.candidate.edge_id), edge)))
+            # The relevance its path carried (scoring.spread): repeated values, and below, at and above the
+            # node's own, so that lifts of 0 and equal lifts through different links are likely.
+            inherited = pick(rng, None, 0.0, 0.3, 0.3, 0.6, rng.random())
+            reach = Reach(node_id, rng.randint(1, 2), (7, edge.candidate.edge_id), edge, inherited)
+            options.append(("expansion", reach))
     rng.shuffle(options)
     vector, lexical = pick(rng, 0.0, rng.uniform(-1, 1)), pick(rng, 0.0, rng.random())
     age, affinity = pick(rng, None, rng.uniform(0, 90)), pick(rng, 0.0, 0.5)
@@ -238,14 +254,14 @@ def test_the_way_retrieval_keeps_is_the_reference_way(seed):
         node_id, options, vector, lexical, age, affinity, feedback_weight, p, novelty, memory, anchored, anchor_hops
     )
     base = pool.base(vector, lexical, affinity, age, feedback_weight, memory, novelty)
-    key, got_total, (hops, weight, priority), got_way = retrieval._best(
+    key, got_total, (hops, weight, priority, inherited), got_way = retrieval._best(
         pool, node_id, options, base, anchored, anchor_hops
     )
     assert got_way[0] == way[0] and got_way[1] is way[1]  # the same entry and Reach: the same path and edge
     assert got_total.hex() == total.hex()
     assert key == scoring.node_key(total, cand.hops, node_id)
-    assert (hops, weight, priority) == (cand.hops, cand.path_weight, cand.priority)
-    raws = pool.raws(base, hops, weight, priority)
+    assert (hops, weight, priority, inherited) == (cand.hops, cand.path_weight, cand.priority, cand.inherited)
+    raws = pool.raws(base, hops, weight, priority, inherited)
     assert [x.raw for x in components] == list(raws)
     assert [str(x.raw) for x in components] == [str(r) for r in raws]  # signed zeros too
 

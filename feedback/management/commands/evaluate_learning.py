@@ -1,6 +1,6 @@
 """manage.py evaluate_learning VAULT QUESTIONS --url URL --token TOKEN [...]: learning vs frozen, on the agent's path.
 
-Talks to a running server over HTTP only (``graphadmin.agents.client``); starts nothing and writes nothing
+Talks to a running server over HTTP only (``graphadmin_client``); starts nothing and writes nothing
 to the database itself. See ``feedback/harness/evaluation.py`` for what it does and docs/learning.md for how
 to run it (``make evaluate`` with ``make run`` running).
 """
@@ -17,7 +17,7 @@ from django.core.management.base import BaseCommand, CommandError
 from feedback.harness.config import FEEDBACK_MODES, EvaluationConfig, EvaluationError, load_questions, parse_settings
 from feedback.harness.evaluation import evaluate
 from feedback.harness.plots import write_evaluation_plot
-from graphadmin.agents.client import ApiError, GraphClient, ServerError
+from graphadmin_client import ApiError, GraphClient, ServerError
 
 
 class Command(BaseCommand):
@@ -188,7 +188,7 @@ class Command(BaseCommand):
         """The JSON report and the plot, where asked for."""
         if o["json_out"]:
             with open(o["json_out"], "w", encoding="utf-8") as fh:
-                json.dump({**report.as_dict(), "targets": t, "moved": moved}, fh, indent=2)
+                json.dump({**report.as_dict(), "targets": t, "moved": moved, "summary": report.summary()}, fh, indent=2)
             self.stdout.write(f"wrote {o['json_out']}")
         if o["plot"]:
             try:

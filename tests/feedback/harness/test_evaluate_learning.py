@@ -106,10 +106,22 @@ def test_two_rounds_learning_against_frozen(live_server, acme, alice, celery_wor
         assert (policy.revision, policy.learning_rate) == (2, 0.2)
         assert not graph.injections.filter(policy_revision__revision=1).exists()
 
-    # Every call was question-only with its own session: 4 questions x 3 rounds per graph.
-    assert (
-        AgentSession.objects.filter(graph=learning).count() == AgentSession.objects.filter(graph=frozen).count() == 12
-    )
+    # Every call was question-only with its own session: 4 questions x 3 rounds per graph, and on the frozen twin
+    # each question once more with hops 0 (the ablation), after round 0.
+    assert AgentSession.objects.filter(graph=learning).count() == 12
+    assert AgentSession.objects.filter(graph=frozen).count() == 16
+    ablation = frozen.injections.filter(session__external_id__contains="-frozen-hops0-")
+    assert ablation.count() == 4 and all(i.params["hops"] == 0 for i in ablation)
+    # The baselines, the ablation and the ways in, per question; the summary per group (no category here: all).
+    for q in report["questions"]:
+        assert {"plain_recall5", "hybrid_recall5", "hops0_recall5", "hops0_ways"} <= set(q)
+        assert len(q["ways"]["frozen"]) == 3 and all(w is None or isinstance(w, str) for w in q["ways"]["frozen"][0])
+        assert q["hops0_ways"] and all(w is None for w in q["hops0_ways"])  # hops 0: nothing through an edge
+    summary = report["summary"]
+    assert list(summary) == ["all"] and summary["all"]["n"] == 4
+    assert {"plain", "hybrid", "product", "hops0", "expansion", "product_vs_hybrid"} <= set(summary["all"]["frozen0"])
+    assert summary["all"]["edges"]["items"] == sum(len(q["ways"]["frozen"][0]) for q in report["questions"])
+    assert "cosine + BM25 top 5" in printed and "hops 0 (entry points only)" in printed
 
     # Feedback went to the learning graph's train sessions of rounds 0 and 1 only, and all of it was applied.
     run = report["config"]["run"]

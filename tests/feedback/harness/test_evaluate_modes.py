@@ -15,9 +15,9 @@ from pgvector.django import CosineDistance
 from feedback.harness import agent, config, evaluation, scoring
 from feedback.harness.report import EvaluationReport
 from graphadmin.accounts import create_token
-from graphadmin.agents.client import GraphClient
 from graphadmin.embeddings import embed_query
 from graphadmin.models import Node
+from graphadmin_client import GraphClient
 
 ITEMS = [
     {"rank": 1, "key": "a", "node": 1, "text": "# A\n\nThe depot opens at six. Vans leave at seven!", "title": "A"},
@@ -84,12 +84,26 @@ def test_bad_modes_are_refused_before_anything_is_sent():
 
 
 def _report(plain, rounds):
+    """A report of two questions (0 train, 1 test) whose rows carry the rounds' recall@5 (one question per split:
+    each split's mean is its question's figure)."""
+    questions = [
+        {
+            "index": j,
+            "q": f"q{j}",
+            "useful": ["a"],
+            "split": side,
+            "category": "",
+            "recall5": {"learning": [lr[j] for lr, _ in rounds], "frozen": [fr[j] for _, fr in rounds]},
+            "plain_recall5": plain[j],
+        }
+        for j, side in enumerate(("train", "test"))
+    ]
     return EvaluationReport(
         config={"rounds": len(rounds) - 1},
         graphs={},
         train=[0],
         test=[1],
-        questions=[],
+        questions=questions,
         rounds=[
             {
                 "round": i,
@@ -119,8 +133,8 @@ def test_targets_are_against_round_0_frozen_and_the_twin_drift_is_shown():
     table = report.table()
     assert "    1 train |" in table and "plain cosine top 5" in table and "base = round 0, frozen" in table
     row = report.markdown_row("full, seed 0")
-    assert row.startswith("| full, seed 0 | 0.400 / 0.300 | 0.500 / 0.500 | 0.800 / 0.470 | 0.400 / 0.600 |")
-    assert row.endswith("| +30.0 / -3.0 | -10.0 / +10.0 |")
+    assert row.startswith("| full, seed 0 | 1 / 1 | 0.400 / 0.300 | – / – | 0.500 / 0.500 | 0.800 / 0.470 |")
+    assert row.endswith("| 0.400 / 0.600 | +30.0 / -3.0 | -10.0 / +10.0 |")
 
 
 def test_plain_cosine_orders_by_vector_score_alone():
@@ -154,7 +168,7 @@ def test_plain_cosine_baseline_equals_pgvector_over_the_node_embeddings(live_ser
         graph = client.create_graph("acme", "plain", "plain")
         client.import_vault(graph["id"], evaluation.zip_vault(vault))
         cfg = config.EvaluationConfig("acme", wait_timeout=120)
-        assert len(evaluation._wait_embedded(client, graph["id"], cfg)) == len(NOTES)
+        assert len(evaluation._wait_ready(client, graph["id"], cfg)) == len(NOTES)
         questions = [
             "when do the vans leave the depot",
             "how long until my money comes back",
@@ -263,8 +277,8 @@ def test_evaluate_all_writes_one_block_and_replaces_it(tmp_path):
     evaluate_all.write_block(page, evaluate_all.markdown(runs, "manage.py evaluate_all"))
     first = page.read_text(encoding="utf-8")
     assert first.startswith("# Learning\n\nText before.\n") and first.count(evaluate_all.START) == 1
-    assert "| full, seed 0 (1.0 min) | 0.400 / 0.300 | 0.500 / 0.500 |" in first
-    assert "| **full, mean of 2 seeds** | 0.400 / 0.300 | 0.500 / 0.500 | 0.800 / 0.500 | 0.500 / 0.500 |" in first
+    assert "| full, seed 0 (1.0 min) | 1 / 1 | 0.400 / 0.300 | – / – | 0.500 / 0.500 |" in first
+    assert "| **full, mean of 2 seeds** | 1 / 1 | 0.400 / 0.300 | – / – | 0.500 / 0.500 | 0.800 / 0.500 |" in first
     assert "2 runs, 2 minutes of runs" in first
     evaluate_all.write_block(page, evaluate_all.markdown(runs[:1], "manage.py evaluate_all"))
     second = page.read_text(encoding="utf-8")
