@@ -85,9 +85,12 @@ $(NODE_STAMP): tools/mcp-conformance/package.json tools/mcp-conformance/package-
 	fi
 
 # The suite's filesystem queue is its own, so a running `make run` worker never takes its tasks.
+# PYTEST_WORKERS processes (pytest-xdist), each test file whole in one of them (its module fixtures built once), each
+# process with its own test database, queue, cache and ports (tests/xdist_worker.py); 0 runs the suite in one process.
+PYTEST_WORKERS ?= 3
 test: $(STAMP) browser conformance-tools
 	SECRET_KEY=$${SECRET_KEY:-test-only-insecure-key} CELERY_QUEUE_DIR=$${CELERY_QUEUE_DIR:-.local/test-celery-queue} \
-		$(BIN)/python -m pytest $(PYTEST_ARGS)
+		$(BIN)/python -m pytest -n $(PYTEST_WORKERS) --dist loadfile $(PYTEST_ARGS)
 
 # The Python client (clients/python/, graphadmin-client) and its framework adapters: each extra in its own
 # virtualenv under .local/clients/ at its lowest and newest supported version, offline tests on a stub server, then a

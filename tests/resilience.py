@@ -2,7 +2,7 @@
 machine's), a gunicorn web server, a Celery worker and beat, each on the test database.
 
 Ports (this branch's own): web 8106, MCP 8206, Redis 6390 (a broker the tests stop), 6391 (never started:
-a broker that is down from the start).
+a broker that is down from the start); under pytest-xdist each worker N adds 10 * N (tests/xdist_worker.py).
 """
 
 from __future__ import annotations
@@ -19,12 +19,14 @@ from pathlib import Path
 
 from django.db import connection
 
+from tests import xdist_worker
 from tests.conftest import ROOT, stop
 
-WEB_PORT = 8106
-MCP_PORT = 8206
-REDIS_PORT = 6390
-DEAD_REDIS_PORT = 6391
+_OFFSET = 10 * xdist_worker.index()
+WEB_PORT = 8106 + _OFFSET
+MCP_PORT = 8206 + _OFFSET
+REDIS_PORT = 6390 + _OFFSET
+DEAD_REDIS_PORT = 6391 + _OFFSET
 
 
 def base_env(**extra) -> dict[str, str]:

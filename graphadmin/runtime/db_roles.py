@@ -23,7 +23,7 @@ from __future__ import annotations
 import logging
 
 from django.conf import settings
-from django.db import connections
+from django.db import IntegrityError, ProgrammingError, connections, transaction
 from psycopg import sql
 
 log = logging.getLogger(__name__)
@@ -77,11 +77,18 @@ def grant_app_role(connection, role: str, *, create: bool = False) -> dict[str, 
             if not create:
                 log.warning("database role %s does not exist; no privileges granted (docs/deploy.md)", role)
                 return granted
-            cur.execute(
-                sql.SQL(
-                    "CREATE ROLE {role} LOGIN NOSUPERUSER NOCREATEDB NOCREATEROLE NOREPLICATION NOBYPASSRLS"
-                ).format(role=name)
-            )
+            # Roles belong to the whole server: another database's migrate (a parallel test process) may create
+            # it at the same moment, and the loser's CREATE fails on the catalog's unique name. Either way it exists.
+            try:
+                with transaction.atomic(using=connection.alias):
+                    cur.execute(
+                        sql.SQL(
+                            "CREATE ROLE {role} LOGIN NOSUPERUSER NOCREATEDB NOCREATEROLE NOREPLICATION NOBYPASSRLS"
+                        ).format(role=name)
+                    )
+            except (IntegrityError, ProgrammingError):
+                if not role_exists(cur, role):
+                    raise
         cur.execute("SELECT current_database(), current_schema()")
         database, schema = cur.fetchone()
         cur.execute(
