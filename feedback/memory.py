@@ -33,6 +33,7 @@ from graphadmin import clock
 from graphadmin.embeddings import configured_model, embed_texts
 from graphadmin.errors import Forbidden, InputError, TooManyRequests
 from graphadmin.models import Edge, EdgeType, Graph, Node
+from graphadmin.runtime.locks import AdvisoryLock
 from graphadmin.tasks import embed_graph
 from graphadmin.tenancy import AGENT, require_session
 from graphadmin.vault.parse import (
@@ -90,7 +91,7 @@ def check_rate(user) -> None:
 # pg_advisory_xact_lock(class, graph id): memory calls on one graph queue behind each other, so two
 # remembers of the same key (or of the same text) cannot both create a note. Not the graph row's lock:
 # FOR UPDATE on it would block every insert referencing the graph (context calls) meanwhile.
-_LOCK_CLASS = 0x6D656D  # "mem"
+_LOCK_CLASS = int(AdvisoryLock.MEMORY)  # graphadmin.runtime.locks
 
 
 def _lock(graph: Graph) -> None:

@@ -40,6 +40,7 @@ from django.db import connection
 from psycopg import sql
 
 from graphadmin.models import AuditEvent, Edge, EdgeStats, EdgeType, Graph, Node, PolicyRevision
+from graphadmin.runtime.locks import AdvisoryLock
 
 from . import rules
 from .models import (
@@ -1401,7 +1402,7 @@ def graph_counts(graph) -> dict:
 # --------------------------------------------------------------------------------------------------
 # The report outbox (feedback.outbox)
 
-DRAIN_LOCK_CLASS = 0x6A7E  # advisory lock class of "one drain per graph" (graphadmin.audit's is 0x6A7D)
+DRAIN_LOCK_CLASS = int(AdvisoryLock.DRAIN)  # "one drain per graph" (graphadmin.runtime.locks)
 
 # Take the graph's drain lock for the rest of the transaction if no other transaction holds it:
 # true or false at once, never a wait (a function PostgreSQL has and the ORM has not).

@@ -22,10 +22,10 @@ from psycopg import sql
 from graphadmin import anchor as anchors
 from graphadmin import clock
 from graphadmin.models import AuditCheckpoint, AuditEvent, Organization
+from graphadmin.runtime.locks import AdvisoryLock
 
 GENESIS = "0" * 64
-# A constant first half keeps our advisory locks apart from any other user of pg_advisory_xact_lock.
-_LOCK_CLASS = 0x6A7D
+_LOCK_CLASS = int(AdvisoryLock.AUDIT)  # one append at a time per organization (graphadmin.runtime.locks)
 
 
 def actor_label(actor) -> str:
