@@ -541,6 +541,8 @@ DATABASE_RETRY_AFTER_SECONDS = env.int("DATABASE_RETRY_AFTER_SECONDS", default=5
 # answered 503 with Retry-After (WEB_BUSY_RETRY_AFTER_SECONDS) before any of its work (graphadmin.runtime.admission).
 WEB_QUEUE_BUDGET_MS = env.int("WEB_QUEUE_BUDGET_MS", default=500)
 WEB_BUSY_RETRY_AFTER_SECONDS = env.int("WEB_BUSY_RETRY_AFTER_SECONDS", default=1)
+# A session's reports (uses, answer text, outcome) wait up to this long instead: what the graph learns from.
+WEB_REPORT_QUEUE_BUDGET_MS = env.int("WEB_REPORT_QUEUE_BUDGET_MS", default=2000)
 WORKER_STATEMENT_TIMEOUT_MS = env.int("WORKER_STATEMENT_TIMEOUT_MS", default=600_000)
 # Vault uploads larger than this (bytes of the zip) import in a Celery task (queue 'embeddings') with a time
 # limit and a progress record (VaultImport) the API and the dashboard show; smaller ones stay in the request.

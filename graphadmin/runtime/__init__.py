@@ -3,6 +3,7 @@
 The embedded database (``embedded_db``) and the application's database role (``db_roles``), the
 filesystem broker (``broker``), system checks (``checks``), health checks (``health``), statement
 timeouts (``timeouts``), request middleware and error pages (``middleware``, ``errorpages``), log
-context (``logs``), backup/restore (``backup``) and every advisory lock class (``locks``). The entry files a deployment names stay at the
-package root: ``graphadmin.settings``, ``graphadmin.wsgi``, ``graphadmin.celery``, ``graphadmin.gunicorn_conf``.
+context (``logs``), backup/restore (``backup``) and every advisory lock class (``locks``). The entry
+files a deployment names stay at the package root: ``graphadmin.settings``, ``graphadmin.wsgi``,
+``graphadmin.celery``, ``graphadmin.gunicorn_conf``.
 """

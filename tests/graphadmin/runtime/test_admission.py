@@ -53,6 +53,26 @@ def test_the_middleware_refuses_only_past_the_budget_and_never_a_probe():
     assert served == ["/api/graphs/", "/healthz"]
 
 
+@override_settings(WEB_QUEUE_BUDGET_MS=BUDGET_MS, WEB_REPORT_QUEUE_BUDGET_MS=4 * BUDGET_MS)
+def test_a_sessions_reports_wait_longer_than_a_question_and_no_budget_stays_none():
+    middleware = admission.AdmissionMiddleware(lambda request: "served")
+    factory = RequestFactory()
+    reports = ["uses", "response", "outcome"]
+    for name in reports:  # past the question's budget, within the reports': served
+        admission.record_wait(0.8)
+        assert middleware(factory.post(f"/api/graphs/7/sessions/run/a%2Fb/{name}/", {})) == "served", name
+    admission.record_wait(0.8)
+    assert middleware(factory.post("/api/graphs/7/context/", {})).status_code == 503
+    admission.record_wait(0.8)  # only a POST of a report: a GET of the same path has the question's budget
+    assert middleware(factory.get("/api/graphs/7/sessions/s1/uses/")).status_code == 503
+    admission.record_wait(1.7)  # past the reports' budget too
+    refused = middleware(factory.post("/api/graphs/7/sessions/s1/outcome/", {}))
+    assert refused.status_code == 503 and f"{4 * BUDGET_MS} ms" in json.loads(refused.content)["detail"]
+    with override_settings(WEB_QUEUE_BUDGET_MS=0):  # 0 turns both off
+        admission.record_wait(9.0)
+        assert middleware(factory.post("/api/graphs/7/sessions/s1/outcome/", {})) == "served"
+
+
 def _send(port: int, request: bytes) -> socket.socket:
     sock = socket.create_connection(("127.0.0.1", port), timeout=30)
     sock.sendall(request)
