@@ -3,17 +3,10 @@
 pytest-django's ``live_server`` makes every test that uses it transactional (its autouse
 ``_live_server_helper`` requests ``transactional_db``), so its rows are flushed after each test and
 each test builds its own again. Browser tests that only read (and a few that write, ordered last)
-share one build per module instead. The module overrides that helper and opens the database itself:
+share one build per module instead. The module overrides that helper and opens the database itself, with the
+three fixtures ``module_site`` makes (the helper, ``site`` and a ``browser`` for the module):
 
-    @pytest.fixture(autouse=True)
-    def _live_server_helper(django_db_blocker):  # this module's tests share the rows of ``site``
-        with django_db_blocker.unblock():
-            yield
-
-    @pytest.fixture(scope="module")
-    def site(django_db_setup, live_server, django_db_blocker):
-        with live_site(live_server, django_db_blocker, build) as s:
-            yield s
+    _live_server_helper, site, browser = module_site(build, EMBEDDER=HASHING)
 
 ``build()`` runs with the database open and in autocommit (the server's threads see its rows); the
 rows are the module's, read and written as they are (no rollback between its tests), and flushed at
@@ -28,9 +21,12 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any
 
+import pytest
 from django.core.management import CommandError, call_command
 from django.db import connection
 from django.test import override_settings
+
+from tests.browser import chromium
 
 
 @dataclass
@@ -60,3 +56,28 @@ def live_site(live_server, django_db_blocker, build: Callable[[], Any], **settin
                         raise
                     time.sleep(1)
             connection.close()
+
+
+def module_site(build: Callable[[], Any], **settings):
+    """The fixtures of a module whose tests share one live site: pytest-django's ``_live_server_helper``
+    overridden (autouse: the database open, closed after each test), ``site`` (``live_site`` of ``build``
+    with ``settings``, once per module) and ``browser`` (one headless Chromium per module). Assign all three
+    to those names at the module's top level."""
+
+    @pytest.fixture(autouse=True)
+    def _live_server_helper(django_db_blocker):
+        with django_db_blocker.unblock():
+            yield
+            connection.close()  # opened by the test's own reads and writes; none outlives the test database
+
+    @pytest.fixture(scope="module")
+    def site(django_db_setup, live_server, django_db_blocker):
+        with live_site(live_server, django_db_blocker, build, **settings) as s:
+            yield s
+
+    @pytest.fixture(scope="module")
+    def browser():
+        with chromium() as b:
+            yield b
+
+    return _live_server_helper, site, browser

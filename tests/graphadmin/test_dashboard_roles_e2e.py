@@ -16,7 +16,6 @@ from datetime import UTC, datetime, time, timedelta
 
 import pytest
 from django.contrib.auth import get_user_model
-from django.db import connection
 
 from feedback import actions, learning, metrics
 from feedback.models import InjectionCandidate
@@ -26,9 +25,8 @@ from graphadmin.embeddings import embed_texts
 from graphadmin.models import Edge, EdgeType, Membership, Node, Organization, PolicyRevision
 from ranking import service
 from ranking.subgraph import injection_subgraph
-from tests.browser import chromium
 from tests.conftest import EDGES, HASHING, TEXTS
-from tests.site import live_site
+from tests.site import module_site
 
 pytestmark = pytest.mark.browser
 
@@ -112,24 +110,7 @@ def build() -> dict:
     return {"graph": graph, "nodes": nodes, "edges": edges, "injection": injection, "users": users}
 
 
-@pytest.fixture(autouse=True)
-def _live_server_helper(django_db_blocker):
-    """pytest-django's helper of that name, overridden: the tests share ``site``'s rows (tests/site.py)."""
-    with django_db_blocker.unblock():
-        yield
-        connection.close()  # opened by the test's own reads and writes; none outlives the test database
-
-
-@pytest.fixture(scope="module")
-def site(django_db_setup, live_server, django_db_blocker):
-    with live_site(live_server, django_db_blocker, build, EMBEDDER=HASHING) as s:
-        yield s
-
-
-@pytest.fixture(scope="module")
-def browser():
-    with chromium() as b:
-        yield b
+_live_server_helper, site, browser = module_site(build, EMBEDDER=HASHING)
 
 
 def _ready(page, view_id):

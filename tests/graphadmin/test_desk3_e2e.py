@@ -10,14 +10,12 @@ with three weeks of sessions), plus two manual batches for the rollback tests.
 from __future__ import annotations
 
 import pytest
-from django.db import connection
 
 from feedback import actions
 from feedback.models import UpdateBatch
-from tests.browser import chromium
 from tests.conftest import HASHING
 from tests.graphadmin.test_dashboard_roles_e2e import USERS, build
-from tests.site import live_site
+from tests.site import module_site
 
 pytestmark = pytest.mark.browser
 
@@ -42,24 +40,7 @@ def build_with_batches() -> dict:
     return data
 
 
-@pytest.fixture(autouse=True)
-def _live_server_helper(django_db_blocker):
-    """pytest-django's helper of that name, overridden: the tests share ``site``'s rows (tests/site.py)."""
-    with django_db_blocker.unblock():
-        yield
-        connection.close()
-
-
-@pytest.fixture(scope="module")
-def site(django_db_setup, live_server, django_db_blocker):
-    with live_site(live_server, django_db_blocker, build_with_batches, EMBEDDER=HASHING) as s:
-        yield s
-
-
-@pytest.fixture(scope="module")
-def browser():
-    with chromium() as b:
-        yield b
+_live_server_helper, site, browser = module_site(build_with_batches, EMBEDDER=HASHING)
 
 
 # --------------------------------------------------------------------------------------------------

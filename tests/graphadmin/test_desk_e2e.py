@@ -18,16 +18,14 @@ from datetime import timedelta
 
 import pytest
 from django.contrib.auth import get_user_model
-from django.db import connection
 
 from feedback import actions, metrics
 from feedback.models import AgentSession, UpdateBatch
 from graphadmin.models import Membership
 from ranking.subgraph import injection_subgraph
-from tests.browser import chromium
 from tests.conftest import HASHING
 from tests.graphadmin.test_dashboard_roles_e2e import USERS, W0, _session, build
-from tests.site import live_site
+from tests.site import module_site
 
 pytestmark = pytest.mark.browser
 
@@ -56,24 +54,7 @@ def build_with_load() -> dict:
     return data
 
 
-@pytest.fixture(autouse=True)
-def _live_server_helper(django_db_blocker):
-    """pytest-django's helper of that name, overridden: the tests share ``site``'s rows (tests/site.py)."""
-    with django_db_blocker.unblock():
-        yield
-        connection.close()
-
-
-@pytest.fixture(scope="module")
-def site(django_db_setup, live_server, django_db_blocker):
-    with live_site(live_server, django_db_blocker, build_with_load, EMBEDDER=HASHING) as s:
-        yield s
-
-
-@pytest.fixture(scope="module")
-def browser():
-    with chromium() as b:
-        yield b
+_live_server_helper, site, browser = module_site(build_with_load, EMBEDDER=HASHING)
 
 
 # --------------------------------------------------------------------------------------------------

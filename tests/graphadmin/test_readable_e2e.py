@@ -13,13 +13,11 @@ import re
 from pathlib import Path
 
 import pytest
-from django.db import connection
 
 from feedback.models import WeightHistory
-from tests.browser import chromium
 from tests.conftest import HASHING
 from tests.graphadmin.test_desk_e2e import build_with_load
-from tests.site import live_site
+from tests.site import module_site
 
 pytestmark = pytest.mark.browser
 
@@ -27,24 +25,7 @@ AXE = (Path(__file__).resolve().parents[1] / "vendor" / "axe-core" / "axe.min.js
 WIDTHS = (390, 1400)
 
 
-@pytest.fixture(autouse=True)
-def _live_server_helper(django_db_blocker):
-    """pytest-django's helper of that name, overridden: the tests share ``site``'s rows (tests/site.py)."""
-    with django_db_blocker.unblock():
-        yield
-        connection.close()
-
-
-@pytest.fixture(scope="module")
-def site(django_db_setup, live_server, django_db_blocker):
-    with live_site(live_server, django_db_blocker, build_with_load, EMBEDDER=HASHING) as s:
-        yield s
-
-
-@pytest.fixture(scope="module")
-def browser():
-    with chromium() as b:
-        yield b
+_live_server_helper, site, browser = module_site(build_with_load, EMBEDDER=HASHING)
 
 
 @pytest.fixture(scope="module")
