@@ -502,6 +502,17 @@ def set_weight(target: str, field: str) -> sql.Composed:
     )
 
 
+# The rows a rollback of batch %(rolled_back)s restores for one weight, (id, restore, expected), less those the
+# partial rollback %(finishing)s already wrote: one fragment, so ``rollback_restore`` and ``rollback_preview`` agree.
+RESTORE_ROWS = """(SELECT w.{target_column} AS id, w.before AS restore, w.after AS expected FROM {history} w
+    WHERE w.graph_id = %(graph)s AND w.batch_id = %(rolled_back)s AND w.field = %(field)s
+      AND w.{target_column} IS NOT NULL
+      AND (%(finishing)s::bigint IS NULL OR NOT EXISTS (
+           SELECT 1 FROM {history} r
+           WHERE r.graph_id = %(graph)s AND r.batch_id = %(finishing)s AND r.field = %(field)s
+             AND r.{target_column} = w.{target_column})))"""
+
+
 def rollback_restore(target: str, field: str) -> sql.Composed:
     """Restore ``field`` of every node or edge batch ``rolled_back`` changed to its ``before`` value.
 
@@ -520,14 +531,7 @@ def rollback_restore(target: str, field: str) -> sql.Composed:
         WITH locked AS MATERIALIZED (
             SELECT h.restore, h.expected, t.id, t.{column} AS before
             FROM {table} t
-            JOIN (SELECT w.{target_column} AS id, w.before AS restore, w.after AS expected FROM {history} w
-                  WHERE w.graph_id = %(graph)s AND w.batch_id = %(rolled_back)s AND w.field = %(field)s
-                    AND w.{target_column} IS NOT NULL
-                    AND (%(finishing)s::bigint IS NULL OR NOT EXISTS (
-                         SELECT 1 FROM {history} r
-                         WHERE r.graph_id = %(graph)s AND r.batch_id = %(finishing)s AND r.field = %(field)s
-                           AND r.{target_column} = w.{target_column}))) h
-                 ON h.id = t.id
+            JOIN {restore_rows} h ON h.id = t.id
             WHERE t.graph_id = %(graph)s
             ORDER BY t.id FOR NO KEY UPDATE OF t
         ),
@@ -565,6 +569,7 @@ def rollback_restore(target: str, field: str) -> sql.Composed:
         table=table,
         column=column,
         target_column=target_column,
+        restore_rows=_statement(RESTORE_ROWS, target_column=target_column),
     )
 
 
@@ -583,14 +588,7 @@ def rollback_preview(target: str, field: str) -> sql.Composed:
         WITH decided AS (
             SELECT t.id, t.{column} AS now, h.restore, t.{column} IS NOT DISTINCT FROM h.expected AS matches
             FROM {table} t
-            JOIN (SELECT w.{target_column} AS id, w.before AS restore, w.after AS expected FROM {history} w
-                  WHERE w.graph_id = %(graph)s AND w.batch_id = %(rolled_back)s AND w.field = %(field)s
-                    AND w.{target_column} IS NOT NULL
-                    AND (%(finishing)s::bigint IS NULL OR NOT EXISTS (
-                         SELECT 1 FROM {history} r
-                         WHERE r.graph_id = %(graph)s AND r.batch_id = %(finishing)s AND r.field = %(field)s
-                           AND r.{target_column} = w.{target_column}))) h
-                 ON h.id = t.id
+            JOIN {restore_rows} h ON h.id = t.id
             WHERE t.graph_id = %(graph)s
         )
         SELECT count(*) FILTER (WHERE matches AND restore IS DISTINCT FROM now),
@@ -602,7 +600,7 @@ def rollback_preview(target: str, field: str) -> sql.Composed:
         """,
         table=table,
         column=column,
-        target_column=target_column,
+        restore_rows=_statement(RESTORE_ROWS, target_column=target_column),
     )
 
 
