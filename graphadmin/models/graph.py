@@ -162,6 +162,10 @@ class Node(models.Model):
         indexes = [
             # Retrieval reads the min and max model of a graph from it (graphadmin.embeddings.stored_models).
             models.Index(fields=["graph", "embedding_model"], name="node_graph_embedding_model"),
+            # Is a link's far end live context (its graph, not archived, not a question node)? The expansion asks
+            # it of every link it weighs (ranking.queries.EXPAND_LEVELS), answered from this index alone instead
+            # of the node row (a vector and the note's text). The learned EMA is not in it: its writes stay HOT.
+            models.Index(fields=["id"], include=["graph", "archived", "kind"], name="node_live_kind"),
             # The vectors still to write (a large import's, until its embeddings task has run): what the graph's
             # ``vectors_pending`` counts (graphadmin.readiness). Empty for a ready graph, so the count every
             # context answer carries is one probe of an empty index.
@@ -270,6 +274,21 @@ class Edge(models.Model):
             ),
             models.Index(fields=["graph", "source"], name="edge_graph_source"),
             models.Index(fields=["graph", "target"], name="edge_graph_target"),
+            # A note's live links by either end, with their type: the expansion counts every end's degree
+            # (ranking.queries.EXPAND_LEVELS) from these alone (an index-only count; the edge rows, a vector
+            # each, are read for the links it keeps). No column a weight write changes: those updates stay HOT.
+            models.Index(
+                fields=["graph", "source"],
+                include=["edge_type"],
+                name="edge_live_source",
+                condition=models.Q(archived=False),
+            ),
+            models.Index(
+                fields=["graph", "target"],
+                include=["edge_type"],
+                name="edge_live_target",
+                condition=models.Q(archived=False),
+            ),
             HnswIndex(
                 name="edge_triplet_hnsw",
                 fields=["triplet_embedding"],
