@@ -2,8 +2,7 @@ from django.apps import AppConfig
 from django.core.checks import Tags, register
 from django.db.models.signals import post_migrate
 
-from . import hotcache
-from .runtime import checks, db_roles
+from .runtime import checks, db_roles, hotcache
 
 
 class GraphadminConfig(AppConfig):

@@ -358,7 +358,7 @@ REST_KNOX = {
 }
 # What every API call looks up (its token, the graph and the caller's role, the graph's policy) is kept per
 # process for at most HOT_CACHE_SECONDS, and dropped in every process at once when any of it changes (a
-# version in CACHES; graphadmin/hotcache.py). 0: looked up on every call.
+# version in CACHES; graphadmin/runtime/hotcache.py). 0: looked up on every call.
 HOT_CACHE_SECONDS = env.float("HOT_CACHE_SECONDS", default=5)
 # Token first: a missing or bad token is then a 401 with a WWW-Authenticate challenge, not a 403.
 REST_FRAMEWORK["DEFAULT_AUTHENTICATION_CLASSES"] = [
