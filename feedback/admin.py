@@ -15,7 +15,7 @@ from feedback.models import (
     WeightChange,
     WeightChangeBlock,
 )
-from graphadmin.admin_tenancy import ReadOnlyAdmin, attempt, check_graph, may
+from graphadmin.admin.tenancy import ReadOnlyAdmin, attempt, check_graph, may
 
 
 @admin.register(AgentSession)

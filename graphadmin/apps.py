@@ -1,9 +1,11 @@
+from pathlib import Path
+
 from django.apps import AppConfig
+from django.conf import settings
 from django.core.checks import Tags, register
 from django.db.models.signals import post_migrate
 
-from . import hotcache
-from .runtime import checks, db_roles
+from .runtime import checks, db_roles, hotcache
 
 
 class GraphadminConfig(AppConfig):
@@ -25,3 +27,7 @@ class GraphadminConfig(AppConfig):
         # Per-process caches of tokens, graph roles and policies, invalidated on every change of what they hold.
         hotcache.connect()
         import graphadmin.outbox  # noqa: F401
+
+        # The folder collectstatic writes and WhiteNoise reads as each web process starts (a missing one is a
+        # warning on every start): made here, where every process begins, rather than by the settings.
+        Path(settings.STATIC_ROOT).mkdir(parents=True, exist_ok=True)

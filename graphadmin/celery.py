@@ -7,7 +7,7 @@ from celery import Celery
 from celery.signals import worker_init, worker_ready
 from django.conf import settings
 
-from graphadmin.runtime import checks
+from graphadmin.runtime import broker, checks
 from graphadmin.runtime.timeouts import worker_connections_use_the_worker_timeout
 
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "graphadmin.settings")
@@ -15,6 +15,14 @@ os.environ.setdefault("DJANGO_SETTINGS_MODULE", "graphadmin.settings")
 app = Celery("graphadmin")
 app.config_from_object("django.conf:settings", namespace="CELERY")
 app.autodiscover_tasks()
+
+
+@app.on_after_configure.connect
+def _filesystem_broker_folders(**kwargs):
+    """The filesystem broker's folders, made once this process has read its Celery configuration (before its first
+    send, poll or result): where they are first needed, not when the settings are read."""
+    if settings.CELERY_BROKER_URL.startswith("filesystem://"):
+        broker.make_folders(settings.CELERY_QUEUE_DIR)
 
 
 @worker_ready.connect

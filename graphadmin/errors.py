@@ -3,7 +3,7 @@
 - REST: ``graphadmin.api.errors.exception_handler`` (400 ``{field: [messages]}``, 404, 403, 409).
 - Dashboard: ``graphadmin.runtime.middleware.DomainErrorMiddleware`` (a message and back to the page, 404, 403).
 - MCP: ``graphadmin.agents.mcp_server`` (a ToolError).
-- Admin: ``graphadmin.admin_tenancy.attempt`` (a message on the changelist).
+- Admin: ``graphadmin.admin.tenancy.attempt`` (a message on the changelist).
 
 Plain Python (no Django), so the pure rules can raise them too.
 """

@@ -6,7 +6,7 @@ comes from an environment variable (docs/configuration.md). gthread workers: one
 and an idle keep-alive connection of an agent holds no thread. One process per core, not two: the
 work is Python (the GIL makes a process's threads share one core), so more processes than cores
 only add switching, and each process has its own caches (query embeddings, tokens, graph roles and
-policies: graphadmin/hotcache.py) that more processes fill more times. Measured with the load test
+policies: graphadmin/runtime/hotcache.py) that more processes fill more times. Measured with the load test
 at N = 1 and 16 on 2 cores (docs/history/performance-agent-session.md, "Serving": 2, 3 and 4
 processes, 4 and 8 threads).
 SIGTERM (and ``make run``'s Ctrl-C) stops gracefully: workers finish the requests they

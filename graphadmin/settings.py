@@ -214,8 +214,8 @@ STATIC_URL = "static/"
 # The pages load plotly.js's smaller basic bundle from static/vendor/plotly/; the installed plotly package's
 # full plotly.min.js (same version as the Python side) is served too, for the simulation reports. No CDN.
 STATICFILES_DIRS = [BASE_DIR / "static", ("plotly", Path(__import__("plotly").__file__).parent / "package_data")]
+# Made by the app's ready() (graphadmin/apps.py): WhiteNoise reads it as each web process starts.
 STATIC_ROOT = env.path("STATIC_ROOT", default=str(LOCAL_DIR / "staticfiles"))
-Path(STATIC_ROOT).mkdir(parents=True, exist_ok=True)
 # WhiteNoise serves static/ directly (no collectstatic step needed for one machine); a deployment
 # behind a CDN or with many web processes may run collectstatic and set WHITENOISE_USE_FINDERS=false.
 WHITENOISE_USE_FINDERS = env.bool("WHITENOISE_USE_FINDERS", default=True)
@@ -270,10 +270,9 @@ MEMORY_CALLS_PER_MINUTE = env.int("MEMORY_CALLS_PER_MINUTE", default=60)
 CELERY_BROKER_URL = env.str("CELERY_BROKER_URL", default="filesystem://")
 CELERY_QUEUE_DIR = Path(env.str("CELERY_QUEUE_DIR", default=str(LOCAL_DIR / "celery-queue")))
 if CELERY_BROKER_URL.startswith("filesystem://"):
-    # kombu's transport with messages written atomically (graphadmin/runtime/broker.py).
+    # kombu's transport with messages written atomically (graphadmin/runtime/broker.py). The folder and its
+    # results/ are made by the process that configures Celery (graphadmin/celery.py), not here.
     CELERY_BROKER_TRANSPORT = "graphadmin.runtime.broker:Transport"
-    CELERY_QUEUE_DIR.mkdir(parents=True, exist_ok=True)
-    (CELERY_QUEUE_DIR / "results").mkdir(exist_ok=True)
     CELERY_BROKER_TRANSPORT_OPTIONS = {
         "data_folder_in": str(CELERY_QUEUE_DIR),
         "data_folder_out": str(CELERY_QUEUE_DIR),
@@ -358,7 +357,7 @@ REST_KNOX = {
 }
 # What every API call looks up (its token, the graph and the caller's role, the graph's policy) is kept per
 # process for at most HOT_CACHE_SECONDS, and dropped in every process at once when any of it changes (a
-# version in CACHES; graphadmin/hotcache.py). 0: looked up on every call.
+# version in CACHES; graphadmin/runtime/hotcache.py). 0: looked up on every call.
 HOT_CACHE_SECONDS = env.float("HOT_CACHE_SECONDS", default=5)
 # Token first: a missing or bad token is then a 401 with a WWW-Authenticate challenge, not a 403.
 REST_FRAMEWORK["DEFAULT_AUTHENTICATION_CLASSES"] = [

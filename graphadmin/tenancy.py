@@ -12,10 +12,10 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from graphadmin import hotcache
 from graphadmin.errors import Forbidden, NotFound
 from graphadmin.models import Graph, Membership
 from graphadmin.models.tenancy import ROLES
+from graphadmin.runtime import hotcache
 
 # The minimum role of each act on the people's ladder (ROLES from reviewer up: each role can do
 # everything the previous one can).
@@ -121,7 +121,7 @@ def require(role: str | None, act: str) -> None:
 def graph_access(user, graph_id, act: str = "read") -> Access:
     """The graph (with its organization) and the user's role there, in one query; raises NotFound or Forbidden.
 
-    Kept briefly per process (graphadmin.hotcache): a changed membership, graph or organization is seen by
+    Kept briefly per process (graphadmin.runtime.hotcache): a changed membership, graph or organization is seen by
     the next call."""
     graph = None
     if user is not None and user.is_authenticated and str(graph_id).isdigit():

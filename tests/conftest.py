@@ -290,6 +290,6 @@ def rg(request, acme_graph, settings):
 def queued_work(callbacks) -> list:
     """The on-commit callbacks that are work (a task's wake-up), without the connection's and the caches'
     bookkeeping every write or request may register: graphadmin.runtime.timeouts remembering the timeouts
-    it set, graphadmin.hotcache publishing a new version after a cached model changed."""
-    bookkeeping = {"graphadmin.runtime.timeouts", "graphadmin.hotcache"}
+    it set, graphadmin.runtime.hotcache publishing a new version after a cached model changed."""
+    bookkeeping = {"graphadmin.runtime.timeouts", "graphadmin.runtime.hotcache"}
     return [c for c in callbacks if getattr(c, "__module__", None) not in bookkeeping]

@@ -7,7 +7,8 @@
 - Every environment variable the product reads is in docs/configuration.md.
 - Every management command and every make target is in docs/running.md.
 - Every repository path docs/conventions.md names exists (in its tree, a name under a top folder is looked
-  for under that folder), and every decision record the code cites exists.
+  for under that folder), its tree names every module at the root of each app, and every decision record the
+  code cites exists.
 
 Read from the files (``ast`` for the code), nothing is imported and no database is used.
 """
@@ -159,6 +160,33 @@ def missing_paths(text: str, root: Path = ROOT) -> list[str]:
     return missing
 
 
+# Modules every Django app has, that the tree need not name.
+UNLISTED = {"__init__.py", "apps.py"}
+
+
+def unlisted_modules(text: str, root: Path = ROOT, apps: tuple[str, ...] = APPS) -> list[str]:
+    """The modules at the root of each app (``graphadmin/tenancy.py``) that no line of the page's fenced tree
+    names under that app's top line: the tree lists where code goes, so a module it leaves out has no place."""
+    named: dict[str, set[str]] = {}
+    in_block, top = False, ""
+    for line in text.splitlines():
+        if line.startswith("```"):
+            in_block, top = not in_block, ""
+            continue
+        if not in_block or not line.strip():
+            continue
+        if not line.startswith(" "):
+            first = line.split()[0].rstrip(",")
+            top = first.rstrip("/") if first.endswith("/") else ""
+        named.setdefault(top, set()).update(token.rsplit("/", 1)[-1] for token in REPO_PATH.findall(line))
+    return [
+        f"{app}/{path.name}"
+        for app in apps
+        for path in sorted((root / app).glob("*.py"))
+        if path.name not in UNLISTED and path.name not in named.get(app, set())
+    ]
+
+
 def product_modules() -> list[Path]:
     """Every module of the three apps but their migrations."""
     return [p for app in APPS for p in sorted((ROOT / app).rglob("*.py")) if "migrations" not in p.parts]
@@ -188,6 +216,11 @@ def test_every_path_the_conventions_name_exists():
     assert len(REPO_PATH.findall(text)) > 100  # the page's tree and prose are read, not skipped
     missing = missing_paths(text)
     assert missing == [], "docs/conventions.md names paths that do not exist: " + ", ".join(missing)
+
+
+def test_the_conventions_tree_names_every_module_of_each_app():
+    unlisted = unlisted_modules((DOCS / "conventions.md").read_text())
+    assert unlisted == [], "docs/conventions.md's tree (The modules) leaves out: " + ", ".join(unlisted)
 
 
 def test_every_decision_the_code_cites_exists():
@@ -254,6 +287,14 @@ def test_the_checks_see_what_they_look_for(tmp_path):
         "nowhere.py (repository)",
         "app/none/ (repository)",
         "lost.py (app/)",
+    ]
+    (tmp_path / "app" / "apps.py").write_text("")
+    (tmp_path / "app" / "left_out.py").write_text("")
+    (tmp_path / "app" / "sub" / "here.py").write_text("")
+    assert unlisted_modules(page_text, tmp_path, ("app",)) == ["app/left_out.py"]
+    assert unlisted_modules(page_text.replace("  here.py    ok\n", ""), tmp_path, ("app",)) == [
+        "app/here.py",
+        "app/left_out.py",
     ]
     assert found == [
         "missing.md (no such file)",

@@ -9,7 +9,7 @@ here) injects its own <style> unless an element with a given id exists: plotly-c
 plotly, puts an empty one there for each such id found in the script. Run after upgrading plotly:
 
     .venv/bin/python tools/plotly_css.py           # writes the file
-    .venv/bin/python tools/plotly_css.py --check   # exit 1 if the file is stale (tests/graphadmin/test_csp.py)
+    .venv/bin/python tools/plotly_css.py --check   # exit 1 if the file is stale (tests/system/test_csp.py)
 """
 
 from __future__ import annotations

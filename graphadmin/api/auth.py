@@ -23,7 +23,7 @@ from knox.settings import CONSTANTS
 from rest_framework.exceptions import AuthenticationFailed, Throttled
 from rest_framework.throttling import BaseThrottle, SimpleRateThrottle
 
-from graphadmin import hotcache
+from graphadmin.runtime import hotcache
 
 log = logging.getLogger(__name__)
 
@@ -115,8 +115,8 @@ class TokenAuthentication(KnoxTokenAuthentication):
             raise
 
     def authenticate_credentials(self, token):
-        """knox's check, its answer kept briefly per process (graphadmin.hotcache: a revoked token, a deactivated
-        user or a password change is seen by the next call; an expired token is refused at its expiry)."""
+        """knox's check, its answer kept briefly per process (graphadmin.runtime.hotcache: a revoked token, a
+        deactivated user or a password change is seen by the next call; an expired token is refused at its expiry)."""
         try:
             digest = hash_token(token.decode())
         except (TypeError, ValueError, UnicodeDecodeError):

@@ -14,7 +14,8 @@ from django.db.models.lookups import GreaterThan
 from django.urls import reverse
 from pgvector.django import HnswIndex, VectorField
 
-from graphadmin import clock, hotcache
+from graphadmin import clock
+from graphadmin.runtime import hotcache
 
 from .tenancy import Organization, TenantQuerySet
 
@@ -77,7 +78,7 @@ class Graph(models.Model):
 
     def current_policy(self):
         """The newest PolicyRevision of this graph (kept briefly per process: a new revision is seen at once,
-        graphadmin.hotcache)."""
+        graphadmin.runtime.hotcache)."""
         return hotcache.current_policy(self.pk, lambda: self.policy_revisions.order_by("-revision").first())
 
 

@@ -22,6 +22,7 @@ from __future__ import annotations
 import os
 import threading
 import uuid
+from pathlib import Path
 from time import monotonic
 
 from kombu.transport import filesystem
@@ -74,3 +75,10 @@ class Channel(filesystem.Channel):
 
 class Transport(filesystem.Transport):
     Channel = Channel
+
+
+def make_folders(queue_dir: Path) -> None:
+    """The queue's folder and its result backend's (``results/``), if missing: kombu lists the one and Celery's
+    file backend refuses to start without the other. Called by each process as it configures Celery
+    (graphadmin/celery.py), so a fresh clone needs no folder made beforehand."""
+    (queue_dir / "results").mkdir(parents=True, exist_ok=True)

@@ -15,7 +15,7 @@ from feedback import analysis
 from feedback.analysis import SessionRank
 from feedback.models import AgentSession
 from tests.conftest import HASHING
-from tests.graphadmin.test_dashboard_roles_e2e import W0, _session, build
+from tests.system.test_dashboard_roles_e2e import W0, _session, build
 
 # --------------------------------------------------------------------------------------------------
 # The statistics (no database)

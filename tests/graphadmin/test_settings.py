@@ -34,3 +34,45 @@ def test_the_key_make_run_generated_serves_the_commands_beside_it(tmp_path):
 
 def test_starts_with_a_secret_key():
     assert _django_check(DEBUG="false", SECRET_KEY="x" * 50).returncode == 0
+
+
+_FOLDERS = """
+import os, sys
+from pathlib import Path
+from django.conf import settings
+local, queue, static = (Path(p) for p in sys.argv[1:])
+settings.INSTALLED_APPS  # the settings read
+print("settings", sorted(p.name for p in local.iterdir()))
+import django
+django.setup()
+print("setup", static.is_dir(), queue.exists())
+from graphadmin.celery import app
+app.conf.broker_url  # Celery configured, as a worker, beat or a web process sending a task does
+print("celery", (queue / "results").is_dir())
+"""
+
+
+def test_the_settings_make_no_folder_each_is_made_where_it_is_first_needed(tmp_path):
+    """Reading the settings creates nothing; the app's ready() makes STATIC_ROOT (WhiteNoise reads it as a web
+    process starts) and configuring Celery makes the filesystem broker's queue and results folders."""
+    local, queue, static = tmp_path / "local", tmp_path / "local" / "queue", tmp_path / "local" / "static"
+    local.mkdir()
+    environment = {k: v for k, v in os.environ.items() if not k.startswith(("CELERY_", "STATIC_ROOT"))}
+    environment.update(
+        DJANGO_SETTINGS_MODULE="graphadmin.settings",
+        SECRET_KEY="x",
+        DEBUG="1",
+        GRAPHADMIN_LOCAL_DIR=str(local),
+        CELERY_QUEUE_DIR=str(queue),
+        STATIC_ROOT=str(static),
+    )
+    result = subprocess.run(
+        [sys.executable, "-c", _FOLDERS, str(local), str(queue), str(static)],
+        cwd=ROOT,
+        env=environment,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.splitlines() == ["settings []", "setup True False", "celery True"]

@@ -1,6 +1,6 @@
 """Issue 17's pages and controls in headless Chromium, as each role: what each sees, what each is refused.
 
-One live server and one set of rows for the whole module (``tests.site.live_site``): acme's cast
+One live server and one set of rows for the whole module (``tests.system.site.live_site``): acme's cast
 (alice admin, oscar operator, ana analyst, rita reviewer; passwords ``pw-<name>``) on the ranked graph
 of tests/conftest.py, with three weeks of sessions on a simulated clock (a policy change and a decay
 run among them) and daily rollups; mallory (globex) must get 404 everywhere. The pages: learning at a
@@ -26,7 +26,7 @@ from graphadmin.models import Edge, EdgeType, Membership, Node, Organization, Po
 from ranking import service
 from ranking.subgraph import injection_subgraph
 from tests.conftest import EDGES, HASHING, TEXTS
-from tests.site import module_site
+from tests.system.site import module_site
 
 pytestmark = pytest.mark.browser
 

@@ -3,7 +3,7 @@ picked sessions and the policy's numbers under plain headings (operators); learn
 overview, for every role; rollbacks previewed, finished when partial, undone as "undo this rollback", and a
 rollback that restored nothing saying so.
 
-The rows are those of tests/graphadmin/test_dashboard_roles_e2e.py (``build``: acme's cast on the ranked graph
+The rows are those of tests/system/test_dashboard_roles_e2e.py (``build``: acme's cast on the ranked graph
 with three weeks of sessions), plus two manual batches for the rollback tests.
 """
 
@@ -14,8 +14,8 @@ import pytest
 from feedback import actions
 from feedback.models import UpdateBatch
 from tests.conftest import HASHING
-from tests.graphadmin.test_dashboard_roles_e2e import USERS, build
-from tests.site import module_site
+from tests.system.site import module_site
+from tests.system.test_dashboard_roles_e2e import USERS, build
 
 pytestmark = pytest.mark.browser
 

@@ -3,7 +3,7 @@ revision (with the note typed beside it) that is listed, marked on the learning 
 help" and restored with its revision; a rollback that leaves conflicts alone stores the batch as partially
 rolled back, shown on its page and in the batch list, and filterable.
 
-The rows are those of tests/graphadmin/test_dashboard_roles_e2e.py (``build``: r1, and r2 "more similarity"
+The rows are those of tests/system/test_dashboard_roles_e2e.py (``build``: r1, and r2 "more similarity"
 three weeks ago), plus a manual batch of two edge weights, one of which a later batch changed again. The
 tests that write run last, in file order: the operator's priority change (r3), the admin's restore of r2 (r4),
 the operator's rollback.
@@ -17,8 +17,8 @@ from feedback import actions
 from feedback.models import UpdateBatch
 from graphadmin.models import EdgeType, PolicyRevision
 from tests.conftest import HASHING
-from tests.graphadmin.test_dashboard_roles_e2e import USERS, build
-from tests.site import module_site
+from tests.system.site import module_site
+from tests.system.test_dashboard_roles_e2e import USERS, build
 
 pytestmark = pytest.mark.browser
 

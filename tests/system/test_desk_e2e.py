@@ -3,7 +3,7 @@ explanation first and in plain words, the organization admin administering throu
 page, the analyst's agent filter (load-test sessions out of every chart and the CSV), a 403 that names the
 role, and no page wider than a 390 px screen.
 
-The rows are those of tests/graphadmin/test_dashboard_roles_e2e.py (``build``: acme's cast on the ranked graph
+The rows are those of tests/system/test_dashboard_roles_e2e.py (``build``: acme's cast on the ranked graph
 with three weeks of sessions, a policy change and a decay run), plus the load test's traffic: sessions of the
 service account ``loadtest-agent`` that used nothing and were rejected. ``alice`` (admin) is staff with no
 Django model permission, as ``ensure_demo`` makes the demo's admin.
@@ -24,8 +24,8 @@ from feedback.models import AgentSession, UpdateBatch
 from graphadmin.models import Membership
 from ranking.subgraph import injection_subgraph
 from tests.conftest import HASHING
-from tests.graphadmin.test_dashboard_roles_e2e import USERS, W0, _session, build
-from tests.site import module_site
+from tests.system.site import module_site
+from tests.system.test_dashboard_roles_e2e import USERS, W0, _session, build
 
 pytestmark = pytest.mark.browser
 

@@ -16,8 +16,8 @@ import pytest
 
 from feedback.models import WeightHistory
 from tests.conftest import HASHING
-from tests.graphadmin.test_desk_e2e import build_with_load
-from tests.site import module_site
+from tests.system.site import module_site
+from tests.system.test_desk_e2e import build_with_load
 
 pytestmark = pytest.mark.browser
 

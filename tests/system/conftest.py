@@ -1,4 +1,7 @@
-"""Fixtures of the dashboard's role-by-role browser tests (test_dashboard_roles_e2e, test_desk_e2e).
+"""The system tests: the whole product driven from outside (the dashboard in a browser as each role, screenshots,
+a broker outage, hostile input, a live server), beside the tests of each app's modules in tests/<app>/.
+
+Fixtures of the dashboard's role-by-role browser tests (test_dashboard_roles_e2e, test_desk_e2e).
 
 Each of those modules builds its own ``site`` (a live server on its rows) and ``browser``; these log each
 user in once per module and check every page a test ended on for Content-Security-Policy refusals.

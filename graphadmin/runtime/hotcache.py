@@ -4,7 +4,7 @@ caller's role in it, and the graph's current policy revision.
 Without it a context call spent three to four queries before its own work: knox's token lookup and its
 sweep of the user's other tokens, ``graph_access``'s graph-and-role query and ``current_policy``.
 
-Correctness rests on two things, both tested (tests/graphadmin/test_hotcache.py):
+Correctness rests on two things, both tested (tests/graphadmin/runtime/test_hotcache.py):
 
 * **A version, bumped on every change.** Saving or deleting what an entry was built from (an API token, a
   user, a membership, an organization, a graph, a policy revision, an edge type) writes a new random

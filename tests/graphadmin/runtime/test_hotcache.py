@@ -1,4 +1,4 @@
-"""The per-process cache of tokens, graph roles and policies (graphadmin.hotcache): used on the next call, and
+"""The per-process cache of tokens, graph roles and policies (graphadmin.runtime.hotcache): used on the next call, and
 never past a change of what it holds (revocation, expiry, a deactivated user, a role, a policy revision)."""
 
 from __future__ import annotations
@@ -13,9 +13,10 @@ from django.utils import timezone
 from rest_framework.test import APIClient
 
 from feedback.models import ContextInjection
-from graphadmin import actions, hotcache
+from graphadmin import actions
 from graphadmin.accounts import create_token, do_revoke_tokens
 from graphadmin.models import Membership
+from graphadmin.runtime import hotcache
 
 pytestmark = pytest.mark.django_db
 

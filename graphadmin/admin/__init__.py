@@ -15,7 +15,7 @@ from django.contrib.auth.admin import UserAdmin
 from django.db.models import Q
 
 from graphadmin import actions
-from graphadmin.admin_tenancy import ReadOnlyAdmin, TenantAdmin, check_graph, may
+from graphadmin.admin.tenancy import ReadOnlyAdmin, TenantAdmin, check_graph, may
 from graphadmin.models import (
     AuditEvent,
     Edge,

@@ -11,7 +11,7 @@ import pytest
 
 from tests.browser import chromium, csp_violations, login, watch_csp
 from tests.conftest import ROOT
-from tests.graphadmin.test_dashboard_e2e import _pages, activity  # noqa: F401 (the fixture)
+from tests.system.test_dashboard_e2e import _pages, activity  # noqa: F401 (the fixture)
 
 POLICY = {
     "default-src": "'self'",
