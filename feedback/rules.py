@@ -1,6 +1,6 @@
 """The learning rules, pure: no Django, no database.
 
-The arithmetic every feedback write applies (the set-based statements in ``queries`` compute the
+The arithmetic every feedback write applies (the set-based statements in ``queries.weights`` compute the
 same expressions in SQL, row by row), the period arithmetic of decay, implicit-use detection, path
 credit, and the checks an action runs on its input before it touches the database. Tested without
 a database (``tests/feedback/test_rules.py``); the database tests check that the statements give
@@ -311,7 +311,7 @@ USED_WEIGHT = 1.0
 
 
 def answered_after(weight: float, evidence: str) -> float:
-    """The ``answered`` edge's weight after one piece of evidence (the SQL of ``queries.TEACH`` computes the same).
+    """The ``answered`` edge's weight after one piece of evidence (``queries.weights.TEACH`` computes the same).
 
     A use counts at full strength on its first report (w = 1), a flag fully against (w = 0): one agent
     that found the note useful (or wrong) for this question is the strongest evidence there is. A note
