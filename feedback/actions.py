@@ -24,7 +24,6 @@ is always 0: the field is reported so callers need not assume it.
 
 from __future__ import annotations
 
-import functools
 import logging
 import time
 import uuid
@@ -61,7 +60,6 @@ from .rules import ManualValue, UseItem
 __all__ = [
     "CO_USED",
     "DECAY_CHUNK",
-    "FeedbackError",
     "ManualValue",
     "Result",
     "RollbackRefused",
@@ -88,34 +86,6 @@ CO_USED_DESCRIPTION = (
 )
 
 
-class FeedbackError(InputError, rules.FeedbackError):
-    """What the actions raise for input they refuse: the pure rules' FeedbackError as the domain's InputError.
-
-    ``rules`` stays free of the project's imports, so its error is turned into this one once, at the
-    boundary of the write path (``_refusing_input``); every medium then maps it as an InputError (a 400).
-    """
-
-    def __init__(self, field: str, message: str):
-        Exception.__init__(self, f"{field}: {message}")
-        self.errors = {field: [message]}
-        self.field, self.message = field, message
-
-
-def _refusing_input(action):
-    """Raise the rules' FeedbackError out of ``action`` as ``FeedbackError`` (an InputError)."""
-
-    @functools.wraps(action)
-    def run(*args, **kwargs):
-        try:
-            return action(*args, **kwargs)
-        except rules.FeedbackError as exc:
-            if isinstance(exc, InputError):
-                raise
-            raise FeedbackError(exc.field, exc.message) from exc
-
-    return run
-
-
 class RollbackRefused(Conflict):
     """A batch that cannot be rolled back (already rolled back, or its history has expired): the API's 409."""
 
@@ -123,10 +93,17 @@ class RollbackRefused(Conflict):
         super().__init__(message, body={"status": "already_rolled_back", "reason": message})
 
 
+def _refuse(refusal: rules.Refusal | None) -> None:
+    """Raise a refusal of the rules (their checks return it) as the domain's InputError naming its field."""
+    if refusal is not None:
+        raise InputError.field(refusal.field, refusal.message)
+
+
 def _bounded(name: str, value, policy_value):
-    """A per-call override of a policy rate, checked against the policy's bounds (``rules.bounded``)."""
+    """A per-call override of a policy rate, checked against the policy's bounds (``rules.out_of_bounds``)."""
     _default, lo, hi, _integer, _help = POLICY_NUMBERS[name]
-    return rules.bounded(name, value, policy_value, lo, hi)
+    _refuse(rules.out_of_bounds(name, value, lo, hi))
+    return rules.bounded(value, policy_value)
 
 
 def _check_targets(graph: Graph, items: list[UseItem]) -> None:
@@ -147,7 +124,6 @@ def _feedback_disabled(graph: Graph, session: AgentSession) -> Result:
 # 1. Use reports and reinforcement
 
 
-@_refusing_input
 def do_record_uses(
     session: AgentSession,
     items: list[UseItem],
@@ -180,7 +156,8 @@ def do_record_uses(
         return _feedback_disabled(graph, session)
     if not items:
         return fall_through("nothing_reported", "no items were reported", graph=graph.pk, session=session.external_id)
-    unique = rules.unique_uses(items, SIGNALS)
+    _refuse(rules.refused_uses(items, SIGNALS))
+    unique = rules.unique_uses(items)
     policy = policy or graph.current_policy()
     lr = _bounded("learning_rate", learning_rate, policy.learning_rate)
     neg = _bounded("negative_rate", learning_rate, policy.negative_rate)
@@ -303,7 +280,6 @@ def _insert_use_events(session: AgentSession, targets: list[tuple[UseItem, str]]
     return sorted(pk for (pk,) in rows)  # ids are drawn in insertion order (the arrays' order)
 
 
-@_refusing_input
 def do_record_response(
     session: AgentSession, response: str, *, actor, idempotency_key: str | None = None, policy=None
 ) -> Result:
@@ -496,7 +472,6 @@ def _answered_type(graph: Graph) -> int:
 # 2. Outcome EMA
 
 
-@_refusing_input
 def do_apply_outcome(
     graph: Graph,
     external_id: str,
@@ -520,7 +495,7 @@ def do_apply_outcome(
     without it, the current one is read in the statement that locks the session.
     """
     started = time.perf_counter()
-    rules.check_choice("outcome", outcome, OUTCOMES)
+    _refuse(rules.not_one_of("outcome", outcome, OUTCOMES))
     alpha = _bounded("ema_alpha", alpha, None)  # an override is checked first; the policy's is read below
     context = {"graph": graph.pk, "session": external_id, "outcome": outcome}
     if not graph.feedback_enabled:
@@ -645,7 +620,6 @@ def do_apply_report(
 # 3. Decay and the normalize ceiling
 
 
-@_refusing_input
 def do_decay(
     graph: Graph, *, actor, now: datetime | None = None, chunk_size: int = DECAY_CHUNK, dry_run: bool = False
 ) -> Result:
@@ -689,7 +663,6 @@ def do_decay(
     )
 
 
-@_refusing_input
 def do_normalize(graph: Graph, *, actor, chunk_size: int = DECAY_CHUNK, idempotency_key: str | None = None) -> Result:
     """Rescale the weights of the graph's live edges so the largest is 1.0 (the ``normalize`` ceiling mode).
 
@@ -726,11 +699,10 @@ def do_normalize(graph: Graph, *, actor, chunk_size: int = DECAY_CHUNK, idempote
 # 4. Manual set
 
 
-@_refusing_input
 def do_set_weights(graph: Graph, values: list[ManualValue], *, actor, reason: str = "") -> Result:
     """Set weights by hand (kind ``manual``): one batch, audited with the reason."""
     started = time.perf_counter()
-    rules.check_manual_values(values)
+    _refuse(rules.refused_manual_values(values))
     with transaction.atomic():
         _check_targets(graph, [UseItem(v.kind, v.id, "explicit") for v in values])
         batch = ledger.start_batch(graph, "manual", actor, details={"reason": reason})
