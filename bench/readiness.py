@@ -75,9 +75,7 @@ def main(argv=None) -> int:
         print(f"{name:>18}: median {statistics.median(values):8.3f} ms/call  rounds {[round(v, 3) for v in values]}")
     params = {"graphs": [graph.pk], "evidence": readiness.EVIDENCE_EDGE_TYPE, "no_type": readiness.NO_TYPE}
     with connection.cursor() as cur:
-        cur.execute(
-            "EXPLAIN (ANALYZE) " + readiness.VECTORS_PENDING.as_string(None), {**params, "task": readiness.EMBED_TASK}
-        )
+        cur.execute("EXPLAIN (ANALYZE) " + readiness.VECTORS_PENDING, {**params, "task": readiness.EMBED_TASK})
         print("\n".join(row[0] for row in cur.fetchall()[-2:]))
     return 0
 

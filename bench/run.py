@@ -741,8 +741,9 @@ class Bench:
     def decay_and_rollback(self, rounds: int):
         from django.db import connection, transaction
 
-        from feedback import actions, queries
+        from feedback import actions
         from feedback.models import UpdateBatch
+        from feedback.queries import weights
 
         policy = self.graph.current_policy()
         rate, floor_w = policy.decay_rate, policy.weight_floor
@@ -752,7 +753,7 @@ class Bench:
         edges = 0
         for r in range(max(rounds, 7)):  # decay rounds are short: a few more of them steady the median
             now = start + timedelta(days=7 * r)
-            _period, _start, cutoff = queries.decay_period(self.graph, now)
+            _period, _start, cutoff = weights.decay_period(self.graph, now)
             _vacuum_edges()
             t = time.perf_counter()
             with transaction.atomic(), connection.cursor() as cur:

@@ -7,7 +7,7 @@ path), and nothing else in this module writes. Each one:
 - takes the acting user, or a task label such as ``"task:decay"``, as the keyword-only ``actor``;
 - writes one ``UpdateBatch`` (``ledger``), its history (``WeightChange`` rows, or ``WeightChangeBlock``
   arrays for the bulk writes over id ranges) and one ``AuditEvent``;
-- changes weights with one set-based statement per step (``queries``: no Python loop issuing
+- changes weights with one set-based statement per step (``queries.weights``: no Python loop issuing
   per-row queries), computing the rules of ``rules``;
 - returns a ``Result`` with node_updates, edge_updates, triplet_embeddings and duration_ms.
 
@@ -15,7 +15,7 @@ Lock order, everywhere: the session row, then edges by id, then nodes by id, the
 organization's audit advisory lock. Concurrent writers therefore queue instead of deadlocking, and
 since each statement reads the *locked* value as ``before``, no update is lost. Rows are locked
 ``FOR NO KEY UPDATE`` (no weight is a key), so a writer never blocks the foreign-key checks that a
-context call's COMMIT makes on the same rows (``queries``: lock mode).
+context call's COMMIT makes on the same rows (``queries.weights``: lock mode).
 
 Weights moved here never touch ``updated_at`` (it tracks content edits) nor triplet embeddings
 (the triplet text "source -> type -> target" does not contain weights), so ``triplet_embeddings``
@@ -24,7 +24,6 @@ is always 0: the field is reported so callers need not assume it.
 
 from __future__ import annotations
 
-import functools
 import logging
 import time
 import uuid
@@ -40,9 +39,10 @@ from graphadmin.embeddings import configured_model, embed_texts
 from graphadmin.errors import Conflict, InputError
 from graphadmin.models import Edge, EdgeType, Graph, Node
 from graphadmin.models.policy import POLICY_NUMBERS
+from graphadmin.models.sql import execute, fetch, fetch_all
 from graphadmin.vault.plan import triplet_text
 
-from . import ledger, queries, records, rules
+from . import ledger, records, rules
 from .ledger import DECAY_CHUNK, Result, fall_through
 from .models import (
     OUTCOMES,
@@ -53,13 +53,13 @@ from .models import (
     WeightChange,
     WeightChangeBlock,
 )
+from .queries import weights
 from .report import Report, unknown_item
 from .rules import ManualValue, UseItem
 
 __all__ = [
     "CO_USED",
     "DECAY_CHUNK",
-    "FeedbackError",
     "ManualValue",
     "Result",
     "RollbackRefused",
@@ -86,34 +86,6 @@ CO_USED_DESCRIPTION = (
 )
 
 
-class FeedbackError(InputError, rules.FeedbackError):
-    """What the actions raise for input they refuse: the pure rules' FeedbackError as the domain's InputError.
-
-    ``rules`` stays free of the project's imports, so its error is turned into this one once, at the
-    boundary of the write path (``_refusing_input``); every medium then maps it as an InputError (a 400).
-    """
-
-    def __init__(self, field: str, message: str):
-        Exception.__init__(self, f"{field}: {message}")
-        self.errors = {field: [message]}
-        self.field, self.message = field, message
-
-
-def _refusing_input(action):
-    """Raise the rules' FeedbackError out of ``action`` as ``FeedbackError`` (an InputError)."""
-
-    @functools.wraps(action)
-    def run(*args, **kwargs):
-        try:
-            return action(*args, **kwargs)
-        except rules.FeedbackError as exc:
-            if isinstance(exc, InputError):
-                raise
-            raise FeedbackError(exc.field, exc.message) from exc
-
-    return run
-
-
 class RollbackRefused(Conflict):
     """A batch that cannot be rolled back (already rolled back, or its history has expired): the API's 409."""
 
@@ -121,16 +93,23 @@ class RollbackRefused(Conflict):
         super().__init__(message, body={"status": "already_rolled_back", "reason": message})
 
 
+def _refuse(refusal: rules.Refusal | None) -> None:
+    """Raise a refusal of the rules (their checks return it) as the domain's InputError naming its field."""
+    if refusal is not None:
+        raise InputError.field(refusal.field, refusal.message)
+
+
 def _bounded(name: str, value, policy_value):
-    """A per-call override of a policy rate, checked against the policy's bounds (``rules.bounded``)."""
+    """A per-call override of a policy rate, checked against the policy's bounds (``rules.out_of_bounds``)."""
     _default, lo, hi, _integer, _help = POLICY_NUMBERS[name]
-    return rules.bounded(name, value, policy_value, lo, hi)
+    _refuse(rules.out_of_bounds(name, value, lo, hi))
+    return rules.bounded(value, policy_value)
 
 
 def _check_targets(graph: Graph, items: list[UseItem]) -> None:
     """Refuse items that are not live nodes/edges of this graph (another graph's ids read as unknown),
     in the intake's words and error (``report.unknown_item``)."""
-    unknown = queries.unknown_target(graph, items)
+    unknown = weights.unknown_target(graph, items)
     if unknown:
         raise unknown_item(*unknown)
 
@@ -145,7 +124,6 @@ def _feedback_disabled(graph: Graph, session: AgentSession) -> Result:
 # 1. Use reports and reinforcement
 
 
-@_refusing_input
 def do_record_uses(
     session: AgentSession,
     items: list[UseItem],
@@ -178,7 +156,8 @@ def do_record_uses(
         return _feedback_disabled(graph, session)
     if not items:
         return fall_through("nothing_reported", "no items were reported", graph=graph.pk, session=session.external_id)
-    unique = rules.unique_uses(items, SIGNALS)
+    _refuse(rules.refused_uses(items, SIGNALS))
+    unique = rules.unique_uses(items)
     policy = policy or graph.current_policy()
     lr = _bounded("learning_rate", learning_rate, policy.learning_rate)
     neg = _bounded("negative_rate", learning_rate, policy.negative_rate)
@@ -186,7 +165,7 @@ def do_record_uses(
     with transaction.atomic():
         # The session row orders concurrent reports of one session, so "once per session" holds; the
         # checks below run after the lock, so a report that waited sees what the first one committed.
-        queries.fetch(queries.LOCK_SESSION, {"graph": session.graph_id, "session": session.pk})
+        fetch(weights.LOCK_SESSION, {"graph": session.graph_id, "session": session.pk})
         replay = _replayed(graph, idempotency_key)
         if replay is not None:
             return replay
@@ -209,7 +188,7 @@ def do_record_uses(
             transaction.set_rollback(True)
             return ledger.existing(done)
         params = _reinforce_params(batch, targets, events, lr, neg)
-        edge_updates, node_updates, archived_edges, archived_nodes = queries.fetch(queries.REINFORCE, params)
+        edge_updates, node_updates, archived_edges, archived_nodes = fetch(weights.REINFORCE, params)
         _refuse_archived_meanwhile(items, reported, archived_edges, archived_nodes)
         # Counted apart (details.answered): edge_updates keeps counting what the report moved in the graph.
         batch.details["answered"] = _teach(batch, session, *_use_evidence(session, reported))
@@ -240,7 +219,7 @@ def _refuse_archived_meanwhile(items, reported, archived_edges, archived_nodes) 
 def _replayed(graph, idempotency_key: str | None) -> Result | None:
     """The result of the batch this idempotency key already committed, if any."""
     if idempotency_key:
-        done = queries.fetch(queries.BATCH_BY_KEY, {"graph": graph.pk, "key": idempotency_key})
+        done = fetch(weights.BATCH_BY_KEY, {"graph": graph.pk, "key": idempotency_key})
         if done:
             return ledger.existing(UpdateBatch.objects.get(graph_id=graph.pk, pk=done[0]))
     return None
@@ -249,7 +228,7 @@ def _replayed(graph, idempotency_key: str | None) -> Result | None:
 def _uncredited_targets(session: AgentSession, unique: list[UseItem], source: str) -> list[tuple[UseItem, str]]:
     """The reported items and the edges on the paths that surfaced them, as (item, source), without
     those already credited (or flagged) in this session."""
-    path, credited = queries.credit_targets(session, unique)
+    path, credited = weights.credit_targets(session, unique)
     targets = [(i, source) for i in unique] + [(i, "path") for i in path]
     return [(i, s) for i, s in targets if (i.kind, i.id) not in credited]
 
@@ -285,8 +264,8 @@ def _reinforce_params(batch, targets, events, lr: float, neg: float) -> dict:
 
 def _insert_use_events(session: AgentSession, targets: list[tuple[UseItem, str]]) -> list[int]:
     """One UseEvent per (item, source), in one statement; their ids in the same order."""
-    rows = queries.fetch_all(
-        queries.INSERT_USE_EVENTS,
+    rows = fetch_all(
+        weights.INSERT_USE_EVENTS,
         {
             "graph": session.graph_id,
             "session": session.pk,
@@ -301,7 +280,6 @@ def _insert_use_events(session: AgentSession, targets: list[tuple[UseItem, str]]
     return sorted(pk for (pk,) in rows)  # ids are drawn in insertion order (the arrays' order)
 
 
-@_refusing_input
 def do_record_response(
     session: AgentSession, response: str, *, actor, idempotency_key: str | None = None, policy=None
 ) -> Result:
@@ -313,7 +291,7 @@ def do_record_response(
     graph = session.graph
     if not graph.feedback_enabled:
         return _feedback_disabled(graph, session)
-    candidates = queries.selected_candidates(session)
+    candidates = weights.selected_candidates(session)
     if not candidates:
         return fall_through(
             "nothing_surfaced", "the session has no selected candidates", graph=graph.pk, session=session.external_id
@@ -359,8 +337,8 @@ def reused():
 def _question_of(graph: Graph, vector, model: str, query: str, session: AgentSession) -> int:
     """The question node of a query: the graph's nearest question at least MERGE_SIMILARITY alike (a
     near-duplicate is the same question), else a new one (kind ``question``, the query as title and text)."""
-    row = queries.fetch(
-        queries.NEAREST_QUESTION,
+    row = fetch(
+        weights.NEAREST_QUESTION,
         {"graph": graph.pk, "query": rules.vector_text(vector), "kind": rules.QUESTION_KIND, "model": model},
     )
     if row is not None and row[1] is not None and row[1] >= rules.MERGE_SIMILARITY:
@@ -381,11 +359,11 @@ def _question_of(graph: Graph, vector, model: str, query: str, session: AgentSes
 def _use_evidence(session: AgentSession, items: list[UseItem]) -> tuple[dict[tuple[int, int], str], dict]:
     """(injection id, node id) -> evidence for reported node uses and flags: the injection the item names,
     else every injection of the session that selected the node; and the session's questions
-    (``queries.Shown.asked``, read in the same statement)."""
+    (``weights.Shown.asked``, read in the same statement)."""
     nodes = [i for i in items if i.kind == "node"]
     if not nodes:
         return {}, {}
-    session_shown = queries.session_shown(session)
+    session_shown = weights.session_shown(session)
     evidence = {}
     for item in nodes:
         what = rules.FLAGGED if item.signal == "negative" else rules.USED
@@ -399,8 +377,8 @@ def _use_evidence(session: AgentSession, items: list[UseItem]) -> tuple[dict[tup
 
 def _outcome_evidence(session: AgentSession, outcome: str) -> tuple[dict[tuple[int, int], str], dict]:
     """(injection id, node id) -> evidence the outcome gives the notes shown and not reported
-    (``rules.session_evidence``); and the session's questions (``queries.Shown.asked``)."""
-    found = queries.session_shown(session)
+    (``rules.session_evidence``); and the session's questions (``weights.Shown.asked``)."""
+    found = weights.session_shown(session)
     evidence = {}
     for injection, nodes in found.shown.items():
         for node, what in rules.session_evidence(outcome, nodes, found.used, found.flagged).items():
@@ -411,9 +389,9 @@ def _outcome_evidence(session: AgentSession, outcome: str) -> tuple[dict[tuple[i
 def _teach(batch: UpdateBatch, session: AgentSession, evidence: dict[tuple[int, int], str], asked: dict) -> int:
     """Write question-conditional evidence in ``batch``: (injection id, node id) -> evidence
     (``rules.EVIDENCE``). Each injection with a query vector (``asked``: injection id -> vector, model,
-    query, the session's as ``queries.session_shown`` read them) maps to its question node (merged with
+    query, the session's as ``weights.session_shown`` read them) maps to its question node (merged with
     near-duplicates); the ``answered`` edges question -> note are created neutral where missing, then
-    moved (``queries.TEACH``) with their history in the batch, so its rollback takes the evidence back.
+    moved (``weights.TEACH``) with their history in the batch, so its rollback takes the evidence back.
     Returns the edge weights changed (the batch's ``details.answered``)."""
     if not evidence:
         return 0
@@ -442,8 +420,8 @@ def _teach(batch: UpdateBatch, session: AgentSession, evidence: dict[tuple[int, 
         "nodes": [n for _q, n in keys],
         "evidence": [merged[k] for k in keys],
     }
-    queries.execute(queries.INSERT_ANSWERED, params)
-    changed = queries.fetch(queries.TEACH, params)[0]
+    execute(weights.INSERT_ANSWERED, params)
+    changed = fetch(weights.TEACH, params)[0]
     if changed:
         _derive_evidence_similarity(graph.pk, memo[("answered", graph.pk)])
     return changed
@@ -460,12 +438,12 @@ def _derive_evidence_similarity(graph_id: int, answered_type: int | None = None)
     similarity ranking reads is always the one the graph's current evidence gives (a rollback of what taught
     it gives it back)."""
     if answered_type is None:
-        found = queries.fetch(queries.EDGE_TYPE_ID, {"graph": graph_id, "name": rules.ANSWERED})
+        found = fetch(weights.EDGE_TYPE_ID, {"graph": graph_id, "name": rules.ANSWERED})
         if found is None:
             return
         answered_type = found[0]
-    pairs = queries.fetch_all(
-        queries.QUESTION_PAIRS,
+    pairs = fetch_all(
+        weights.QUESTION_PAIRS,
         {
             "graph": graph_id,
             "kind": rules.QUESTION_KIND,
@@ -476,12 +454,12 @@ def _derive_evidence_similarity(graph_id: int, answered_type: int | None = None)
         },
     )
     similarity = rules.evidence_similarity((float(p), bool(a)) for p, a in pairs)
-    queries.execute(queries.SET_EVIDENCE_SIMILARITY, {"graph": graph_id, "similarity": similarity})
+    execute(weights.SET_EVIDENCE_SIMILARITY, {"graph": graph_id, "similarity": similarity})
 
 
 def _answered_type(graph: Graph) -> int:
     """The id of the graph's ``answered`` edge type, created on first use (one named SELECT when it exists)."""
-    found = queries.fetch(queries.EDGE_TYPE_ID, {"graph": graph.pk, "name": rules.ANSWERED})
+    found = fetch(weights.EDGE_TYPE_ID, {"graph": graph.pk, "name": rules.ANSWERED})
     if found is not None:
         return found[0]
     edge_type, _ = EdgeType.objects.get_or_create(
@@ -494,7 +472,6 @@ def _answered_type(graph: Graph) -> int:
 # 2. Outcome EMA
 
 
-@_refusing_input
 def do_apply_outcome(
     graph: Graph,
     external_id: str,
@@ -503,6 +480,7 @@ def do_apply_outcome(
     actor,
     alpha: float | None = None,
     idempotency_key: str | None = None,
+    policy=None,
 ) -> Result:
     """EMA on ``feedback_weight`` of every node and edge selected in the session's injections.
 
@@ -512,41 +490,45 @@ def do_apply_outcome(
     the previous outcome batch (it moves the weights from where they are, it does not undo the first:
     roll that back for that). Unknown session, no injection, nothing selected, feedback disabled:
     a logged no-op with that status. With ``idempotency_key`` (one per report) a retried task returns
-    the batch its first run wrote, even if another outcome was applied in between.
+    the batch its first run wrote, even if another outcome was applied in between. ``policy``: the
+    graph's current PolicyRevision when the caller has read it already (a drain reads it once per batch);
+    without it, the current one is read in the statement that locks the session.
     """
     started = time.perf_counter()
-    rules.check_choice("outcome", outcome, OUTCOMES)
+    _refuse(rules.not_one_of("outcome", outcome, OUTCOMES))
     alpha = _bounded("ema_alpha", alpha, None)  # an override is checked first; the policy's is read below
     context = {"graph": graph.pk, "session": external_id, "outcome": outcome}
     if not graph.feedback_enabled:
         return fall_through("feedback_disabled", "feedback is disabled for this graph", **context)
     with transaction.atomic():
-        state = _lock_outcome_session(graph, external_id, outcome, idempotency_key)
+        state = weights.lock_session_for_outcome(graph.pk, external_id, outcome, idempotency_key)
         settled = _outcome_settled(state, outcome, context)
         if settled is not None:
             return settled
-        session_id, current_outcome, _unchanged, _retry_id, previous_id, _inj, _sel = state[:7]
-        batch_id, revision, policy_alpha, score = state[7:11]
-        alpha = policy_alpha if alpha is None else alpha
+        revision, score = state.revision, state.score
+        if policy is not None:
+            revision, score = policy.revision, getattr(policy, f"outcome_{outcome}")
+        alpha = (state.alpha if policy is None else policy.ema_alpha) if alpha is None else alpha
+        previous_id = state.previous_id
         batch = ledger.new_batch(
             graph,
             "outcome",
             actor,
             key=idempotency_key,
-            id=batch_id,
+            id=state.batch_id,
             correction_of_id=previous_id,
             details={
                 "outcome": outcome,
                 "score": score,
                 "alpha": alpha,
                 "policy_revision": revision,
-                **({"correction_of": previous_id, "previous_outcome": current_outcome} if previous_id else {}),
+                **({"correction_of": previous_id, "previous_outcome": state.outcome} if previous_id else {}),
             },
         )
-        batch.trigger_session_id = session_id
-        _write_outcome(batch, session_id, outcome, alpha, score, started)
+        batch.trigger_session_id = state.session_id
+        _write_outcome(batch, state.session_id, outcome, alpha, score, started)
         # The session's row is locked and known: no need to read it again for its evidence.
-        session = AgentSession(pk=session_id, graph=graph, external_id=external_id, outcome=outcome)
+        session = AgentSession(pk=state.session_id, graph=graph, external_id=external_id, outcome=outcome)
         answered = _teach(batch, session, *_outcome_evidence(session, outcome))
         if answered:
             # Counted apart, as for a use report: edge_updates keeps counting the outcome EMA's changes.
@@ -557,37 +539,18 @@ def do_apply_outcome(
         )
 
 
-def _lock_outcome_session(graph: Graph, external_id: str, outcome: str, idempotency_key: str | None):
-    """Lock the session's row and read its facts (LOCK_SESSION_FOR_OUTCOME's row; None: unknown session)."""
-    lock = {
-        "graph": graph.pk,
-        "external_id": external_id,
-        "key": idempotency_key,
-        "outcome": outcome,
-        "batch_table": UpdateBatch._meta.db_table,
-    }
-    state = queries.fetch(queries.LOCK_SESSION_FOR_OUTCOME, lock)
-    if state is not None and not state[2]:
-        # We waited for the lock on a session another report changed after this statement began:
-        # its facts came from the statement's snapshot, so read them again (a new snapshot; we
-        # hold the lock now, so nothing changes in between).
-        state = queries.fetch(queries.LOCK_SESSION_FOR_OUTCOME, lock)
-    return state
-
-
-def _outcome_settled(state, outcome: str, context: dict) -> Result | None:
+def _outcome_settled(state: weights.OutcomeLock | None, outcome: str, context: dict) -> Result | None:
     """The answer when there is nothing to apply (unknown session, a retry, the same outcome again, no
     injection, nothing surfaced); None when the outcome is to be applied."""
     if state is None:
         return fall_through("unknown_session", "outcome for an unknown session", **context)
-    _session_id, current_outcome, _unchanged, retry_id, previous_id, has_injection, has_selected = state[:7]
-    if retry_id is not None:
-        return ledger.existing(UpdateBatch.objects.get(pk=retry_id))
-    if previous_id is not None and current_outcome == outcome:
-        return ledger.existing(UpdateBatch.objects.get(pk=previous_id))
-    if not has_injection:
+    if state.retry_id is not None:
+        return ledger.existing(UpdateBatch.objects.get(pk=state.retry_id))
+    if state.previous_id is not None and state.outcome == outcome:
+        return ledger.existing(UpdateBatch.objects.get(pk=state.previous_id))
+    if not state.has_injection:
         return fall_through("no_injection", "the session has no context injection", **context)
-    if not has_selected:
+    if not state.has_selected:
         return fall_through("nothing_surfaced", "the session's injections surfaced nothing", **context)
     return None
 
@@ -603,7 +566,7 @@ def _write_outcome(batch: UpdateBatch, session_id: int, outcome: str, alpha: flo
         "score": score,
         "elapsed_ms": (time.perf_counter() - started) * 1000.0,
     }
-    edges, nodes, finished_at, duration_ms = queries.fetch(queries.OUTCOME_WRITE, params)
+    edges, nodes, finished_at, duration_ms = fetch(weights.OUTCOME_WRITE, params)
     batch.edge_updates, batch.node_updates, batch.finished_at, batch.duration_ms = (
         edges,
         nodes,
@@ -639,7 +602,13 @@ def do_apply_report(
     if report.kind == "response":
         return do_record_response(session, report.response, actor=actor, idempotency_key=report.key, policy=policy)
     result = do_apply_outcome(
-        graph, session.external_id, report.outcome, actor=actor, alpha=report.alpha, idempotency_key=report.key
+        graph,
+        session.external_id,
+        report.outcome,
+        actor=actor,
+        alpha=report.alpha,
+        idempotency_key=report.key,
+        policy=policy,
     )
     if report.outcome == "accepted" and result.status == "applied":
         session.outcome = report.outcome
@@ -651,7 +620,6 @@ def do_apply_report(
 # 3. Decay and the normalize ceiling
 
 
-@_refusing_input
 def do_decay(
     graph: Graph, *, actor, now: datetime | None = None, chunk_size: int = DECAY_CHUNK, dry_run: bool = False
 ) -> Result:
@@ -665,19 +633,19 @@ def do_decay(
     the same period skips every chunk already applied. Archived edges, edges at or below the floor,
     and edges traversed since the cutoff (``rules.decay_period``) are untouched. The returned Result
     sums the run; ``details`` lists the chunk batches. ``dry_run`` counts what would change
-    (``queries.decay_preview``) and writes nothing.
+    (``weights.decay_preview``) and writes nothing.
     """
     started = time.perf_counter()
     policy = graph.current_policy()
-    period, _start, cutoff = queries.decay_period(graph, now, policy=policy)
+    period, _start, cutoff = weights.decay_period(graph, now, policy=policy)
     rate, floor = policy.decay_rate, policy.weight_floor
     details = {"period": period, "cutoff": cutoff.isoformat(), "rate": rate, "floor": floor}
     summary = {**details, "batches": [], "skipped_chunks": 0}
-    chunks = queries.chunk_ranges(graph, chunk_size)
+    chunks = weights.chunk_ranges(graph, chunk_size)
     if not chunks or rate >= 1.0:
         return Result("nothing_to_change", details=summary, duration_ms=ledger.elapsed_ms(started))
     if dry_run:
-        edges = queries.decay_preview(graph, now=now, limit=0)["edges"]
+        edges = weights.decay_preview(graph, now=now, limit=0)["edges"]
         return Result("dry_run", None, 0, edges, 0, ledger.elapsed_ms(started), details=summary)
     return ledger.run_chunks(
         graph,
@@ -687,15 +655,14 @@ def do_decay(
         chunk_size=chunk_size,
         started=started,
         key=f"decay:{graph.pk}:{period}",
-        statement=queries.DECAY_RANGE,
-        params={"floor": floor, "cutoff": cutoff, "rate": rate, "toward_neutral": queries.evidence_types(graph)},
+        statement=weights.DECAY_RANGE,
+        params={"floor": floor, "cutoff": cutoff, "rate": rate, "toward_neutral": weights.evidence_types(graph)},
         details=details,
         audit_extra={"period": period},
         summary=summary,
     )
 
 
-@_refusing_input
 def do_normalize(graph: Graph, *, actor, chunk_size: int = DECAY_CHUNK, idempotency_key: str | None = None) -> Result:
     """Rescale the weights of the graph's live edges so the largest is 1.0 (the ``normalize`` ceiling mode).
 
@@ -707,7 +674,7 @@ def do_normalize(graph: Graph, *, actor, chunk_size: int = DECAY_CHUNK, idempote
     1.0 or every weight is 0.
     """
     started = time.perf_counter()
-    top = queries.max_edge_weight(graph)
+    top = weights.max_edge_weight(graph)
     if not top or top >= 1.0:
         return Result("nothing_to_change", details={"max_weight": top})
     factor = 1.0 / top
@@ -716,12 +683,12 @@ def do_normalize(graph: Graph, *, actor, chunk_size: int = DECAY_CHUNK, idempote
         graph,
         "normalize",
         actor,
-        chunks=queries.chunk_ranges(graph, chunk_size),
+        chunks=weights.chunk_ranges(graph, chunk_size),
         chunk_size=chunk_size,
         started=started,
         key=f"normalize:{graph.pk}:{run}",
-        statement=queries.NORMALIZE_RANGE,
-        params={"factor": factor, "evidence_types": queries.evidence_types(graph)},
+        statement=weights.NORMALIZE_RANGE,
+        params={"factor": factor, "evidence_types": weights.evidence_types(graph)},
         details={"max_weight": top, "factor": factor, "run": run},
         audit_extra={"max_weight": top},
         summary={"max_weight": top, "factor": factor, "run": run, "batches": [], "skipped_chunks": 0},
@@ -732,17 +699,16 @@ def do_normalize(graph: Graph, *, actor, chunk_size: int = DECAY_CHUNK, idempote
 # 4. Manual set
 
 
-@_refusing_input
 def do_set_weights(graph: Graph, values: list[ManualValue], *, actor, reason: str = "") -> Result:
     """Set weights by hand (kind ``manual``): one batch, audited with the reason."""
     started = time.perf_counter()
-    rules.check_manual_values(values)
+    _refuse(rules.refused_manual_values(values))
     with transaction.atomic():
         _check_targets(graph, [UseItem(v.kind, v.id, "explicit") for v in values])
         batch = ledger.start_batch(graph, "manual", actor, details={"reason": reason})
         counts = {"node": 0, "edge": 0}
         # Every row first, edges then nodes, each in id order: the lock order of every writer.
-        queries.lock_rows(
+        weights.lock_rows(
             graph.pk, [v.id for v in values if v.kind == "edge"], [v.id for v in values if v.kind == "node"]
         )
         for kind, field_name in (("edge", "weight"), ("edge", "feedback_weight"), ("node", "feedback_weight")):
@@ -755,7 +721,7 @@ def do_set_weights(graph: Graph, values: list[ManualValue], *, actor, reason: st
                 "ids": [v.id for v in chosen],
                 "values": [v.value for v in chosen],
             }
-            (written,) = queries.fetch(queries.set_weight(kind, field_name), params)
+            (written,) = fetch(weights.set_weight(kind, field_name), params)
             counts[kind] += written
         return ledger.finish(
             batch,
@@ -772,7 +738,7 @@ def do_set_weights(graph: Graph, values: list[ManualValue], *, actor, reason: st
 
 
 def do_link_co_used(session: AgentSession, *, actor, policy=None) -> Result:
-    """Link what keeps being used together: a ``co_used`` edge for each pair of ``queries.co_used_pairs``.
+    """Link what keeps being used together: a ``co_used`` edge for each pair of ``weights.co_used_pairs``.
 
     Run after an accepted outcome. Co-use is symmetric, so each pair gets an edge both ways (expansion
     walks links both ways; each direction learns its own weight), weight and feedback weight neutral
@@ -791,8 +757,8 @@ def do_link_co_used(session: AgentSession, *, actor, policy=None) -> Result:
     policy = policy or graph.current_policy()
     with transaction.atomic():
         # The session lock orders two links of the same session; ON CONFLICT (INSERT_LINKS), two sessions'.
-        queries.fetch(queries.LOCK_SESSION, {"graph": session.graph_id, "session": session.pk})
-        pairs = queries.co_used_pairs(session, policy.co_use_min_sessions, CO_USED)
+        fetch(weights.LOCK_SESSION, {"graph": session.graph_id, "session": session.pk})
+        pairs = weights.co_used_pairs(session, policy.co_use_min_sessions, CO_USED)
         if not pairs:
             # The usual case after an accepted session: not worth a warning (fall_through logs one).
             return Result(
@@ -815,8 +781,8 @@ def do_link_co_used(session: AgentSession, *, actor, policy=None) -> Result:
             session=session,
             details={"threshold": policy.co_use_min_sessions, "pairs": [list(p) for p in pairs]},
         )
-        rows = queries.fetch_all(
-            queries.INSERT_LINKS,
+        rows = fetch_all(
+            weights.INSERT_LINKS,
             {
                 "graph": graph.pk,
                 "type": edge_type.pk,
@@ -943,7 +909,7 @@ class RollbackPreview:
 def preview_rollback(batch: UpdateBatch, *, finish: bool = False) -> RollbackPreview:
     """What ``do_rollback_batch(batch)`` would restore now and which rows would conflict, writing nothing;
     with ``finish``, what ``do_finish_rollback(batch)`` would force. Counted by the rollback's own rules
-    (``queries.rollback_preview`` beside ``rollback_restore``, ``records.plan``), so the rollback that
+    (``weights.rollback_preview`` beside ``rollback_restore``, ``records.plan``), so the rollback that
     follows reports the same counts unless something is written in between. A read, not an action."""
     preview = RollbackPreview(batch.pk, batch.kind)
     try:
@@ -977,11 +943,11 @@ def preview_rollback(batch: UpdateBatch, *, finish: bool = False) -> RollbackPre
         "graph": target.graph_id,
         "rolled_back": target.pk,
         "finishing": preview.finishing,
-        "conflict_sample": queries.CONFLICT_SAMPLE,
+        "conflict_sample": weights.CONFLICT_SAMPLE,
     }
     for kind, field_name in WEIGHT_FIELDS:
-        restored, conflicts, forced, ids = queries.fetch(
-            queries.rollback_preview(kind, field_name), {**params, "field": field_name}
+        restored, conflicts, forced, ids = fetch(
+            weights.rollback_preview(kind, field_name), {**params, "field": field_name}
         )
         written = restored + forced if finish else restored
         if kind == "node":
@@ -1135,12 +1101,12 @@ WEIGHT_FIELDS = (("edge", "weight"), ("edge", "feedback_weight"), ("node", "feed
 def _restore_weights(
     target: UpdateBatch, new: UpdateBatch, *, force: bool, blocks: bool, finishing: int | None = None
 ) -> tuple[dict, int, dict]:
-    """The weight part of a rollback: one ``queries.rollback_restore`` per (target, field), edges first.
+    """The weight part of a rollback: one ``weights.rollback_restore`` per (target, field), edges first.
     Returns (changes per target kind, conflicts, conflicting ids by "kind.field"). ``finishing``: the
     partial rollback whose remaining rows these are (``do_finish_rollback``)."""
     counts, conflicts, sample = {"node": 0, "edge": 0}, 0, {}
     # Every row first, edges then nodes, each in id order: the lock order of every writer.
-    queries.lock_batch_rows(target.graph_id, target.pk)
+    weights.lock_batch_rows(target.graph_id, target.pk)
     for kind, field_name in WEIGHT_FIELDS:
         params = {
             **ledger.history_params(new),
@@ -1151,7 +1117,7 @@ def _restore_weights(
             "blocks": blocks,
             "finishing": finishing,
         }
-        written, found, ids = queries.fetch(queries.rollback_restore(kind, field_name), params)
+        written, found, ids = fetch(weights.rollback_restore(kind, field_name), params)
         counts[kind] += written
         conflicts += found
         if ids:

@@ -1,6 +1,6 @@
 """The analyst's answer to "is memory getting better?": measures that depend on rank, with their intervals.
 
-Per session (``queries.SESSION_RANKS``): the rank of the first item it used among what it was given. Two
+Per session (``reads.SESSION_RANKS``): the rank of the first item it used among what it was given. Two
 measures follow, both of which move when the right note climbs from rank 3 to rank 1 (the share of sessions
 that used any top-3 item does not):
 
@@ -22,7 +22,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from datetime import UTC, date, datetime, time, timedelta
 
-from . import queries
+from .queries import reads
 from .revisions import Z95, difference_interval, wilson
 
 WINDOWS = (7, 14, 30)  # the before/after windows offered, in days
@@ -219,7 +219,7 @@ def load(graph, since: datetime, until: datetime, agents=None) -> list[SessionRa
     those of the agents chosen."""
     owners = agents.owner_ids if agents is not None else None
     unowned = agents is not None and agents.keys is not None and "" in agents.keys
-    return [SessionRank(*row) for row in queries.session_ranks(graph, since, until, owners, unowned)]
+    return [SessionRank(*row) for row in reads.session_ranks(graph, since, until, owners, unowned)]
 
 
 def day_bounds(since: date, until: date) -> tuple[datetime, datetime]:

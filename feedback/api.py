@@ -79,45 +79,44 @@ BATCH_ID = OpenApiParameter("id", int, OpenApiParameter.PATH, description="The b
 
 
 class SessionReportView(GraphScopedMixin, APIView):
-    """Base of the three session reports: graph through tenancy, the ``report`` act; the work (and the
-    session's own checks: owner, open, surfaced) is in report_*()."""
+    """Base of the three session reports: graph through tenancy, the ``report`` act. Each report's ``post``
+    validates its body and hands it to its intake in ``feedback.reports`` (the session's own checks: owner,
+    open, surfaced), then answers with ``accepted``."""
 
     write_act = "report"
-    serializer_class = None
-    report = None
 
-    def post(self, request, graph_pk: int, external_id: str):
-        serializer = self.serializer_class(data=request.data)
-        serializer.is_valid(raise_exception=True)
-        body = type(self).report(
-            request.user,
-            self.graph(),
-            external_id,
-            serializer.validated_data,
-            request.headers.get("Idempotency-Key", ""),
-        )
-        code = status.HTTP_200_OK if body["status"] == "duplicate" else status.HTTP_202_ACCEPTED
-        return Response(body, status=code)
+
+def validated(serializer_class, request) -> dict:
+    """The request's body through the report's serializer (a 400 naming the field otherwise)."""
+    serializer = serializer_class(data=request.data)
+    serializer.is_valid(raise_exception=True)
+    return serializer.validated_data
+
+
+def idempotency_key(request) -> str:
+    """The client's ``Idempotency-Key`` header ("" without one)."""
+    return request.headers.get("Idempotency-Key", "")
+
+
+def accepted(body: dict) -> Response:
+    """A report's answer: 200 for a ``duplicate`` (the same outcome again), 202 for the rest."""
+    code = status.HTTP_200_OK if body["status"] == "duplicate" else status.HTTP_202_ACCEPTED
+    return Response(body, status=code)
 
 
 class UsesView(SessionReportView):
     """Report the items a session used (explicit), or flagged wrong (negative): reinforcement on the worker."""
 
-    serializer_class = UsesSerializer
-    report = staticmethod(reports.report_uses)
-
     @extend_schema(
         parameters=[GRAPH_ID, EXTERNAL_ID, IDEMPOTENCY], request=UsesSerializer, responses={202: AcceptedSerializer}
     )
     def post(self, request, graph_pk: int, external_id: str):
-        return super().post(request, graph_pk, external_id)
+        data = validated(UsesSerializer, request)
+        return accepted(reports.report_uses(request.user, self.graph(), external_id, data, idempotency_key(request)))
 
 
 class ResponseView(SessionReportView):
     """Send the agent's response text: implicit uses are detected (distinctive n-gram overlap) on the worker."""
-
-    serializer_class = ResponseTextSerializer
-    report = staticmethod(reports.report_response)
 
     @extend_schema(
         parameters=[GRAPH_ID, EXTERNAL_ID, IDEMPOTENCY],
@@ -125,14 +124,13 @@ class ResponseView(SessionReportView):
         responses={202: AcceptedSerializer},
     )
     def post(self, request, graph_pk: int, external_id: str):
-        return super().post(request, graph_pk, external_id)
+        data = validated(ResponseTextSerializer, request)
+        body = reports.report_response(request.user, self.graph(), external_id, data, idempotency_key(request))
+        return accepted(body)
 
 
 class OutcomeView(SessionReportView):
     """Report how a session ended: outcome EMA on every surfaced node and edge, on the worker."""
-
-    serializer_class = OutcomeSerializer
-    report = staticmethod(reports.report_outcome)
 
     @extend_schema(
         parameters=[GRAPH_ID, EXTERNAL_ID, IDEMPOTENCY],
@@ -140,7 +138,9 @@ class OutcomeView(SessionReportView):
         responses={202: AcceptedSerializer, 200: AcceptedSerializer},
     )
     def post(self, request, graph_pk: int, external_id: str):
-        return super().post(request, graph_pk, external_id)
+        data = validated(OutcomeSerializer, request)
+        body = reports.report_outcome(request.user, self.graph(), external_id, data, idempotency_key(request))
+        return accepted(body)
 
 
 class GraphOperationView(GraphScopedMixin, APIView):

@@ -11,7 +11,7 @@ For the graph's last ``n`` injections:
 
 and from the weight history: the share of live weights moved in the last 7 and 30 days, by weight and by the kind
 of batch that moved them; the edge types whose weights never left their default. Each inert component gets a
-flag in plain words. Reads only (``feedback.queries``: HEALTH_*).
+flag in plain words. Reads only (``feedback.queries.reads``: HEALTH_*).
 """
 
 from __future__ import annotations
@@ -22,7 +22,7 @@ from graphadmin import clock
 from graphadmin.models import Graph
 from graphadmin.models.graph import WEIGHT_DEFAULT
 
-from . import queries
+from .queries import reads
 
 DEFAULT_INJECTIONS = 200
 MAX_INJECTIONS = 2000
@@ -57,7 +57,7 @@ def _share(part: int, whole: int) -> float | None:
 def graph_health(graph: Graph, *, n: int = DEFAULT_INJECTIONS, now: datetime | None = None) -> dict:
     """The learning-health answer of ``graph`` over its last ``n`` injections (see the module)."""
     now = now or clock.now()
-    rows = queries.health_rows(graph.pk, n, now - timedelta(days=SHORT_DAYS), now - timedelta(days=LONG_DAYS))
+    rows = reads.health_rows(graph.pk, n, now - timedelta(days=SHORT_DAYS), now - timedelta(days=LONG_DAYS))
     reach_rows = rows["reach"]  # (entry, edge type or None, candidates, selected, injections, since, until)
     injections = reach_rows[0][4] if reach_rows else 0
     since, until = (reach_rows[0][5], reach_rows[0][6]) if reach_rows else (None, None)

@@ -2,7 +2,7 @@
 
 Per UTC week (Monday first), over the sessions whose first injection falls in it, the share whose
 top-ranked items were used and their mean outcome score, read from the ledgers (injections, their
-candidates, use events, sessions' outcomes) by ``queries.WEEKLY_LEARNING``; with the policy changes
+candidates, use events, sessions' outcomes) by ``reads.WEEKLY_LEARNING``; with the policy changes
 (revisions after the first) and the decay runs of the same weeks, the events that may explain a turn.
 Times are the rows' own stamps, so the demo's simulated history reads as the weeks it simulates.
 """
@@ -14,8 +14,8 @@ from datetime import UTC, date, datetime, time, timedelta
 
 from graphadmin.models import Graph
 
-from . import queries
 from .metrics import TOP_K
+from .queries import reads
 
 WEEKS = 12  # weeks shown, the current one included
 
@@ -70,7 +70,7 @@ def weekly(graph: Graph, *, now: datetime | None = None, weeks: int = WEEKS, age
     by_start = {first + timedelta(weeks=n): Week(first + timedelta(weeks=n)) for n in range(weeks)}
     owners = agents.owner_ids if agents is not None else None
     unowned = agents is not None and agents.keys is not None and "" in agents.keys
-    for start, sessions, used, outcomes, mean_score in queries.weekly_learning(
+    for start, sessions, used, outcomes, mean_score in reads.weekly_learning(
         graph, since, until, TOP_K, owners, unowned
     ):
         week = by_start[start]
@@ -89,7 +89,7 @@ def marks_between(graph: Graph, since: datetime, until: datetime) -> list[dict]:
     """The policy changes (revisions after the first) and decay runs in [since, until), in time order, each
     as {kind, at, label, text, revision or period}: what the time charts mark."""
     marks = []
-    for kind, at, number, note, edges, rolled_back in queries.learning_marks(graph, since, until):
+    for kind, at, number, note, edges, rolled_back in reads.learning_marks(graph, since, until):
         if kind == "policy":
             text = f"policy r{number}" + (f" ({note})" if note else "")
             marks.append({"kind": kind, "at": at, "label": f"policy r{number}", "text": text, "revision": number})

@@ -1,7 +1,7 @@
 """The ledger of the write path: update batches, their history and audit event, chunked runs.
 
 Every feedback write is one ``UpdateBatch`` (started here, with its trigger and idempotency key),
-its history (written by the write's own statement in ``queries``, from the parameters
+its history (written by the write's own statement in ``queries.weights``, from the parameters
 ``history_params`` gives) and one ``AuditEvent`` (``finish``). The bulk writes over the edges of a
 graph (decay, normalize) run as chunks of fixed id ranges, each its own short transaction and batch,
 retried when PostgreSQL picks it as a deadlock victim (``run_chunks``).
@@ -20,10 +20,12 @@ from psycopg.types.json import Jsonb
 
 from graphadmin import audit, clock
 from graphadmin.models import Graph
+from graphadmin.models.sql import execute, fetch, fetch_all
 from graphadmin.runtime.errorpages import short_of_resources
 
 from . import queries
 from .models import UpdateBatch
+from .queries import weights
 
 log = logging.getLogger(__name__)
 
@@ -97,7 +99,7 @@ def new_batch(graph: Graph, kind: str, actor, *, session=None, key=None, details
 
 
 def batch_params(batch: UpdateBatch) -> dict:
-    """The parameters ``%(b_<column>)s`` of a batch row (``queries.INSERT_BATCH_ONCE``, ``queries.OUTCOME_WRITE``)."""
+    """The parameters ``%(b_<column>)s`` of a batch row (``weights.INSERT_BATCH_ONCE``, ``weights.OUTCOME_WRITE``)."""
     return {
         f"b_{f.column}": f.get_db_prep_save(getattr(batch, f.attname), connection)
         for f in UpdateBatch._meta.concrete_fields
@@ -110,7 +112,7 @@ def start_batch(graph: Graph, kind: str, actor, *, session=None, key=None, detai
     if not key:
         batch.save(force_insert=True)
         return batch
-    row = queries.fetch(queries.INSERT_BATCH_ONCE, batch_params(batch))
+    row = fetch(weights.INSERT_BATCH_ONCE, batch_params(batch))
     if row is None:
         return None
     batch.pk = row[0]
@@ -126,13 +128,13 @@ def existing(batch: UpdateBatch, status: str = "duplicate") -> Result:
 
 
 def history_params(batch: UpdateBatch) -> dict:
-    """The parameters every history-writing statement of ``queries`` takes for its batch."""
+    """The parameters every history-writing statement of ``queries.weights`` takes for its batch."""
     return {
         "batch": batch.pk,
         "graph": batch.graph_id,
         "now": batch.started_at,
         "block_span": queries.BLOCK_SPAN,
-        "conflict_sample": queries.CONFLICT_SAMPLE,
+        "conflict_sample": weights.CONFLICT_SAMPLE,
     }
 
 
@@ -144,8 +146,8 @@ def finish(
     batch.finished_at = clock.now()
     batch.duration_ms = elapsed_ms(started)
     # By graph and id (not save()): one shard's row when the tables are distributed by graph (docs/scaling.md).
-    queries.execute(
-        queries.FINISH_BATCH,
+    execute(
+        weights.FINISH_BATCH,
         {
             "graph": batch.graph_id,
             "id": batch.pk,
@@ -163,8 +165,8 @@ def finish(
 def check_batches_audited(organization_id: int) -> str:
     """The reason the organization's batches break the rule "one audit event per UpdateBatch", or "" when they
     keep it (``settings.AUDIT_LEDGER_CHECKS``: a full ``graphadmin.audit.verify`` runs it)."""
-    rows = queries.fetch_all(
-        queries.BATCHES_NOT_AUDITED_ONCE,
+    rows = fetch_all(
+        weights.BATCHES_NOT_AUDITED_ONCE,
         {"organization": organization_id, "actions": sorted(set(AUDIT_ACTIONS.values())), "limit": 10},
     )
     if not rows:
@@ -213,11 +215,11 @@ def run_chunks(
     audit_extra: dict,
     summary: dict,
 ) -> Result:
-    """Run ``statement`` (``queries.DECAY_RANGE``, ``queries.NORMALIZE_RANGE``) over each id range of
+    """Run ``statement`` (``weights.DECAY_RANGE``, ``weights.NORMALIZE_RANGE``) over each id range of
     the graph's live edges, each range its own transaction and batch.
 
     The ranges are fixed (``chunks``: the k of ``[k * chunk_size, (k + 1) * chunk_size)`` from
-    ``queries.chunk_ranges``), so
+    ``weights.chunk_ranges``), so
     they do not depend on what changed: chunk ``k``'s idempotency key is ``<key>:<k>``, and a second
     run with the same key skips every chunk already applied. Row locks are held for one chunk only;
     a killed run leaves whole chunk batches and no partial one. ``summary`` collects the batch ids
@@ -305,12 +307,12 @@ def _chunk_once(graph, kind, actor, *, key, params, statement, details, audit_ex
     chunk_started = time.perf_counter()
     async_commit = not connection.in_atomic_block
     with transaction.atomic():
-        queries.fetch(queries.SESSION_SETTINGS, {"async_commit": async_commit})
+        fetch(weights.SESSION_SETTINGS, {"async_commit": async_commit})
         batch = start_batch(graph, kind, actor, key=key, details=details)
         if batch is None:
             summary["skipped_chunks"] += 1
             return 0
-        (written,) = queries.fetch(statement, {**params, **history_params(batch)})
+        (written,) = fetch(statement, {**params, **history_params(batch)})
         if written == 0:
             # Nothing in this range: leave no empty batch (and no audit noise) behind.
             transaction.set_rollback(True)

@@ -24,7 +24,7 @@ import uuid
 
 from django.conf import settings
 from django.core.cache import cache
-from django.db import connection, transaction
+from django.db import transaction
 from django.utils.text import slugify
 from pgvector.django import CosineDistance
 
@@ -33,6 +33,7 @@ from graphadmin import clock
 from graphadmin.embeddings import configured_model, embed_texts
 from graphadmin.errors import Forbidden, InputError, TooManyRequests
 from graphadmin.models import Edge, EdgeType, Graph, Node
+from graphadmin.models.sql import advisory_lock
 from graphadmin.runtime.locks import AdvisoryLock
 from graphadmin.tasks import embed_graph
 from graphadmin.tenancy import AGENT, require_session
@@ -88,15 +89,11 @@ def check_rate(user) -> None:
         raise RateLimited(limit, 60 - now % 60)
 
 
-# pg_advisory_xact_lock(class, graph id): memory calls on one graph queue behind each other, so two
-# remembers of the same key (or of the same text) cannot both create a note. Not the graph row's lock:
-# FOR UPDATE on it would block every insert referencing the graph (context calls) meanwhile.
-_LOCK_CLASS = int(AdvisoryLock.MEMORY)  # graphadmin.runtime.locks
-
-
 def _lock(graph: Graph) -> None:
-    with connection.cursor() as cur:
-        cur.execute("SELECT pg_advisory_xact_lock(%s, %s)", [_LOCK_CLASS, graph.pk])
+    """Memory calls on one graph queue behind each other (``AdvisoryLock.MEMORY``, the graph's id), so two
+    remembers of the same key (or of the same text) cannot both create a note. Not the graph row's lock:
+    FOR UPDATE on it would block every insert referencing the graph (context calls) meanwhile."""
+    advisory_lock(AdvisoryLock.MEMORY, graph.pk)
 
 
 def _is_agent(role: str) -> bool:

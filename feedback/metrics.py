@@ -26,11 +26,12 @@ from datetime import UTC, date, datetime, time, timedelta
 from urllib.parse import urlencode
 
 from django.contrib.auth import get_user_model
-from django.db import connection
 
 from graphadmin.errors import InputError
+from graphadmin.models.sql import fetch, fetch_all
 
 from .models import DailyMetric
+from .queries import reads
 
 TOP_K = 3
 BINS = 10
@@ -67,32 +68,8 @@ def day_range(since: str | None = None, until: str | None = None) -> tuple[date,
     return start, end
 
 
-def _one(sql: str, params: dict):
-    with connection.cursor() as cur:
-        cur.execute(sql, params)
-        return cur.fetchone()
-
-
-def _all(sql: str, params: dict):
-    with connection.cursor() as cur:
-        cur.execute(sql, params)
-        return cur.fetchall()
-
-
 def _scores(p: dict) -> dict:
-    row = _one(
-        """
-        SELECT count(*), min(c.total), max(c.total), avg(c.total), stddev_pop(c.total),
-               percentile_cont(0.1) WITHIN GROUP (ORDER BY c.total),
-               percentile_cont(0.5) WITHIN GROUP (ORDER BY c.total),
-               percentile_cont(0.9) WITHIN GROUP (ORDER BY c.total),
-               count(*) FILTER (WHERE c.selected)
-        FROM feedback_injectioncandidate c JOIN feedback_contextinjection j ON j.id = c.injection_id
-        WHERE c.graph_id = %(graph)s AND j.graph_id = %(graph)s
-              AND j.created_at >= %(start)s AND j.created_at < %(end)s
-        """,
-        p,
-    )
+    row = fetch(reads.ROLLUP_SCORES, p)
     count, lo, hi, mean, spread, p10, p50, p90, selected = row
     out = {
         "count": count,
@@ -108,19 +85,7 @@ def _scores(p: dict) -> dict:
     }
     if count:
         width = (hi - lo) / BINS if hi > lo else 1.0
-        bins = dict(
-            _all(
-                """
-            SELECT least(width_bucket(c.total, %(lo)s, %(lo)s + %(width)s * %(bins)s, %(bins)s), %(bins)s) AS b,
-                   count(*)
-            FROM feedback_injectioncandidate c JOIN feedback_contextinjection j ON j.id = c.injection_id
-            WHERE c.graph_id = %(graph)s AND j.graph_id = %(graph)s
-              AND j.created_at >= %(start)s AND j.created_at < %(end)s
-            GROUP BY b
-            """,
-                {**p, "lo": lo, "width": width, "bins": BINS},
-            )
-        )
+        bins = dict(fetch_all(reads.ROLLUP_SCORE_BINS, {**p, "lo": lo, "width": width, "bins": BINS}))
         out["histogram"] = [
             {"from": lo + width * (b - 1), "to": lo + width * b, "count": bins.get(b, 0)} for b in range(1, BINS + 1)
         ]
@@ -128,79 +93,15 @@ def _scores(p: dict) -> dict:
 
 
 def _updates(p: dict) -> list[dict]:
-    rows = _all(
-        """
-        SELECT b.kind, coalesce(t.name, '(node)'), w.field, count(*)
-        FROM feedback_weighthistory w
-        JOIN feedback_updatebatch b ON b.id = w.batch_id
-        LEFT JOIN graphadmin_edge e ON e.id = w.edge_id
-        LEFT JOIN graphadmin_edgetype t ON t.id = e.edge_type_id
-        WHERE w.graph_id = %(graph)s AND w.created_at >= %(start)s AND w.created_at < %(end)s
-        GROUP BY 1, 2, 3 ORDER BY 1, 2, 3
-        """,
-        p,
-    )
+    rows = fetch_all(reads.ROLLUP_UPDATES, p)
     return [{"kind": k, "edge_type": t, "field": f, "count": n} for k, t, f, n in rows]
 
 
-# ``_weights``: the edges' weights as they stood at the end of the day (``end``), the CTE ``asof`` of both
-# its statements (written whole in each, as every statement here): an edge's value is the ``before`` of its
-# first change at or after ``end`` (the value that change replaced), else its stored value. So a day rolled
-# up later (a backfill, a recomputation) shows that day's weights, not today's. Edges created after the day
-# are left out; the archived flag is today's (archiving is not in the weight history).
-
-
 def _weights(p: dict) -> list[dict]:
-    """Weight and feedback_weight by edge type as of the end of the day (the comment above)."""
-    rows = _all(
-        """
-    WITH later AS (
-        SELECT DISTINCT ON (h.edge_id, h.field) h.edge_id, h.field, h.before
-        FROM feedback_weighthistory h
-        WHERE h.graph_id = %(graph)s AND h.edge_id IS NOT NULL AND h.created_at >= %(end)s
-        ORDER BY h.edge_id, h.field, h.created_at, h.batch_id, h.change_id NULLS LAST, h.block_id, h.seq
-    ),
-    asof AS (
-        SELECT e.id, e.edge_type_id,
-               coalesce(lw.before, e.weight) AS weight, coalesce(lf.before, e.feedback_weight) AS feedback_weight
-        FROM graphadmin_edge e
-        LEFT JOIN later lw ON lw.edge_id = e.id AND lw.field = 'weight'
-        LEFT JOIN later lf ON lf.edge_id = e.id AND lf.field = 'feedback_weight'
-        WHERE e.graph_id = %(graph)s AND NOT e.archived AND e.created_at < %(end)s
-    )
-        SELECT t.name, count(*),
-               avg(e.weight), min(e.weight), max(e.weight), percentile_cont(0.5) WITHIN GROUP (ORDER BY e.weight),
-               avg(e.feedback_weight), min(e.feedback_weight), max(e.feedback_weight),
-               percentile_cont(0.5) WITHIN GROUP (ORDER BY e.feedback_weight)
-        FROM asof e JOIN graphadmin_edgetype t ON t.id = e.edge_type_id
-        GROUP BY t.name ORDER BY t.name
-        """,
-        p,
-    )
+    """Weight and feedback_weight by edge type as of the end of the day (``reads.ROLLUP_WEIGHTS``: ``_ASOF``)."""
+    rows = fetch_all(reads.ROLLUP_WEIGHTS, p)
     hist = {}
-    for name, fld, bucket, n in _all(
-        """
-    WITH later AS (
-        SELECT DISTINCT ON (h.edge_id, h.field) h.edge_id, h.field, h.before
-        FROM feedback_weighthistory h
-        WHERE h.graph_id = %(graph)s AND h.edge_id IS NOT NULL AND h.created_at >= %(end)s
-        ORDER BY h.edge_id, h.field, h.created_at, h.batch_id, h.change_id NULLS LAST, h.block_id, h.seq
-    ),
-    asof AS (
-        SELECT e.id, e.edge_type_id,
-               coalesce(lw.before, e.weight) AS weight, coalesce(lf.before, e.feedback_weight) AS feedback_weight
-        FROM graphadmin_edge e
-        LEFT JOIN later lw ON lw.edge_id = e.id AND lw.field = 'weight'
-        LEFT JOIN later lf ON lf.edge_id = e.id AND lf.field = 'feedback_weight'
-        WHERE e.graph_id = %(graph)s AND NOT e.archived AND e.created_at < %(end)s
-    )
-        SELECT t.name, f.field, least(width_bucket(f.value, 0.0, 1.0, %(bins)s), %(bins)s), count(*)
-        FROM asof e JOIN graphadmin_edgetype t ON t.id = e.edge_type_id
-        CROSS JOIN LATERAL (VALUES ('weight', e.weight), ('feedback_weight', e.feedback_weight)) AS f(field, value)
-        GROUP BY 1, 2, 3
-        """,
-        {**p, "bins": BINS},
-    ):
+    for name, fld, bucket, n in fetch_all(reads.ROLLUP_WEIGHT_BINS, {**p, "bins": BINS}):
         hist.setdefault((name, fld), [0] * BINS)[bucket - 1] = n
     out = []
     for name, count, wmean, wmin, wmax, wp50, fmean, fmin, fmax, fp50 in rows:
@@ -228,38 +129,12 @@ def _weights(p: dict) -> list[dict]:
 
 
 def _top_used(p: dict) -> dict:
-    sessions, used = _one(
-        """
-        WITH s AS (
-            SELECT DISTINCT j.session_id FROM feedback_contextinjection j
-            WHERE j.graph_id = %(graph)s AND j.created_at >= %(start)s AND j.created_at < %(end)s
-        ),
-        top AS (
-            SELECT j.session_id, c.node_id, c.edge_id FROM feedback_injectioncandidate c
-            JOIN feedback_contextinjection j ON j.id = c.injection_id
-            WHERE j.session_id IN (SELECT session_id FROM s)
-              AND c.graph_id = %(graph)s AND c.selected AND c.rank <= %(k)s
-        )
-        SELECT (SELECT count(*) FROM s),
-               (SELECT count(DISTINCT top.session_id) FROM top JOIN feedback_useevent u
-                  ON u.session_id = top.session_id AND u.graph_id = %(graph)s AND u.signal IN ('explicit', 'implicit')
-                 AND u.source <> 'path'
-                 AND (u.node_id = top.node_id OR u.edge_id = top.edge_id))
-        """,
-        {**p, "k": TOP_K},
-    )
+    sessions, used = fetch(reads.ROLLUP_TOP_USED, {**p, "k": TOP_K})
     return {"top_k": TOP_K, "sessions": sessions, "used": used, "fraction": (used / sessions) if sessions else None}
 
 
 def _outcomes(p: dict) -> dict:
-    rows = _all(
-        """
-        SELECT outcome, count(*) FROM feedback_agentsession
-        WHERE graph_id = %(graph)s AND outcome_at >= %(start)s AND outcome_at < %(end)s
-        GROUP BY outcome ORDER BY outcome
-        """,
-        p,
-    )
+    rows = fetch_all(reads.ROLLUP_OUTCOMES, p)
     return dict(rows)
 
 
@@ -275,57 +150,17 @@ def _by_agent(p: dict) -> dict:
             {"scores": {"count": 0}, "top_used": {"sessions": 0, "used": 0}, "outcomes": {}},
         )
 
-    for owner, count, mean, spread, p10, p50, p90 in _all(
-        """
-        SELECT s.owner_id, count(*), avg(c.total), stddev_pop(c.total),
-               percentile_cont(0.1) WITHIN GROUP (ORDER BY c.total),
-               percentile_cont(0.5) WITHIN GROUP (ORDER BY c.total),
-               percentile_cont(0.9) WITHIN GROUP (ORDER BY c.total)
-        FROM feedback_injectioncandidate c
-        JOIN feedback_contextinjection j ON j.id = c.injection_id
-        JOIN feedback_agentsession s ON s.id = j.session_id
-        WHERE c.graph_id = %(graph)s AND j.graph_id = %(graph)s AND s.graph_id = %(graph)s
-              AND j.created_at >= %(start)s AND j.created_at < %(end)s
-        GROUP BY s.owner_id
-        """,
-        p,
-    ):
+    for owner, count, mean, spread, p10, p50, p90 in fetch_all(reads.ROLLUP_AGENT_SCORES, p):
         agent(owner)["scores"] = {"count": count, "mean": mean, "stddev": spread, "p10": p10, "p50": p50, "p90": p90}
-    for owner, sessions, used in _all(
-        """
-        WITH s AS (
-            SELECT DISTINCT j.session_id FROM feedback_contextinjection j
-            WHERE j.graph_id = %(graph)s AND j.created_at >= %(start)s AND j.created_at < %(end)s
-        )
-        SELECT a.owner_id, count(*),
-               count(*) FILTER (WHERE EXISTS (
-                   SELECT 1 FROM feedback_injectioncandidate c
-                   JOIN feedback_contextinjection j ON j.id = c.injection_id
-                   JOIN feedback_useevent u ON u.session_id = j.session_id AND u.graph_id = %(graph)s
-                        AND u.signal IN ('explicit', 'implicit') AND u.source <> 'path'
-                        AND (u.node_id = c.node_id OR u.edge_id = c.edge_id)
-                   WHERE j.session_id = s.session_id AND j.graph_id = %(graph)s AND c.graph_id = %(graph)s
-                         AND c.selected AND c.rank <= %(k)s))
-        FROM s JOIN feedback_agentsession a ON a.id = s.session_id AND a.graph_id = %(graph)s
-        GROUP BY a.owner_id
-        """,
-        {**p, "k": TOP_K},
-    ):
+    for owner, sessions, used in fetch_all(reads.ROLLUP_AGENT_TOP_USED, {**p, "k": TOP_K}):
         agent(owner)["top_used"] = {"sessions": sessions, "used": used}
-    for owner, outcome, count in _all(
-        """
-        SELECT owner_id, outcome, count(*) FROM feedback_agentsession
-        WHERE graph_id = %(graph)s AND outcome_at >= %(start)s AND outcome_at < %(end)s
-        GROUP BY owner_id, outcome
-        """,
-        p,
-    ):
+    for owner, outcome, count in fetch_all(reads.ROLLUP_AGENT_OUTCOMES, p):
         agent(owner)["outcomes"][outcome] = count
     return out
 
 
 def _node_total(p: dict) -> int:
-    return _one("SELECT count(*) FROM graphadmin_node WHERE graph_id = %(graph)s AND NOT archived", p)[0]
+    return fetch(reads.ROLLUP_LIVE_NODES, p)[0]
 
 
 def compute(graph, day: date) -> dict:

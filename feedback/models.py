@@ -363,7 +363,7 @@ class WeightHistory(models.Model):
     """One change per row, from either storage shape: the database view ``feedback_weighthistory``.
 
     The view's SELECT is written once, in migration 0007. One target's history (the node and edge
-    pages) is read by ``feedback.queries.history_of``, which reaches into the blocks at the target's
+    pages) is read by ``feedback.queries.reads.history_of``, which reaches into the blocks at the target's
     position instead of unnesting them.
 
     ``key`` is ``c<change id>`` for a WeightChange row and ``b<block id>.<position>`` for a block

@@ -10,7 +10,7 @@ drops an unacknowledged message with its worker), the row is still there, and th
 claimed ``FOR UPDATE SKIP LOCKED``, then each applied through ``feedback.actions`` in its own
 savepoint, then every row's new state in one UPDATE), so a batch pays one commit, one claim and one
 state write for all its reports, while each report keeps its own UpdateBatch, history and audit
-event, exactly as when it ran alone. One drainer per graph at a time (``queries.try_drain_lock``): a
+event, exactly as when it ran alone. One drainer per graph at a time (``report_queries.try_drain_lock``): a
 graph's reports apply in the order they were accepted, so a session's outcome always follows its
 earlier use reports, and a report waiting out a backoff holds back the later reports of its session.
 
@@ -46,9 +46,10 @@ from graphadmin import audit, clock
 from graphadmin.errors import DomainError
 from graphadmin.models import Graph
 
-from . import actions, queries
+from . import actions
 from .ledger import Result, retry_transient, under_pressure
 from .models import AgentSession, PendingReport
+from .queries import reports as report_queries
 from .report import Report, stale_items
 
 log = logging.getLogger(__name__)
@@ -66,11 +67,11 @@ def record(user, session: AgentSession, report: Report) -> None:
     """Store one accepted report (its ``payload``) in the caller's transaction (the request's).
 
     A key already stored (a client's retry with the same ``Idempotency-Key``) stores nothing: the
-    report is applied once, under the first row. One named INSERT (``queries.INSERT_REPORT``):
+    report is applied once, under the first row. One named INSERT (``report_queries.INSERT_REPORT``):
     ``bulk_create``'s query building cost the intake more Python than the statement itself.
     """
     now = clock.now()
-    queries.insert_report(
+    report_queries.insert_report(
         {
             "graph": session.graph_id,
             "session": session.pk,
@@ -106,15 +107,15 @@ def drain(graph_id: int, *, batch_size: int = BATCH_SIZE, seconds: float = DRAIN
     while True:
         with transaction.atomic():
             # The lock first: a poke that finds the drain busy (the usual case under load) costs one statement.
-            if not queries.try_drain_lock(graph_id):
+            if not report_queries.try_drain_lock(graph_id):
                 counts["busy"] = True
                 return counts
-            rows = queries.claim_reports(graph_id, clock.now(), batch_size)
+            rows = report_queries.claim_reports(graph_id, clock.now(), batch_size)
             if window > 0 and rows:
                 rows = _coalesce(graph_id, rows, batch_size, window)
             window = 0.0  # the wake-up's window only: later batches are a backlog, not a session in flight
             if rows:
-                graph = graph or queries.drain_graph(graph_id)
+                graph = graph or report_queries.drain_graph(graph_id)
                 if graph is None:
                     return counts
                 counts["batches"] += 1
@@ -124,7 +125,7 @@ def drain(graph_id: int, *, batch_size: int = BATCH_SIZE, seconds: float = DRAIN
             # The lock is released now. A report committed while we held it had its poke find the
             # lock taken, so look once more, in a new snapshot, before leaving (one statement; a full
             # batch goes straight on to the next claim).
-            if not queries.reports_claimable(graph_id, clock.now()):
+            if not report_queries.reports_claimable(graph_id, clock.now()):
                 return counts
         if time.monotonic() - started > seconds:
             counts["more"] = True
@@ -149,7 +150,7 @@ def _coalesce(graph_id: int, rows: list[PendingReport], batch_size: int, window:
         time.sleep(min(WINDOW_STEP, wait))
         # Each statement of this READ COMMITTED transaction reads a new snapshot: a report committed
         # since the last look is seen.
-        rows = queries.claim_reports(graph_id, clock.now(), batch_size)
+        rows = report_queries.claim_reports(graph_id, clock.now(), batch_size)
     return rows
 
 
@@ -162,19 +163,19 @@ def _apply_batch(graph: Graph, rows: list[PendingReport]) -> list[str]:
     refuses its report, in the intake's words). Rows not reached before ``BATCH_SECONDS`` are left
     as they were (claimed again by the next batch). Returns the new state of each row handled.
     """
-    sessions = queries.drain_sessions(graph, {r.session_id for r in rows})
+    sessions = report_queries.drain_sessions(graph, {r.session_id for r in rows})
     policy = graph.current_policy()
-    users = queries.drain_users({r.user_id for r in rows if r.user_id})
+    users = report_queries.drain_users({r.user_id for r in rows if r.user_id})
     reports = [Report.from_row(row) for row in rows]
     items = [i for r in reports for i in r.items]
-    live_nodes, live_edges = queries.live_targets(
+    live_nodes, live_edges = report_queries.live_targets(
         graph.pk, {i.id for i in items if i.kind == "node"}, {i.id for i in items if i.kind == "edge"}
     )
     stale = stale_items(reports, live_nodes, live_edges)
     with audit.deferred() as events, actions.reused() as memo:
         done = _apply_rows(graph, rows, reports, sessions, users, policy, stale, (events, memo))
         events.flush()  # one audit event per applied report's batch, chained together
-    queries.mark_reports(graph.pk, done)
+    report_queries.mark_reports(graph.pk, done)
     return [row.state for row in done]
 
 

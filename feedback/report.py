@@ -87,7 +87,7 @@ def unknown_item(index: int, kind: str, pk) -> UnknownItem:
 
 def stale_items(reports: list[Report], live_nodes: set[int], live_edges: set[int]) -> dict[int, UnknownItem]:
     """Position in ``reports`` -> the error of its first item no longer live (pure: the live ids are
-    read once per drained batch by ``queries.live_targets``)."""
+    read once per drained batch by ``queries.reports.live_targets``)."""
     out = {}
     for position, report in enumerate(reports):
         for index, item in enumerate(report.items):

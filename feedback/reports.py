@@ -30,8 +30,9 @@ from graphadmin import outbox as task_outbox
 from graphadmin.errors import Conflict, InputError
 from graphadmin.tenancy import organization_role, require_session
 
-from . import actions, outbox, queries, rules, tasks
+from . import actions, outbox, rules, tasks
 from .models import AgentSession, UpdateBatch
+from .queries import reports as report_queries
 from .report import Report, unknown_item
 from .rules import UseItem
 
@@ -62,11 +63,11 @@ def _key(client_key: str, prefix: str, session: AgentSession) -> str:
 
 def session_or_status(graph, external_id: str, kind: str):
     """(the graph's session with that external id and what a report of ``kind`` checks, a
-    ``queries.ReportSession``, None), or (None, the logged no-op result) when feedback cannot apply."""
+    ``report_queries.ReportSession``, None), or (None, the logged no-op result) when feedback cannot apply."""
     context = {"graph": graph.pk, "session": external_id}
     if not graph.feedback_enabled:
         return None, actions.fall_through("feedback_disabled", "feedback is disabled for this graph", **context)
-    found = queries.report_session(graph.pk, external_id, kind)
+    found = report_queries.report_session(graph.pk, external_id, kind)
     if found is None:
         return None, actions.fall_through("unknown_session", "report for an unknown session", **context)
     return found, None
@@ -102,7 +103,7 @@ def not_ready(session: AgentSession) -> dict | None:
 
 def check_open(session: AgentSession, pending: tuple[str, str] | None = None) -> None:
     """Conflict (409) once the session's outcome is recorded, or accepted and waiting in the outbox
-    (``pending``, from ``queries.report_session``): the session is closed to further reports."""
+    (``pending``, from ``report_queries.report_session``): the session is closed to further reports."""
     if session.outcome:
         when = f" at {session.outcome_at.isoformat()}" if session.outcome_at else ""
         raise Conflict(
@@ -121,7 +122,7 @@ def check_open(session: AgentSession, pending: tuple[str, str] | None = None) ->
 def check_surfaced(session: AgentSession, items: tuple[UseItem, ...], surfaced: tuple[set[int], set[int]]) -> None:
     """InputError naming the first item (resolved by ``resolve_use_items``) that the session's injections
     did not surface to the agent (``rules.first_unsurfaced``); ``surfaced``, the (nodes, edges) read with
-    the session (``queries.report_session``)."""
+    the session (``report_queries.report_session``)."""
     nodes, edges = surfaced
     unsurfaced = rules.first_unsurfaced([(i.kind, i.id) for i in items], nodes, edges)
     if unsurfaced is not None:
@@ -146,11 +147,11 @@ def _accept(user, session: AgentSession, report: Report) -> dict:
 
 def _poke(graph_id: int, task_id: str) -> None:
     """After the report's commit: wake the graph's drain, unless a drainer holds its lock right now
-    (under load, the usual case: that drainer applies this report, ``queries.drain_running``), so a
+    (under load, the usual case: that drainer applies this report, ``report_queries.drain_running``), so a
     burst of reports costs the worker one drain, not one task per report. A failed send is logged,
     never raised (the 202 stands; the sweeper delivers the report)."""
     try:
-        if queries.drain_running(graph_id):
+        if report_queries.drain_running(graph_id):
             return
     except DatabaseError:
         log.warning("could not tell whether the drain runs; poking it", exc_info=True, extra={"graph": graph_id})
@@ -164,9 +165,9 @@ def resolve_use_items(graph, items: list[dict]) -> tuple[UseItem, ...]:
     node_ids = {i["node"] for i in items if "node" in i}
     edge_ids = {i["edge"] for i in items if isinstance(i.get("edge"), int)}
     triplets = {(t["source"], t["target"], t["type"]) for i in items if isinstance(t := i.get("edge"), dict)}
-    nodes = queries.live_nodes(graph.pk, node_ids) if node_ids else set()
+    nodes = report_queries.live_nodes(graph.pk, node_ids) if node_ids else set()
     edges = {}
-    for pk, src, dst, name in queries.live_edges(graph.pk, edge_ids, triplets) if edge_ids or triplets else ():
+    for pk, src, dst, name in report_queries.live_edges(graph.pk, edge_ids, triplets) if edge_ids or triplets else ():
         edges[pk] = pk
         edges[(src, dst, name)] = pk
     out, seen = [], {}

@@ -1,6 +1,6 @@
 """The learning rules, pure: no Django, no database.
 
-The arithmetic every feedback write applies (the set-based statements in ``queries`` compute the
+The arithmetic every feedback write applies (the set-based statements in ``queries.weights`` compute the
 same expressions in SQL, row by row), the period arithmetic of decay, implicit-use detection, path
 credit, and the checks an action runs on its input before it touches the database. Tested without
 a database (``tests/feedback/test_rules.py``); the database tests check that the statements give
@@ -14,17 +14,18 @@ import re
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
+from typing import NamedTuple
 
 EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 
 
-class FeedbackError(ValueError):
-    """Input an action refuses (the API turns it into a 400 naming ``field``)."""
+class Refusal(NamedTuple):
+    """Input an action refuses: the field and why. The checks below return it (None: accepted) and the action
+    raises it as the domain's ``graphadmin.errors.InputError`` (a 400 naming the field in every medium): this
+    module imports nothing of the project, so it raises no error class of its own."""
 
-    def __init__(self, field: str, message: str):
-        super().__init__(f"{field}: {message}")
-        self.field = field
-        self.message = message
+    field: str
+    message: str
 
 
 @dataclass(frozen=True)
@@ -97,50 +98,60 @@ def decay_period(now: datetime, period_days: int) -> tuple[int, datetime, dateti
 # Checks on an action's input
 
 
-def bounded(name: str, value: float | None, default: float | None, lo: float, hi: float) -> float | None:
-    """A per-call override of a policy rate: ``default`` when not given, else checked against [lo, hi]."""
-    if value is None:
-        return default
-    if not (lo <= value <= hi):
-        raise FeedbackError(name, f"must be between {lo} and {hi}.")
-    return float(value)
+def out_of_bounds(name: str, value: float | None, lo: float, hi: float) -> Refusal | None:
+    """A per-call override of a policy rate outside [lo, hi] (None: not given, or within)."""
+    if value is not None and not (lo <= value <= hi):
+        return Refusal(name, f"must be between {lo} and {hi}.")
+    return None
 
 
-def check_choice(field: str, value: str, choices: Iterable[str]) -> None:
-    """Refuse a value outside ``choices``, naming them."""
+def bounded(value: float | None, default: float | None) -> float | None:
+    """A per-call override of a policy rate (checked by ``out_of_bounds``): ``default`` when not given."""
+    return default if value is None else float(value)
+
+
+def not_one_of(field: str, value: str, choices: Iterable[str]) -> Refusal | None:
+    """A value outside ``choices``, refused naming them (None: one of them)."""
     choices = tuple(choices)
     if value not in choices:
-        raise FeedbackError(field, f"must be one of {', '.join(choices)}.")
+        return Refusal(field, f"must be one of {', '.join(choices)}.")
+    return None
 
 
-def unique_uses(items: list[UseItem], signals: Iterable[str]) -> list[UseItem]:
-    """The reported items, each target once, after checking every signal; the same target reported
-    with two different signals in one call is refused."""
+def refused_uses(items: list[UseItem], signals: Iterable[str]) -> Refusal | None:
+    """The first refusal of a use report: an unknown signal (every item checked first), then the same target
+    reported with two different signals in one call (None: accepted)."""
     signals = tuple(signals)
     for index, item in enumerate(items):
-        check_choice(f"items[{index}].signal", item.signal, signals)
+        refusal = not_one_of(f"items[{index}].signal", item.signal, signals)
+        if refusal is not None:
+            return refusal
     seen: dict[tuple[str, int], str] = {}
     for index, item in enumerate(items):
         previous = seen.setdefault((item.kind, item.id), item.signal)
         if previous != item.signal:
-            raise FeedbackError(
-                f"items[{index}]", f"{item.kind} {item.id} is reported both {previous} and {item.signal}."
-            )
+            return Refusal(f"items[{index}]", f"{item.kind} {item.id} is reported both {previous} and {item.signal}.")
+    return None
+
+
+def unique_uses(items: list[UseItem]) -> list[UseItem]:
+    """The reported items (accepted by ``refused_uses``), each target once."""
     return list({(i.kind, i.id): i for i in items}.values())
 
 
-def check_manual_values(values: list[ManualValue]) -> None:
-    """Refuse a manual set that names a field the target does not have, a value outside [0, 1], or
-    the same weight twice."""
+def refused_manual_values(values: list[ManualValue]) -> Refusal | None:
+    """The first refusal of a manual set: a field the target does not have, a value outside [0, 1], or the same
+    weight twice (None: accepted)."""
     for index, v in enumerate(values):
         if v.kind == "node" and v.field != "feedback_weight":
-            raise FeedbackError(f"values[{index}].field", "nodes have only feedback_weight.")
+            return Refusal(f"values[{index}].field", "nodes have only feedback_weight.")
         if v.field not in ("weight", "feedback_weight"):
-            raise FeedbackError(f"values[{index}].field", "must be weight or feedback_weight.")
+            return Refusal(f"values[{index}].field", "must be weight or feedback_weight.")
         if not (0.0 <= v.value <= 1.0):
-            raise FeedbackError(f"values[{index}].value", "must be between 0 and 1.")
+            return Refusal(f"values[{index}].value", "must be between 0 and 1.")
     if len({(v.kind, v.id, v.field) for v in values}) != len(values):
-        raise FeedbackError("values", "each weight may be set once per call.")
+        return Refusal("values", "each weight may be set once per call.")
+    return None
 
 
 # --------------------------------------------------------------------------------------------------
@@ -311,7 +322,7 @@ USED_WEIGHT = 1.0
 
 
 def answered_after(weight: float, evidence: str) -> float:
-    """The ``answered`` edge's weight after one piece of evidence (the SQL of ``queries.TEACH`` computes the same).
+    """The ``answered`` edge's weight after one piece of evidence (``queries.weights.TEACH`` computes the same).
 
     A use counts at full strength on its first report (w = 1), a flag fully against (w = 0): one agent
     that found the note useful (or wrong) for this question is the strongest evidence there is. A note

@@ -16,7 +16,7 @@ from django.urls import reverse
 from django.utils.http import urlencode
 from django.views.decorators.http import require_POST
 
-from feedback import actions, analysis, charts, health, learning, memory, metrics, queries, revisions
+from feedback import actions, analysis, charts, health, learning, memory, metrics, revisions
 from feedback.models import (
     BATCH_KINDS,
     BATCH_STATUSES,
@@ -32,6 +32,7 @@ from feedback.models import (
     VaultImport,
     WeightHistory,
 )
+from feedback.queries import reads
 from graphadmin import audit, readiness
 from graphadmin.errors import InputError
 from graphadmin.models import Edge, EdgeType, Node, PolicyRevision
@@ -67,7 +68,7 @@ def overview(request, graph_id):
         # Nodes and edges can number millions: the hourly rollup counts them, the page reads that.
         "nodes": totals.data["totals"]["nodes"] if totals else Node.objects.filter(graph=graph, archived=False).count(),
         "edges": totals.data["totals"]["edges"] if totals else Edge.objects.filter(graph=graph, archived=False).count(),
-        **queries.graph_counts(graph),
+        **reads.graph_counts(graph),
     }
     batches = UpdateBatch.objects.filter(graph=graph).order_by("-started_at")[:10]
     glance = learning.weekly(graph, agents=agents)
@@ -163,7 +164,7 @@ def _conflict_rows(graph, rollback) -> list[dict]:
             if len(rows) >= CONFLICTS_SHOWN or target_id not in by_id:
                 continue
             target = by_id[target_id]
-            history = list(queries.history_of(graph, kind, target_id, field=field, latest=50))
+            history = list(reads.history_of(graph, kind, target_id, field=field, latest=50))
             wanted = next((h.before for h in history if h.batch_id == rollback.rollback_of_id), None)
             since = next((h for h in history if h.batch_id not in (rollback.pk, rollback.rollback_of_id)), None)
             name = (
@@ -499,7 +500,7 @@ def _history_figure(title: str, changes) -> dict:
 
 def _record_page(request, access, kind: str, record, title: str, **context):
     """A node or edge page: the record, its latest 20 changes and its history chart (last 500 changes)."""
-    latest = list(queries.history_of(access.graph, kind, record.pk, latest=HISTORY_LIMIT))  # newest first
+    latest = list(reads.history_of(access.graph, kind, record.pk, latest=HISTORY_LIMIT))  # newest first
     # The session that caused each of the latest changes (one query), so each row links to that session's page.
     session_ids = {c.batch.trigger_session_id for c in latest[:20] if c.batch.trigger_session_id}
     external = dict(

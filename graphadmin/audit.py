@@ -17,15 +17,24 @@ import rfc8785
 from django.conf import settings
 from django.db import connection, transaction
 from django.utils.module_loading import import_string
-from psycopg import sql
+from psycopg import sql as psql
 
 from graphadmin import anchor as anchors
 from graphadmin import clock
 from graphadmin.models import AuditCheckpoint, AuditEvent, Organization
+from graphadmin.models.sql import (
+    advisory_lock,
+    column,
+    columns,
+    execute,
+    fetch,
+    fetch_all,
+    placeholders,
+    statement,
+)
 from graphadmin.runtime.locks import AdvisoryLock
 
 GENESIS = "0" * 64
-_LOCK_CLASS = int(AdvisoryLock.AUDIT)  # one append at a time per organization (graphadmin.runtime.locks)
 
 
 def actor_label(actor) -> str:
@@ -81,11 +90,10 @@ class Deferred:
         for event in events:
             by_org.setdefault(event.organization_id, []).append(event)
         now = clock.now()
-        with transaction.atomic(savepoint=False), connection.cursor() as cur:
+        with transaction.atomic(savepoint=False):
             for org_id in sorted(by_org):
-                cur.execute("SELECT pg_advisory_xact_lock(%s, %s)", [_LOCK_CLASS, org_id])
-                cur.execute(LAST_EVENT_SQL, {"organization": org_id})
-                last = cur.fetchone()
+                advisory_lock(AdvisoryLock.AUDIT, org_id)  # one append at a time per organization
+                last = fetch(LAST_EVENT_SQL, {"organization": org_id})
                 seq, prev_hash = (last[0], last[1]) if last else (0, GENESIS)
                 for event in by_org[org_id]:
                     seq += 1
@@ -94,7 +102,7 @@ class Deferred:
                         prev_hash, seq, now, event.actor, event.action, event.scope, event.payload
                     )
                     prev_hash = event.hash
-                _insert_many(cur, by_org[org_id])
+                _insert_many(by_org[org_id])
         return events
 
 
@@ -134,11 +142,9 @@ def append(organization, actor, action: str, payload: dict, scope: dict | None =
         # The lock is its own statement, taken before the last event is read: under READ COMMITTED a
         # statement's snapshot is taken when it starts, so a read in the same statement as the lock
         # could miss the event of the writer it waited for, and fork the chain.
-        with connection.cursor() as cur:
-            cur.execute("SELECT pg_advisory_xact_lock(%s, %s)", [_LOCK_CLASS, org_id])
-            # Plain SQL: this read is on every write path, and building it through the ORM cost more than running it.
-            cur.execute(LAST_EVENT_SQL, {"organization": org_id})
-            last = cur.fetchone()
+        advisory_lock(AdvisoryLock.AUDIT, org_id)  # one append at a time per organization
+        # Plain SQL: this read is on every write path, and building it through the ORM cost more than running it.
+        last = fetch(LAST_EVENT_SQL, {"organization": org_id})
         seq = last[0] + 1 if last else 1
         prev_hash = last[1] if last else GENESIS
         # Microsecond precision is what PostgreSQL stores; truncate now so verify recomputes the same.
@@ -160,24 +166,23 @@ def append(organization, actor, action: str, payload: dict, scope: dict | None =
 
 
 # The organization's last event (the chain's head), read under the advisory lock.
-LAST_EVENT_SQL = (
-    sql.SQL("SELECT seq, hash FROM {table} WHERE organization_id = %(organization)s ORDER BY seq DESC LIMIT 1")
-    .format(table=sql.Identifier(AuditEvent._meta.db_table))
-    .as_string()
+LAST_EVENT_SQL = statement(
+    "SELECT seq, hash FROM {audit_event} WHERE organization_id = %(organization)s ORDER BY seq DESC LIMIT 1"
 )
 
-# One event: every concrete column but the id, each a bound parameter; the new id returned.
+# One event: every concrete column but the id, each a bound parameter named for its column; the new id returned.
 _EVENT_FIELDS = [f for f in AuditEvent._meta.concrete_fields if not f.primary_key]
-INSERT_EVENT_SQL = (
-    sql.SQL("INSERT INTO {table} ({columns}) VALUES ({values}) RETURNING {pk}")
-    .format(
-        table=sql.Identifier(AuditEvent._meta.db_table),
-        columns=sql.SQL(", ").join(sql.Identifier(f.column) for f in _EVENT_FIELDS),
-        values=sql.SQL(", ").join(sql.Placeholder() for _f in _EVENT_FIELDS),
-        pk=sql.Identifier(AuditEvent._meta.pk.column),
-    )
-    .as_string()
+INSERT_EVENT_SQL = statement(
+    "INSERT INTO {audit_event} ({columns}) VALUES ({values}) RETURNING {pk}",
+    columns=columns(AuditEvent, fields=_EVENT_FIELDS),
+    values=placeholders(f.column for f in _EVENT_FIELDS),
+    pk=column(AuditEvent, AuditEvent._meta.pk.name),
 )
+
+
+def _event_params(event: AuditEvent, suffix: str = "") -> dict:
+    """The bound values of one event's row (``INSERT_EVENT_SQL``), each named for its column (and ``suffix``)."""
+    return {f.column + suffix: f.get_db_prep_save(getattr(event, f.attname), connection) for f in _EVENT_FIELDS}
 
 
 def _insert(event: AuditEvent) -> AuditEvent:
@@ -187,30 +192,28 @@ def _insert(event: AuditEvent) -> AuditEvent:
     statement itself. AuditEvent has no ``save`` override and no signal receivers (a receiver added
     later would not see events inserted here).
     """
-    with connection.cursor() as cur:
-        cur.execute(
-            INSERT_EVENT_SQL, [f.get_db_prep_save(getattr(event, f.attname), connection) for f in _EVENT_FIELDS]
-        )
-        event.pk = cur.fetchone()[0]
+    (event.pk,) = fetch(INSERT_EVENT_SQL, _event_params(event))
     event._state.adding, event._state.db = False, connection.alias
     return event
 
 
-def _insert_many(cur, events: list[AuditEvent]) -> None:
+def _insert_many(events: list[AuditEvent]) -> None:
     """INSERT chained events in one statement (``INSERT_EVENT_SQL``'s columns, one row each) and set their ids."""
     if not events:
         return
-    row = sql.SQL("({})").format(sql.SQL(", ").join(sql.Placeholder() for _f in _EVENT_FIELDS))
-    statement = sql.SQL("INSERT INTO {table} ({columns}) VALUES {rows} RETURNING {pk}, {seq}").format(
-        table=sql.Identifier(AuditEvent._meta.db_table),
-        columns=sql.SQL(", ").join(sql.Identifier(f.column) for f in _EVENT_FIELDS),
-        rows=sql.SQL(", ").join(row for _e in events),
-        pk=sql.Identifier(AuditEvent._meta.pk.column),
-        seq=sql.Identifier(AuditEvent._meta.get_field("seq").column),
+    # One row of placeholders per event (``%(column_n)s``): the statement's shape depends on how many there are.
+    rows = psql.SQL(", ").join(
+        psql.SQL("({})").format(placeholders(f"{f.column}_{n}" for f in _EVENT_FIELDS)) for n in range(len(events))
     )
-    params = [f.get_db_prep_save(getattr(e, f.attname), connection) for e in events for f in _EVENT_FIELDS]
-    cur.execute(statement.as_string(), params)
-    ids = dict((seq, pk) for pk, seq in cur.fetchall())
+    insert = statement(
+        "INSERT INTO {audit_event} ({columns}) VALUES {rows} RETURNING {pk}, {seq}",
+        columns=columns(AuditEvent, fields=_EVENT_FIELDS),
+        rows=rows,
+        pk=column(AuditEvent, AuditEvent._meta.pk.name),
+        seq=column(AuditEvent, "seq"),
+    )
+    params = {key: value for n, e in enumerate(events) for key, value in _event_params(e, f"_{n}").items()}
+    ids = dict((seq, pk) for pk, seq in fetch_all(insert, params))
     for event in events:
         event.pk = ids[event.seq]
         event._state.adding, event._state.db = False, connection.alias
@@ -312,15 +315,12 @@ def _anchor_reason(anchor, missing: bool) -> str:
 
 
 # Upsert that only ever moves a checkpoint forward (the table's trigger refuses a lower seq anyway).
-ADVANCE_CHECKPOINT_SQL = (
-    sql.SQL(
-        "INSERT INTO {table} (organization_id, seq, hash, verified_at) VALUES (%s, %s, %s, %s) "
-        "ON CONFLICT (organization_id) DO UPDATE "
-        "SET seq = EXCLUDED.seq, hash = EXCLUDED.hash, verified_at = EXCLUDED.verified_at "
-        "WHERE {table}.seq <= EXCLUDED.seq"
-    )
-    .format(table=sql.Identifier(AuditCheckpoint._meta.db_table))
-    .as_string()
+ADVANCE_CHECKPOINT_SQL = statement(
+    "INSERT INTO {audit_checkpoint} (organization_id, seq, hash, verified_at)"
+    " VALUES (%(organization)s, %(seq)s, %(hash)s, %(verified_at)s) "
+    "ON CONFLICT (organization_id) DO UPDATE "
+    "SET seq = EXCLUDED.seq, hash = EXCLUDED.hash, verified_at = EXCLUDED.verified_at "
+    "WHERE {audit_checkpoint}.seq <= EXCLUDED.seq"
 )
 
 
@@ -335,8 +335,9 @@ def advance_checkpoint(organization) -> Verification:
     result = verify(org_id, full=True)
     if result.ok and result.count:
         head = AuditEvent.objects.filter(organization_id=org_id, seq=result.count).values_list("hash", flat=True)
-        with transaction.atomic(), connection.cursor() as cur:
-            cur.execute(ADVANCE_CHECKPOINT_SQL, [org_id, result.count, head.get(), datetime.now(UTC)])
+        with transaction.atomic():
+            params = {"organization": org_id, "seq": result.count, "hash": head.get(), "verified_at": datetime.now(UTC)}
+            execute(ADVANCE_CHECKPOINT_SQL, params)
     return result
 
 

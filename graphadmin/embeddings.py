@@ -30,12 +30,10 @@ from pathlib import Path
 from typing import Protocol
 
 from django.conf import settings
-from django.db import connection
 from django.utils.module_loading import import_string
-from psycopg import sql
 
 from graphadmin.errors import Conflict
-from graphadmin.models import Edge, Node
+from graphadmin.models.sql import fetch, statement
 
 log = logging.getLogger(__name__)
 
@@ -498,6 +496,17 @@ class EmbeddingModelMismatch(Conflict):
         }
 
 
+# The distinct models of a graph's stored vectors, as far as two tell (``stored_models``): four index probes.
+STORED_MODELS = statement("""
+        SELECT min(m), max(m) FROM (
+            SELECT (SELECT min(embedding_model) FROM {node} WHERE graph_id = %(g)s AND embedding_model > '') AS m
+            UNION ALL SELECT (SELECT max(embedding_model) FROM {node} WHERE graph_id = %(g)s)
+            UNION ALL SELECT (SELECT min(embedding_model) FROM {edge} WHERE graph_id = %(g)s AND embedding_model > '')
+            UNION ALL SELECT (SELECT max(embedding_model) FROM {edge} WHERE graph_id = %(g)s)
+        ) probes WHERE m > ''
+        """)
+
+
 def stored_models(graph_id: int) -> list[str]:
     """The distinct models that made a graph's stored vectors, as far as two suffice to tell (min and max).
 
@@ -506,19 +515,7 @@ def stored_models(graph_id: int) -> list[str]:
     whatever the graph's size; a DISTINCT would read every row of the graph. Rows whose model is
     unknown ('': a vector a caller sent without naming its model) are not counted.
     """
-    statement = sql.SQL(
-        """
-        SELECT min(m), max(m) FROM (
-            SELECT (SELECT min(embedding_model) FROM {node} WHERE graph_id = %(g)s AND embedding_model > '') AS m
-            UNION ALL SELECT (SELECT max(embedding_model) FROM {node} WHERE graph_id = %(g)s)
-            UNION ALL SELECT (SELECT min(embedding_model) FROM {edge} WHERE graph_id = %(g)s AND embedding_model > '')
-            UNION ALL SELECT (SELECT max(embedding_model) FROM {edge} WHERE graph_id = %(g)s)
-        ) probes WHERE m > ''
-        """
-    ).format(node=sql.Identifier(Node._meta.db_table), edge=sql.Identifier(Edge._meta.db_table))
-    with connection.cursor() as cur:
-        cur.execute(statement.as_string(cur.connection), {"g": graph_id})
-        low, high = cur.fetchone()
+    low, high = fetch(STORED_MODELS, {"g": graph_id})
     return sorted({m for m in (low, high) if m})
 
 

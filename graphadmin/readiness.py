@@ -13,12 +13,8 @@ import time
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 
-import psycopg
-from django.conf import settings
-from django.db import connection
-from psycopg import sql
-
-from graphadmin.models import Edge, EdgeType, Node, OutboxTask
+from graphadmin.models import OutboxTask
+from graphadmin.models.sql import fetch_all, statement
 
 POLL_SECONDS = 1.0
 
@@ -45,11 +41,11 @@ NO_TYPE = 2**63 - 1
 # learned (thousands of evidence edges in that index) still costs index probes, and a ready graph two probes
 # of empty ranges. The outbox is looked at only when something is pending (CASE runs one branch).
 # Prepared on its connection (every context answer runs it): docs/decisions/0003-prepared-statements.md
-VECTORS_PENDING = sql.SQL(
+VECTORS_PENDING = statement(
     """
     SELECT c.id, c.pending,
            CASE WHEN c.pending > 0 THEN EXISTS (
-               SELECT 1 FROM {outbox} o
+               SELECT 1 FROM {outbox_task} o
                WHERE o.name = %(task)s AND o.state = 'pending' AND o.args = jsonb_build_array(c.id)
            ) ELSE false END
     FROM (
@@ -62,17 +58,11 @@ VECTORS_PENDING = sql.SQL(
                 WHERE e.graph_id = g.id AND e.triplet_embedding IS NULL AND NOT e.archived
                   AND e.edge_type_id > coalesce(t.id, %(no_type)s)) AS pending
         FROM unnest(%(graphs)s::bigint[]) AS g(id)
-        LEFT JOIN {edgetype} t ON t.graph_id = g.id AND t.name = %(evidence)s
+        LEFT JOIN {edge_type} t ON t.graph_id = g.id AND t.name = %(evidence)s
     ) c
     """
-).format(
-    node=sql.Identifier(Node._meta.db_table),
-    edge=sql.Identifier(Edge._meta.db_table),
-    edgetype=sql.Identifier(EdgeType._meta.db_table),
-    outbox=sql.Identifier(OutboxTask._meta.db_table),
 )
 EMBED_TASK = "graphadmin.embed_graph"  # graphadmin.tasks.embed_graph (which imports the vault writer: not here)
-_TEXT: list[str] = []
 
 
 @dataclass(frozen=True)
@@ -92,34 +82,9 @@ def readiness_of(graph_ids: Iterable[int]) -> dict[int, Readiness]:
     ids = sorted(set(graph_ids))
     if not ids:
         return {}
-    if not _TEXT:
-        _TEXT.append(VECTORS_PENDING.as_string(None))
     params = {"graphs": ids, "evidence": EVIDENCE_EDGE_TYPE, "no_type": NO_TYPE, "task": EMBED_TASK}
-    with _cursor() as cur:
-        cur.execute(_TEXT[0], params)
-        return {graph_id: Readiness(pending, building) for graph_id, pending, building in cur.fetchall()}
-
-
-class _PreparedCursor(psycopg.Cursor):
-    """Prepared on its connection at its first run (as ranking.queries' cursor of the statements run on every
-    request; the core imports nothing of ranking): every context answer runs this statement, and planning
-    it each time cost more than running it on a ready graph."""
-
-    def execute(self, query, params=None, *, prepare=None, binary=None):
-        return super().execute(query, params, prepare=True, binary=binary)
-
-    def _convert_query(self, query, params=None):
-        # Kept as an unprepared run keeps it: Django's query log (DEBUG, CaptureQueriesContext) reads its text.
-        self._query = super()._convert_query(query, params)
-        return self._query
-
-
-def _cursor():
-    """Django's cursor around a prepared one (its query log and wrappers kept), unless prepared statements are off."""
-    if not settings.DATABASE_PREPARED_STATEMENTS:
-        return connection.cursor()
-    connection.ensure_connection()
-    return connection._prepare_cursor(_PreparedCursor(connection.connection))
+    rows = fetch_all(VECTORS_PENDING, params, prepared=True)
+    return {graph_id: Readiness(pending, building) for graph_id, pending, building in rows}
 
 
 def pending_of(graph_ids: Iterable[int]) -> dict[int, int]:

@@ -12,6 +12,9 @@ to a distributed table:
   distributed table);
 * in INSERT: ``graph_id`` is one of the inserted columns (the row carries its graph).
 
+Every named statement of the feedback queries (``feedback/queries/``: weights, reports, reads) and the core's
+named reads is also checked on its text alone, run or not.
+
 The tables that stay whole on every server (reference tables: organizations, graphs, edge types,
 policy revisions, users) and the audit chain (on the coordinator) are not checked.
 """
@@ -28,7 +31,8 @@ from pglast import parse_sql
 from feedback import actions as feedback_actions
 from feedback import outbox
 from feedback.models import AgentSession, InjectionCandidate, UpdateBatch
-from graphadmin import clock
+from feedback.queries import WEIGHTS, reads, reports, weights
+from graphadmin import clock, embeddings, readiness
 
 pytestmark = pytest.mark.django_db
 
@@ -185,6 +189,42 @@ def test_the_checker_catches_a_missing_filter():
     assert unscoped_tables("UPDATE graphadmin_edge SET weight = 1 WHERE id = %s") == ["graphadmin_edge"]
     assert unscoped_tables("INSERT INTO feedback_useevent (graph_id, session_id) VALUES (%s, %s)") == []
     assert unscoped_tables("INSERT INTO feedback_useevent (session_id) VALUES (%s)") == ["feedback_useevent"]
+
+
+def named_statements(module) -> dict[str, str]:
+    """Every whole statement ``module`` names: its upper-case str constants (and dicts of them) composed by the
+    toolkit (no ``{name}`` left: a fragment is checked inside the statements that use it), and, in the weights'
+    module, the statement of each weight (``set_weight``, ``rollback_restore``, ``rollback_preview``)."""
+    found = {}
+    for name, value in vars(module).items():
+        if not name.isupper() or name.startswith("_"):
+            continue
+        values = value.items() if isinstance(value, dict) else [(None, value)]
+        for key, text in values:
+            if isinstance(text, str) and "{" not in text and re.search(r"\b(SELECT|INSERT|UPDATE|DELETE)\b", text):
+                found[name if key is None else f"{name}[{key}]"] = text
+    if module is weights:
+        for target, field in WEIGHTS:
+            for make in (weights.set_weight, weights.rollback_restore, weights.rollback_preview):
+                found[f"{make.__name__}({target}, {field})"] = make(target, field)
+    return found
+
+
+QUERY_MODULES = (weights, reads, reports, readiness, embeddings)
+
+
+def test_every_named_statement_filters_every_distributed_table_by_graph_id():
+    """Beyond the hot paths below: every statement of the feedback queries (weights, reports, reads: the pages and
+    the rollup too) and of the core's named reads, checked on its text, without running it."""
+    problems, checked = [], 0
+    for module in QUERY_MODULES:
+        for name, text in named_statements(module).items():
+            checked += 1
+            tables = unscoped_tables(text)
+            if tables:
+                problems.append(f"{module.__name__}.{name}: {sorted(set(tables))}")
+    assert checked > 70, checked  # the collection is not broken
+    assert not problems, "statements not filtered by graph_id:\n" + "\n".join(problems)
 
 
 def test_hot_paths_filter_every_distributed_table_by_graph_id(rg, api, alice):

@@ -15,8 +15,9 @@ from graphadmin import actions as core_actions
 from graphadmin import clock
 from graphadmin.models import Graph
 
-from .. import actions, metrics, queries
+from .. import actions, metrics
 from ..models import AgentSession
+from ..queries import weights
 from .agent import agent_reports
 from .config import HistoryConfig, Question
 from .inprocess import DECAY_ACTOR, api_client, eager_tasks, post
@@ -92,18 +93,18 @@ def simulate_history(
     client = api_client(user)
     times = session_times(cfg, start, end, rng)
     sim = clock.SimulatedClock(times[0] if times else start)
-    now_period = queries.decay_period(graph)[0]
-    last_period = queries.decay_period(graph, times[0])[0] if times else now_period
+    now_period = weights.decay_period(graph)[0]
+    last_period = weights.decay_period(graph, times[0])[0] if times else now_period
     history = HistoryReport(start=start, end=end)
     hits: list[float] = []
     run = uuid.uuid4().hex[:6]
     with eager_tasks(), clock.using(sim):
         for s, at in enumerate(times):
-            period = queries.decay_period(graph, at)[0]
+            period = weights.decay_period(graph, at)[0]
             if cfg.decay and last_period < period < now_period:
                 # The periodic decay task's action, at the start of the new period on the simulated clock.
                 last_period = period
-                sim.set(queries.decay_period(graph, at)[1] + timedelta(minutes=5))
+                sim.set(weights.decay_period(graph, at)[1] + timedelta(minutes=5))
                 actions.do_decay(
                     Graph.objects.select_related("organization").get(pk=graph.pk), actor=DECAY_ACTOR, now=sim.at
                 )

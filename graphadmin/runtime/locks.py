@@ -17,7 +17,7 @@ from enum import IntEnum
 class AdvisoryLock(IntEnum):
     # One audit chain append at a time per organization (graphadmin.audit; the id: the organization).
     AUDIT = 0x6A7D
-    # One drain per graph (feedback.outbox.drain, feedback.queries.try_drain_lock; the id: the graph).
+    # One drain per graph (feedback.outbox.drain, feedback.queries.reports.try_drain_lock; the id: the graph).
     DRAIN = 0x6A7E
     # Memory calls on one graph queue behind each other (feedback.memory; the id: the graph). "mem".
     MEMORY = 0x6D656D

@@ -4,9 +4,10 @@ from datetime import UTC
 
 import pytest
 
-from feedback import actions, queries
+from feedback import actions
 from feedback.actions import UseItem
 from feedback.models import UpdateBatch
+from feedback.queries import weights
 from feedback.tasks import apply_outcome_task
 from graphadmin.models import AuditEvent, Edge, Node
 
@@ -58,7 +59,7 @@ def test_only_accepted_sessions_count(acme_graph, unlinked, oscar):
         actions.do_record_uses(session, [UseItem("node", unlinked[k].pk, "explicit") for k in "pq"], actor=oscar)
         result = apply_outcome_task(acme_graph.pk, f"r{i}", "rework", user_id=oscar.pk)
         assert "links" not in result
-    assert queries.co_used_pairs(session, 1) == []
+    assert weights.co_used_pairs(session, 1) == []
     assert not co_used(acme_graph).exists()
 
 

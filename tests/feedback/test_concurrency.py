@@ -11,9 +11,10 @@ from datetime import UTC
 import pytest
 from django.db import connection
 
-from feedback import actions, queries
+from feedback import actions
 from feedback.actions import UseItem
 from feedback.models import UpdateBatch, UseEvent, WeightChange
+from feedback.queries import reads
 
 from .conftest import make_session
 
@@ -146,7 +147,7 @@ def test_decay_running_beside_use_reports_loses_no_update(oscar, acme_graph, sma
     rules = {**RULES, "decay": lambda w: max(0.1, w * 0.95)}
     for edge in edges.values():
         edge.refresh_from_db()
-        changes = list(queries.history_of(acme_graph, "edge", edge.pk, field="weight"))
+        changes = list(reads.history_of(acme_graph, "edge", edge.pk, field="weight"))
         assert sorted(c.event for c in changes) == ["decay", "explicit", "explicit", "explicit", "explicit"]
         value = 0.5
         while changes:  # rebuild the serial order: each step starts where the previous one ended

@@ -4,8 +4,9 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 
-from feedback import actions, queries
+from feedback import actions
 from feedback.models import UpdateBatch, WeightChange, WeightChangeBlock, WeightHistory
+from feedback.queries import reads, weights
 from graphadmin.models import AuditEvent, Edge, EdgeStats
 
 from .conftest import reload
@@ -65,7 +66,7 @@ def test_chunks_are_separate_batches_and_a_rerun_skips_them(oscar, acme_graph, e
 def test_dry_run_writes_nothing(oscar, acme_graph, edges):
     result = actions.do_decay(acme_graph, actor=oscar, now=LATER, dry_run=True)
     assert result.status == "dry_run" and result.edge_updates == 2
-    preview = queries.decay_preview(acme_graph, now=LATER)
+    preview = weights.decay_preview(acme_graph, now=LATER)
     assert preview["edges"] == 2 and preview["sample"][0]["after"] == pytest.approx(0.475)
     assert not UpdateBatch.objects.exists() and reload(edges["ab"]).weight == 0.5
 
@@ -106,11 +107,11 @@ def test_decay_history_is_one_block_per_chunk_read_back_per_edge(oscar, acme_gra
     actions.do_record_uses(
         _session(acme_graph, small_graph, edges), [actions.UseItem("edge", ab, "explicit")], actor=oscar
     )
-    history = list(queries.history_of(acme_graph, "edge", ab))  # newest first
+    history = list(reads.history_of(acme_graph, "edge", ab))  # newest first
     assert [h.event for h in history] == ["explicit", "decay"] and history[0].before == pytest.approx(0.475)
     assert (history[1].block_id, history[1].before, history[1].batch.kind) == (block.pk, 0.5, "decay")
-    assert [h.event for h in queries.history_of(acme_graph, "edge", bc)] == ["decay"]
-    assert not list(queries.history_of(acme_graph, "node", ab))
+    assert [h.event for h in reads.history_of(acme_graph, "edge", bc)] == ["decay"]
+    assert not list(reads.history_of(acme_graph, "node", ab))
 
 
 def test_rolling_back_a_decay_chunk_restores_it_with_block_history(oscar, acme_graph, edges):
@@ -128,10 +129,10 @@ def test_rolling_back_a_decay_chunk_restores_it_with_block_history(oscar, acme_g
 
 def test_chunks_cover_only_ranges_holding_the_graphs_edges(acme_graph, edges):
     ab, bc = sorted((edges["ab"].pk, edges["bc"].pk))
-    assert queries.chunk_ranges(acme_graph, 1) == [ab, bc]
-    assert queries.chunk_ranges(acme_graph, 10**9) == [0]
+    assert weights.chunk_ranges(acme_graph, 1) == [ab, bc]
+    assert weights.chunk_ranges(acme_graph, 10**9) == [0]
     Edge.objects.filter(pk=ab).update(archived=True)
-    assert queries.chunk_ranges(acme_graph, 1) == [bc]
+    assert weights.chunk_ranges(acme_graph, 1) == [bc]
 
 
 def _session(graph, small_graph, edges):

@@ -8,8 +8,9 @@ import pytest
 from django.db import connection, transaction
 from django.test import override_settings
 
-from feedback import outbox, queries
+from feedback import outbox
 from feedback.models import PendingReport, UpdateBatch, WeightChange
+from feedback.queries import reports as report_queries
 from feedback.report import Report
 from feedback.rules import UseItem
 from feedback.tasks import drain_reports_task
@@ -132,11 +133,11 @@ def test_an_outcome_arriving_within_the_window_is_applied_in_the_same_batch(acme
     started = time.monotonic()
     worker.start()
     deadline = time.monotonic() + 10
-    while not queries.drain_running(acme_graph.pk) and time.monotonic() < deadline:
+    while not report_queries.drain_running(acme_graph.pk) and time.monotonic() < deadline:
         time.sleep(0.01)
     # The drain holds the graph's lock and waits for the session's outcome, the use report claimed but
     # not applied: the outcome's poke would find the drain running and send no task.
-    assert queries.drain_running(acme_graph.pk)
+    assert report_queries.drain_running(acme_graph.pk)
     assert PendingReport.objects.get().state == "pending"
     outbox.record(ada, session, Report("outcome", "k2", outcome="accepted"))
     worker.join(timeout=15)
@@ -144,5 +145,5 @@ def test_an_outcome_arriving_within_the_window_is_applied_in_the_same_batch(acme
     counts = result["counts"]
     assert (counts["applied"], counts["batches"], counts["busy"]) == (2, 1, False)
     assert time.monotonic() - started < 8.0  # it stopped waiting once the outcome came
-    assert not queries.drain_running(acme_graph.pk)
+    assert not report_queries.drain_running(acme_graph.pk)
     assert list(UpdateBatch.objects.order_by("id").values_list("kind", flat=True))[:2] == ["reinforce", "outcome"]

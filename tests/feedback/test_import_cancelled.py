@@ -24,8 +24,8 @@ from feedback.imports import do_queue_import
 from feedback.models import UpdateBatch
 from feedback.tasks import import_vault_task
 from graphadmin import outbox as task_outbox
-from graphadmin.audit import _LOCK_CLASS
 from graphadmin.models import AuditEvent, Edge, Node
+from graphadmin.runtime.locks import AdvisoryLock
 from tests.conftest import HASHING, ROOT
 
 from .conftest import raw_connection
@@ -77,7 +77,7 @@ def _nothing_of_it(graph):
 
 def _held_audit_lock(org):
     locker = raw_connection()
-    locker.execute("SELECT pg_advisory_lock(%s, %s)", [_LOCK_CLASS, org.pk])
+    locker.execute("SELECT pg_advisory_lock(%s, %s)", [int(AdvisoryLock.AUDIT), org.pk])
     return locker
 
 

@@ -4,6 +4,7 @@ import pytest
 
 from feedback import actions
 from feedback.models import UpdateBatch, WeightChange
+from graphadmin.errors import InputError
 
 from .conftest import make_session, reload
 
@@ -31,12 +32,12 @@ def test_rejected_and_alpha_override(oscar, acme_graph, surfaced, edges):
 
 
 def test_alpha_out_of_bounds_is_refused(oscar, acme_graph, surfaced):
-    with pytest.raises(actions.FeedbackError) as info:
+    with pytest.raises(InputError) as info:
         actions.do_apply_outcome(acme_graph, "s1", "accepted", actor=oscar, alpha=0.9)
-    assert info.value.field == "ema_alpha"
-    with pytest.raises(actions.FeedbackError) as info:
+    assert list(info.value.errors) == ["ema_alpha"]
+    with pytest.raises(InputError) as info:
         actions.do_apply_outcome(acme_graph, "s1", "great", actor=oscar)
-    assert info.value.field == "outcome"
+    assert list(info.value.errors) == ["outcome"]
     assert not UpdateBatch.objects.exists()
 
 

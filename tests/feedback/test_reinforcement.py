@@ -5,6 +5,7 @@ import pytest
 from feedback import actions
 from feedback.actions import UseItem
 from feedback.models import UpdateBatch, UseEvent, WeightChange
+from graphadmin.errors import InputError
 from graphadmin.models import AuditEvent
 
 from .conftest import reload
@@ -55,9 +56,9 @@ def test_negative_signal_lowers_weight(oscar, surfaced, edges):
 def test_learning_rate_override_within_bounds(oscar, surfaced, edges):
     actions.do_record_uses(surfaced, [UseItem("edge", edges["ab"].pk, "explicit")], actor=oscar, learning_rate=0.2)
     assert reload(edges["ab"]).weight == pytest.approx(0.6)
-    with pytest.raises(actions.FeedbackError) as info:
+    with pytest.raises(InputError) as info:
         actions.do_record_uses(surfaced, [UseItem("edge", edges["bc"].pk, "explicit")], actor=oscar, learning_rate=0.9)
-    assert info.value.field == "learning_rate"
+    assert list(info.value.errors) == ["learning_rate"]
 
 
 def test_batch_history_and_audit_are_written(oscar, surfaced, edges):
@@ -97,13 +98,13 @@ def test_idempotency_key_applies_once(oscar, surfaced, edges):
 
 
 def test_same_target_with_two_signals_is_refused_and_nothing_written(oscar, surfaced, edges):
-    with pytest.raises(actions.FeedbackError) as info:
+    with pytest.raises(InputError) as info:
         actions.do_record_uses(
             surfaced,
             [UseItem("edge", edges["ab"].pk, "explicit"), UseItem("edge", edges["ab"].pk, "negative")],
             actor=oscar,
         )
-    assert info.value.field == "items[1]"
+    assert list(info.value.errors) == ["items[1]"]
     assert not UpdateBatch.objects.exists() and not UseEvent.objects.exists()
 
 

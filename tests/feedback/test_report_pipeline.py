@@ -4,14 +4,16 @@ events chained together, one wake-up per running drain, and the old tasks throug
 import pytest
 from django.db import connection
 
-from feedback import ledger, outbox, queries, reports
+from feedback import ledger, outbox, reports
 from feedback.models import PendingReport, UpdateBatch
+from feedback.queries import reports as report_queries
 from feedback.report import Report, UnknownItem, stale_items
 from feedback.rules import UseItem
 from feedback.tasks import apply_uses_task
 from graphadmin import audit
 from graphadmin.errors import InputError
 from graphadmin.models import AuditEvent, Node
+from graphadmin.runtime.locks import AdvisoryLock
 
 from .conftest import make_session, raw_connection, url
 
@@ -100,9 +102,9 @@ def test_no_wake_up_while_a_drainer_holds_the_graph_and_that_drainer_sees_the_re
     try:
         drainer.execute("BEGIN")
         (held,) = drainer.execute(
-            "SELECT pg_try_advisory_xact_lock(%s, %s)", [queries.DRAIN_LOCK_CLASS, acme_graph.pk]
+            "SELECT pg_try_advisory_xact_lock(%s, %s)", [int(AdvisoryLock.DRAIN), acme_graph.pk]
         ).fetchone()
-        assert held and queries.drain_running(acme_graph.pk)
+        assert held and report_queries.drain_running(acme_graph.pk)
         _post(api, ada, acme_graph, "s1", "uses", {"items": [{"edge": edges["ab"].pk}]})
         assert sent == []  # committed while the drain ran: it is that drain's to apply
         # This process's own drain finds the graph busy, as a poke would.
@@ -110,7 +112,7 @@ def test_no_wake_up_while_a_drainer_holds_the_graph_and_that_drainer_sees_the_re
     finally:
         drainer.execute("COMMIT")
         drainer.close()
-    assert not queries.drain_running(acme_graph.pk)
+    assert not report_queries.drain_running(acme_graph.pk)
     assert outbox.drain(acme_graph.pk)["applied"] == 1
     # No drainer running: the report is poked as before.
     _post(api, ada, acme_graph, "s1", "uses", {"items": [{"node": Node.objects.get(pk=edges["ab"].target_id).pk}]})

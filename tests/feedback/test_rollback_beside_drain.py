@@ -1,8 +1,8 @@
 """A rollback of a batch while the drain applies a report on the same node and question edge (issue 41, item 2).
 
-The drain's report locks its nodes (``queries.REINFORCE``), then the ``answered`` edge of its question
-(``queries.TEACH``): nodes before that edge. A rollback locks every edge of its batch, then its nodes
-(``queries.lock_batch_rows``): that edge before the nodes. Both at once are a deadlock, and PostgreSQL
+The drain's report locks its nodes (``queries.weights.REINFORCE``), then the ``answered`` edge of its question
+(``queries.weights.TEACH``): nodes before that edge. A rollback locks every edge of its batch, then its nodes
+(``queries.weights.lock_batch_rows``): that edge before the nodes. Both at once are a deadlock, and PostgreSQL
 aborts one of them. Neither may be lost: the drain's report is retried in its savepoint
 (``ledger.retry_transient``), and so must the rollback be, or the operator's click is a 500.
 

@@ -5,7 +5,7 @@ from datetime import UTC, datetime, timedelta
 import pytest
 
 from feedback import rules
-from feedback.rules import FeedbackError, ManualValue, UseItem
+from feedback.rules import ManualValue, Refusal, UseItem
 
 
 def test_reinforce_and_weaken_move_toward_one_and_zero():
@@ -44,36 +44,33 @@ def test_decay_period_counts_from_the_epoch():
 
 
 def test_bounded_override_names_the_field():
-    assert rules.bounded("learning_rate", None, 0.1, 0.01, 0.5) == 0.1
-    assert rules.bounded("learning_rate", 0.2, 0.1, 0.01, 0.5) == 0.2
-    with pytest.raises(FeedbackError) as info:
-        rules.bounded("learning_rate", 0.9, 0.1, 0.01, 0.5)
-    assert (info.value.field, info.value.message) == ("learning_rate", "must be between 0.01 and 0.5.")
+    assert rules.out_of_bounds("learning_rate", None, 0.01, 0.5) is None and rules.bounded(None, 0.1) == 0.1
+    assert rules.out_of_bounds("learning_rate", 0.2, 0.01, 0.5) is None and rules.bounded(0.2, 0.1) == 0.2
+    refusal = rules.out_of_bounds("learning_rate", 0.9, 0.01, 0.5)
+    assert (refusal.field, refusal.message) == ("learning_rate", "must be between 0.01 and 0.5.")
 
 
 def test_unique_uses_refuses_bad_and_conflicting_signals():
     signals = ("explicit", "implicit", "negative")
     items = [UseItem("node", 1, "explicit"), UseItem("node", 1, "explicit"), UseItem("edge", 1, "negative")]
-    assert rules.unique_uses(items, signals) == [UseItem("node", 1, "explicit"), UseItem("edge", 1, "negative")]
-    with pytest.raises(FeedbackError) as info:
-        rules.unique_uses([UseItem("node", 1, "great")], signals)
-    assert info.value.field == "items[0].signal"
-    with pytest.raises(FeedbackError) as info:
-        rules.unique_uses([UseItem("node", 1, "explicit"), UseItem("node", 1, "negative")], signals)
-    assert info.value.field == "items[1]" and "both explicit and negative" in info.value.message
+    assert rules.refused_uses(items, signals) is None
+    assert rules.unique_uses(items) == [UseItem("node", 1, "explicit"), UseItem("edge", 1, "negative")]
+    refusal = rules.refused_uses([UseItem("node", 1, "great")], signals)
+    assert isinstance(refusal, Refusal) and refusal.field == "items[0].signal"
+    refusal = rules.refused_uses([UseItem("node", 1, "explicit"), UseItem("node", 1, "negative")], signals)
+    assert refusal.field == "items[1]" and "both explicit and negative" in refusal.message
 
 
 def test_manual_values_are_checked():
-    rules.check_manual_values([ManualValue("edge", 1, "weight", 0.0), ManualValue("edge", 1, "feedback_weight", 1.0)])
+    valid = [ManualValue("edge", 1, "weight", 0.0), ManualValue("edge", 1, "feedback_weight", 1.0)]
+    assert rules.refused_manual_values(valid) is None
     for values, field in (
         ([ManualValue("node", 1, "weight", 0.5)], "values[0].field"),
         ([ManualValue("edge", 1, "priority", 0.5)], "values[0].field"),
         ([ManualValue("edge", 1, "weight", 1.5)], "values[0].value"),
         ([ManualValue("edge", 1, "weight", 0.5), ManualValue("edge", 1, "weight", 0.6)], "values"),
     ):
-        with pytest.raises(FeedbackError) as info:
-            rules.check_manual_values(values)
-        assert info.value.field == field
+        assert rules.refused_manual_values(values).field == field
 
 
 def test_credit_paths_credits_the_path_and_blames_only_the_last_step():

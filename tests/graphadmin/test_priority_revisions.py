@@ -4,8 +4,8 @@ marked on the learning chart and measured by "did it help"."""
 
 from datetime import UTC, datetime, timedelta
 
-from feedback import queries as feedback_queries
 from feedback import revisions
+from feedback.queries import reads
 from graphadmin import actions, audit, clock
 from graphadmin.models import AuditEvent, EdgeType, PolicyRevision
 from graphadmin.views import audit_summary
@@ -142,7 +142,7 @@ def test_a_priority_revision_is_marked_on_the_learning_chart_and_measured(rg, os
     when = datetime.now(UTC)
     with clock.using(clock.SimulatedClock(when)):
         actions.do_update_edge_type(depends, actor=oscar, priority=0.5, note="dependencies first")
-    marks = feedback_queries.learning_marks(g, when - timedelta(days=1), when + timedelta(days=1))
+    marks = reads.learning_marks(g, when - timedelta(days=1), when + timedelta(days=1))
     assert [(m[0], m[2], m[3]) for m in marks] == [("policy", 2, "dependencies first")]
     effects = revisions.revision_effects(g)
     assert [row["revision"].revision for row in effects] == [2, 1]

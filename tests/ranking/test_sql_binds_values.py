@@ -19,6 +19,8 @@ CHECKED = [
     "ranking/service.py",
     "graphadmin/audit.py",
     "graphadmin/embeddings.py",
+    "graphadmin/models/sql.py",
+    "graphadmin/readiness.py",
     "graphadmin/runtime/embedded_db.py",
     "bench/common.py",
     "bench/generate.py",

@@ -2,7 +2,8 @@
 
 from django.core.management.base import BaseCommand, CommandError
 
-from feedback import actions, queries
+from feedback import actions
+from feedback.queries import weights
 from graphadmin.models import Graph
 
 
@@ -26,7 +27,7 @@ class Command(BaseCommand):
             raise CommandError(f"Several graphs have slug '{graph}': give --org.")
         target = found[0]
         if dry_run:
-            preview = queries.decay_preview(target)
+            preview = weights.decay_preview(target)
             self.stdout.write(
                 f"{target}: period {preview['period']} (not traversed since {preview['cutoff']}), "
                 f"rate {preview['rate']}, "
