@@ -48,7 +48,7 @@ from .scoring import POSITIVE_SIMILARITY, EdgeCandidate, Evidence
 
 # A safety valve on top of the per-node fan-out cap: no request considers more edges than this.
 MAX_EDGE_CANDIDATES = 5000
-# The deepest expansion EXPANSION_SQL is written for (ranking.service.MAX_HOPS).
+# The deepest expansion EXPANSION_SQL is written for (ranking.retrieval.MAX_HOPS).
 EXPANSION_MAX_HOPS = 3
 # How many of the graph's question nodes nearest a query are read for evidence (memory and exploration).
 SIMILAR_QUESTIONS = 20
@@ -90,7 +90,7 @@ def vector_literal(vector) -> str | None:
     """pgvector's text form of a vector ('[x,y,...]'): a parameter value, cast with ``%(query)s::vector``.
 
     A text already in that form is returned as is, so a request that runs several statements with
-    one query vector renders it once (``ranking.service.retrieve``): 384 reprs each time add up.
+    one query vector renders it once (``ranking.retrieval.retrieve``): 384 reprs each time add up.
     """
     if vector is None or isinstance(vector, str):
         return vector

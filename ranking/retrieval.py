@@ -1,8 +1,10 @@
 """Retrieval, the pipeline's first stages: entry points, best-first expansion and node scores.
 
-``retrieve`` is the one pipeline behind search, context and the MCP tools; ``rank`` scores the edges
-around start nodes (the traversal view). Both read a ``RetrievalRequest`` (graphadmin_client: the
-object the serializers build, the client sends and the MCP tools pass). Bad input raises
+One request in: a ``RetrievalRequest`` (graphadmin_client: the object the serializers build, the client
+sends and the MCP tools pass), built once by the caller, then ``prepare``d once (the policy and the query
+vector resolved, ``Prepared``). Every stage takes that prepared request and nothing else about the
+question: ``retrieve`` is the one pipeline behind search, context (ranking.context) and the MCP tools;
+``search`` its top k; ``rank`` scores the edges around start nodes (the traversal view). Bad input raises
 ``RankingInputError`` with a dict of field -> messages, which the API turns into a 400; nothing here
 writes.
 """
@@ -32,15 +34,6 @@ MAX_QUERY_CHARS = 4000
 
 class RankingInputError(InputError):
     """Invalid input found after parsing (unknown nodes, hops above the policy's bound, ...)."""
-
-
-def as_request(request: RetrievalRequest | None, fields: dict) -> RetrievalRequest:
-    """The request: the one given, or one built from keyword fields (internal callers and tests)."""
-    if request is not None:
-        if fields:
-            raise TypeError(f"Give a RetrievalRequest or keyword fields, not both: {sorted(fields)}")
-        return request
-    return RetrievalRequest(**fields)
 
 
 def policy_of(graph: Graph) -> tuple[PolicyRevision, scoring.Policy]:
@@ -74,6 +67,41 @@ def query_vector(query: str = "", vector=None, graph: Graph | None = None):
 def query_model(vector=None) -> str:
     """What a query vector is recorded as: the configured model for embedded text, "" for a caller's vector."""
     return "" if vector is not None else configured_model()
+
+
+@dataclass(frozen=True)
+class Prepared:
+    """One request with what every stage reads resolved once (``prepare``): the graph, the request, the policy
+    revision and its ranking numbers, the query vector (None: nothing to compare by) and the clock (None: the
+    time of scoring)."""
+
+    graph: Graph
+    request: RetrievalRequest
+    revision: PolicyRevision
+    policy: scoring.Policy
+    qvec: list[float] | None
+    now: datetime | None = None
+
+    def asking(self, request: RetrievalRequest) -> Prepared:
+        """The same resolution for another request with the same question (``search`` widening k)."""
+        return replace(self, request=request)
+
+
+def prepare(
+    graph: Graph,
+    request: RetrievalRequest,
+    *,
+    now: datetime | None = None,
+    policy: tuple[PolicyRevision, scoring.Policy] | None = None,
+    qvec=None,
+) -> Prepared:
+    """The request with its policy (``policy_of``) and query vector (``query_vector``) resolved, once for all the
+    stages it goes through. ``policy`` and ``qvec`` given are used as they are (what-if's draft policy and a
+    logged question's vector, the bench's fixed ones); ``now`` fixes the clock (tests, what-if)."""
+    if qvec is None:
+        qvec = query_vector(request.query, request.vector, graph)
+    revision, pol = policy or policy_of(graph)
+    return Prepared(graph, request, revision, pol, qvec, now)
 
 
 def check_nodes(graph: Graph, ids, field_name: str) -> None:
@@ -120,17 +148,15 @@ class RankResult:
     considered: int
 
 
-def rank(
-    graph: Graph, start_nodes, *, query: str = "", vector=None, k: int = 50, hops: int | None = None
-) -> RankResult:
-    """Every candidate edge within ``hops`` of the start nodes, scored and ranked; the top k returned."""
-    qvec = query_vector(query, vector, graph)
-    revision, policy = policy_of(graph)
-    hops = _check_hops(hops, policy)
+def rank(prepared: Prepared) -> RankResult:
+    """Every candidate edge within the request's ``hops`` of its start nodes, scored and ranked; the top k returned."""
+    graph, req, revision, policy = prepared.graph, prepared.request, prepared.revision, prepared.policy
+    hops = _check_hops(req.hops, policy)
+    start_nodes = list(req.start_nodes)
     check_nodes(graph, start_nodes, "start_nodes")
-    edges = sql.edge_candidates(graph.pk, start_nodes, qvec, hops, revision.fanout_cap)
+    edges = sql.edge_candidates(graph.pk, start_nodes, prepared.qvec, hops, revision.fanout_cap)
     ranked = scoring.rank_edges(edges, policy)
-    items = [RankedEdge(s, rank=p) for p, s in enumerate(ranked[:k], start=1)]
+    items = [RankedEdge(s, rank=p) for p, s in enumerate(ranked[: req.k], start=1)]
     return RankResult(revision, items, considered=len(edges))
 
 
@@ -228,18 +254,10 @@ class SearchResult:
     considered: int = 0
 
 
-def retrieve(
-    graph: Graph,
-    request: RetrievalRequest | None = None,
-    *,
-    now: datetime | None = None,
-    policy: tuple[PolicyRevision, scoring.Policy] | None = None,
-    qvec=None,
-    **fields,
-) -> SearchResult:
+def retrieve(prepared: Prepared) -> SearchResult:
     """The one retrieval pipeline: entry points, best-first expansion, node scores, in rank order.
 
-    ``request`` (or its fields as keywords) says what is asked.
+    ``prepared`` (``prepare``) says what is asked, with the policy and the query vector to use.
     1. Entry points (one statement, ranking.queries.ENTRY_SQL, with the similar questions' evidence):
        the top ``k`` nodes by embedding, the top ``k`` nodes by BM25 on the query's words
        (only when the policy's coef_lexical is not 0) and the top TRIPLET_K
@@ -257,14 +275,13 @@ def retrieve(
     4. ``exclude`` (ids the caller already holds) are dropped from the result (they still expand).
     Writes nothing. Bad input raises RankingInputError naming the field.
     """
-    req = as_request(request, fields)
-    if qvec is None:
-        qvec = query_vector(req.query, req.vector, graph)
-    revision, pol = policy or policy_of(graph)
-    run = _Run(graph, req, list(dict.fromkeys(req.start_nodes)), set(req.exclude), revision, pol, qvec)
+    graph, req, revision = prepared.graph, prepared.request, prepared.revision
+    run = _Run(
+        graph, req, list(dict.fromkeys(req.start_nodes)), set(req.exclude), revision, prepared.policy, prepared.qvec
+    )
     entry = _entry_points(run)
     hops = _check_request(run, entry)
-    now = now or datetime.now(UTC)
+    now = prepared.now or datetime.now(UTC)
     pool = _pool_from_entry(run, entry)
     seeds = _expansion_seeds(run, pool, now)
     # The answered edges of past questions that asked the same thing (the graph's derived similarity).
@@ -565,18 +582,9 @@ def _best(scores: scoring.NodeScores, node_id: int, options, base, anchored=Fals
     return best[0][0], *best[1:]
 
 
-def search(
-    graph: Graph,
-    request: RetrievalRequest | None = None,
-    *,
-    now: datetime | None = None,
-    policy: tuple[PolicyRevision, scoring.Policy] | None = None,
-    **fields,
-) -> SearchResult:
-    """The retrieval pipeline's top ``k`` candidates (``retrieve``; k defaults to 20), without a budget or a log."""
-    if request is None:
-        fields.setdefault("k", 20)
-    req = as_request(request, fields)
-    result = retrieve(graph, replace(req, k=max(req.k, 50)), now=now, policy=policy)
+def search(prepared: Prepared) -> SearchResult:
+    """The retrieval pipeline's top ``k`` candidates (``retrieve`` over at least 50), without a budget or a log."""
+    req = prepared.request
+    result = retrieve(prepared.asking(replace(req, k=max(req.k, 50))))
     result.items = result.items[: req.k]
     return result
