@@ -269,7 +269,7 @@ def retrieve(prepared: Prepared) -> SearchResult:
        entry points, up to ``hops`` (the policy's max_hops) and MAX_EXPANDED new nodes, over each
        node's top EXPANSION_FANOUT links and top EXPANSION_FANOUT backlinks by weight (and at most the
        policy's ``fanout_cap``), never to a question node.
-    3. Every node reached is scored (``scoring.score_node``); a node reached several ways keeps its
+    3. Every node reached is scored (``scoring.NodeScores``); a node reached several ways keeps its
        best. Its hops are the edges from its entry point or, with anchors, its distance from them; what
        its path carried is its ``graph`` component.
     4. ``exclude`` (ids the caller already holds) are dropped from the result (they still expand).
@@ -544,7 +544,7 @@ def _facts(run: _Run, pool: _Pool, node_id: int, now: datetime) -> tuple:
 def _path_of(reach: scoring.Reach) -> tuple:
     """(path weight, priority) of a way in: the last edge's reinforcement weight and type priority, or
     (None, 0.0) without one. The link's reinforcement weight alone (uses, negatives, decay): its outcome
-    EMA rises with how often the link is shown, like a node's (scoring.score_node), and lifted every
+    EMA rises with how often the link is shown, like a node's (scoring.NodeScores), and lifted every
     note at its ends."""
     if reach.via is None:
         return None, 0.0

@@ -15,7 +15,7 @@ Two modes (docs/ranking.md has the full formulas):
 
       hop         = max(hop_floor, hop_decay ** hops)   (hops unknown or > max_hops: hop_floor)
       recency     = 0.5 ** (age_days / recency_half_life_days)   (age unknown: 0)
-      feedback    = min(0, feedback_weight - 0.5)         (the node's learned EMA below neutral; see score_node)
+      feedback    = min(0, feedback_weight - 0.5)         (the node's learned EMA below neutral; see NodeScores)
       path        = reinforcement weight of the edge that reached it - 0.5   (no edge: 0, neutral)
       priority    = priority of that edge's type                 (no edge: 0)
       lexical     = its BM25 score for the query over the best BM25 score of the query, in [0, 1]
@@ -40,8 +40,8 @@ rule (``sort_key``): total (rounded to 1e-12, so float noise never reorders), th
 then the candidate's stable id, so the same input always gives the same order.
 
 Also here, because they are pure functions of scored candidates: the component-wise explanation of
-why one candidate beat another, the best-first visit order used by budgeted context assembly, and
-the metrics of a what-if replay (rank changes, top-1 flips, Kendall tau, MRR, hit@k).
+why one candidate beat another, the best-first expansion by carried relevance (``spread``), the budget,
+and the metrics of a what-if replay (rank changes, top-1 flips, Kendall tau, MRR, hit@k).
 """
 
 from __future__ import annotations
@@ -374,7 +374,17 @@ def score_edges(candidates: Iterable[EdgeCandidate], policy: Policy) -> list[Sco
 
 
 class NodeScores:
-    """The node score of a policy over a pool of candidates (``score_node`` is one candidate's).
+    """The node score of a policy: vector, lexical, hop, persona, recency, feedback, path, priority, memory,
+    exploration and graph, over a pool of candidates (``score`` is one candidate's).
+
+    The learned numbers are biases around neutral (0.5 adds nothing), never filters. ``feedback``
+    (the node's own EMA) only lowers: the outcome EMA moves every note a session was *given*, so in
+    a graph where most sessions end well it rises with how often a note is shown, not with whether
+    it helped; as a raise it lifted popular notes over the right ones for every other question
+    (docs/figures.md has the figures). Below neutral it is a reliable global signal (flagged
+    wrong, or given in sessions that found nothing). What helped is credited where it helped:
+    ``memory`` (for similar questions) and ``path`` (the links that led to it). ``exploration`` is
+    0 whenever the policy's exploration coefficient is 0.
 
     The coefficients and hop factors are read once. A node's terms that do not depend on the way it was
     reached (vector, lexical, persona, recency, feedback, memory, exploration) are computed once
@@ -472,28 +482,13 @@ class NodeScores:
         return Scored(c, total, NODE_COMPONENTS, raws, self.coefficients)
 
     def score(self, c: NodeCandidate) -> Scored:
-        """One candidate's Scored (``score_node``)."""
+        """One candidate's Scored, every term from its NodeCandidate (what-if's rescore of a logged candidate)."""
         base = self.base(c.vector, c.lexical, c.persona, c.age_days, c.feedback_weight, c.memory, c.novelty)
         return self.scored(
             c,
             self.raws(base, c.hops, c.path_weight, c.priority, c.inherited),
             self.total(base, self.way(c.hops, c.path_weight, c.priority, c.inherited, base)),
         )
-
-
-def score_node(c: NodeCandidate, policy: Policy) -> Scored:
-    """The score of one candidate node: vector, hop, persona, recency, feedback, path, priority, memory, exploration.
-
-    The learned numbers are biases around neutral (0.5 adds nothing), never filters. ``feedback``
-    (the node's own EMA) only lowers: the outcome EMA moves every note a session was *given*, so in
-    a graph where most sessions end well it rises with how often a note is shown, not with whether
-    it helped; as a raise it lifted popular notes over the right ones for every other question
-    (docs/figures.md has the figures). Below neutral it is a reliable global signal (flagged
-    wrong, or given in sessions that found nothing). What helped is credited where it helped:
-    ``memory`` (for similar questions) and ``path`` (the links that led to it). ``exploration`` is
-    0 whenever the policy's exploration coefficient is 0. (A pool of candidates: ``NodeScores``.)
-    """
-    return NodeScores(policy).score(c)
 
 
 def fuse_entry(
@@ -573,48 +568,8 @@ def rank_edges(candidates: Iterable[EdgeCandidate], policy: Policy) -> list[Scor
     return rank(score_edge(c, policy) for c in candidates)
 
 
-def rank_nodes(candidates: Iterable[NodeCandidate], policy: Policy) -> list[Scored]:
-    """Hybrid scores of the nodes, in rank order."""
-    return rank(score_node(c, policy) for c in candidates)
-
-
 # ---------------------------------------------------------------------------------------------
 # Best-first traversal and budget
-
-
-def best_first_order(scored: Sequence[Scored], start_nodes: Iterable[int]) -> list[Scored]:
-    """The order a best-first traversal from ``start_nodes`` visits the scored edges.
-
-    The frontier starts with the edges leaving the start nodes; the best edge (by ``sort_key``) is
-    taken next and the edges leaving its target join the frontier. Edges never reachable that way
-    (their source is not reached) follow at the end in rank order, so every candidate has a rank.
-    """
-    by_source: dict[int, list[Scored]] = {}
-    for s in scored:
-        by_source.setdefault(s.candidate.source_id, []).append(s)
-    frontier: list[tuple] = []
-    expanded: set[int] = set()
-    order: list[Scored] = []
-    seen: set[str] = set()
-
-    def expand(node_id: int) -> None:
-        if node_id in expanded:
-            return
-        expanded.add(node_id)
-        for s in by_source.get(node_id, ()):
-            heapq.heappush(frontier, (sort_key(s), id(s), s))
-
-    for node_id in sorted(set(start_nodes)):
-        expand(node_id)
-    while frontier:
-        _key, _i, s = heapq.heappop(frontier)
-        if s.stable_id in seen:
-            continue
-        seen.add(s.stable_id)
-        order.append(s)
-        expand(s.candidate.target_id)
-    order.extend(rank(s for s in scored if s.stable_id not in seen))
-    return order
 
 
 # Question-conditional evidence counts for a new question only where past questions asked the same thing.

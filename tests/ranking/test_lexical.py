@@ -139,7 +139,7 @@ def test_bm25_equals_the_reference_and_a_term_in_every_note_scores_nothing(lg):
 def test_fusion_weighted_sum_of_per_query_normalised_scores():
     fused = scoring.fuse_entry({1: 0.9, 2: 0.5, 3: None}, {2: 4.0, 3: 2.0, 4: 1.0, 5: 0.0}, rrf_k=0)
     assert fused == {1: (0.9, 0.0), 2: (0.5, 1.0), 3: (0.0, 0.5), 4: (0.0, 0.25), 5: (0.0, 0.0)}
-    total = scoring.score_node(scoring.NodeCandidate(node_id=2, vector=0.5, lexical=1.0), scoring.Policy())
+    total = scoring.NodeScores(scoring.Policy()).score(scoring.NodeCandidate(node_id=2, vector=0.5, lexical=1.0))
     assert total.component("lexical").contribution == pytest.approx(0.3)
     assert total.component("vector").contribution == pytest.approx(0.3)
     # No lexical score at all: every lexical raw is 0 (no division by zero).
