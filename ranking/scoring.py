@@ -820,15 +820,6 @@ def explore_slot(selection: Selection, novel: Sequence[bool], costs: Sequence[in
     return selection
 
 
-def estimate_tokens(text: str) -> int:
-    """A model-independent token estimate: ceil(characters / 4), at least 1.
-
-    About four characters per token is the usual rule of thumb for English with BPE tokenizers;
-    it errs on the generous side for code and non-Latin text. Good enough to budget context.
-    """
-    return max(1, math.ceil(len(text) / 4))
-
-
 # ---------------------------------------------------------------------------------------------
 # Explanation
 

@@ -337,13 +337,6 @@ def test_items_budget():
     assert sel.selected == [True, True, False] and sel.spent == 2
 
 
-def test_estimate_tokens():
-    assert scoring.estimate_tokens("") == 1
-    assert scoring.estimate_tokens("abcd") == 1
-    assert scoring.estimate_tokens("abcde") == 2
-    assert scoring.estimate_tokens("x" * 400) == 100
-
-
 # --- explanation ----------------------------------------------------------------------------
 
 
