@@ -9,6 +9,7 @@ and what-if replays read); the only stage that writes.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import NamedTuple
 
 from django.conf import settings
 from django.db import transaction
@@ -164,9 +165,23 @@ def _log_injection(graph, req, owner, role, revision, policy, budget, qvec, orde
     return injection, created, chosen
 
 
-# Positional rows in COPY column order: docs/decisions/0007-positional-hot-tuples.md and
+# Rows in COPY column order, NamedTuples (tuples underneath): docs/decisions/0007-positional-hot-tuples.md and
 # docs/decisions/0004-candidate-log-copy-msgspec.md
-def _candidate_rows(logged: list[tuple[int, Candidate]], selection, policy: scoring.Policy) -> list[tuple]:
+class CandidateRow(NamedTuple):
+    """One row of the candidate log, in ranking.queries.CANDIDATE_COLUMNS order (copy_candidates writes it)."""
+
+    rank: int
+    selected: bool
+    node_id: int
+    edge_id: int | None
+    hops: int  # max_hops + 1 for a candidate no hop count reaches (_stored_hops)
+    tokens: int
+    total: float
+    features: dict  # the cut reason last
+    components: dict
+
+
+def _candidate_rows(logged: list[tuple[int, Candidate]], selection, policy: scoring.Policy) -> list[CandidateRow]:
     """The candidate log's rows (ranking.queries.copy_candidates): (rank, selected, node, edge, hops, tokens,
     total, features with the cut reason last, components) of each logged (rank, candidate)."""
     rows = []
@@ -177,7 +192,7 @@ def _candidate_rows(logged: list[tuple[int, Candidate]], selection, policy: scor
         features["similarity"] = item.row.vector  # the raw cosine (``vector`` is the fused, per-query one)
         features["cut"] = reasons[p - 1]
         rows.append(
-            (
+            CandidateRow(
                 p,
                 selected[p - 1],
                 item.node_id,

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
+from typing import NamedTuple
 
 from graphadmin.embeddings import check_comparable, configured_model, embed_query
 from graphadmin.errors import InputError
@@ -390,7 +391,7 @@ def _expansion_seeds(run: _Run, pool: _Pool, now: datetime) -> dict[int, tuple[s
         if n in rows:
             age, affinity = _facts(run, pool, n, now)
             base = bases[n] = scores.base(*fused[n], affinity, age, rows[n].feedback_weight, None, None)
-            provisional[n] = _best(scores, n, options, base)[0]
+            provisional[n] = _best(scores, n, options, base).key
     seeds: dict[int, tuple[scoring.Reach, float]] = {
         n: (scoring.Reach(n, 0), scores.relevance(bases[n], 0)) for n in run.start_nodes if n in rows
     }
@@ -552,10 +553,28 @@ def _path_of(reach: scoring.Reach) -> tuple:
     return e.weight, e.priority
 
 
-def _best(scores: scoring.NodeScores, node_id: int, options, base, anchored=False, anchor_hops=None):
-    """The best-scoring way a node was reached, by sort key, then ENTRY_ORDER (the first of equals):
-    (its sort key, its total, (hops, path weight, priority, inherited), (entry, Reach)). ``base``: the node's
-    terms that do not depend on the way in (scoring.NodeScores.base).
+# NamedTuples on the hot path: docs/decisions/0007-positional-hot-tuples.md
+class WayIn(NamedTuple):
+    """What a way in gives the node score (``scoring.NodeScores.way`` reads them in this order)."""
+
+    hops: int | None  # from its entry point, or with anchors its distance from them
+    path_weight: float | None  # the last edge's reinforcement weight (None: no edge)
+    priority: float  # the last edge's type priority (0.0: no edge)
+    inherited: float | None  # the relevance its path carried (None: an entry point)
+
+
+class Best(NamedTuple):
+    """The best-scoring way a node was reached (``_best``)."""
+
+    key: tuple  # scoring.node_key: the SortKey's fields, a plain tuple
+    total: float
+    way_in: WayIn
+    chosen: tuple[str, scoring.Reach]  # (its entry, its Reach)
+
+
+def _best(scores: scoring.NodeScores, node_id: int, options, base, anchored=False, anchor_hops=None) -> Best:
+    """The best-scoring way a node was reached, by sort key, then ENTRY_ORDER (the first of equals). ``base``:
+    the node's terms that do not depend on the way in (scoring.NodeScores.base).
 
     Ways in differ only in the contributions of their hop, path, priority and graph lift: ways with the same
     hops and the same three other contributions have the same total (math.fsum is exact, so a zero's sign does
@@ -563,9 +582,11 @@ def _best(scores: scoring.NodeScores, node_id: int, options, base, anchored=Fals
     way's own."""
     if len(options) == 1:  # most nodes are reached one way: nothing to compare
         entry, reach = options[0]
-        alike = (anchor_hops if anchored else reach.hops, *_path_of(reach), reach.inherited)
-        total = scores.total(base, scores.way(*alike, base))
-        return scoring.node_key(total, alike[0], node_id), total, alike, (entry, reach)
+        way_in = WayIn(anchor_hops if anchored else reach.hops, *_path_of(reach), reach.inherited)
+        total = scores.total(base, scores.way(*way_in, base))
+        return Best(scoring.node_key(total, way_in.hops, node_id), total, way_in, (entry, reach))
+    # The hottest loop: plain tuples read by index (``alike``: WayIn's fields; ``way``: NodeScores.way's hop, path,
+    # priority and graph contributions), named once for the way kept (docs/decisions/0007-positional-hot-tuples.md).
     best = None
     done: dict[tuple, tuple] = {}  # (hops, path, priority and graph contributions) -> (sort key, total)
     for entry, reach in options:
@@ -579,7 +600,7 @@ def _best(scores: scoring.NodeScores, node_id: int, options, base, anchored=Fals
         order = (scored[0], ENTRY_ORDER[entry])
         if best is None or order < best[0]:
             best = (order, scored[1], alike, (entry, reach))
-    return best[0][0], *best[1:]
+    return Best(best[0][0], best[1], WayIn(*best[2]), best[3])
 
 
 def search(prepared: Prepared) -> SearchResult:

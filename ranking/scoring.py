@@ -51,6 +51,7 @@ import itertools
 import math
 from collections.abc import Collection, Iterable, Mapping, Sequence
 from dataclasses import asdict, dataclass, field, fields, replace
+from typing import NamedTuple
 
 TIE_DIGITS = 12
 
@@ -373,6 +374,17 @@ def score_edges(candidates: Iterable[EdgeCandidate], policy: Policy) -> list[Sco
     return [score_edge(c, policy, coefficients) for c in candidates]
 
 
+# The hot loops' tuples are NamedTuples: the same tuple underneath (built, compared and hashed as one), names
+# for the reader; those built for every way in (NodeScores.way, node_key), the hottest loop, stay plain tuples.
+# docs/decisions/0007-positional-hot-tuples.md
+class Base(NamedTuple):
+    """A node's terms that do not depend on the way in (``NodeScores.base``): vector, lexical, persona, recency,
+    feedback, memory and exploration, as raws and as contributions (raw * coefficient), in that order."""
+
+    raws: tuple[float, ...]
+    contributions: tuple[float, ...]
+
+
 class NodeScores:
     """The node score of a policy: vector, lexical, hop, persona, recency, feedback, path, priority, memory,
     exploration and graph, over a pool of candidates (``score`` is one candidate's).
@@ -424,7 +436,7 @@ class NodeScores:
         feedback_weight: float,
         memory: float | None,
         novelty: float | None,
-    ) -> tuple[tuple[float, ...], tuple[float, ...]]:
+    ) -> Base:
         """The raws and contributions of a node's terms that do not depend on the way in: vector,
         lexical, persona, recency, feedback, memory, exploration (in that order)."""
         k = self.coefficients
@@ -438,7 +450,7 @@ class NodeScores:
             float(novelty or 0.0),
         )
         v, lx, pe, rc, fb, me, ex = raws
-        return raws, (v * k[0], lx * k[1], pe * k[3], rc * k[4], fb * k[5], me * k[8], ex * k[9])
+        return Base(raws, (v * k[0], lx * k[1], pe * k[3], rc * k[4], fb * k[5], me * k[8], ex * k[9]))
 
     def hop(self, hops: int | None) -> float:
         """hop_factor(hops), read from the table built once."""
@@ -446,10 +458,10 @@ class NodeScores:
             return self.hop_factors.get(hops, self.hop_floor)
         return float(hop_factor(hops, self.policy))
 
-    def relevance(self, base, hops: int | None) -> float:
+    def relevance(self, base: Base, hops: int | None) -> float:
         """A node's own match to the query at ``hops`` from where it entered: its vector, lexical and hop
         contributions. What a link carries to a neighbour, and what the neighbour's carried relevance lifts."""
-        v, lx = base[1][0], base[1][1]
+        v, lx = base.contributions[0], base.contributions[1]
         return math.fsum([v, lx, self.hop(hops) * self.coefficients[2]])
 
     def way(
@@ -460,19 +472,20 @@ class NodeScores:
         k = self.coefficients
         path = 0.0 if path_weight is None else float(path_weight - NEUTRAL)
         graph = max(0.0, float(inherited) - self.relevance(base, hops)) if inherited is not None else 0.0
+        # A plain tuple: built for every way in, the hottest loop (docs/decisions/0007-positional-hot-tuples.md).
         return self.hop(hops) * k[2], path * k[6], float(priority) * k[7], graph
 
-    def total(self, base, way: tuple[float, float, float, float]) -> float:
+    def total(self, base: Base, way: tuple[float, float, float, float]) -> float:
         """The total of a node (``base``) reached a way (``way``): math.fsum of the eleven contributions in order."""
-        v, lx, pe, rc, fb, me, ex = base[1]
+        v, lx, pe, rc, fb, me, ex = base.contributions
         hop, path, priority, graph = way
         return math.fsum([v, lx, hop, pe, rc, fb, path, priority, me, ex, graph])
 
     def raws(
-        self, base, hops: int | None, path_weight: float | None, priority: float, inherited: float | None = None
+        self, base: Base, hops: int | None, path_weight: float | None, priority: float, inherited: float | None = None
     ) -> tuple[float, ...]:
         """The eleven raws (NODE_COMPONENTS order) of a node (``base``) reached this way."""
-        v, lx, pe, rc, fb, me, ex = base[0]
+        v, lx, pe, rc, fb, me, ex = base.raws
         path = 0.0 if path_weight is None else float(path_weight - NEUTRAL)
         graph = max(0.0, float(inherited) - self.relevance(base, hops)) if inherited is not None else 0.0
         return (v, lx, self.hop(hops), pe, rc, fb, path, float(priority), me, ex, graph)
@@ -527,6 +540,16 @@ def fuse_entry(
 NO_HOPS = 1 << 30  # the hops sort_key gives a candidate whose hops are unknown (last among equal totals)
 
 
+class SortKey(NamedTuple):
+    """A candidate's place in rank order (``sort_key``, ``node_key``), compared as the tuple it is: higher total
+    first, then fewer hops, then the candidate's kind and id."""
+
+    negative_total: float  # -round(total, TIE_DIGITS)
+    hops: int  # NO_HOPS when unknown
+    kind: str  # "node" or "edge"
+    number: int  # the node's or edge's id
+
+
 def sort_key(s: Scored) -> tuple:
     """Higher total first; then fewer hops (unknown last); then the stable id (numeric part, then text).
 
@@ -542,7 +565,8 @@ def sort_key(s: Scored) -> tuple:
         number, name = None, ""
     hops = getattr(c, "hops", None)
     if type(number) is int and number >= 0:
-        return (-round(s.total, TIE_DIGITS), NO_HOPS if hops is None else hops, name, number)
+        return SortKey(-round(s.total, TIE_DIGITS), NO_HOPS if hops is None else hops, name, number)
+    # Another candidate type: the same four by its stable id's text, and the text itself (a plain tuple).
     kind, _, number = s.stable_id.partition(":")
     return (
         -round(s.total, TIE_DIGITS),
@@ -554,7 +578,9 @@ def sort_key(s: Scored) -> tuple:
 
 
 def node_key(total: float, hops: int | None, node_id: int) -> tuple:
-    """``sort_key`` of a node candidate from its total, hops and (non-negative) id, without a Scored."""
+    """``sort_key`` of a node candidate from its total, hops and (non-negative) id, without a Scored: the
+    SortKey's fields as a plain tuple (equal to the SortKey, compared alike), built for every way in, the
+    hottest loop (docs/decisions/0007-positional-hot-tuples.md)."""
     return (-round(total, TIE_DIGITS), NO_HOPS if hops is None else hops, "node", node_id)
 
 
@@ -690,6 +716,17 @@ class Reach:
     inherited: float | None = None
 
 
+class FrontierRow(NamedTuple):
+    """A row of ``spread``'s frontier (a heap: compared as the tuple it is, the highest relevance first)."""
+
+    negative_relevance: float
+    hops: int
+    node_id: int
+    edge_id: int  # the link it came through; 0 for a seed's own entry
+    order: int  # the order rows were pushed: the last tie-break
+    reach: Reach
+
+
 # Best-first by carried relevance, links walked both ways: docs/decisions/0008-expansion-both-ways-carried-relevance.md
 def spread(
     seeds: Mapping[int, tuple[Reach, float]],
@@ -725,7 +762,7 @@ def spread(
     hop_k = scores.coefficients[2]
     # A seed's own entry has edge id 0 in its heap row; a row through a link has the link's id (positive).
     order = itertools.count()  # the last tie-break: the order rows were pushed
-    frontier: list[tuple] = [(-relevance, 0, n, 0, next(order), reach) for n, (reach, relevance) in seeds.items()]
+    frontier = [FrontierRow(-relevance, 0, n, 0, next(order), reach) for n, (reach, relevance) in seeds.items()]
     heapq.heapify(frontier)
     settled: set[int] = set()
     reached: dict[int, Reach] = {}
@@ -745,17 +782,17 @@ def spread(
             own = match.get(e.target_id, 0.0) + scores.hop(hops) * hop_k
             best = max(carried, own)
             path = (*reach.path, e.edge_id)
-            row = (-best, hops, e.target_id, e.edge_id, next(order), Reach(e.target_id, hops, path, s, carried))
-            heapq.heappush(frontier, row)
+            reached_by = Reach(e.target_id, hops, path, s, carried)
+            heapq.heappush(frontier, FrontierRow(-best, hops, e.target_id, e.edge_id, next(order), reached_by))
 
     while frontier and len(reached) < limit:
-        negative, _hops, node_id, edge_id, _order, reach = heapq.heappop(frontier)
-        if node_id in settled:
+        row = heapq.heappop(frontier)
+        if row.node_id in settled:
             continue
-        settled.add(node_id)
-        if edge_id:
-            reached[node_id] = reach
-        push(reach, -negative)
+        settled.add(row.node_id)
+        if row.edge_id:
+            reached[row.node_id] = row.reach
+        push(row.reach, -row.negative_relevance)
     return reached
 
 
