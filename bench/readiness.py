@@ -3,7 +3,7 @@
     .venv/bin/python -m bench.readiness            # imports demo/vault as graph rb/rb (sync embedding) once
 
 Alternates, round by round: ``vectors_pending`` prepared and unprepared, one ``SELECT 1`` round trip, and
-``ranking.service.assemble_context`` (question only, budget 5, rolled back); prints the medians and the
+``ranking.context.assemble_context`` (question only, budget 5, rolled back); prints the medians and the
 statement's EXPLAIN (ANALYZE). Figures: docs/history/performance-readiness.md.
 """
 
@@ -31,7 +31,9 @@ def main(argv=None) -> int:
 
     from graphadmin import actions, readiness
     from graphadmin.models import Graph, Organization
-    from ranking import service
+    from graphadmin_client import RetrievalRequest
+    from ranking.context import assemble_context
+    from ranking.retrieval import prepare
 
     org, _ = Organization.objects.get_or_create(slug="rb", defaults={"name": "rb"})
     graph = Graph.objects.filter(organization=org, slug="rb").first()
@@ -41,7 +43,7 @@ def main(argv=None) -> int:
 
     def context(i: int) -> None:
         with transaction.atomic():
-            service.assemble_context(graph, session_id=f"bench-{i}", query=QUESTIONS[i % 5], budget=5)
+            assemble_context(prepare(graph, RetrievalRequest(session=f"bench-{i}", query=QUESTIONS[i % 5], budget=5)))
             transaction.set_rollback(True)
 
     def round_trip() -> None:

@@ -44,7 +44,7 @@ from ranking.scoring import POSITIVE_SIMILARITY, Evidence
 
 # The k nearest active nodes of the graph by cosine distance (through the HNSW index: the inner
 # query orders by the bare distance so the index serves it), with their score inputs. Tokens: the
-# estimate of scoring.estimate_tokens(title + "\n" + text).
+# estimate ceil(characters / 4) of title + "\n" + text, at least 1 (as ranking.queries computes it).
 NODE_HITS_SQL = statement(
     """
 SELECT t.id, t.key, t.title, t.kind, t.tags, 1 - top.distance AS vector,

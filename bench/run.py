@@ -255,7 +255,7 @@ class Bench:
         from rest_framework.test import APIClient
 
         from graphadmin.models import Graph
-        from ranking import service
+        from ranking.retrieval import policy_of
 
         self.log = log
         self.rnd = random.Random(seed)
@@ -265,7 +265,7 @@ class Bench:
         self.user = get_user_model().objects.get(username="bench")
         self.client = APIClient()
         self.client.force_authenticate(self.user)
-        revision, policy = service.policy_of(self.graph)
+        revision, policy = policy_of(self.graph)
         self.policy_row = revision
         self.cap = revision.fanout_cap
         self.coefs = {
@@ -419,8 +419,9 @@ class Bench:
     def rank(self, name, starts_fn, hops):
         from django.db import connection
 
+        from graphadmin_client import RetrievalRequest
         from ranking import queries as sql
-        from ranking import service
+        from ranking.retrieval import prepare, rank
 
         floor, dbw, api = [], [], []
         floor_sql = FLOOR_1HOP if hops == 1 else FLOOR_2HOP
@@ -436,7 +437,7 @@ class Bench:
                 cur.fetchall()
             timer = DBTimer()
             with connection.execute_wrapper(timer):
-                service.rank(self.graph, starts, vector=q, k=50, hops=hops)
+                rank(prepare(self.graph, RetrievalRequest(start_nodes=starts, vector=q, k=50, hops=hops)))
             if keep:
                 dbw.append(timer.seconds * 1000.0)
             with timed(api, keep):
@@ -546,8 +547,10 @@ class Bench:
         from django.db import connection, transaction
 
         from bench import reference_sql as ref
+        from graphadmin_client import RetrievalRequest
         from ranking import queries as sql
-        from ranking import service
+        from ranking.context import assemble_context
+        from ranking.retrieval import EXPANSION_FANOUT, TRIPLET_K, prepare
 
         floor, dbw, api = [], [], []
         ef = str(sql.ef_search_for(50))
@@ -557,9 +560,8 @@ class Bench:
             qv = sql.vector_literal(q)
             timer = DBTimer()
             with connection.execute_wrapper(timer):
-                done = service.assemble_context(
-                    self.graph, session_id=f"bench-q-{it}-{self.rnd.random()}", vector=q, query=text
-                )
+                req = RetrievalRequest(session=f"bench-q-{it}-{self.rnd.random()}", vector=q, query=text)
+                done = assemble_context(prepare(self.graph, req))
             body = {"injection": done.injection.pk, "considered": done.considered}
             if keep:
                 dbw.append(timer.seconds * 1000.0)
@@ -578,7 +580,7 @@ class Bench:
                     """SELECT id FROM graphadmin_edge WHERE graph_id = %(g)s AND NOT archived AND triplet_embedding
                         IS NOT NULL
                                ORDER BY triplet_embedding <=> %(q)s::vector LIMIT %(k)s""",
-                    {"g": self.graph.pk, "q": qv, "k": service.TRIPLET_K},
+                    {"g": self.graph.pk, "q": qv, "k": TRIPLET_K},
                 )
                 cur.fetchall()
                 cur.execute(FLOOR_LEXICAL_STATS, {"g": self.graph.pk})
@@ -590,7 +592,7 @@ class Bench:
                     {
                         "g": self.graph.pk,
                         "starts": hits[:10],
-                        "cap": min(self.cap, service.EXPANSION_FANOUT),
+                        "cap": min(self.cap, EXPANSION_FANOUT),
                         "q": qv,
                         **self.coefs,
                     },

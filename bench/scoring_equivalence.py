@@ -50,6 +50,15 @@ def reference_package(rev: str, into: Path):
     return importlib.import_module("ranking_reference.retrieval")
 
 
+def retrieved(module, graph, fields: dict, *, policy, now=None, qvec=None):
+    """``retrieve`` of either side on one request: a revision whose stages take a prepared request
+    (``retrieval.prepare``) or one from before, whose ``retrieve`` took the request's fields as keywords."""
+    if hasattr(module, "prepare"):
+        request = module.RetrievalRequest(**fields)
+        return module.retrieve(module.prepare(graph, request, now=now, policy=policy, qvec=qvec))
+    return module.retrieve(graph, now=now, policy=policy, qvec=qvec, **fields)
+
+
 def log_rows(items, encode) -> list[tuple]:
     """What the candidate log stores of each candidate, plus what the answer shows (entry, path)."""
     rows = []
@@ -109,7 +118,7 @@ def main(argv=None) -> int:
             results = []
             for module in (reference, retrieval):
                 policy = module.scoring.Policy.from_mapping(revision.numbers()).with_changes(changes)
-                result = module.retrieve(graph, now=now, policy=(revision, policy), **fields)
+                result = retrieved(module, graph, fields, now=now, policy=(revision, policy))
                 results.append(log_rows(result.items, encode))
             before, after = results
             same = before == after
@@ -135,7 +144,7 @@ def timing(reference, retrieval, graph, revision, rounds: int) -> None:
         for q in questions:
             for side, module in enumerate((reference, retrieval)):
                 start = time.process_time()
-                items = module.retrieve(graph, query=q, k=50, policy=policies[side], qvec=vectors[q]).items
+                items = retrieved(module, graph, {"query": q, "k": 50}, policy=policies[side], qvec=vectors[q]).items
                 for item in items:  # what the candidate log stores of each (ranking.context)
                     item.features(), item.scored.components_dict()
                 spent[side] += time.process_time() - start

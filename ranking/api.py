@@ -1,4 +1,5 @@
-"""REST views of the ranking engine: thin (parse, check tenancy, call ranking.service, render).
+"""REST views of the ranking engine: thin (parse, check tenancy, build the request once, call the stage, render
+the body of ranking.payloads, which the MCP tools render too).
 
 Rank and search (act ``retrieve``) only read: every role but the agent's reads them, and agents
 call them too. Explain and what-if read the injection log (``read``; an agent explains only its
@@ -28,55 +29,11 @@ from graphadmin.errors import Conflict
 from graphadmin.tenancy import NEEDS
 
 from . import serializers as s
-from . import service
-
-# The response bodies, shared by the views below and the MCP tools (ranking.mcp).
-
-
-def search_payload(result: service.SearchResult, vectors_pending: int = 0) -> dict:
-    """The body of a search answer (SearchResponseSerializer); ``vectors_pending``: graphadmin.readiness."""
-    return {
-        "policy_revision": result.policy_revision.revision,
-        "vectors_pending": vectors_pending,
-        "results": [
-            {
-                "rank": hit.rank,
-                "node": hit.row.node_id,
-                "stable_id": hit.scored.stable_id,
-                "key": hit.row.key,
-                "title": hit.row.title,
-                "kind": hit.row.kind,
-                "vector_score": hit.row.vector,
-                "bm25": hit.bm25,
-                "hops": hit.scored.candidate.hops,
-                "entry": hit.entry,
-                "path": list(hit.path),
-                "total": hit.scored.total,
-                "components": hit.scored.components_dict(),
-            }
-            for hit in result.items
-        ],
-    }
-
-
-def context_payload(result: service.ContextResult, session_id: str) -> dict:
-    """The body of a context answer (ContextResponseSerializer)."""
-    inj = result.injection
-    return {
-        "injection": inj.pk,
-        "session": session_id,
-        "session_created": result.session_created,
-        "mode": inj.mode,
-        "policy_revision": inj.policy_revision.revision,
-        "budget_unit": inj.budget_unit,
-        "budget": inj.budget,
-        "spent": inj.spent,
-        "considered": result.considered,
-        "vectors_pending": result.vectors_pending,
-        "confidence": result.confidence,
-        "abstained": result.abstained,
-        "items": result.selected,
-    }
+from .context import assemble_context
+from .explain import explain
+from .payloads import context_payload, rank_payload, search_payload
+from .retrieval import prepare, rank, search
+from .whatif import whatif
 
 
 class _RankingView(GraphScopedMixin, generics.GenericAPIView):
@@ -97,41 +54,8 @@ class RankView(_RankingView):
 
     @extend_schema(parameters=[GRAPH_ID], request=s.RankRequestSerializer, responses=s.RankResponseSerializer)
     def post(self, request, graph_pk=None):
-        data = self.parse()
-        result = service.rank(
-            self.graph(),
-            data["start_nodes"],
-            query=data["query"],
-            vector=data["vector"],
-            k=data["k"],
-            hops=data["hops"],
-        )
-        return Response(
-            {
-                "policy_revision": result.policy_revision.revision,
-                "considered": result.considered,
-                "results": [
-                    {
-                        "rank": item.rank,
-                        "edge": item.edge.edge_id,
-                        "stable_id": item.scored.stable_id,
-                        "source": item.edge.source_id,
-                        "edge_type": item.edge.edge_type,
-                        "hops": item.edge.hops,
-                        "target": {
-                            "id": item.edge.target_id,
-                            "key": item.edge.target.key,
-                            "title": item.edge.target.title,
-                            "kind": item.edge.target.kind,
-                            "tokens": item.edge.target.tokens,
-                        },
-                        "total": item.scored.total,
-                        "components": item.scored.components_dict(),
-                    }
-                    for item in result.items
-                ],
-            }
-        )
+        self.parse()
+        return Response(rank_payload(rank(prepare(self.graph(), self._serializer.to_request()))))
 
 
 class SearchView(_RankingView):
@@ -145,7 +69,7 @@ class SearchView(_RankingView):
     @extend_schema(parameters=[GRAPH_ID], request=s.SearchRequestSerializer, responses=s.SearchResponseSerializer)
     def post(self, request, graph_pk=None):
         self.parse()
-        result = service.search(self.graph(), self._serializer.to_request())
+        result = search(prepare(self.graph(), self._serializer.to_request()))
         return Response(search_payload(result, readiness.vectors_pending(self.graph().pk)))
 
 
@@ -213,9 +137,8 @@ class ContextView(_RankingView):
         replay = _Replay(request, self.graph().pk, data)
         if replay.answer is not None:
             return Response(replay.answer, status=status.HTTP_201_CREATED, headers={"Idempotent-Replayed": "true"})
-        result = service.assemble_context(
-            self.graph(), self._serializer.to_request(), owner=request.user, role=self._access.role
-        )
+        prepared = prepare(self.graph(), self._serializer.to_request())
+        result = assemble_context(prepared, owner=request.user, role=self._access.role)
         payload = context_payload(result, data["session"])
         replay.remember(payload)
         return Response(payload, status=status.HTTP_201_CREATED)
@@ -231,7 +154,7 @@ class WhatIfView(_RankingView):
     @extend_schema(parameters=[GRAPH_ID], request=s.WhatIfRequestSerializer, responses=s.WhatIfResponseSerializer)
     def post(self, request, graph_pk=None):
         data = self.parse()
-        result = service.whatif(
+        result = whatif(
             self.graph(),
             changes=dict(data["policy"]),
             priorities=data["edge_type_priorities"],
@@ -266,4 +189,4 @@ class ExplainView(generics.GenericAPIView):
         )
         params = s.ExplainQuerySerializer(data=request.query_params)
         params.is_valid(raise_exception=True)
-        return Response(service.explain(injection, params.validated_data.get("i"), params.validated_data.get("j")))
+        return Response(explain(injection, params.validated_data.get("i"), params.validated_data.get("j")))

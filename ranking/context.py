@@ -9,7 +9,7 @@ and what-if replays read); the only stage that writes.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from datetime import datetime
+from typing import NamedTuple
 
 from django.conf import settings
 from django.db import transaction
@@ -18,11 +18,10 @@ from feedback.models import ContextInjection
 from graphadmin import readiness
 from graphadmin.models import Graph
 from graphadmin.tenancy import require_session
-from graphadmin_client import RetrievalRequest
 
 from . import abstention, scoring
 from . import queries as sql
-from .retrieval import Candidate, RankingInputError, as_request, policy_of, query_model, query_vector, retrieve
+from .retrieval import Candidate, Prepared, RankingInputError, query_model, retrieve
 
 
 @dataclass
@@ -39,23 +38,15 @@ class ContextResult:
     abstained: bool = False
 
 
-def assemble_context(
-    graph: Graph,
-    request: RetrievalRequest | None = None,
-    *,
-    now: datetime | None = None,
-    owner=None,
-    role: str | None = None,
-    session_id: str | None = None,
-    **fields,
-) -> ContextResult:
+def assemble_context(prepared: Prepared, *, owner=None, role: str | None = None) -> ContextResult:
     """The retrieval pipeline's candidates (``retrieve``) within a budget, logged as a ContextInjection.
 
-    ``request`` (or its fields as keywords; ``session_id`` is the request's ``session``) says what is
-    asked. Candidates in score order fill the budget until the first one that does not fit; the rest are
-    cut, with the reason. Every candidate (the best MAX_CANDIDATES_PER_INJECTION and every selected one) is
-    frozen in the log with its path and components. The selected nodes are counted as surfaced and
-    the edges on their paths as traversed (set-based).
+    ``prepared`` (ranking.retrieval.prepare: the request, its policy and query vector) says what is
+    asked; its request names the ``session``. Candidates in score order fill the budget until the first
+    one that does not fit; the rest are cut, with the reason. Every candidate (the best
+    MAX_CANDIDATES_PER_INJECTION and every selected one) is frozen in the log with its path and
+    components. The selected nodes are counted as surfaced and the edges on their paths as traversed
+    (set-based).
 
     The whole answer is gated first: its confidence (the best entry point's similarity and lexical match,
     ``ranking.abstention.confidence``) below the policy's ``abstain_floor`` makes it abstain: no item is
@@ -67,17 +58,19 @@ def assemble_context(
     owner, or an operator), else Forbidden and nothing is written. Without an owner (internal
     callers: tests, the bench) no check is made and a new session has no owner.
     """
-    if session_id is not None:
-        fields["session"] = session_id
-    req = as_request(request, fields)
+    graph, req, revision, policy, qvec = (
+        prepared.graph,
+        prepared.request,
+        prepared.revision,
+        prepared.policy,
+        prepared.qvec,
+    )
     if not req.session:
         raise RankingInputError({"session": ["This field is required."]})
-    revision, policy = policy_of(graph)
     budget = req.budget
     if budget is None:
         budget = revision.default_budget_items if req.budget_unit == "items" else revision.default_budget_tokens
-    qvec = query_vector(req.query, req.vector, graph)
-    ordered = retrieve(graph, req, now=now, policy=(revision, policy), qvec=qvec).items
+    ordered = retrieve(prepared).items
     confidence = abstention.confidence((item.entry, item.row.vector, item.bm25) for item in ordered)
     abstained = abstention.abstains(confidence, revision.abstain_floor, directed=bool(req.start_nodes or req.anchors))
     if abstained:
@@ -172,9 +165,23 @@ def _log_injection(graph, req, owner, role, revision, policy, budget, qvec, orde
     return injection, created, chosen
 
 
-# Positional rows in COPY column order: docs/decisions/0007-positional-hot-tuples.md and
+# Rows in COPY column order, NamedTuples (tuples underneath): docs/decisions/0007-positional-hot-tuples.md and
 # docs/decisions/0004-candidate-log-copy-msgspec.md
-def _candidate_rows(logged: list[tuple[int, Candidate]], selection, policy: scoring.Policy) -> list[tuple]:
+class CandidateRow(NamedTuple):
+    """One row of the candidate log, in ranking.queries.CANDIDATE_COLUMNS order (copy_candidates writes it)."""
+
+    rank: int
+    selected: bool
+    node_id: int
+    edge_id: int | None
+    hops: int  # max_hops + 1 for a candidate no hop count reaches (_stored_hops)
+    tokens: int
+    total: float
+    features: dict  # the cut reason last
+    components: dict
+
+
+def _candidate_rows(logged: list[tuple[int, Candidate]], selection, policy: scoring.Policy) -> list[CandidateRow]:
     """The candidate log's rows (ranking.queries.copy_candidates): (rank, selected, node, edge, hops, tokens,
     total, features with the cut reason last, components) of each logged (rank, candidate)."""
     rows = []
@@ -185,7 +192,7 @@ def _candidate_rows(logged: list[tuple[int, Candidate]], selection, policy: scor
         features["similarity"] = item.row.vector  # the raw cosine (``vector`` is the fused, per-query one)
         features["cut"] = reasons[p - 1]
         rows.append(
-            (
+            CandidateRow(
                 p,
                 selected[p - 1],
                 item.node_id,

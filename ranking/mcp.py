@@ -1,7 +1,7 @@
 """ranking's MCP tool bodies (registered by graphadmin.agents.mcp_server): graph_search, graph_context, graph_explain.
 
 Each is the REST endpoint's code path with the MCP's errors: the same serializers validate the
-input, the same service functions answer, the same payloads come back.
+input and build the one request, the same stages answer, the same payloads (ranking.payloads) come back.
 """
 
 from __future__ import annotations
@@ -12,14 +12,18 @@ from graphadmin.agents.mcp_tools import graph_for, invalid, validated
 from graphadmin.errors import NotFound
 from graphadmin.tenancy import NEEDS, graph_access
 from ranking import serializers as rs
-from ranking import service
-from ranking.api import context_payload, search_payload
+from ranking.context import assemble_context
+from ranking.explain import compare
+from ranking.explain import explain as explain_injection
+from ranking.payloads import context_payload, search_payload
+from ranking.retrieval import prepare
+from ranking.retrieval import search as search_graph
 
 
 def search(user, graph_id: int, args: dict) -> dict:
     """graph_search: POST /api/graphs/{id}/search/ (agents, reviewers and up); logs nothing."""
     graph = graph_for(user, graph_id, "retrieve")
-    result = service.search(graph, validated(rs.SearchRequestSerializer, args, request=True))
+    result = search_graph(prepare(graph, validated(rs.SearchRequestSerializer, args, request=True)))
     return _noticed(search_payload(result, readiness.vectors_pending(graph.pk)))
 
 
@@ -30,7 +34,7 @@ def context(user, graph_id: int, args: dict) -> dict:
     access = graph_access(user, graph_id, "context")
     graph = access.graph
     req = validated(rs.ContextRequestSerializer, args, request=True)
-    result = service.assemble_context(graph, req, owner=user, role=access.role)
+    result = assemble_context(prepare(graph, req), owner=user, role=access.role)
     payload = context_payload(result, req.session)
     if result.abstained:
         payload["note"] = abstained_text(result.confidence, result.injection.params.get("abstain_floor", 0.0))
@@ -67,7 +71,7 @@ def explain(user, injection_id: int, i, j, node) -> dict:
     i, j = params.get("i"), params.get("j")
     if node is not None and (i is not None or j is not None):
         raise invalid({"node": ["Give either node, or the ranks i and j, not both."]})
-    result = service.explain(injection)
+    result = explain_injection(injection)
     candidates = result["candidates"]
     if node is not None:
         rank = min((c["rank"] for c in candidates if c["node"] == node), default=None)
@@ -75,7 +79,7 @@ def explain(user, injection_id: int, i, j, node) -> dict:
             raise invalid({"node": [f"Node {node} is not a candidate of injection {injection.pk}."]})
         # Compare with the candidate just above it; the top candidate with the runner-up.
         i, j = (rank, rank - 1) if rank > 1 else ((1, 2) if len(candidates) > 1 else (None, None))
-    result["comparison"] = service.compare(candidates, i, j)
+    result["comparison"] = compare(candidates, i, j)
     result["feedback_batches"] = [
         {
             "id": b.pk,

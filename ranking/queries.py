@@ -48,7 +48,7 @@ from .scoring import POSITIVE_SIMILARITY, EdgeCandidate, Evidence
 
 # A safety valve on top of the per-node fan-out cap: no request considers more edges than this.
 MAX_EDGE_CANDIDATES = 5000
-# The deepest expansion EXPANSION_SQL is written for (ranking.service.MAX_HOPS).
+# The deepest expansion EXPANSION_SQL is written for (ranking.retrieval.MAX_HOPS).
 EXPANSION_MAX_HOPS = 3
 # How many of the graph's question nodes nearest a query are read for evidence (memory and exploration).
 SIMILAR_QUESTIONS = 20
@@ -90,7 +90,7 @@ def vector_literal(vector) -> str | None:
     """pgvector's text form of a vector ('[x,y,...]'): a parameter value, cast with ``%(query)s::vector``.
 
     A text already in that form is returned as is, so a request that runs several statements with
-    one query vector renders it once (``ranking.service.retrieve``): 384 reprs each time add up.
+    one query vector renders it once (``ranking.retrieval.retrieve``): 384 reprs each time add up.
     """
     if vector is None or isinstance(vector, str):
         return vector
@@ -202,6 +202,37 @@ def _hnsw_settings(cur, k: int) -> None:
 # and EXPAND_SQL against them and the bench times them as floors; the product runs none of them.
 BM25_K1 = 1.2
 BM25_B = 0.75
+
+# BM25 over the graph's lexicon (graphadmin_nodelexeme: a lexeme's term frequency in a node; graphadmin_nodelexicon:
+# a node's length), written once and composed into ENTRY_SQL and EXPAND_SQL. Two fragments:
+# * BM25_TERMS, three CTEs: ``q`` the query text's distinct lexemes (none when %(lexical)s is false), ``stats`` the
+#   graph's node count and mean length (read only when ``q`` has a lexeme), ``idf`` each query lexeme's Okapi idf
+#   (only the lexemes in fewer than half the nodes: a positive idf);
+# * BM25_SUM, the body of a ``bm25`` CTE: each node's BM25, the sum over the query's lexemes it holds (%(k1)s,
+#   %(b)s: BM25_K1, BM25_B); the statement adds its own filter and ``GROUP BY l.node_id``.
+BM25_TERMS = """
+q AS (
+    SELECT DISTINCT u.lexeme FROM unnest(to_tsvector(%(config)s::regconfig, %(text)s)) u WHERE %(lexical)s
+), stats AS (
+    SELECT count(*)::float8 AS n, coalesce(avg(d.length), 0)::float8 AS avglen
+    FROM {nodelexicon} d WHERE d.graph_id = %(graph)s AND EXISTS (SELECT 1 FROM q)
+), idf AS (
+    SELECT l.lexeme, ln((stats.n - count(*) + 0.5) / (count(*) + 0.5)) AS idf
+    FROM {nodelexeme} l JOIN q ON q.lexeme = l.lexeme CROSS JOIN stats
+    WHERE l.graph_id = %(graph)s
+    GROUP BY l.lexeme, stats.n
+    HAVING stats.n - count(*) + 0.5 > count(*) + 0.5
+)
+""".strip()
+
+BM25_SUM = """
+SELECT l.node_id,
+           sum(idf.idf * l.tf * (%(k1)s + 1) / (l.tf + %(k1)s * (1 - %(b)s + %(b)s * d.length / stats.avglen))) AS bm25
+    FROM idf
+    JOIN {nodelexeme} l ON l.graph_id = %(graph)s AND l.lexeme = idf.lexeme
+    JOIN {nodelexicon} d ON d.node_id = l.node_id AND d.graph_id = %(graph)s
+    CROSS JOIN stats
+""".strip()
 
 
 # ---------------------------------------------------------------------------------------------
@@ -349,24 +380,8 @@ def edge_candidates(graph_id: int, start_nodes, query_vector, hops: int, fanout_
 # hit), 'q' (evidence: question id, similarity, note id, weight, edge id); columns not used are NULL.
 ENTRY_SQL = statement(
     """
-WITH q AS (
-    SELECT DISTINCT u.lexeme FROM unnest(to_tsvector(%(config)s::regconfig, %(text)s)) u WHERE %(lexical)s
-), stats AS (
-    SELECT count(*)::float8 AS n, coalesce(avg(d.length), 0)::float8 AS avglen
-    FROM {nodelexicon} d WHERE d.graph_id = %(graph)s AND EXISTS (SELECT 1 FROM q)
-), idf AS (
-    SELECT l.lexeme, ln((stats.n - count(*) + 0.5) / (count(*) + 0.5)) AS idf
-    FROM {nodelexeme} l JOIN q ON q.lexeme = l.lexeme CROSS JOIN stats
-    WHERE l.graph_id = %(graph)s
-    GROUP BY l.lexeme, stats.n
-    HAVING stats.n - count(*) + 0.5 > count(*) + 0.5
-), bm25 AS MATERIALIZED (
-    SELECT l.node_id,
-           sum(idf.idf * l.tf * (%(k1)s + 1) / (l.tf + %(k1)s * (1 - %(b)s + %(b)s * d.length / stats.avglen))) AS bm25
-    FROM idf
-    JOIN {nodelexeme} l ON l.graph_id = %(graph)s AND l.lexeme = idf.lexeme
-    JOIN {nodelexicon} d ON d.node_id = l.node_id AND d.graph_id = %(graph)s
-    CROSS JOIN stats
+WITH {bm25_terms}, bm25 AS MATERIALIZED (
+    {bm25_sum}
     GROUP BY l.node_id
 ),
 lex AS MATERIALIZED (SELECT node_id, bm25 FROM bm25 ORDER BY bm25 DESC, node_id LIMIT %(k)s),
@@ -433,7 +448,9 @@ JOIN {edge} e ON e.graph_id = %(graph)s AND e.source_id = near.id AND NOT e.arch
 JOIN {edgetype} et ON et.id = e.edge_type_id AND et.graph_id = %(graph)s AND et.name = %(answered)s
 JOIN {node} t ON t.id = e.target_id AND t.graph_id = %(graph)s AND NOT t.archived
 WHERE near.similarity >= %(min_similarity)s
-"""
+""",
+    bm25_terms=BM25_TERMS,
+    bm25_sum=BM25_SUM,
 )
 
 # The retrieval's expansion, level by level: from every node first reached at the level before (f0 the
@@ -564,24 +581,8 @@ edges AS MATERIALIZED (
     ORDER BY a.hops, a.weight DESC, a.id, a.reverse
     LIMIT %(max_edges)s
 ),
-q AS (
-    SELECT DISTINCT u.lexeme FROM unnest(to_tsvector(%(config)s::regconfig, %(text)s)) u WHERE %(lexical)s
-), stats AS (
-    SELECT count(*)::float8 AS n, coalesce(avg(d.length), 0)::float8 AS avglen
-    FROM {nodelexicon} d WHERE d.graph_id = %(graph)s AND EXISTS (SELECT 1 FROM q)
-), idf AS (
-    SELECT l.lexeme, ln((stats.n - count(*) + 0.5) / (count(*) + 0.5)) AS idf
-    FROM {nodelexeme} l JOIN q ON q.lexeme = l.lexeme CROSS JOIN stats
-    WHERE l.graph_id = %(graph)s
-    GROUP BY l.lexeme, stats.n
-    HAVING stats.n - count(*) + 0.5 > count(*) + 0.5
-), bm25 AS MATERIALIZED (
-    SELECT l.node_id,
-           sum(idf.idf * l.tf * (%(k1)s + 1) / (l.tf + %(k1)s * (1 - %(b)s + %(b)s * d.length / stats.avglen))) AS bm25
-    FROM idf
-    JOIN {nodelexeme} l ON l.graph_id = %(graph)s AND l.lexeme = idf.lexeme
-    JOIN {nodelexicon} d ON d.node_id = l.node_id AND d.graph_id = %(graph)s
-    CROSS JOIN stats
+{bm25_terms}, bm25 AS MATERIALIZED (
+    {bm25_sum}
     WHERE (l.node_id IN (SELECT target_id FROM edges) OR l.node_id = ANY(%(extra)s::bigint[]))
     GROUP BY l.node_id
 )
@@ -602,6 +603,8 @@ WHERE t.graph_id = %(graph)s AND t.id = ANY(%(extra)s::bigint[]) AND NOT t.archi
 ORDER BY 1, 5, 6 DESC, 2, 18, 4
 """,
     levels=EXPAND_LEVELS,
+    bm25_terms=BM25_TERMS,
+    bm25_sum=BM25_SUM,
 )
 
 

@@ -1,8 +1,10 @@
 """Retrieval, the pipeline's first stages: entry points, best-first expansion and node scores.
 
-``retrieve`` is the one pipeline behind search, context and the MCP tools; ``rank`` scores the edges
-around start nodes (the traversal view). Both read a ``RetrievalRequest`` (graphadmin_client: the
-object the serializers build, the client sends and the MCP tools pass). Bad input raises
+One request in: a ``RetrievalRequest`` (graphadmin_client: the object the serializers build, the client
+sends and the MCP tools pass), built once by the caller, then ``prepare``d once (the policy and the query
+vector resolved, ``Prepared``). Every stage takes that prepared request and nothing else about the
+question: ``retrieve`` is the one pipeline behind search, context (ranking.context) and the MCP tools;
+``search`` its top k; ``rank`` scores the edges around start nodes (the traversal view). Bad input raises
 ``RankingInputError`` with a dict of field -> messages, which the API turns into a 400; nothing here
 writes.
 """
@@ -11,6 +13,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
+from typing import NamedTuple
 
 from graphadmin.embeddings import check_comparable, configured_model, embed_query
 from graphadmin.errors import InputError
@@ -32,15 +35,6 @@ MAX_QUERY_CHARS = 4000
 
 class RankingInputError(InputError):
     """Invalid input found after parsing (unknown nodes, hops above the policy's bound, ...)."""
-
-
-def as_request(request: RetrievalRequest | None, fields: dict) -> RetrievalRequest:
-    """The request: the one given, or one built from keyword fields (internal callers and tests)."""
-    if request is not None:
-        if fields:
-            raise TypeError(f"Give a RetrievalRequest or keyword fields, not both: {sorted(fields)}")
-        return request
-    return RetrievalRequest(**fields)
 
 
 def policy_of(graph: Graph) -> tuple[PolicyRevision, scoring.Policy]:
@@ -74,6 +68,41 @@ def query_vector(query: str = "", vector=None, graph: Graph | None = None):
 def query_model(vector=None) -> str:
     """What a query vector is recorded as: the configured model for embedded text, "" for a caller's vector."""
     return "" if vector is not None else configured_model()
+
+
+@dataclass(frozen=True)
+class Prepared:
+    """One request with what every stage reads resolved once (``prepare``): the graph, the request, the policy
+    revision and its ranking numbers, the query vector (None: nothing to compare by) and the clock (None: the
+    time of scoring)."""
+
+    graph: Graph
+    request: RetrievalRequest
+    revision: PolicyRevision
+    policy: scoring.Policy
+    qvec: list[float] | None
+    now: datetime | None = None
+
+    def asking(self, request: RetrievalRequest) -> Prepared:
+        """The same resolution for another request with the same question (``search`` widening k)."""
+        return replace(self, request=request)
+
+
+def prepare(
+    graph: Graph,
+    request: RetrievalRequest,
+    *,
+    now: datetime | None = None,
+    policy: tuple[PolicyRevision, scoring.Policy] | None = None,
+    qvec=None,
+) -> Prepared:
+    """The request with its policy (``policy_of``) and query vector (``query_vector``) resolved, once for all the
+    stages it goes through. ``policy`` and ``qvec`` given are used as they are (what-if's draft policy and a
+    logged question's vector, the bench's fixed ones); ``now`` fixes the clock (tests, what-if)."""
+    if qvec is None:
+        qvec = query_vector(request.query, request.vector, graph)
+    revision, pol = policy or policy_of(graph)
+    return Prepared(graph, request, revision, pol, qvec, now)
 
 
 def check_nodes(graph: Graph, ids, field_name: str) -> None:
@@ -120,17 +149,15 @@ class RankResult:
     considered: int
 
 
-def rank(
-    graph: Graph, start_nodes, *, query: str = "", vector=None, k: int = 50, hops: int | None = None
-) -> RankResult:
-    """Every candidate edge within ``hops`` of the start nodes, scored and ranked; the top k returned."""
-    qvec = query_vector(query, vector, graph)
-    revision, policy = policy_of(graph)
-    hops = _check_hops(hops, policy)
+def rank(prepared: Prepared) -> RankResult:
+    """Every candidate edge within the request's ``hops`` of its start nodes, scored and ranked; the top k returned."""
+    graph, req, revision, policy = prepared.graph, prepared.request, prepared.revision, prepared.policy
+    hops = _check_hops(req.hops, policy)
+    start_nodes = list(req.start_nodes)
     check_nodes(graph, start_nodes, "start_nodes")
-    edges = sql.edge_candidates(graph.pk, start_nodes, qvec, hops, revision.fanout_cap)
+    edges = sql.edge_candidates(graph.pk, start_nodes, prepared.qvec, hops, revision.fanout_cap)
     ranked = scoring.rank_edges(edges, policy)
-    items = [RankedEdge(s, rank=p) for p, s in enumerate(ranked[:k], start=1)]
+    items = [RankedEdge(s, rank=p) for p, s in enumerate(ranked[: req.k], start=1)]
     return RankResult(revision, items, considered=len(edges))
 
 
@@ -228,18 +255,10 @@ class SearchResult:
     considered: int = 0
 
 
-def retrieve(
-    graph: Graph,
-    request: RetrievalRequest | None = None,
-    *,
-    now: datetime | None = None,
-    policy: tuple[PolicyRevision, scoring.Policy] | None = None,
-    qvec=None,
-    **fields,
-) -> SearchResult:
+def retrieve(prepared: Prepared) -> SearchResult:
     """The one retrieval pipeline: entry points, best-first expansion, node scores, in rank order.
 
-    ``request`` (or its fields as keywords) says what is asked.
+    ``prepared`` (``prepare``) says what is asked, with the policy and the query vector to use.
     1. Entry points (one statement, ranking.queries.ENTRY_SQL, with the similar questions' evidence):
        the top ``k`` nodes by embedding, the top ``k`` nodes by BM25 on the query's words
        (only when the policy's coef_lexical is not 0) and the top TRIPLET_K
@@ -251,20 +270,19 @@ def retrieve(
        entry points, up to ``hops`` (the policy's max_hops) and MAX_EXPANDED new nodes, over each
        node's top EXPANSION_FANOUT links and top EXPANSION_FANOUT backlinks by weight (and at most the
        policy's ``fanout_cap``), never to a question node.
-    3. Every node reached is scored (``scoring.score_node``); a node reached several ways keeps its
+    3. Every node reached is scored (``scoring.NodeScores``); a node reached several ways keeps its
        best. Its hops are the edges from its entry point or, with anchors, its distance from them; what
        its path carried is its ``graph`` component.
     4. ``exclude`` (ids the caller already holds) are dropped from the result (they still expand).
     Writes nothing. Bad input raises RankingInputError naming the field.
     """
-    req = as_request(request, fields)
-    if qvec is None:
-        qvec = query_vector(req.query, req.vector, graph)
-    revision, pol = policy or policy_of(graph)
-    run = _Run(graph, req, list(dict.fromkeys(req.start_nodes)), set(req.exclude), revision, pol, qvec)
+    graph, req, revision = prepared.graph, prepared.request, prepared.revision
+    run = _Run(
+        graph, req, list(dict.fromkeys(req.start_nodes)), set(req.exclude), revision, prepared.policy, prepared.qvec
+    )
     entry = _entry_points(run)
     hops = _check_request(run, entry)
-    now = now or datetime.now(UTC)
+    now = prepared.now or datetime.now(UTC)
     pool = _pool_from_entry(run, entry)
     seeds = _expansion_seeds(run, pool, now)
     # The answered edges of past questions that asked the same thing (the graph's derived similarity).
@@ -373,7 +391,7 @@ def _expansion_seeds(run: _Run, pool: _Pool, now: datetime) -> dict[int, tuple[s
         if n in rows:
             age, affinity = _facts(run, pool, n, now)
             base = bases[n] = scores.base(*fused[n], affinity, age, rows[n].feedback_weight, None, None)
-            provisional[n] = _best(scores, n, options, base)[0]
+            provisional[n] = _best(scores, n, options, base).key
     seeds: dict[int, tuple[scoring.Reach, float]] = {
         n: (scoring.Reach(n, 0), scores.relevance(bases[n], 0)) for n in run.start_nodes if n in rows
     }
@@ -527,7 +545,7 @@ def _facts(run: _Run, pool: _Pool, node_id: int, now: datetime) -> tuple:
 def _path_of(reach: scoring.Reach) -> tuple:
     """(path weight, priority) of a way in: the last edge's reinforcement weight and type priority, or
     (None, 0.0) without one. The link's reinforcement weight alone (uses, negatives, decay): its outcome
-    EMA rises with how often the link is shown, like a node's (scoring.score_node), and lifted every
+    EMA rises with how often the link is shown, like a node's (scoring.NodeScores), and lifted every
     note at its ends."""
     if reach.via is None:
         return None, 0.0
@@ -535,10 +553,28 @@ def _path_of(reach: scoring.Reach) -> tuple:
     return e.weight, e.priority
 
 
-def _best(scores: scoring.NodeScores, node_id: int, options, base, anchored=False, anchor_hops=None):
-    """The best-scoring way a node was reached, by sort key, then ENTRY_ORDER (the first of equals):
-    (its sort key, its total, (hops, path weight, priority, inherited), (entry, Reach)). ``base``: the node's
-    terms that do not depend on the way in (scoring.NodeScores.base).
+# NamedTuples on the hot path: docs/decisions/0007-positional-hot-tuples.md
+class WayIn(NamedTuple):
+    """What a way in gives the node score (``scoring.NodeScores.way`` reads them in this order)."""
+
+    hops: int | None  # from its entry point, or with anchors its distance from them
+    path_weight: float | None  # the last edge's reinforcement weight (None: no edge)
+    priority: float  # the last edge's type priority (0.0: no edge)
+    inherited: float | None  # the relevance its path carried (None: an entry point)
+
+
+class Best(NamedTuple):
+    """The best-scoring way a node was reached (``_best``)."""
+
+    key: tuple  # scoring.node_key: the SortKey's fields, a plain tuple
+    total: float
+    way_in: WayIn
+    chosen: tuple[str, scoring.Reach]  # (its entry, its Reach)
+
+
+def _best(scores: scoring.NodeScores, node_id: int, options, base, anchored=False, anchor_hops=None) -> Best:
+    """The best-scoring way a node was reached, by sort key, then ENTRY_ORDER (the first of equals). ``base``:
+    the node's terms that do not depend on the way in (scoring.NodeScores.base).
 
     Ways in differ only in the contributions of their hop, path, priority and graph lift: ways with the same
     hops and the same three other contributions have the same total (math.fsum is exact, so a zero's sign does
@@ -546,9 +582,11 @@ def _best(scores: scoring.NodeScores, node_id: int, options, base, anchored=Fals
     way's own."""
     if len(options) == 1:  # most nodes are reached one way: nothing to compare
         entry, reach = options[0]
-        alike = (anchor_hops if anchored else reach.hops, *_path_of(reach), reach.inherited)
-        total = scores.total(base, scores.way(*alike, base))
-        return scoring.node_key(total, alike[0], node_id), total, alike, (entry, reach)
+        way_in = WayIn(anchor_hops if anchored else reach.hops, *_path_of(reach), reach.inherited)
+        total = scores.total(base, scores.way(*way_in, base))
+        return Best(scoring.node_key(total, way_in.hops, node_id), total, way_in, (entry, reach))
+    # The hottest loop: plain tuples read by index (``alike``: WayIn's fields; ``way``: NodeScores.way's hop, path,
+    # priority and graph contributions), named once for the way kept (docs/decisions/0007-positional-hot-tuples.md).
     best = None
     done: dict[tuple, tuple] = {}  # (hops, path, priority and graph contributions) -> (sort key, total)
     for entry, reach in options:
@@ -562,21 +600,12 @@ def _best(scores: scoring.NodeScores, node_id: int, options, base, anchored=Fals
         order = (scored[0], ENTRY_ORDER[entry])
         if best is None or order < best[0]:
             best = (order, scored[1], alike, (entry, reach))
-    return best[0][0], *best[1:]
+    return Best(best[0][0], best[1], WayIn(*best[2]), best[3])
 
 
-def search(
-    graph: Graph,
-    request: RetrievalRequest | None = None,
-    *,
-    now: datetime | None = None,
-    policy: tuple[PolicyRevision, scoring.Policy] | None = None,
-    **fields,
-) -> SearchResult:
-    """The retrieval pipeline's top ``k`` candidates (``retrieve``; k defaults to 20), without a budget or a log."""
-    if request is None:
-        fields.setdefault("k", 20)
-    req = as_request(request, fields)
-    result = retrieve(graph, replace(req, k=max(req.k, 50)), now=now, policy=policy)
+def search(prepared: Prepared) -> SearchResult:
+    """The retrieval pipeline's top ``k`` candidates (``retrieve`` over at least 50), without a budget or a log."""
+    req = prepared.request
+    result = retrieve(prepared.asking(replace(req, k=max(req.k, 50))))
     result.items = result.items[: req.k]
     return result

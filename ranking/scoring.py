@@ -15,7 +15,7 @@ Two modes (docs/ranking.md has the full formulas):
 
       hop         = max(hop_floor, hop_decay ** hops)   (hops unknown or > max_hops: hop_floor)
       recency     = 0.5 ** (age_days / recency_half_life_days)   (age unknown: 0)
-      feedback    = min(0, feedback_weight - 0.5)         (the node's learned EMA below neutral; see score_node)
+      feedback    = min(0, feedback_weight - 0.5)         (the node's learned EMA below neutral; see NodeScores)
       path        = reinforcement weight of the edge that reached it - 0.5   (no edge: 0, neutral)
       priority    = priority of that edge's type                 (no edge: 0)
       lexical     = its BM25 score for the query over the best BM25 score of the query, in [0, 1]
@@ -40,8 +40,8 @@ rule (``sort_key``): total (rounded to 1e-12, so float noise never reorders), th
 then the candidate's stable id, so the same input always gives the same order.
 
 Also here, because they are pure functions of scored candidates: the component-wise explanation of
-why one candidate beat another, the best-first visit order used by budgeted context assembly, and
-the metrics of a what-if replay (rank changes, top-1 flips, Kendall tau, MRR, hit@k).
+why one candidate beat another, the best-first expansion by carried relevance (``spread``), the budget,
+and the metrics of a what-if replay (rank changes, top-1 flips, Kendall tau, MRR, hit@k).
 """
 
 from __future__ import annotations
@@ -51,6 +51,7 @@ import itertools
 import math
 from collections.abc import Collection, Iterable, Mapping, Sequence
 from dataclasses import asdict, dataclass, field, fields, replace
+from typing import NamedTuple
 
 TIE_DIGITS = 12
 
@@ -373,8 +374,29 @@ def score_edges(candidates: Iterable[EdgeCandidate], policy: Policy) -> list[Sco
     return [score_edge(c, policy, coefficients) for c in candidates]
 
 
+# The hot loops' tuples are NamedTuples: the same tuple underneath (built, compared and hashed as one), names
+# for the reader; those built for every way in (NodeScores.way, node_key), the hottest loop, stay plain tuples.
+# docs/decisions/0007-positional-hot-tuples.md
+class Base(NamedTuple):
+    """A node's terms that do not depend on the way in (``NodeScores.base``): vector, lexical, persona, recency,
+    feedback, memory and exploration, as raws and as contributions (raw * coefficient), in that order."""
+
+    raws: tuple[float, ...]
+    contributions: tuple[float, ...]
+
+
 class NodeScores:
-    """The node score of a policy over a pool of candidates (``score_node`` is one candidate's).
+    """The node score of a policy: vector, lexical, hop, persona, recency, feedback, path, priority, memory,
+    exploration and graph, over a pool of candidates (``score`` is one candidate's).
+
+    The learned numbers are biases around neutral (0.5 adds nothing), never filters. ``feedback``
+    (the node's own EMA) only lowers: the outcome EMA moves every note a session was *given*, so in
+    a graph where most sessions end well it rises with how often a note is shown, not with whether
+    it helped; as a raise it lifted popular notes over the right ones for every other question
+    (docs/figures.md has the figures). Below neutral it is a reliable global signal (flagged
+    wrong, or given in sessions that found nothing). What helped is credited where it helped:
+    ``memory`` (for similar questions) and ``path`` (the links that led to it). ``exploration`` is
+    0 whenever the policy's exploration coefficient is 0.
 
     The coefficients and hop factors are read once. A node's terms that do not depend on the way it was
     reached (vector, lexical, persona, recency, feedback, memory, exploration) are computed once
@@ -414,7 +436,7 @@ class NodeScores:
         feedback_weight: float,
         memory: float | None,
         novelty: float | None,
-    ) -> tuple[tuple[float, ...], tuple[float, ...]]:
+    ) -> Base:
         """The raws and contributions of a node's terms that do not depend on the way in: vector,
         lexical, persona, recency, feedback, memory, exploration (in that order)."""
         k = self.coefficients
@@ -428,7 +450,7 @@ class NodeScores:
             float(novelty or 0.0),
         )
         v, lx, pe, rc, fb, me, ex = raws
-        return raws, (v * k[0], lx * k[1], pe * k[3], rc * k[4], fb * k[5], me * k[8], ex * k[9])
+        return Base(raws, (v * k[0], lx * k[1], pe * k[3], rc * k[4], fb * k[5], me * k[8], ex * k[9]))
 
     def hop(self, hops: int | None) -> float:
         """hop_factor(hops), read from the table built once."""
@@ -436,10 +458,10 @@ class NodeScores:
             return self.hop_factors.get(hops, self.hop_floor)
         return float(hop_factor(hops, self.policy))
 
-    def relevance(self, base, hops: int | None) -> float:
+    def relevance(self, base: Base, hops: int | None) -> float:
         """A node's own match to the query at ``hops`` from where it entered: its vector, lexical and hop
         contributions. What a link carries to a neighbour, and what the neighbour's carried relevance lifts."""
-        v, lx = base[1][0], base[1][1]
+        v, lx = base.contributions[0], base.contributions[1]
         return math.fsum([v, lx, self.hop(hops) * self.coefficients[2]])
 
     def way(
@@ -450,19 +472,20 @@ class NodeScores:
         k = self.coefficients
         path = 0.0 if path_weight is None else float(path_weight - NEUTRAL)
         graph = max(0.0, float(inherited) - self.relevance(base, hops)) if inherited is not None else 0.0
+        # A plain tuple: built for every way in, the hottest loop (docs/decisions/0007-positional-hot-tuples.md).
         return self.hop(hops) * k[2], path * k[6], float(priority) * k[7], graph
 
-    def total(self, base, way: tuple[float, float, float, float]) -> float:
+    def total(self, base: Base, way: tuple[float, float, float, float]) -> float:
         """The total of a node (``base``) reached a way (``way``): math.fsum of the eleven contributions in order."""
-        v, lx, pe, rc, fb, me, ex = base[1]
+        v, lx, pe, rc, fb, me, ex = base.contributions
         hop, path, priority, graph = way
         return math.fsum([v, lx, hop, pe, rc, fb, path, priority, me, ex, graph])
 
     def raws(
-        self, base, hops: int | None, path_weight: float | None, priority: float, inherited: float | None = None
+        self, base: Base, hops: int | None, path_weight: float | None, priority: float, inherited: float | None = None
     ) -> tuple[float, ...]:
         """The eleven raws (NODE_COMPONENTS order) of a node (``base``) reached this way."""
-        v, lx, pe, rc, fb, me, ex = base[0]
+        v, lx, pe, rc, fb, me, ex = base.raws
         path = 0.0 if path_weight is None else float(path_weight - NEUTRAL)
         graph = max(0.0, float(inherited) - self.relevance(base, hops)) if inherited is not None else 0.0
         return (v, lx, self.hop(hops), pe, rc, fb, path, float(priority), me, ex, graph)
@@ -472,28 +495,13 @@ class NodeScores:
         return Scored(c, total, NODE_COMPONENTS, raws, self.coefficients)
 
     def score(self, c: NodeCandidate) -> Scored:
-        """One candidate's Scored (``score_node``)."""
+        """One candidate's Scored, every term from its NodeCandidate (what-if's rescore of a logged candidate)."""
         base = self.base(c.vector, c.lexical, c.persona, c.age_days, c.feedback_weight, c.memory, c.novelty)
         return self.scored(
             c,
             self.raws(base, c.hops, c.path_weight, c.priority, c.inherited),
             self.total(base, self.way(c.hops, c.path_weight, c.priority, c.inherited, base)),
         )
-
-
-def score_node(c: NodeCandidate, policy: Policy) -> Scored:
-    """The score of one candidate node: vector, hop, persona, recency, feedback, path, priority, memory, exploration.
-
-    The learned numbers are biases around neutral (0.5 adds nothing), never filters. ``feedback``
-    (the node's own EMA) only lowers: the outcome EMA moves every note a session was *given*, so in
-    a graph where most sessions end well it rises with how often a note is shown, not with whether
-    it helped; as a raise it lifted popular notes over the right ones for every other question
-    (docs/figures.md has the figures). Below neutral it is a reliable global signal (flagged
-    wrong, or given in sessions that found nothing). What helped is credited where it helped:
-    ``memory`` (for similar questions) and ``path`` (the links that led to it). ``exploration`` is
-    0 whenever the policy's exploration coefficient is 0. (A pool of candidates: ``NodeScores``.)
-    """
-    return NodeScores(policy).score(c)
 
 
 def fuse_entry(
@@ -532,6 +540,16 @@ def fuse_entry(
 NO_HOPS = 1 << 30  # the hops sort_key gives a candidate whose hops are unknown (last among equal totals)
 
 
+class SortKey(NamedTuple):
+    """A candidate's place in rank order (``sort_key``, ``node_key``), compared as the tuple it is: higher total
+    first, then fewer hops, then the candidate's kind and id."""
+
+    negative_total: float  # -round(total, TIE_DIGITS)
+    hops: int  # NO_HOPS when unknown
+    kind: str  # "node" or "edge"
+    number: int  # the node's or edge's id
+
+
 def sort_key(s: Scored) -> tuple:
     """Higher total first; then fewer hops (unknown last); then the stable id (numeric part, then text).
 
@@ -547,7 +565,8 @@ def sort_key(s: Scored) -> tuple:
         number, name = None, ""
     hops = getattr(c, "hops", None)
     if type(number) is int and number >= 0:
-        return (-round(s.total, TIE_DIGITS), NO_HOPS if hops is None else hops, name, number)
+        return SortKey(-round(s.total, TIE_DIGITS), NO_HOPS if hops is None else hops, name, number)
+    # Another candidate type: the same four by its stable id's text, and the text itself (a plain tuple).
     kind, _, number = s.stable_id.partition(":")
     return (
         -round(s.total, TIE_DIGITS),
@@ -559,7 +578,9 @@ def sort_key(s: Scored) -> tuple:
 
 
 def node_key(total: float, hops: int | None, node_id: int) -> tuple:
-    """``sort_key`` of a node candidate from its total, hops and (non-negative) id, without a Scored."""
+    """``sort_key`` of a node candidate from its total, hops and (non-negative) id, without a Scored: the
+    SortKey's fields as a plain tuple (equal to the SortKey, compared alike), built for every way in, the
+    hottest loop (docs/decisions/0007-positional-hot-tuples.md)."""
     return (-round(total, TIE_DIGITS), NO_HOPS if hops is None else hops, "node", node_id)
 
 
@@ -573,48 +594,8 @@ def rank_edges(candidates: Iterable[EdgeCandidate], policy: Policy) -> list[Scor
     return rank(score_edge(c, policy) for c in candidates)
 
 
-def rank_nodes(candidates: Iterable[NodeCandidate], policy: Policy) -> list[Scored]:
-    """Hybrid scores of the nodes, in rank order."""
-    return rank(score_node(c, policy) for c in candidates)
-
-
 # ---------------------------------------------------------------------------------------------
 # Best-first traversal and budget
-
-
-def best_first_order(scored: Sequence[Scored], start_nodes: Iterable[int]) -> list[Scored]:
-    """The order a best-first traversal from ``start_nodes`` visits the scored edges.
-
-    The frontier starts with the edges leaving the start nodes; the best edge (by ``sort_key``) is
-    taken next and the edges leaving its target join the frontier. Edges never reachable that way
-    (their source is not reached) follow at the end in rank order, so every candidate has a rank.
-    """
-    by_source: dict[int, list[Scored]] = {}
-    for s in scored:
-        by_source.setdefault(s.candidate.source_id, []).append(s)
-    frontier: list[tuple] = []
-    expanded: set[int] = set()
-    order: list[Scored] = []
-    seen: set[str] = set()
-
-    def expand(node_id: int) -> None:
-        if node_id in expanded:
-            return
-        expanded.add(node_id)
-        for s in by_source.get(node_id, ()):
-            heapq.heappush(frontier, (sort_key(s), id(s), s))
-
-    for node_id in sorted(set(start_nodes)):
-        expand(node_id)
-    while frontier:
-        _key, _i, s = heapq.heappop(frontier)
-        if s.stable_id in seen:
-            continue
-        seen.add(s.stable_id)
-        order.append(s)
-        expand(s.candidate.target_id)
-    order.extend(rank(s for s in scored if s.stable_id not in seen))
-    return order
 
 
 # Question-conditional evidence counts for a new question only where past questions asked the same thing.
@@ -735,6 +716,17 @@ class Reach:
     inherited: float | None = None
 
 
+class FrontierRow(NamedTuple):
+    """A row of ``spread``'s frontier (a heap: compared as the tuple it is, the highest relevance first)."""
+
+    negative_relevance: float
+    hops: int
+    node_id: int
+    edge_id: int  # the link it came through; 0 for a seed's own entry
+    order: int  # the order rows were pushed: the last tie-break
+    reach: Reach
+
+
 # Best-first by carried relevance, links walked both ways: docs/decisions/0008-expansion-both-ways-carried-relevance.md
 def spread(
     seeds: Mapping[int, tuple[Reach, float]],
@@ -770,7 +762,7 @@ def spread(
     hop_k = scores.coefficients[2]
     # A seed's own entry has edge id 0 in its heap row; a row through a link has the link's id (positive).
     order = itertools.count()  # the last tie-break: the order rows were pushed
-    frontier: list[tuple] = [(-relevance, 0, n, 0, next(order), reach) for n, (reach, relevance) in seeds.items()]
+    frontier = [FrontierRow(-relevance, 0, n, 0, next(order), reach) for n, (reach, relevance) in seeds.items()]
     heapq.heapify(frontier)
     settled: set[int] = set()
     reached: dict[int, Reach] = {}
@@ -790,17 +782,17 @@ def spread(
             own = match.get(e.target_id, 0.0) + scores.hop(hops) * hop_k
             best = max(carried, own)
             path = (*reach.path, e.edge_id)
-            row = (-best, hops, e.target_id, e.edge_id, next(order), Reach(e.target_id, hops, path, s, carried))
-            heapq.heappush(frontier, row)
+            reached_by = Reach(e.target_id, hops, path, s, carried)
+            heapq.heappush(frontier, FrontierRow(-best, hops, e.target_id, e.edge_id, next(order), reached_by))
 
     while frontier and len(reached) < limit:
-        negative, _hops, node_id, edge_id, _order, reach = heapq.heappop(frontier)
-        if node_id in settled:
+        row = heapq.heappop(frontier)
+        if row.node_id in settled:
             continue
-        settled.add(node_id)
-        if edge_id:
-            reached[node_id] = reach
-        push(reach, -negative)
+        settled.add(row.node_id)
+        if row.edge_id:
+            reached[row.node_id] = row.reach
+        push(row.reach, -row.negative_relevance)
     return reached
 
 
@@ -863,15 +855,6 @@ def explore_slot(selection: Selection, novel: Sequence[bool], costs: Sequence[in
             selected[j], reasons[j] = True, "explore"
             return Selection(selected, reasons, selection.spent - costs[last] + costs[j])
     return selection
-
-
-def estimate_tokens(text: str) -> int:
-    """A model-independent token estimate: ceil(characters / 4), at least 1.
-
-    About four characters per token is the usual rule of thumb for English with BPE tokenizers;
-    it errs on the generous side for code and non-Latin text. Good enough to budget context.
-    """
-    return max(1, math.ceil(len(text) / 4))
 
 
 # ---------------------------------------------------------------------------------------------

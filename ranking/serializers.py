@@ -58,19 +58,6 @@ class QueryMixin(serializers.Serializer):
         return value
 
 
-class RankRequestSerializer(QueryMixin):
-    start_nodes = NodeIdListField(min_length=1)
-    k = serializers.IntegerField(min_value=1, max_value=retrieval.MAX_RANK_K, default=50)
-    hops = serializers.IntegerField(
-        min_value=1,
-        max_value=retrieval.MAX_HOPS,
-        required=False,
-        allow_null=True,
-        default=None,
-        help_text="Expansion depth; default and upper bound: the policy's max_hops.",
-    )
-
-
 class PersonaField(serializers.DictField):
     child = FiniteFloatField(min_value=-1.0, max_value=1.0)
 
@@ -98,11 +85,24 @@ HOPS_HELP = "Expansion depth; 0: entry points only, no expansion. Default and up
 
 
 class RetrievalRequestMixin(QueryMixin):
-    """A search or context request; ``to_request()`` is the validated data as the one request object."""
+    """A rank, search or context request; ``to_request()`` is the validated data as the one request object."""
 
     def to_request(self) -> RetrievalRequest:
         data = self.validated_data
         return RetrievalRequest(**{f: data[f] for f in RetrievalRequest.__dataclass_fields__ if f in data})
+
+
+class RankRequestSerializer(RetrievalRequestMixin):
+    start_nodes = NodeIdListField(min_length=1)
+    k = serializers.IntegerField(min_value=1, max_value=retrieval.MAX_RANK_K, default=50)
+    hops = serializers.IntegerField(
+        min_value=1,
+        max_value=retrieval.MAX_HOPS,
+        required=False,
+        allow_null=True,
+        default=None,
+        help_text="Expansion depth; default and upper bound: the policy's max_hops.",
+    )
 
 
 class SearchRequestSerializer(RetrievalRequestMixin):

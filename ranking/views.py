@@ -21,7 +21,9 @@ from graphadmin.models import Edge, EdgeType, Node, PolicyRevision
 from graphadmin.models.policy import priorities_to_restore
 from graphadmin.params import date_filters, optional, parse_date, parse_int
 from graphadmin.tenancy import graph_access
-from ranking import calibration, service
+from ranking import calibration
+from ranking.explain import compare, explain, walk_start
+from ranking.whatif import MAX_WHATIF_SESSIONS, whatif
 
 PREVIEW_INJECTIONS = 20  # a revision's restore preview: the last 20 sessions
 PREVIEW_SESSIONS = 50  # the tune form's what-if, unless the form says otherwise
@@ -159,9 +161,9 @@ def _path_steps(c: dict, edges: dict[int, dict]) -> list[dict]:
 
 
 def _walk_start(c: dict, edges: dict[int, dict]) -> int:
-    """Where the candidate's path (all of whose edges are in ``edges``) started (service.walk_start)."""
+    """Where the candidate's path (all of whose edges are in ``edges``) started (ranking.explain.walk_start)."""
     ends = {e: (edges[e]["source"], edges[e]["type"], edges[e]["target"]) for e in c["path"]}
-    return service.walk_start(c["path"], c["node"], ends, c["entry"])
+    return walk_start(c["path"], c["node"], ends, c["entry"])
 
 
 def _entry_text(c: dict, edges: dict[int, dict]) -> str:
@@ -305,11 +307,11 @@ def injection_detail(request, graph_id, injection_id):
     if i is None and j is None:
         i, j = "1", "2"  # why #1 beat #2 unless the form asks for another pair
     comparison_error = None
-    explained = service.explain(injection)
+    explained = explain(injection)
     try:
         pair = (params.parse_id(i, "i") if i else None, params.parse_id(j, "j") if j else None)
         if len(explained["candidates"]) >= 2 or request.GET.get("i") is not None:
-            explained["comparison"] = service.compare(explained["candidates"], *pair)
+            explained["comparison"] = compare(explained["candidates"], *pair)
     except InputError as exc:
         comparison_error = "; ".join(f"{k}: {' '.join(v)}" for k, v in exc.errors.items())
     candidates = explained["candidates"]
@@ -362,9 +364,7 @@ def tune_preview(request, graph_id):
         changes = form.changes(access.graph.current_policy())
         priorities = {et.name: value for et, value in form.priority_changes().items()}
         try:
-            result = _titled(
-                access.graph, service.whatif(access.graph, changes=changes, priorities=priorities, **selection)
-            )
+            result = _titled(access.graph, whatif(access.graph, changes=changes, priorities=priorities, **selection))
         except InputError as exc:
             selection_errors = exc.errors
     context = {"access": access, "form": form, "result": result, "selection_errors": selection_errors}
@@ -376,7 +376,7 @@ def _selection(data, errors: dict) -> dict:
     ``whatif_until``); a bad value is named in ``errors`` (as the API's field names)."""
     selection = {"n": PREVIEW_SESSIONS}
     for name, key, parse, kwargs in (
-        ("n", "whatif_n", parse_int, {"low": 1, "high": service.MAX_WHATIF_SESSIONS}),
+        ("n", "whatif_n", parse_int, {"low": 1, "high": MAX_WHATIF_SESSIONS}),
         ("since", "whatif_since", parse_date, {}),
         ("until", "whatif_until", parse_date, {}),
     ):
@@ -441,7 +441,7 @@ def restore_preview(request, graph_id, revision):
     ranking_changes = {k: after for k, (_before, after) in changes.items()}
     priorities = {name: after for name, (_before, after) in priority_changes.items()}
     result = (
-        service.whatif(access.graph, changes=ranking_changes, priorities=priorities, n=PREVIEW_INJECTIONS)
+        whatif(access.graph, changes=ranking_changes, priorities=priorities, n=PREVIEW_INJECTIONS)
         if ranking_changes or priorities
         else None
     )

@@ -36,7 +36,7 @@ from graphadmin.models.policy import POLICY_NUMBERS
 
 from . import abstention, scoring
 from . import queries as sql
-from .retrieval import RankingInputError, policy_of, retrieve
+from .retrieval import RankingInputError, policy_of, prepare, retrieve
 
 MAX_WHATIF_SESSIONS = 200  # logged sessions per what-if
 MAX_WHATIF_INJECTIONS = MAX_WHATIF_SESSIONS  # the API's former name for the same bound
@@ -256,7 +256,8 @@ class _Retriever:
         )
         if key not in self.done:
             try:
-                found = retrieve(self.graph, req, now=self.now, policy=(self.revision, self.policy), qvec=qvec).items
+                prepared = prepare(self.graph, req, now=self.now, policy=(self.revision, self.policy), qvec=qvec)
+                found = retrieve(prepared).items
             except RankingInputError as exc:
                 self.done[key] = "; ".join(f"{k}: {' '.join(map(str, v))}" for k, v in exc.errors.items())
             else:

@@ -78,8 +78,8 @@ from graphadmin.api.auth import FailedTokenThrottle, header_token, user_for_key
 from graphadmin.errors import Conflict, Forbidden, InputError, NotFound, TooManyRequests
 from graphadmin.runtime.timeouts import set_statement_timeout
 from ranking import mcp as ranking_tools
+from ranking import retrieval  # the documented bounds (docs/ranking.md); needs Django set up, as every caller has
 from ranking import serializers as rs
-from ranking import service  # the documented bounds (docs/ranking.md); needs Django set up, as every caller has
 
 SERVER_NAME = "graphadmin"
 INSTRUCTIONS = """\
@@ -510,10 +510,10 @@ def register_retrieval(server: MCPServer, run) -> None:
         budget: Annotated[
             int | None,
             Field(
-                description=f"At most {service.MAX_BUDGET_ITEMS} items or {service.MAX_BUDGET_TOKENS} "
+                description=f"At most {retrieval.MAX_BUDGET_ITEMS} items or {retrieval.MAX_BUDGET_TOKENS} "
                 "estimated tokens; default: the graph policy's.",
                 # The serializer's own bound is the minimum; its validate() caps it by unit (tokens: the larger).
-                json_schema_extra={**bounds(CONTEXT, "budget"), "maximum": service.MAX_BUDGET_TOKENS},
+                json_schema_extra={**bounds(CONTEXT, "budget"), "maximum": retrieval.MAX_BUDGET_TOKENS},
             ),
         ] = None,
         k: Annotated[

@@ -9,7 +9,9 @@ from django.db.models import ProtectedError
 
 from feedback.models import AgentSession, ContextInjection, InjectionCandidate
 from graphadmin.models import Edge, Node
-from ranking import service
+from graphadmin_client import RetrievalRequest
+from ranking.context import assemble_context
+from ranking.retrieval import prepare
 
 pytestmark = pytest.mark.django_db
 
@@ -91,8 +93,11 @@ def test_the_orm_still_protects_a_logged_node(acme_graph):
 
 def test_a_context_call_logs_rows_whose_parents_exist(rg):
     graph = rg["graph"]
-    result = service.assemble_context(
-        graph, query="ranking weights", session="s-log", budget=3, start_nodes=[rg["nodes"]["a"].pk]
+    result = assemble_context(
+        prepare(
+            graph,
+            RetrievalRequest(query="ranking weights", session="s-log", budget=3, start_nodes=[rg["nodes"]["a"].pk]),
+        )
     )
     with connection.cursor() as cur:
         cur.execute("SET CONSTRAINTS ALL IMMEDIATE")  # every deferred check of the call passes

@@ -13,7 +13,9 @@ from django.core.management import call_command
 from feedback import actions, health
 from feedback.models import InjectionCandidate
 from graphadmin.models import Edge, EdgeType, Node
-from ranking import service
+from graphadmin_client import RetrievalRequest
+from ranking.context import assemble_context
+from ranking.retrieval import prepare
 
 
 @pytest.fixture
@@ -22,7 +24,9 @@ def history(rg, ada, oscar):
     link type whose one link never moved."""
     g, nodes = rg["graph"], rg["nodes"]
     for n, kwargs in enumerate([{}, {"start_nodes": [nodes["a"].pk], "k": 1}, {}]):
-        ctx = service.assemble_context(g, session_id=f"s{n}", query="vector search in postgres", budget=4, **kwargs)
+        ctx = assemble_context(
+            prepare(g, RetrievalRequest(session=f"s{n}", query="vector search in postgres", budget=4, **kwargs))
+        )
         if n == 0:
             first = next(c for c in ctx.injection.candidates.all() if c.selected)
             actions.do_record_uses(

@@ -19,7 +19,9 @@ from feedback import actions, charts, learning
 from graphadmin import actions as core_actions
 from graphadmin import clock
 from graphadmin.models import Edge, Node
-from ranking import service
+from graphadmin_client import RetrievalRequest
+from ranking.context import assemble_context
+from ranking.retrieval import prepare
 
 TODAY = datetime.now(UTC).date()
 W0 = datetime.combine(learning.week_start(TODAY) - timedelta(weeks=5), time(9), tzinfo=UTC)
@@ -29,7 +31,9 @@ WEEKS = [(W0 + timedelta(weeks=n)).date() for n in range(4)]
 
 def _session(graph, actor, name, at, use_rank=None, outcome=None, budget=5):
     with clock.using(clock.SimulatedClock(at)):
-        ctx = service.assemble_context(graph, session_id=name, query="vector search in postgres", budget=budget)
+        ctx = assemble_context(
+            prepare(graph, RetrievalRequest(session=name, query="vector search in postgres", budget=budget))
+        )
         ranked = {c.rank: c for c in ctx.injection.candidates.all() if c.selected}
         if use_rank is not None:
             assert use_rank in ranked, (name, sorted(ranked))

@@ -6,18 +6,20 @@ import pytest
 
 from feedback import actions
 from feedback.models import AgentSession
-from ranking import service
+from graphadmin_client import RetrievalRequest
+from ranking.context import assemble_context
+from ranking.retrieval import prepare
 
 
 @pytest.fixture
 def story(rg, ana):
     """Session s-1: one injection for a question, a use report, an outcome; s-2: an injection only."""
     g, nodes = rg["graph"], rg["nodes"]
-    ctx = service.assemble_context(g, session_id="s-1", query="vector search in postgres", budget=2)
+    ctx = assemble_context(prepare(g, RetrievalRequest(session="s-1", query="vector search in postgres", budget=2)))
     given = [c for c in ctx.injection.candidates.all() if c.selected]
     actions.do_record_uses(ctx.injection.session, [actions.UseItem("node", given[0].node_id, "explicit")], actor=ana)
     actions.do_apply_outcome(g, "s-1", "accepted", actor=ana)
-    service.assemble_context(g, session_id="s-2", query="graph decay periods", budget=2)
+    assemble_context(prepare(g, RetrievalRequest(session="s-2", query="graph decay periods", budget=2)))
     return {"graph": g, "injection": ctx.injection, "given": given, "nodes": nodes}
 
 

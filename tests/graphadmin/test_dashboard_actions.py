@@ -7,7 +7,9 @@ import pytest
 from feedback import actions, metrics
 from feedback.models import UpdateBatch
 from graphadmin.models import AuditEvent, EdgeType, PolicyRevision
-from ranking import service
+from graphadmin_client import RetrievalRequest
+from ranking.context import assemble_context
+from ranking.retrieval import prepare
 
 
 @pytest.fixture
@@ -61,7 +63,9 @@ def test_bad_tune_input_names_the_field_and_writes_nothing(client, rg, oscar):
 
 def test_whatif_preview_writes_nothing(client, rg, oscar):
     g, nodes = rg["graph"], rg["nodes"]
-    service.assemble_context(g, session_id="s1", query="vector search", start_nodes=[nodes["a"].pk], budget=3)
+    assemble_context(
+        prepare(g, RetrievalRequest(session="s1", query="vector search", start_nodes=[nodes["a"].pk], budget=3))
+    )
     client.force_login(oscar)
     types = list(EdgeType.objects.filter(graph=g))
     related = next(t for t in types if t.name == "related")

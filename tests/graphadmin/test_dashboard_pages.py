@@ -85,11 +85,16 @@ def test_pages_have_bounded_queries(client, acme_graph, small_graph, history, ri
 
 @pytest.fixture
 def injection(rg, alice):
-    from ranking import service
+    from graphadmin_client import RetrievalRequest
+    from ranking.context import assemble_context
+    from ranking.retrieval import prepare
 
     nodes = rg["nodes"]
-    return service.assemble_context(
-        rg["graph"], session_id="s-1", query="vector search in postgres", start_nodes=[nodes["a"].pk], budget=2
+    return assemble_context(
+        prepare(
+            rg["graph"],
+            RetrievalRequest(session="s-1", query="vector search in postgres", start_nodes=[nodes["a"].pk], budget=2),
+        )
     ).injection
 
 

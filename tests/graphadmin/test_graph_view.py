@@ -11,7 +11,9 @@ from django.urls import reverse
 
 from graphadmin.models import Edge, EdgeType, Node
 from graphadmin.notes.neighbourhood import DEFAULT_EDGES, MAX_EDGES, neighbourhood
-from ranking import service
+from graphadmin_client import RetrievalRequest
+from ranking.context import assemble_context
+from ranking.retrieval import prepare
 from ranking.subgraph import injection_subgraph
 from tests.browser import chromium, login
 
@@ -23,13 +25,13 @@ def url(rg, key, **params):
 
 @pytest.fixture
 def injection(rg):
-    ctx = service.assemble_context(
-        rg["graph"],
-        session_id="s-graph",
-        query="vector search in postgres",
-        start_nodes=[rg["nodes"]["a"].pk],
-        budget=3,
-        k=1,  # one vector hit: the others are reached along edges, with paths
+    ctx = assemble_context(
+        prepare(
+            rg["graph"],
+            RetrievalRequest(
+                session="s-graph", query="vector search in postgres", start_nodes=[rg["nodes"]["a"].pk], budget=3, k=1
+            ),
+        )
     )
     return ctx.injection
 

@@ -10,7 +10,9 @@ from graphadmin import actions as core_actions
 from graphadmin import clock
 from graphadmin.embeddings import embed_texts
 from graphadmin.models import AuditEvent, Node, PolicyRevision
-from ranking import service
+from graphadmin_client import RetrievalRequest
+from ranking.context import assemble_context
+from ranking.retrieval import prepare
 from tests.conftest import HASHING
 
 
@@ -18,7 +20,7 @@ from tests.conftest import HASHING
 def revised(rg, alice):
     """r1 (defaults), r2 with a different vector coefficient and learning rate: r1 is the one to restore."""
     core_actions.do_set_policy(rg["graph"], {"coef_vector": 1.2, "learning_rate": 0.3}, actor=alice, note="experiment")
-    service.assemble_context(rg["graph"], session_id="w", query="vector search in postgres", budget=2)
+    assemble_context(prepare(rg["graph"], RetrievalRequest(session="w", query="vector search in postgres", budget=2)))
     return rg["graph"]
 
 
@@ -86,7 +88,9 @@ def test_effects_compare_the_top_used_share_before_and_after(client, settings, a
             if day == 3:
                 core_actions.do_set_policy(g, {"coef_hop": 0.4}, actor=alice, note="more hops")
                 continue
-            ctx = service.assemble_context(g, session_id=f"d{day}", query="vector search in postgres", budget=2)
+            ctx = assemble_context(
+                prepare(g, RetrievalRequest(session=f"d{day}", query="vector search in postgres", budget=2))
+            )
             if day < 3:
                 top = ctx.injection.candidates.get(rank=1)
                 actions.do_record_uses(

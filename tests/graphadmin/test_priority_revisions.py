@@ -9,7 +9,9 @@ from feedback.queries import reads
 from graphadmin import actions, audit, clock
 from graphadmin.models import AuditEvent, EdgeType, PolicyRevision
 from graphadmin.views import audit_summary
-from ranking import service
+from graphadmin_client import RetrievalRequest
+from ranking.context import assemble_context
+from ranking.retrieval import prepare
 
 
 def _types(graph):
@@ -90,7 +92,7 @@ def test_the_same_priority_again_writes_no_revision(api, acme_graph, oscar):
 def test_restoring_a_revision_restores_its_priority_set(client, rg, oscar):
     g = rg["graph"]
     types = _types(g)
-    service.assemble_context(g, session_id="w", query="vector search in postgres", budget=2)
+    assemble_context(prepare(g, RetrievalRequest(session="w", query="vector search in postgres", budget=2)))
     actions.do_set_policy(
         g,
         {"coef_priority": 1.0},

@@ -4,7 +4,7 @@ a what-if draft names at most MAX_WHATIF_PRIORITIES edge types (issue 15 item 9:
 import pytest
 
 from feedback.models import ContextInjection, InjectionCandidate
-from ranking import service
+from ranking.whatif import MAX_WHATIF_PRIORITIES
 
 pytestmark = pytest.mark.django_db
 
@@ -27,6 +27,6 @@ def test_candidate_log_is_capped_but_keeps_the_selected(rg, api, ada, settings):
 
 
 def test_whatif_priorities_are_capped(rg, api, oscar):
-    priorities = {f"t{i}": 0.1 for i in range(service.MAX_WHATIF_PRIORITIES + 1)}
+    priorities = {f"t{i}": 0.1 for i in range(MAX_WHATIF_PRIORITIES + 1)}
     r = api(oscar).post(f"/api/graphs/{rg['graph'].pk}/whatif/", {"edge_type_priorities": priorities}, format="json")
     assert r.status_code == 400 and "edge_type_priorities" in r.json(), r.content

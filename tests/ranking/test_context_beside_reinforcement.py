@@ -25,7 +25,9 @@ from feedback import actions
 from feedback.actions import UseItem
 from feedback.models import InjectionCandidate
 from graphadmin.models import Edge, Node
-from ranking import service
+from graphadmin_client import RetrievalRequest
+from ranking.context import assemble_context
+from ranking.retrieval import prepare
 from tests.feedback.conftest import make_session
 
 TIMEOUT = 30
@@ -90,8 +92,8 @@ def test_a_context_commit_and_a_reinforcement_on_crossed_rows_both_commit(kind, 
         # As the context view runs: inside the request's transaction (ATOMIC_REQUESTS).
         with transaction.atomic():
             pids.put(backend_pid())
-            result = service.assemble_context(
-                graph, session_id="reader", query="architecture graph memory", k=1, hops=2
+            result = assemble_context(
+                prepare(graph, RetrievalRequest(session="reader", query="architecture graph memory", k=1, hops=2))
             )
             rows = InjectionCandidate.objects.filter(injection=result.injection).order_by("rank")
             candidates.put(list(rows.values_list(f"{kind}_id", flat=True)))

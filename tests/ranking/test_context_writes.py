@@ -7,8 +7,10 @@ from django.test.utils import CaptureQueriesContext
 
 from feedback.models import AgentSession
 from graphadmin.models import EdgeStats, NodeStats
+from graphadmin_client import RetrievalRequest
 from ranking import queries as sql
-from ranking import service
+from ranking.context import assemble_context
+from ranking.retrieval import prepare
 
 pytestmark = pytest.mark.django_db
 
@@ -25,7 +27,9 @@ def test_the_session_is_made_once_then_found_with_its_owner(acme_graph, alice, o
 def test_a_context_call_writes_without_savepoints(rg):
     a = rg["nodes"]["a"]
     with CaptureQueriesContext(connection) as captured:
-        result = service.assemble_context(rg["graph"], query="ranking weights", session="s-w", start_nodes=[a.pk])
+        result = assemble_context(
+            prepare(rg["graph"], RetrievalRequest(query="ranking weights", session="s-w", start_nodes=[a.pk]))
+        )
     statements = [q["sql"] for q in captured.captured_queries]
     assert not [s for s in statements if "SAVEPOINT" in s]
     assert len([s for s in statements if "feedback_agentsession" in s]) == 1

@@ -18,7 +18,11 @@ from feedback import actions
 from feedback.models import InjectionCandidate, UpdateBatch
 from feedback.rules import ANSWERED, CO_USED, QUESTION_KIND
 from graphadmin.models import Edge, EdgeType, Node
-from ranking import service
+from graphadmin_client import RetrievalRequest
+from ranking import retrieval
+from ranking.context import assemble_context
+from ranking.explain import explain
+from ranking.retrieval import prepare, search
 
 pytestmark = pytest.mark.django_db
 
@@ -58,7 +62,7 @@ def bg(acme_graph):
 def retrieve(graph, now, **kw):
     """Every candidate of a retrieval whose vector side gives the 5 notes the query matches (h, v1..v4): what
     else is a candidate, expansion reached."""
-    return service.retrieve(graph, vector=Q, k=5, now=now, **kw).items
+    return retrieval.retrieve(prepare(graph, RetrievalRequest(vector=Q, k=5, **kw), now=now)).items
 
 
 def ranking(graph, now, **kw):
@@ -68,7 +72,7 @@ def ranking(graph, now, **kw):
 
 def test_a_backlink_neighbour_of_the_best_hit_is_selected_within_the_budget_with_the_link_as_its_path(bg):
     n, link = bg["nodes"], bg["link"]
-    result = service.assemble_context(bg["graph"], session_id="b1", vector=Q, k=5, budget=2)
+    result = assemble_context(prepare(bg["graph"], RetrievalRequest(session="b1", vector=Q, k=5, budget=2)))
     # h (0.8), then n: the link n -> h, walked from h, carries 0.9 * 0.8 of h's relevance (times the link's
     # specificity), above v1's own 0.38; v1 is cut by the budget.
     assert [i["node"] for i in result.selected] == [n["h"].pk, n["n"].pk]
@@ -81,13 +85,13 @@ def test_a_backlink_neighbour_of_the_best_hit_is_selected_within_the_budget_with
     assert neighbour.components["vector"]["contribution"] == 0.0
     assert neighbour.components["graph"]["contribution"] > 0.3  # the lift its path carried
     assert neighbour.total > log[n["v1"].pk].total
-    explained = next(c for c in service.explain(result.injection)["candidates"] if c["node"] == n["n"].pk)
+    explained = next(c for c in explain(result.injection)["candidates"] if c["node"] == n["n"].pk)
     assert explained["path_text"] == "H <-related- N"
 
 
 def test_the_injection_page_draws_a_backlink_the_way_it_was_walked(bg, client, rita):
     n, link = bg["nodes"], bg["link"]
-    result = service.assemble_context(bg["graph"], session_id="b2", vector=Q, k=5, budget=2)
+    result = assemble_context(prepare(bg["graph"], RetrievalRequest(session="b2", vector=Q, k=5, budget=2)))
     client.force_login(rita)
     r = client.get(f"/g/{bg['graph'].pk}/injections/{result.injection.pk}/")
     assert r.status_code == 200
@@ -174,9 +178,9 @@ def test_a_question_node_is_never_a_candidate(bg):
     answered, _ = EdgeType.objects.get_or_create(graph=graph, name=ANSWERED)
     Edge.objects.create(graph=graph, source=question, target=n["h"], edge_type=answered, weight=0.8)
     Edge.objects.create(graph=graph, source=n["n"], target=question, edge_type=bg["related"])
-    result = service.assemble_context(graph, session_id="q", query="note h", vector=Q, k=50, budget=50)
+    result = assemble_context(prepare(graph, RetrievalRequest(session="q", query="note h", vector=Q, k=50, budget=50)))
     logged = set(InjectionCandidate.objects.filter(injection=result.injection).values_list("node_id", flat=True))
     assert n["h"].pk in logged and n["n"].pk in logged and question.pk not in logged
-    searched = service.search(graph, query="note h", vector=Q, k=50, start_nodes=[n["n"].pk]).items
+    searched = search(prepare(graph, RetrievalRequest(query="note h", vector=Q, k=50, start_nodes=[n["n"].pk]))).items
     assert question.pk not in {c.node_id for c in searched}
     assert all(c.row.kind != QUESTION_KIND for c in searched)

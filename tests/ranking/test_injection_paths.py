@@ -2,14 +2,18 @@
 
 import pytest
 
-from ranking import service
+from graphadmin_client import RetrievalRequest
+from ranking.context import assemble_context
+from ranking.retrieval import prepare
 from ranking.views import component_words
 
 
 @pytest.fixture
 def injection(rg):
     # One vector entry point (k=1), so the others are reached by following edges from it.
-    ctx = service.assemble_context(rg["graph"], session_id="paths", query="vector search in postgres", k=1, budget=3)
+    ctx = assemble_context(
+        prepare(rg["graph"], RetrievalRequest(session="paths", query="vector search in postgres", k=1, budget=3))
+    )
     return ctx.injection
 
 

@@ -18,8 +18,12 @@ from feedback.imports import do_import_vault
 from graphadmin import actions
 from graphadmin.models import Node, NodeLexeme, NodeLexicon
 from graphadmin.vault.parse import parse_vault
+from graphadmin_client import RetrievalRequest
 from ranking import queries as sql
-from ranking import scoring, service
+from ranking import scoring
+from ranking.context import assemble_context
+from ranking.explain import explain
+from ranking.retrieval import prepare, retrieve
 
 pytestmark = pytest.mark.django_db
 
@@ -63,7 +67,7 @@ def lg(acme_graph):
 def _search(graph, **kw):
     kw.setdefault("vector", Q)
     kw.setdefault("k", 3)
-    return {c.row.key: c for c in service.retrieve(graph, **kw).items}
+    return {c.row.key: c for c in retrieve(prepare(graph, RetrievalRequest(**kw))).items}
 
 
 def test_a_rare_name_only_bm25_finds(lg, alice):
@@ -86,8 +90,10 @@ def test_a_paraphrase_only_the_vector_finds(lg):
 
 
 def test_lexical_is_its_own_component_in_the_log_and_the_explanation(lg):
-    ctx = service.assemble_context(lg["graph"], session_id="lex", query="Okonkwo", vector=Q, k=3, budget=5)
-    explained = service.explain(ctx.injection)
+    ctx = assemble_context(
+        prepare(lg["graph"], RetrievalRequest(session="lex", query="Okonkwo", vector=Q, k=3, budget=5))
+    )
+    explained = explain(ctx.injection)
     rare = next(c for c in explained["candidates"] if c["node"] == lg["nodes"]["rare"].pk)
     assert rare["entry"] == "lexical"
     assert rare["components"]["lexical"]["coefficient"] == pytest.approx(0.3)
@@ -133,7 +139,7 @@ def test_bm25_equals_the_reference_and_a_term_in_every_note_scores_nothing(lg):
 def test_fusion_weighted_sum_of_per_query_normalised_scores():
     fused = scoring.fuse_entry({1: 0.9, 2: 0.5, 3: None}, {2: 4.0, 3: 2.0, 4: 1.0, 5: 0.0}, rrf_k=0)
     assert fused == {1: (0.9, 0.0), 2: (0.5, 1.0), 3: (0.0, 0.5), 4: (0.0, 0.25), 5: (0.0, 0.0)}
-    total = scoring.score_node(scoring.NodeCandidate(node_id=2, vector=0.5, lexical=1.0), scoring.Policy())
+    total = scoring.NodeScores(scoring.Policy()).score(scoring.NodeCandidate(node_id=2, vector=0.5, lexical=1.0))
     assert total.component("lexical").contribution == pytest.approx(0.3)
     assert total.component("vector").contribution == pytest.approx(0.3)
     # No lexical score at all: every lexical raw is 0 (no division by zero).

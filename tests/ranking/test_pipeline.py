@@ -13,7 +13,10 @@ from feedback import actions
 from feedback.actions import UseItem
 from feedback.models import AgentSession, InjectionCandidate, UseEvent
 from graphadmin.models import Edge, EdgeType, Node
-from ranking import service
+from graphadmin_client import RetrievalRequest
+from ranking.context import assemble_context
+from ranking.explain import explain
+from ranking.retrieval import prepare, search
 
 pytestmark = pytest.mark.django_db
 
@@ -60,7 +63,7 @@ def ctx(pg, session="s1", **kw):
     kw.setdefault("vector", Q)
     kw.setdefault("k", 2)
     kw.setdefault("budget", 20)
-    return service.assemble_context(pg["graph"], session_id=session, **kw)
+    return assemble_context(prepare(pg["graph"], RetrievalRequest(session=session, **kw)))
 
 
 def by_key(result):
@@ -128,7 +131,7 @@ def test_the_log_is_complete_and_frozen(pg):
         }
         assert c.total == pytest.approx(sum(x["contribution"] for x in c.components.values()))
         assert {"entry", "path", "feedback_weight", "path_weight", "novelty"} <= set(c.features)
-    explained = service.explain(result.injection)
+    explained = explain(result.injection)
     e = next(c for c in explained["candidates"] if c["node"] == pg["nodes"]["e"].pk)
     assert e["entry"] == "expansion" and e["path_text"] == "A -related-> C -related-> E"
     s = next(c for c in explained["candidates"] if c["node"] == pg["nodes"]["s"].pk)
@@ -143,7 +146,7 @@ def test_feedback_weight_is_its_own_component_and_a_bias_around_neutral(acme_gra
         graph=acme_graph, key="flagged", title="F", text="f", embedding=twin, feedback_weight=0.3
     )
     shown = Node.objects.create(graph=acme_graph, key="shown", title="S", text="s", embedding=twin, feedback_weight=0.9)
-    items = {c.node_id: c for c in service.search(acme_graph, vector=Q, k=5).items}
+    items = {c.node_id: c for c in search(prepare(acme_graph, RetrievalRequest(vector=Q, k=5))).items}
     fb = items[flagged.pk].scored.component("feedback")
     # At most FEEDBACK_BOUND below neutral: the node's own EMA is a global prior, bounded (scoring.FEEDBACK_BOUND).
     assert (fb.raw, fb.coefficient) == (pytest.approx(-0.05), 0.3) and fb.contribution == pytest.approx(-0.015)
@@ -163,12 +166,12 @@ def test_exploration_at_zero_changes_no_order(pg, oscar):
         actions.do_apply_outcome(graph, f"warm-{i}", "rejected", actor=oscar)  # a failure: exploration applies
     # One clock for both searches: recency moves with time, and a slow run must not look like a changed order.
     now = datetime.now(UTC)
-    with_bonus = service.search(graph, vector=Q, k=20, now=now).items
+    with_bonus = search(prepare(graph, RetrievalRequest(vector=Q, k=20), now=now)).items
     assert any(c.scored.component("exploration").contribution for c in with_bonus)
     revision = graph.current_policy()
     revision.pk, revision.revision, revision.exploration = None, revision.revision + 1, 0.0
     revision.save()
-    at_zero = service.search(graph, vector=Q, k=20, now=now).items
+    at_zero = search(prepare(graph, RetrievalRequest(vector=Q, k=20), now=now)).items
     assert all(c.scored.component("exploration").contribution == 0.0 for c in at_zero)
     # At zero every total is the total without the bonus: the order is the one the other components give
     # (up to the recency term, which moves by the time between the two calls: ~1e-9 per second).
@@ -181,10 +184,16 @@ def test_exploration_at_zero_changes_no_order(pg, oscar):
 
 def test_exploration_bonus_goes_to_what_similar_questions_have_no_evidence_about_after_a_failure(pg, oscar):
     warm = [ctx(pg, session=f"warm-{i}", budget=2) for i in range(3)]
-    raw = {c.node_id: c.scored.component("exploration").raw for c in service.search(pg["graph"], vector=Q, k=20).items}
+    raw = {
+        c.node_id: c.scored.component("exploration").raw
+        for c in search(prepare(pg["graph"], RetrievalRequest(vector=Q, k=20))).items
+    }
     assert set(raw.values()) == {0.0}  # shown, never reported: no evidence of a failure, no exploration
     actions.do_apply_outcome(pg["graph"], "warm-2", "rejected", actor=oscar)
-    raw = {c.node_id: c.scored.component("exploration").raw for c in service.search(pg["graph"], vector=Q, k=20).items}
+    raw = {
+        c.node_id: c.scored.component("exploration").raw
+        for c in search(prepare(pg["graph"], RetrievalRequest(vector=Q, k=20))).items
+    }
     shown = {i["node"] for i in warm[2].selected}
     for node_id, novelty in raw.items():
         assert novelty == (0.0 if node_id in shown else 1.0)
@@ -243,15 +252,15 @@ def twins(acme, alice):
 
 
 def rank_of(graph, key):
-    return next(c.rank for c in service.search(graph, vector=Q, k=10).items if c.row.key == key)
+    return next(c.rank for c in search(prepare(graph, RetrievalRequest(vector=Q, k=10))).items if c.row.key == key)
 
 
 def test_question_only_learning_ranks_the_used_note_above_its_frozen_twin(twins, oscar):
     learning, frozen = twins["learning"], twins["frozen"]
     assert rank_of(learning, "third") == rank_of(frozen, "third") == 3
     for i in range(3):
-        service.assemble_context(frozen, session_id=f"round-{i}", vector=Q, budget=3)
-        result = service.assemble_context(learning, session_id=f"round-{i}", vector=Q, budget=3)
+        assemble_context(prepare(frozen, RetrievalRequest(session=f"round-{i}", vector=Q, budget=3)))
+        result = assemble_context(prepare(learning, RetrievalRequest(session=f"round-{i}", vector=Q, budget=3)))
         third = next(item for item in result.selected if item["key"] == "third")
         session = AgentSession.objects.get(graph=learning, external_id=f"round-{i}")
         actions.do_record_uses(session, [UseItem("node", third["node"], "explicit")], actor=oscar)
@@ -261,14 +270,20 @@ def test_question_only_learning_ranks_the_used_note_above_its_frozen_twin(twins,
 
 def test_memory_lifts_what_agents_used_for_the_same_question_only(twins, oscar):
     learning = twins["learning"]
-    result = service.assemble_context(learning, session_id="m1", vector=Q, budget=3)
+    result = assemble_context(prepare(learning, RetrievalRequest(session="m1", vector=Q, budget=3)))
     third = next(item for item in result.selected if item["key"] == "third")
     actions.do_record_uses(result.injection.session, [UseItem("node", third["node"], "explicit")], actor=oscar)
-    same = {c.row.key: c.scored.component("memory") for c in service.search(learning, vector=Q, k=10).items}
+    same = {
+        c.row.key: c.scored.component("memory")
+        for c in search(prepare(learning, RetrievalRequest(vector=Q, k=10))).items
+    }
     assert same["third"].raw == pytest.approx(1.0) and same["third"].coefficient == 0.2  # full strength at once
     assert same["first"].raw == 0.0  # given, not used: no change
     other = unit((0, 0.3), (1, 0.954))  # another question (similarity 0.3 to the first)
-    far = {c.row.key: c.scored.component("memory").raw for c in service.search(learning, vector=other, k=10).items}
+    far = {
+        c.row.key: c.scored.component("memory").raw
+        for c in search(prepare(learning, RetrievalRequest(vector=other, k=10))).items
+    }
     assert far["third"] < 0.001
 
 

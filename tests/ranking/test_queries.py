@@ -13,7 +13,6 @@ from graphadmin import actions
 from graphadmin.embeddings import embed_texts
 from graphadmin.models import Edge, EdgeType, Node
 from ranking import queries as sql
-from ranking import scoring
 
 pytestmark = pytest.mark.django_db
 
@@ -21,6 +20,11 @@ pytestmark = pytest.mark.django_db
 def _cosine(a, b):
     dot = sum(x * y for x, y in zip(a, b, strict=True))
     return dot / (math.sqrt(sum(x * x for x in a)) * math.sqrt(sum(y * y for y in b)))
+
+
+def _tokens(text: str) -> int:
+    """The budget's token estimate as docs/ranking.md states it: ceil(characters / 4), at least 1."""
+    return max(1, math.ceil(len(text) / 4))
 
 
 def _pairs(rows, rg):
@@ -59,9 +63,34 @@ def test_similarity_is_pgvector_cosine_and_tokens_match_the_estimate(rg):
     for r in rows:
         node = Node.objects.get(pk=r.target_id)
         assert r.similarity == pytest.approx(_cosine(list(node.embedding), q), abs=1e-6)
-        assert r.target.tokens == scoring.estimate_tokens(node.title + "\n" + node.text)
+        assert r.target.tokens == _tokens(node.title + "\n" + node.text)
     # No query: no similarity (scored as 0).
     assert all(r.similarity is None for r in sql.edge_candidates(rg["graph"].pk, [a.pk], None, 1, 50))
+
+
+def test_tokens_are_a_quarter_of_the_characters_at_least_one(acme_graph):
+    """A node's tokens (the budget's unit) as the retrieval statements compute them: ceil(characters / 4) of its
+    title, a newline and its text, at least 1 (the empty note: its newline alone)."""
+    texts = {"empty": ("", ""), "four": ("abc", ""), "five": ("abcd", ""), "four-hundred": ("x" * 199, "x" * 200)}
+    nodes = {k: Node.objects.create(graph=acme_graph, key=k, title=t, text=x) for k, (t, x) in texts.items()}
+    entry = sql.retrieval_entry(
+        acme_graph.pk,
+        None,
+        text="",
+        config=acme_graph.text_search_config,
+        k=1,
+        k_triplets=1,
+        lexical=False,
+        evidence=False,
+        model="",
+        starts=[n.pk for n in nodes.values()],
+    )
+    assert {k: entry.rows[n.pk].tokens for k, n in nodes.items()} == {
+        "empty": 1,
+        "four": 1,
+        "five": 2,
+        "four-hundred": 100,
+    }
 
 
 def test_target_without_embedding_has_no_similarity(rg):

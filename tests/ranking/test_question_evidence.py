@@ -14,7 +14,10 @@ from feedback.actions import UseItem
 from feedback.models import AgentSession, InjectionCandidate, UpdateBatch, WeightChange
 from feedback.rules import ANSWERED, QUESTION_KIND
 from graphadmin.models import Edge, Graph, Node
-from ranking import service
+from graphadmin_client import RetrievalRequest
+from ranking.context import assemble_context
+from ranking.explain import explain
+from ranking.retrieval import prepare, search
 
 pytestmark = pytest.mark.django_db
 
@@ -73,7 +76,10 @@ NOW = datetime(2026, 12, 2, tzinfo=UTC)
 
 
 def ranking(graph, vector=Q):
-    return [(c.row.key, round(c.scored.total, 9)) for c in service.search(graph, vector=vector, k=10, now=NOW).items]
+    return [
+        (c.row.key, round(c.scored.total, 9))
+        for c in search(prepare(graph, RetrievalRequest(vector=vector, k=10), now=NOW)).items
+    ]
 
 
 def keys(graph, vector=Q):
@@ -81,7 +87,10 @@ def keys(graph, vector=Q):
 
 
 def memory(graph, vector=Q):
-    return {c.row.key: c.scored.candidate.memory for c in service.search(graph, vector=vector, k=10, now=NOW).items}
+    return {
+        c.row.key: c.scored.candidate.memory
+        for c in search(prepare(graph, RetrievalRequest(vector=vector, k=10), now=NOW)).items
+    }
 
 
 def node(graph, key):
@@ -90,7 +99,7 @@ def node(graph, key):
 
 def session_of(graph, name, vector=Q, budget=2):
     """A context call (``budget`` items) and its session."""
-    result = service.assemble_context(graph, session_id=name, vector=vector, budget=budget, now=NOW)
+    result = assemble_context(prepare(graph, RetrievalRequest(session=name, vector=vector, budget=budget), now=NOW))
     return result, AgentSession.objects.get(graph=graph, external_id=name)
 
 
@@ -123,7 +132,7 @@ def test_a_use_counts_at_full_strength_on_first_report_through_a_batch(graph, os
     assert memory(graph)["third"] == pytest.approx(1.0)
     assert keys(graph)[0] == "third"  # 0.2 * 1.0 lifts it over the two better vector hits
     # The question node is ledger state, never a candidate, even for its own query.
-    assert question.pk not in {c.node_id for c in service.search(graph, vector=Q, k=50).items}
+    assert question.pk not in {c.node_id for c in search(prepare(graph, RetrievalRequest(vector=Q, k=50))).items}
 
 
 def test_positive_evidence_from_similar_questions_negative_only_from_near_repeats(graph, oscar):
@@ -216,7 +225,7 @@ def test_explain_names_the_sessions_that_lifted_or_lowered_a_candidate(graph, os
     actions.do_apply_outcome(graph, "teacher", "rejected", actor=oscar)
     result, _s = session_of(graph, "asker", budget=3)
     by_key = {node_id: key for key, node_id in Node.objects.filter(graph=graph).values_list("key", "pk")}
-    explained = {by_key[c["node"]]: c["learned_from"] for c in service.explain(result.injection)["candidates"]}
+    explained = {by_key[c["node"]]: c["learned_from"] for c in explain(result.injection)["candidates"]}
     assert [(r["session"], r["evidence"], r["effect"]) for r in explained["third"]] == [("teacher", "used", "lifted")]
     assert [(r["session"], r["evidence"], r["effect"]) for r in explained["first"]] == [
         ("teacher", "not_used", "lowered")

@@ -13,8 +13,9 @@ from bench import reference_sql as ref
 from feedback.rules import ANSWERED, QUESTION_KIND
 from graphadmin.embeddings import embed_texts
 from graphadmin.models import Edge, EdgeType, Node
+from graphadmin_client import RetrievalRequest
 from ranking import queries as sql
-from ranking import service
+from ranking.retrieval import policy_of, prepare, query_vector, retrieve
 
 pytestmark = pytest.mark.django_db
 
@@ -122,10 +123,12 @@ def test_one_expand_statement_gives_the_expansion_the_extra_rows_and_their_bm25(
 
 def test_a_retrieval_runs_two_statements(eg):
     graph = eg["graph"]
-    policy = service.policy_of(graph)
-    qvec = service.query_vector(QUESTION, eg["q"], graph)
+    policy = policy_of(graph)
+    qvec = query_vector(QUESTION, eg["q"], graph)
     with CaptureQueriesContext(connection) as ctx:
-        result = service.retrieve(graph, policy=policy, qvec=qvec, query=QUESTION, vector=eg["q"], k=50)
+        result = retrieve(
+            prepare(graph, RetrievalRequest(query=QUESTION, vector=eg["q"], k=50), policy=policy, qvec=qvec)
+        )
     assert len(ctx.captured_queries) == 2, [c["sql"][:80] for c in ctx.captured_queries]
     assert result.items
     entries = {c.entry for c in result.items}

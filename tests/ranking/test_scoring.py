@@ -99,7 +99,7 @@ def test_float_noise_does_not_break_a_tie():
 
 def test_hybrid_score_by_hand():
     c = NodeCandidate(node_id=5, vector=0.9, hops=1, age_days=30.0, persona=0.5)
-    s = scoring.score_node(c, P)
+    s = scoring.NodeScores(P).score(c)
     assert s.component("vector").contribution == approx(0.54)
     assert s.component("hop").raw == approx(0.6) and s.component("hop").contribution == approx(0.12)
     assert s.component("persona").contribution == approx(0.05)
@@ -128,22 +128,22 @@ def test_learned_components_are_biases_around_neutral():
         node_id=5, vector=0.9, hops=1, feedback_weight=0.2, path_weight=0.3, priority=0.5, novelty=1.0
     )
     P = scoring.Policy(coef_path=0.3)  # the path term is off by default (docs/ranking.md)
-    s = scoring.score_node(learned, P)
+    s = scoring.NodeScores(P).score(learned)
     # The node's own EMA pulls at most FEEDBACK_BOUND below neutral (a global prior, bounded).
     assert s.component("feedback").raw == approx(-0.05) and s.component("feedback").contribution == approx(-0.015)
     assert s.component("path").raw == approx(-0.2) and s.component("path").contribution == approx(-0.06)
     assert s.component("priority").contribution == approx(0.075)
     assert s.component("exploration").contribution == approx(0.03)
-    assert s.total - scoring.score_node(base, P).total == approx(-0.015 - 0.06 + 0.075 + 0.03)
-    # The node's own EMA only lowers (it rises with exposure, see score_node).
-    assert scoring.score_node(NodeCandidate(node_id=5, vector=0.9, hops=1, feedback_weight=0.9), P).total == approx(
-        scoring.score_node(base, P).total
-    )
+    assert s.total - scoring.NodeScores(P).score(base).total == approx(-0.015 - 0.06 + 0.075 + 0.03)
+    # The node's own EMA only lowers (it rises with exposure, see scoring.NodeScores).
+    assert scoring.NodeScores(P).score(
+        NodeCandidate(node_id=5, vector=0.9, hops=1, feedback_weight=0.9)
+    ).total == approx(scoring.NodeScores(P).score(base).total)
     # A weight below neutral lowers a candidate, never removes it.
     low = NodeCandidate(node_id=5, vector=0.9, hops=1, feedback_weight=0.0)
-    assert scoring.score_node(low, P).total == approx(scoring.score_node(base, P).total - 0.015)
+    assert scoring.NodeScores(P).score(low).total == approx(scoring.NodeScores(P).score(base).total - 0.015)
     slightly = NodeCandidate(node_id=5, vector=0.9, hops=1, feedback_weight=0.47)
-    assert scoring.score_node(slightly, P).component("feedback").raw == approx(-0.03)
+    assert scoring.NodeScores(P).score(slightly).component("feedback").raw == approx(-0.03)
 
 
 def _spread(seeds, edges, match=None, policy=P, max_hops=2, limit=10):
@@ -214,13 +214,13 @@ def test_edge_carry_rises_with_the_links_weight_and_priority_and_fades_at_hubs()
 def test_the_graph_component_is_the_lift_over_the_nodes_own_relevance():
     own = NodeCandidate(node_id=5, vector=0.5, hops=1)
     lifted = NodeCandidate(node_id=5, vector=0.5, hops=1, inherited=0.9)
-    base = scoring.score_node(own, P)
-    s = scoring.score_node(lifted, P)
+    base = scoring.NodeScores(P).score(own)
+    s = scoring.NodeScores(P).score(lifted)
     relevance = 0.6 * 0.5 + 0.2 * 0.6
     assert s.component("graph").contribution == approx(0.9 - relevance)
     assert s.total == approx(base.total + 0.9 - relevance)
     below = NodeCandidate(node_id=5, vector=0.5, hops=1, inherited=0.1)
-    assert scoring.score_node(below, P).total == approx(base.total)  # never lowers
+    assert scoring.NodeScores(P).score(below).total == approx(base.total)  # never lowers
 
 
 @pytest.mark.parametrize(
@@ -248,7 +248,7 @@ def test_recency_factor():
 def test_equal_semantics_differing_only_in_timestamp():
     fresh = NodeCandidate(node_id=2, vector=0.7, hops=1, age_days=0.0, persona=0.0)
     old = NodeCandidate(node_id=1, vector=0.7, hops=1, age_days=60.0, persona=0.0)
-    ranked = scoring.rank_nodes([old, fresh], P)
+    ranked = scoring.rank(scoring.NodeScores(P).score(c) for c in [old, fresh])
     assert [s.stable_id for s in ranked] == ["node:2", "node:1"]
     diff = scoring.explain_pair(ranked[0].components_dict(), ranked[1].components_dict())
     assert diff[0]["component"] == "recency" and diff[0]["difference"] == approx(0.1 * (1.0 - 0.25))
@@ -258,7 +258,7 @@ def test_equal_semantics_differing_only_in_timestamp():
 def test_equal_semantics_differing_only_in_reachability():
     near = NodeCandidate(node_id=2, vector=0.7, hops=1, age_days=10.0)
     unreachable = NodeCandidate(node_id=1, vector=0.7, hops=None, age_days=10.0)
-    ranked = scoring.rank_nodes([unreachable, near], P)
+    ranked = scoring.rank(scoring.NodeScores(P).score(c) for c in [unreachable, near])
     assert [s.stable_id for s in ranked] == ["node:2", "node:1"]
     assert ranked[0].total - ranked[1].total == approx(0.2 * (0.6 - 0.25))
     diff = scoring.explain_pair(ranked[0].components_dict(), ranked[1].components_dict())
@@ -268,7 +268,7 @@ def test_equal_semantics_differing_only_in_reachability():
 def test_equal_semantics_differing_only_in_persona():
     liked = NodeCandidate(node_id=2, vector=0.7, hops=2, age_days=10.0, persona=0.8)
     neutral = NodeCandidate(node_id=1, vector=0.7, hops=2, age_days=10.0, persona=0.0)
-    ranked = scoring.rank_nodes([neutral, liked], P)
+    ranked = scoring.rank(scoring.NodeScores(P).score(c) for c in [neutral, liked])
     assert [s.stable_id for s in ranked] == ["node:2", "node:1"]
     diff = scoring.explain_pair(ranked[0].components_dict(), ranked[1].components_dict())
     assert diff[0] == {"component": "persona", "i": approx(0.08), "j": 0.0, "difference": approx(0.08)}
@@ -276,14 +276,14 @@ def test_equal_semantics_differing_only_in_persona():
 
 
 def test_zero_persona_affinity_is_shown_with_its_coefficient():
-    s = scoring.score_node(NodeCandidate(node_id=1, vector=0.5, hops=0, age_days=0.0, persona=0.0), P)
+    s = scoring.NodeScores(P).score(NodeCandidate(node_id=1, vector=0.5, hops=0, age_days=0.0, persona=0.0))
     assert s.component("persona").as_dict() == {"raw": 0.0, "coefficient": 0.1, "contribution": 0.0}
     assert s.total == approx(0.3 + 0.2 + 0.0 + 0.1)
 
 
 def test_stale_and_unknown_records_get_almost_no_recency():
-    stale = scoring.score_node(NodeCandidate(node_id=1, vector=0.5, age_days=3650.0), P)
-    unknown = scoring.score_node(NodeCandidate(node_id=2, vector=0.5, age_days=None), P)
+    stale = scoring.NodeScores(P).score(NodeCandidate(node_id=1, vector=0.5, age_days=3650.0))
+    unknown = scoring.NodeScores(P).score(NodeCandidate(node_id=2, vector=0.5, age_days=None))
     assert stale.component("recency").raw == approx(0.5 ** (3650 / 30)) and stale.component("recency").raw < 1e-30
     assert unknown.component("recency").raw == 0.0
     # Stale and unreachable both fall back: vector + hop floor only.
@@ -293,7 +293,11 @@ def test_stale_and_unknown_records_get_almost_no_recency():
 def test_identical_hybrid_candidates_keep_a_stable_order():
     cands = [NodeCandidate(node_id=n, vector=0.4, hops=None) for n in (30, 4, 17)]
     for perm in itertools.permutations(cands):
-        assert [s.stable_id for s in scoring.rank_nodes(perm, P)] == ["node:4", "node:17", "node:30"]
+        assert [s.stable_id for s in scoring.rank(scoring.NodeScores(P).score(c) for c in perm)] == [
+            "node:4",
+            "node:17",
+            "node:30",
+        ]
 
 
 def test_persona_affinity_matches_kind_and_tags_case_insensitively():
@@ -312,14 +316,13 @@ def _edge(eid, src, tgt, hops, sim):
 
 
 def test_best_first_follows_the_frontier_not_the_global_order():
-    # start 1 -> 2 (0.2), 1 -> 3 (0.1), 2 -> 4 (0.9), 9 -> 5 (0.95: source never reached)
-    scored = [
-        scoring.score_edge(c, P)
-        for c in [_edge(1, 1, 2, 1, 0.2), _edge(2, 1, 3, 1, 0.1), _edge(3, 2, 4, 2, 0.9), _edge(4, 9, 5, 2, 0.95)]
-    ]
-    order = [s.stable_id for s in scoring.best_first_order(scored, [1])]
-    # edge 3 is the best overall, but it is only reachable once edge 1 took us to node 2.
-    assert order == ["edge:1", "edge:3", "edge:2", "edge:4"]
+    # start 1 -> 2 (0.2), 1 -> 3 (0.1), 2 -> 4 (0.9), 9 -> 5 (0.95: source never reached). Expansion (scoring.spread):
+    # each node's own match is its similarity's vector term; the start node's relevance is its hop term (0.2 * 1).
+    edges = [_edge(1, 1, 2, 1, 0.2), _edge(2, 1, 3, 1, 0.1), _edge(3, 2, 4, 2, 0.9), _edge(4, 9, 5, 2, 0.95)]
+    reached = _spread({1: 0.2}, edges, match={e.target_id: P.coef_vector * e.similarity for e in edges})
+    order = [f"edge:{reach.path[-1]}" for reach in reached.values()]
+    # edge 3 is the best overall, but it is only reachable once edge 1 took us to node 2; edge 4 never is.
+    assert order == ["edge:1", "edge:3", "edge:2"] and 5 not in reached
 
 
 def test_budget_stops_at_the_first_item_that_does_not_fit_and_skips_duplicates():
@@ -332,13 +335,6 @@ def test_budget_stops_at_the_first_item_that_does_not_fit_and_skips_duplicates()
 def test_items_budget():
     sel = scoring.select_within_budget([1, 2, 3], [1, 1, 1], budget=2)
     assert sel.selected == [True, True, False] and sel.spent == 2
-
-
-def test_estimate_tokens():
-    assert scoring.estimate_tokens("") == 1
-    assert scoring.estimate_tokens("abcd") == 1
-    assert scoring.estimate_tokens("abcde") == 2
-    assert scoring.estimate_tokens("x" * 400) == 100
 
 
 # --- explanation ----------------------------------------------------------------------------

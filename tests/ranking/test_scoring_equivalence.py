@@ -185,7 +185,7 @@ def test_score_node_gives_the_reference_numbers(seed):
     for node_id in range(1, 60):
         c = random_node(rng, node_id, p)
         total, components = ref_score_node(c, p)
-        for s in (scoring.score_node(c, p), pool.score(c)):
+        for s in (scoring.NodeScores(p).score(c), pool.score(c)):
             assert s.total.hex() == total.hex()
             assert [(x.name, x.raw, x.coefficient, x.contribution) for x in s.components] == [
                 (x.name, x.raw, x.coefficient, x.contribution) for x in components
@@ -210,7 +210,7 @@ def test_score_edge_and_sort_key_give_the_reference_numbers_and_order(seed):
         assert [(x.name, x.raw, x.coefficient, x.contribution) for x in s.components] == [
             (x.name, x.raw, x.coefficient, x.contribution) for x in components
         ]
-    nodes = [scoring.score_node(random_node(rng, rng.randint(0, 30), p), p) for _ in range(80)]
+    nodes = [scoring.NodeScores(p).score(random_node(rng, rng.randint(0, 30), p)) for _ in range(80)]
     everything = scored + nodes
     by_reference = sorted(
         everything, key=lambda s: ref_sort_key(s.total, getattr(s.candidate, "hops", None), s.stable_id)

@@ -16,7 +16,7 @@ import pytest
 ROOT = Path(__file__).resolve().parents[2]
 CHECKED = [
     "ranking/queries.py",
-    "ranking/service.py",
+    "ranking/retrieval.py",
     "graphadmin/audit.py",
     "graphadmin/embeddings.py",
     "graphadmin/models/sql.py",

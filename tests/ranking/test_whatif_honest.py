@@ -12,7 +12,10 @@ from feedback.models import ContextInjection, InjectionCandidate
 from graphadmin import clock
 from graphadmin.models import AuditEvent, EdgeStats, NodeStats, PolicyRevision
 from graphadmin.models.policy import POLICY_NUMBERS
-from ranking import service, whatif
+from graphadmin_client import RetrievalRequest
+from ranking import whatif
+from ranking.context import assemble_context
+from ranking.retrieval import prepare
 
 pytestmark = pytest.mark.django_db
 
@@ -29,13 +32,13 @@ def logged(rg, ada, abe, oscar):
     start = clock.now() - timedelta(days=10)
     for n, owner in enumerate([ada, ada, abe, abe]):
         with clock.using(clock.SimulatedClock(start + timedelta(days=n))):
-            ctx = service.assemble_context(
-                g,
-                session_id=f"s{n}",
-                query="ranking weights",
-                start_nodes=[nodes["a"].pk],
-                k=1,
-                budget=3,
+            ctx = assemble_context(
+                prepare(
+                    g,
+                    RetrievalRequest(
+                        session=f"s{n}", query="ranking weights", start_nodes=[nodes["a"].pk], k=1, budget=3
+                    ),
+                ),
                 owner=owner,
                 role="agent",
             )

@@ -10,7 +10,9 @@ import pytest
 from feedback import actions, metrics
 from feedback.models import UpdateBatch
 from graphadmin.models import EdgeType
-from ranking import service
+from graphadmin_client import RetrievalRequest
+from ranking.context import assemble_context
+from ranking.retrieval import prepare
 from tests.browser import chromium, login
 
 pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
@@ -26,8 +28,11 @@ def browser():
 def activity(rg, oscar, ana):
     """A session with an injection, a use, a manual batch and today's rollup."""
     g, nodes, edges = rg["graph"], rg["nodes"], rg["edges"]
-    ctx = service.assemble_context(
-        g, session_id="s-e2e", query="vector search in postgres", start_nodes=[nodes["a"].pk], budget=3
+    ctx = assemble_context(
+        prepare(
+            g,
+            RetrievalRequest(session="s-e2e", query="vector search in postgres", start_nodes=[nodes["a"].pk], budget=3),
+        )
     )
     actions.do_record_uses(ctx.injection.session, [actions.UseItem("edge", edges["a>b"].pk, "explicit")], actor=ana)
     manual = actions.do_set_weights(

@@ -23,7 +23,9 @@ from graphadmin import actions as core_actions
 from graphadmin import clock
 from graphadmin.embeddings import embed_texts
 from graphadmin.models import Edge, EdgeType, Membership, Node, Organization, PolicyRevision
-from ranking import service
+from graphadmin_client import RetrievalRequest
+from ranking.context import assemble_context
+from ranking.retrieval import prepare
 from ranking.subgraph import injection_subgraph
 from tests.conftest import EDGES, HASHING, TEXTS
 from tests.system.site import module_site
@@ -50,7 +52,9 @@ def at_least(role: str, needed: str) -> bool:
 
 def _session(graph, actor, name, at, *, use_rank=None, outcome=None, **kwargs):
     with clock.using(clock.SimulatedClock(at)):
-        ctx = service.assemble_context(graph, session_id=name, query="vector search in postgres", **kwargs)
+        ctx = assemble_context(
+            prepare(graph, RetrievalRequest(session=name, query="vector search in postgres", **kwargs))
+        )
         if use_rank is not None:
             node = next(c.node_id for c in ctx.injection.candidates.all() if c.selected and c.rank == use_rank)
             actions.do_record_uses(ctx.injection.session, [actions.UseItem("node", node, "explicit")], actor=actor)

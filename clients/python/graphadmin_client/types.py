@@ -17,8 +17,9 @@ class RetrievalRequest:
     """One retrieval request (search or context), the same object on both sides of the wire.
 
     The client builds it from its keyword arguments and sends ``body()``; the server's serializers
-    (ranking.serializers) validate the JSON and build it again; REST, MCP and ranking.service read
-    it. ``session``, ``budget_unit`` and ``budget`` are context's (search sends none of them).
+    (ranking.serializers) validate the JSON and build it again; REST, MCP and the ranking stages read
+    it (ranking.retrieval.prepare). ``session``, ``budget_unit`` and ``budget`` are context's (search
+    sends none of them).
     """
 
     query: str = ""

@@ -16,7 +16,7 @@ from rest_framework import serializers as drf
 from feedback import serializers as fs
 from graphadmin.agents import mcp_server
 from ranking import serializers as rs
-from ranking import service
+from ranking.retrieval import MAX_BUDGET_TOKENS, MAX_SEARCH_K
 
 BOUND_KEYS = {"minimum", "maximum", "minLength", "maxLength", "minItems", "maxItems", "enum"}
 # tool -> the serializers its body validates with, parameter -> (serializer, field name)
@@ -59,7 +59,7 @@ FIELDS = {
 # Bounds with no serializer attribute behind them, and why.
 NO_FIELD = {
     # ContextRequestSerializer.validate caps the budget by its unit; the schema states the larger cap.
-    ("graph_context", "budget"): {"maximum": service.MAX_BUDGET_TOKENS},
+    ("graph_context", "budget"): {"maximum": MAX_BUDGET_TOKENS},
     # The report's idempotency key is cut to 100 characters (feedback.reports), not validated by a serializer.
     ("graph_record_use", "idempotency_key"): {"maxLength": 100},
     ("graph_improve", "idempotency_key"): {"maxLength": 100},
@@ -119,7 +119,7 @@ def test_the_bounds_are_the_documented_ones():
     """A few figures by value, so a serializer and the schema cannot drift together unnoticed."""
     tools = published_tools()
     props = {name: tool.input_schema["properties"] for name, tool in tools.items()}
-    assert schema_bounds(props["graph_search"]["k"]) == {"minimum": 1, "maximum": service.MAX_SEARCH_K}
+    assert schema_bounds(props["graph_search"]["k"]) == {"minimum": 1, "maximum": MAX_SEARCH_K}
     assert schema_bounds(props["graph_context"]["session"]) == {"maxLength": 200}
     assert schema_bounds(props["graph_context"]["budget_unit"]) == {"enum": ["items", "tokens"]}
     assert schema_bounds(props["graph_record_use"]["response"]) == {"maxLength": 200_000}
@@ -129,6 +129,6 @@ def test_the_bounds_are_the_documented_ones():
 def test_the_check_sees_a_bound_the_serializer_does_not_set():
     """The comparison itself: a stated bound the field lacks, or a differing one, is a mismatch."""
     field = rs.SearchRequestSerializer().fields["k"]
-    assert drf_bounds(field) == {"minimum": 1, "maximum": service.MAX_SEARCH_K}
+    assert drf_bounds(field) == {"minimum": 1, "maximum": MAX_SEARCH_K}
     assert schema_bounds({"anyOf": [{"type": "integer", "maximum": 5}, {"type": "null"}]}) == {"maximum": 5}
     assert drf_bounds(drf.CharField()) == {} != schema_bounds({"type": "string", "maxLength": 10})
