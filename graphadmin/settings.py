@@ -198,7 +198,7 @@ for _alias in DATABASES.values():
     )
     if DATABASE_PREPARED_STATEMENTS:
         # psycopg prepares nothing while this is None (Django's default). Only cursors that bind values on the
-        # server prepare (ranking.queries.prepared_cursor, at a statement's first run); Django's own inline them.
+        # server prepare (graphadmin.models.sql.prepared_cursor, at a statement's first run); Django's own inline them.
         _options.setdefault("prepare_threshold", 5)
 # Every request is one transaction: an error anywhere rolls back everything it wrote.
 DATABASES["default"]["ATOMIC_REQUESTS"] = True

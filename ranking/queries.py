@@ -18,7 +18,8 @@ Every function taking a query vector takes a list of floats or its ``vector_lite
 * ``unknown_nodes``: which ids are not active nodes of the graph.
 * ``agent_session``, ``copy_candidates`` and ``bump_counters``: a context call's session (made or
   found in one statement), its candidate log and the surfaced/traversed counters of what it gave.
-* ``prepared_cursor``: the cursor of the statements prepared once per connection (EXPAND_SQL).
+* ``prepared_cursor`` (the SQL toolkit's, graphadmin.models.sql): the cursor EXPAND_SQL is prepared on,
+  once per connection.
 
 The per-side statements ENTRY_SQL and EXPAND_SQL replaced (vector, triplet and lexical top k, node
 rows, question evidence) live in bench/reference_sql.py, for the tests and the bench's floors.
@@ -34,7 +35,6 @@ from datetime import datetime
 from decimal import Decimal
 
 import msgspec
-import psycopg
 from django.conf import settings
 from django.db import connection
 from psycopg import sql
@@ -43,6 +43,7 @@ from feedback.models import AgentSession, ContextInjection, InjectionCandidate, 
 from feedback.rules import ANSWERED, LEARNED_LINK_TYPES, QUESTION_KIND
 from graphadmin import clock
 from graphadmin.models import Edge, EdgeStats, EdgeType, Node, NodeLexeme, NodeLexicon, NodeStats
+from graphadmin.models.sql import prepared_cursor
 
 from .scoring import POSITIVE_SIMILARITY, EdgeCandidate, Evidence
 
@@ -97,30 +98,8 @@ def vector_literal(vector) -> str | None:
     return "[" + ",".join(map(repr, map(float, vector))) + "]"
 
 
-class _PreparedCursor(psycopg.Cursor):
-    """A cursor binding values on the server, each statement prepared on its connection at its first run:
-    PostgreSQL then plans it again only while a plan for the values beats the one plan for any values
-    (its ``plan_cache_mode = auto``), where Django's cursors send every value inlined and plan every time."""
-
-    def execute(self, query, params=None, *, prepare=None, binary=None):
-        return super().execute(query, params, prepare=True, binary=binary)
-
-    def _convert_query(self, query, params=None):
-        # Kept as an unprepared run keeps it: Django's query log (DEBUG, CaptureQueriesContext) reads its text.
-        self._query = super()._convert_query(query, params)
-        return self._query
-
-
 # Prepared for EXPAND_SQL, never for ENTRY_SQL (a generic plan of it skips the HNSW indexes):
-# docs/decisions/0003-prepared-statements.md
-def prepared_cursor():
-    """A cursor for a statement run on every request: prepared (``_PreparedCursor``) on the request's
-    connection, or Django's cursor when DATABASE_PREPARED_STATEMENTS is off. Both go through Django's
-    wrapper (its query log, ``execute_wrapper``, the broken-transaction check)."""
-    if not settings.DATABASE_PREPARED_STATEMENTS:
-        return connection.cursor()
-    connection.ensure_connection()
-    return connection._prepare_cursor(_PreparedCursor(connection.connection))
+# docs/decisions/0003-prepared-statements.md. The cursor is the SQL toolkit's (graphadmin.models.sql).
 
 
 def ef_search_for(k: int) -> int:

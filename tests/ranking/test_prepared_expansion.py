@@ -1,4 +1,4 @@
-"""The expansion statement (EXPAND_SQL) is prepared once per connection (ranking.queries.prepared_cursor):
+"""The expansion statement (EXPAND_SQL) is prepared once per connection (graphadmin.models.sql.prepared_cursor):
 the same rows as Django's cursor with inlined values, bit for bit, on its first runs (plans made for the
 values) and once PostgreSQL keeps one plan for any values (after five); DATABASE_PREPARED_STATEMENTS=0
 sends it as every other statement."""
