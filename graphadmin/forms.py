@@ -17,7 +17,7 @@ POLICY_GROUPS = (
     (
         "Following links",
         "A link's score decides which notes are reached first from the direct hits.",
-        ("coef_weight", "coef_semantic", "coef_priority", "feedback_influence", "carry"),
+        ("coef_weight", "coef_semantic", "coef_priority", "feedback_influence", "carry", "learned_carry"),
     ),
     (
         "Scoring a note",
@@ -67,6 +67,7 @@ PLAIN_LABELS = {
     "coef_priority": "Weight of the link type's priority",
     "feedback_influence": "Share of outcome feedback in learned weights",
     "carry": "Share of a note's relevance a link passes on",
+    "learned_carry": "How far what agents taught a link moves it for every question",
     "coef_vector": "Similarity to the question",
     "coef_lexical": "Shared words with the question",
     "coef_hop": "Closeness in the graph",

@@ -75,6 +75,7 @@ RANKING_POLICY_NUMBERS = (
     "coef_memory",
     "exploration",
     "carry",
+    "learned_carry",
 )
 
 NEUTRAL = 0.5  # the default of every learned weight: a bias of zero
@@ -102,6 +103,7 @@ class Policy:
     coef_memory: float = 0.2
     exploration: float = 0.03
     carry: float = 0.9
+    learned_carry: float = 0.0
 
     @classmethod
     def from_mapping(cls, values: Mapping[str, object]) -> Policy:
@@ -297,11 +299,6 @@ def persona_affinity(kind: str, tags: Iterable[str], affinities: Mapping[str, fl
     return max(matched) if matched else 0.0
 
 
-# A link's learned weight is a global prior (every question whose hit it leaves is moved by what other questions
-# taught it): it moves the link's carry by a fifth of its traversal weight term, at most +-0.05 by default.
-# Measured on LoCoMo 30 (full reports, 5 rounds): the whole term pushed neighbours into 3 of 41 unreported
-# questions' top 5 (test -5.4 points against round 1); a fifth, with the node bound below, none (docs/learning.md).
-WEIGHT_CARRY = 0.2
 # How far below neutral a node's own outcome EMA can pull it: the EMA of a note shown in sessions that found
 # nothing is a global prior too (the session failed, not necessarily the note); one rejection's worth (0.05 of
 # weight) says "flagged or failing", more would push the note down for questions nobody reported.
@@ -316,9 +313,11 @@ MAX_CARRY = 0.99
 def edge_carry(policy: Policy, weight: float | None, priority: float, specificity: float = 1.0) -> float:
     """How much of a node's relevance a link passes to the node it reaches, in [0, MAX_CARRY].
 
-    ``carry`` (the policy's share for an untouched link of priority 0), raised or lowered by the link's
-    reinforcement weight around neutral (``coef_weight``) and its type's priority (``coef_priority``): the
-    link's learned and tuned worth, the same two terms as its traversal score. Times the link's
+    ``carry`` (the policy's share for an untouched link of priority 0), raised or lowered by its type's priority
+    (``coef_priority``) and, as far as the policy's ``learned_carry`` lets it, by the link's reinforcement
+    weight around neutral (``learned_carry * coef_weight``): the link's tuned and learned worth, the terms of
+    its traversal score. ``learned_carry`` is 0 by default: a learned weight is a global prior, and what one
+    question taught a link moved other questions' context by near-ties (docs/decisions/0014). Times the link's
     ``specificity`` (``link_specificity``): a link to or from a hub says little about either end. A policy
     ``carry`` of 0 turns carrying off (0 for every link, however learned or tuned): what expansion reaches then
     competes on its own match only, as the policy documents it.
@@ -326,7 +325,7 @@ def edge_carry(policy: Policy, weight: float | None, priority: float, specificit
     if not policy.carry:
         return 0.0
     w = NEUTRAL if weight is None else float(weight)
-    learned = WEIGHT_CARRY * float(policy.coef_weight) * (w - NEUTRAL)
+    learned = float(policy.learned_carry) * float(policy.coef_weight) * (w - NEUTRAL)
     c = float(policy.carry) + learned + float(policy.coef_priority) * float(priority)
     return max(0.0, min(MAX_CARRY, c)) * float(specificity)
 

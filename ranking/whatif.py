@@ -48,7 +48,7 @@ BOOTSTRAP_SAMPLES = 1000
 # Numbers that change which candidates retrieval finds: a frozen candidate set cannot show them.
 # ``carry`` (where the policy has it): the relevance a link passes on is computed during expansion and frozen in
 # the log (``inherited``), so only a re-run shows a change of it.
-GENERATION = ("max_hops", "fanout_cap", "rrf_k", "carry")
+GENERATION = ("max_hops", "fanout_cap", "rrf_k", "carry", "learned_carry")
 # Numbers of the traversal score: they re-rank the frozen candidates (the priority and feedback terms of a
 # note's score) and also steer which nodes best-first expansion reaches, which a rescore does not see.
 STEERING = ("coef_weight", "coef_semantic", "coef_priority", "feedback_influence")

@@ -73,6 +73,14 @@ POLICY_NUMBERS: dict[str, tuple[float, float, float, bool, str]] = {
         "Share of a note's relevance a link passes to the note it reaches in expansion (raised by the link's "
         "weight and type priority, lowered at hubs); 0: what expansion reaches competes on its own match only.",
     ),
+    "learned_carry": (
+        0.0,
+        0.0,
+        1.0,
+        False,
+        "How far a link's learned weight moves its carry, for every question (times coef_weight, around "
+        "neutral); 0: what agents taught a link stays with the questions that taught it (their own evidence).",
+    ),
     "recency_half_life_days": (30.0, 1.0, 3650.0, False, "Days after which the recency factor halves."),
     "hop_decay": (0.6, 0.01, 1.0, False, "Hop factor base: max(hop_floor, hop_decay ** hops)."),
     "hop_floor": (0.25, 0.0, 1.0, False, "Hop factor for far or unreachable nodes."),

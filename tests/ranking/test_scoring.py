@@ -162,9 +162,10 @@ def test_expansion_carries_relevance_best_first_bounded_with_the_path():
         EdgeCandidate(4, 13, 14, 3, weight=0.5, feedback_weight=0.5, priority=0.0),
         EdgeCandidate(5, 12, 10, 2, weight=0.9, feedback_weight=0.5, priority=0.0),
     ]  # back to the seed: it keeps its own way (nothing carries more than its own relevance)
-    reached = _spread({10: 1.0}, edges)
-    carry11 = scoring.edge_carry(P, 0.9, 0.0)  # 0.9 + WEIGHT_CARRY * 0.5 * 0.4
-    carry12 = scoring.edge_carry(P, 0.2, 0.0)  # 0.9 - WEIGHT_CARRY * 0.5 * 0.3
+    learning = P.with_changes({"learned_carry": 0.2})  # the links' learned weights move their carry
+    reached = _spread({10: 1.0}, edges, policy=learning)
+    carry11 = scoring.edge_carry(learning, 0.9, 0.0)  # 0.9 + learned_carry * 0.5 * 0.4
+    carry12 = scoring.edge_carry(learning, 0.2, 0.0)  # 0.9 - learned_carry * 0.5 * 0.3
     assert (carry11, carry12) == (approx(0.94), approx(0.87))
     # 11 carries 0.94 of 10's relevance, 12 0.87; 13 through 11: 0.94 * 0.9 (less than 12); 14 is beyond 2 hops.
     assert list(reached) == [11, 12, 13]
@@ -172,7 +173,10 @@ def test_expansion_carries_relevance_best_first_bounded_with_the_path():
     assert reached[12].inherited == approx(0.87)
     assert (reached[13].hops, reached[13].path) == (2, (1, 3)) and reached[13].via.candidate.edge_id == 3
     assert reached[13].inherited == approx(0.94 * 0.9)
-    assert list(_spread({10: 1.0}, edges, limit=1)) == [11]
+    assert list(_spread({10: 1.0}, edges, policy=learning, limit=1)) == [11]
+    # By default (learned_carry 0) what agents taught the two links stays out of the carry: both carry 0.9.
+    by_default = _spread({10: 1.0}, edges)
+    assert (by_default[11].inherited, by_default[12].inherited) == (approx(0.9), approx(0.9))
 
 
 def test_a_node_that_matches_on_its_own_keeps_its_own_relevance_in_the_walk():
@@ -199,7 +203,9 @@ def test_a_weaker_seed_is_lifted_only_when_a_better_one_carries_more():
 
 def test_edge_carry_rises_with_the_links_weight_and_priority_and_fades_at_hubs():
     assert scoring.edge_carry(P, None, 0.0) == approx(0.9)
-    assert scoring.edge_carry(P, 0.7, 0.0) == approx(0.9 + 0.2 * 0.5 * 0.2)  # a learned weight moves it a little
+    assert scoring.edge_carry(P, 0.7, 0.0) == approx(0.9)  # by default a learned weight does not move it
+    learning = P.with_changes({"learned_carry": 0.2})
+    assert scoring.edge_carry(learning, 0.7, 0.0) == approx(0.9 + 0.2 * 0.5 * 0.2)  # with learned_carry, a little
     assert scoring.edge_carry(P.with_changes({"carry": 0.98}), 1.0, 1.0) == approx(0.99)  # capped below 1
     assert scoring.edge_carry(P, 0.5, -1.0) == approx(0.75)
     assert scoring.edge_carry(P, 0.5, 0.0, specificity=0.5) == approx(0.45)
