@@ -17,6 +17,7 @@ import pytest
 from feedback import actions
 from feedback.models import InjectionCandidate, UpdateBatch
 from feedback.rules import ANSWERED, CO_USED, QUESTION_KIND
+from graphadmin.actions import do_set_policy
 from graphadmin.models import Edge, EdgeType, Node
 from graphadmin_client import RetrievalRequest
 from ranking import retrieval
@@ -111,6 +112,8 @@ def test_rolling_back_the_batch_that_raised_a_learned_links_weight_gives_the_ran
     co_used, _ = EdgeType.objects.get_or_create(graph=graph, name="co_used")
     m = note(graph, "m", 0.0, 30)
     learned = Edge.objects.create(graph=graph, source=n["h"], target=m, edge_type=co_used)
+    # A policy that lets a link's learned weight move its carry for every question (decision 0014; 0 by default).
+    do_set_policy(graph, {"learned_carry": 1.0}, actor=oscar)
     now = datetime.now(UTC)  # one clock: recency moves with time
     before = ranking(graph, now)
     raised = actions.do_set_weights(graph, [actions.ManualValue("edge", learned.pk, "weight", 0.9)], actor=oscar)
