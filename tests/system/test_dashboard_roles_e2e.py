@@ -50,10 +50,10 @@ def at_least(role: str, needed: str) -> bool:
     return ROLE_ORDER.index(role) >= ROLE_ORDER.index(needed)
 
 
-def _session(graph, actor, name, at, *, use_rank=None, outcome=None, **kwargs):
+def _session(graph, actor, name, at, *, use_rank=None, outcome=None, owner=None, **kwargs):
     with clock.using(clock.SimulatedClock(at)):
         ctx = assemble_context(
-            prepare(graph, RetrievalRequest(session=name, query="vector search in postgres", **kwargs))
+            prepare(graph, RetrievalRequest(session=name, query="vector search in postgres", **kwargs)), owner=owner
         )
         if use_rank is not None:
             node = next(c.node_id for c in ctx.injection.candidates.all() if c.selected and c.rank == use_rank)
