@@ -43,6 +43,7 @@ from feedback.models import AgentSession, ContextInjection, InjectionCandidate, 
 from feedback.rules import ANSWERED, LEARNED_LINK_TYPES, QUESTION_KIND
 from graphadmin import clock
 from graphadmin.models import Edge, EdgeStats, EdgeType, Node, NodeLexeme, NodeLexicon, NodeStats
+from graphadmin.models import sql as sql_toolkit
 from graphadmin.models.sql import prepared_cursor
 
 from .scoring import POSITIVE_SIMILARITY, EdgeCandidate, Evidence
@@ -77,14 +78,10 @@ _TABLES = {
 
 
 def statement(text: str, **fragments: str) -> str:
-    """A whole statement's text with its ``{table}`` names filled in as quoted identifiers (from ``_meta``),
-    and each ``{fragment}`` with the named SQL text shared by several statements (its tables filled in too).
-
-    Rendered once, when the module is imported: the tables never change at run time, and composing
-    on every request would cost time on the hot path for the same string.
-    """
-    parts = {name: sql.SQL(fragment).format(**_TABLES) for name, fragment in fragments.items()}
-    return sql.SQL(text).format(**_TABLES, **parts).as_string()
+    """A whole statement's text, composed once at import by the SQL toolkit (``graphadmin.models.sql.statement``)
+    with ranking's table names: each ``{table}`` a quoted identifier from ``_meta``, each ``{fragment}`` the named
+    SQL text shared by several statements (its tables filled in too)."""
+    return sql_toolkit.statement(text, tables=_TABLES, **fragments)
 
 
 def vector_literal(vector) -> str | None:
